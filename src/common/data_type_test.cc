@@ -1,0 +1,40 @@
+#include "tessera/common/data_type.h"
+
+#include <gtest/gtest.h>
+
+#include "tessera/common/tensor.h"
+
+namespace tessera {
+namespace {
+
+TEST(DataTypeTest, WireAndConfigNamesRoundTrip) {
+  for (int i = 1; i <= 14; ++i) {
+    auto type = static_cast<DataType>(i);
+    EXPECT_EQ(DataTypeFromWireName(DataTypeToWireName(type)), type);
+    EXPECT_EQ(DataTypeFromConfigName(DataTypeToConfigName(type)), type);
+  }
+  EXPECT_EQ(DataTypeFromWireName("FP32"), DataType::kFp32);
+  EXPECT_EQ(DataTypeFromConfigName("TYPE_STRING"), DataType::kString);
+  EXPECT_EQ(DataTypeToWireName(DataType::kString), "BYTES");
+  EXPECT_FALSE(DataTypeFromWireName("FLOAT32").has_value());
+  EXPECT_FALSE(DataTypeFromWireName("INVALID").has_value());
+  EXPECT_FALSE(DataTypeFromConfigName("FP32").has_value());
+}
+
+TEST(DataTypeTest, ByteSizes) {
+  EXPECT_EQ(DataTypeByteSize(DataType::kFp32), 4u);
+  EXPECT_EQ(DataTypeByteSize(DataType::kFp16), 2u);
+  EXPECT_EQ(DataTypeByteSize(DataType::kInt64), 8u);
+  EXPECT_EQ(DataTypeByteSize(DataType::kBool), 1u);
+  EXPECT_EQ(DataTypeByteSize(DataType::kString), 0u);
+}
+
+TEST(TensorTest, ElementCountAndFormatting) {
+  EXPECT_EQ(ElementCount({}), 1);
+  EXPECT_EQ(ElementCount({2, 3, 4}), 24);
+  EXPECT_EQ(ElementCount({2, -1}), -1);
+  EXPECT_EQ(ShapeToString({1, 3, 224}), "[1, 3, 224]");
+}
+
+}  // namespace
+}  // namespace tessera
