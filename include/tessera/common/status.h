@@ -7,6 +7,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "spdlog/fmt/fmt.h"
 
 namespace tessera {
 
@@ -15,6 +17,28 @@ template <typename T>
 using StatusOr = absl::StatusOr<T>;
 
 }  // namespace tessera
+
+// Debian's abseil has its own string_view type (not std::string_view), so Status::message() needs
+// a formatter before spdlog can log it.
+#if !defined(ABSL_USES_STD_STRING_VIEW)
+template <>
+struct fmt::formatter<absl::string_view> : fmt::formatter<fmt::string_view> {
+  template <typename FormatContext>
+  auto format(absl::string_view text, FormatContext& ctx) const {
+    return fmt::formatter<fmt::string_view>::format(fmt::string_view(text.data(), text.size()),
+                                                    ctx);
+  }
+};
+#endif
+
+template <>
+struct fmt::formatter<absl::Status> : fmt::formatter<fmt::string_view> {
+  template <typename FormatContext>
+  auto format(const absl::Status& status, FormatContext& ctx) const {
+    const std::string text = status.ToString();
+    return fmt::formatter<fmt::string_view>::format(fmt::string_view(text), ctx);
+  }
+};
 
 #define TESSERA_CONCAT_INNER_(a, b) a##b
 #define TESSERA_CONCAT_(a, b) TESSERA_CONCAT_INNER_(a, b)

@@ -1,0 +1,51 @@
+// Server configuration: configs/server.yaml (format: docs/server-config.md). Every key has a default;
+// command-line flags override the file. Unknown keys are errors naming the file, line and key.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "tessera/common/status.h"
+
+namespace tessera {
+
+enum class ModelControlMode { kNone, kPoll, kExplicit };
+
+struct ServerConfig {
+  // Network.
+  std::string grpc_address = "0.0.0.0";
+  int grpc_port = 8001;
+  std::string metrics_address = "0.0.0.0";
+  int metrics_port = 8002;  // 0 = no metrics endpoint
+  int64_t max_grpc_message_bytes = 2147483647;  // INT32_MAX, as Triton and its clients use
+
+  // Repository.
+  std::string model_repository = "configs/models";
+  ModelControlMode model_control_mode = ModelControlMode::kPoll;
+  int repository_poll_secs = 5;
+
+  // Executors.
+  std::string executor_binary;  // empty = tessera-executor beside the server binary
+  std::string devices = "auto";    // auto | cpu | gpu
+  int cpu_executors = 1;           // executors (CPU partitions) on a machine with no GPU
+  int threads_per_executor = 0;    // 0 = cores / cpu_executors
+  int64_t input_ring_bytes = 64ll << 20;
+  int64_t output_ring_bytes = 64ll << 20;
+  std::string partition_mechanism = "auto";  // auto | mps | green | none
+  std::string scheduler_policy = "triton";   // gpulet | temporal | spatial | triton
+
+  // Shutdown.
+  int shutdown_drain_secs = 30;
+
+  // Logging.
+  int log_verbose = 0;
+};
+
+std::string_view ModelControlModeName(ModelControlMode mode);
+StatusOr<ModelControlMode> ParseModelControlMode(std::string_view text);
+
+// Parses server YAML text; `source` names the file in error messages.
+StatusOr<ServerConfig> ParseServerConfig(const std::string& yaml_text, const std::string& source);
+StatusOr<ServerConfig> LoadServerConfigFile(const std::string& path);
+
+}  // namespace tessera

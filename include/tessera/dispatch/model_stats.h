@@ -1,0 +1,57 @@
+// Per model-version counters behind both the ModelStatistics RPC and the Prometheus endpoint, so the
+// two can never disagree. Thread-safe: every method may be called from any thread.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "tessera/dispatch/request.h"
+
+namespace tessera::dispatch {
+
+struct Duration {
+  uint64_t count = 0;
+  uint64_t ns = 0;
+};
+
+struct BatchStats {
+  Duration compute_input;
+  Duration compute_infer;
+  Duration compute_output;
+};
+
+struct ModelStatsSnapshot {
+  uint64_t last_inference_ms = 0;  // wall clock, ms since the epoch
+  uint64_t inference_count = 0;    // rows inferred (a batch-4 request counts 4)
+  uint64_t execution_count = 0;    // batches executed
+  Duration success;                // end-to-end duration of successful requests
+  Duration fail;
+  Duration queue;
+  Duration compute_input;
+  Duration compute_infer;
+  Duration compute_output;
+  std::map<int64_t, BatchStats> batch_stats;       // by executed batch size
+  std::map<std::string, uint64_t> failures_by_reason;  // REJECTED, BACKEND, OTHER, ...
+  uint64_t pending = 0;                            // enqueued, not yet executing
+};
+
+class ModelStats {
+ public:
+  void RecordSuccess(int64_t rows, uint64_t request_ns, const RequestTiming& timing);
+  // `reason` is Triton's failure label: REJECTED (queue full / dropped), BACKEND (executor or
+  // engine error), OTHER (validation).
+  void RecordFailure(const std::string& reason, uint64_t request_ns);
+  void RecordExecution(int64_t batch_size, const RequestTiming& batch_timing);
+  void AddPending(int64_t delta);
+
+  ModelStatsSnapshot Snapshot() const;
+
+ private:
+  mutable std::mutex mu_;
+  ModelStatsSnapshot stats_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace tessera::dispatch

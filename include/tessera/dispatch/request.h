@@ -1,0 +1,51 @@
+// What the frontend hands the dispatcher and gets back: one inference request and its response.
+// Independent of gRPC so the dispatcher is testable without a network.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "tessera/common/status.h"
+#include "tessera/common/tensor.h"
+
+namespace tessera::dispatch {
+
+struct OutputTensor {
+  std::string name;
+  DataType dtype = DataType::kInvalid;
+  Shape shape;
+  std::string bytes;  // std::string so the frontend can move it into raw_output_contents
+};
+
+// Durations of one request's life inside the server, in nanoseconds (Triton's statistics split).
+struct RequestTiming {
+  uint64_t queue_ns = 0;           // enqueue -> its batch starts
+  uint64_t compute_input_ns = 0;   // gathering inputs into the executor's ring (+ executor input)
+  uint64_t compute_infer_ns = 0;   // the model run
+  uint64_t compute_output_ns = 0;  // outputs into the ring and out to this response
+};
+
+struct Response {
+  std::vector<OutputTensor> outputs;  // in the order requested (all model outputs when none named)
+  RequestTiming timing;
+  int64_t batch_size = 0;  // rows in the executed batch this request was part of
+};
+
+// Called exactly once per request, from any thread.
+using CompletionCallback = std::function<void(StatusOr<Response>)>;
+
+struct Request {
+  // One view per model input, in the model's declared input order, already validated by the
+  // frontend (dtype, shape, byte size). Non-owning: the caller keeps the bytes alive until `done`.
+  std::vector<TensorView> inputs;
+  // Output names to return; empty = every output of the model.
+  std::vector<std::string> requested_outputs;
+  // Rows along the leading batch dim when the model batches (max_batch_size > 0); 1 otherwise.
+  int64_t batch_size = 1;
+  uint64_t arrival_ns = 0;  // MonotonicNs() at arrival
+  CompletionCallback done;
+};
+
+}  // namespace tessera::dispatch

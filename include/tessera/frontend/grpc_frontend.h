@@ -1,0 +1,34 @@
+// The KServe v2 / Triton gRPC endpoint (inference.GRPCInferenceService) and the Prometheus metrics
+// endpoint. Async (grpc++ callback API): no thread is held per request while it waits in a queue.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "tessera/common/status.h"
+#include "tessera/frontend/server_core.h"
+
+namespace tessera::frontend {
+
+struct FrontendOptions {
+  std::string grpc_address = "0.0.0.0";
+  int grpc_port = 8001;  // 0 = pick a free port (see GrpcFrontend::port())
+  int64_t max_message_bytes = 2147483647;
+  std::string metrics_address = "0.0.0.0";
+  int metrics_port = 8002;  // 0 = no metrics endpoint
+  std::string server_version = "0.1.0";
+};
+
+class GrpcFrontend {
+ public:
+  // Starts serving. `core` must outlive the frontend.
+  static StatusOr<std::unique_ptr<GrpcFrontend>> Start(const FrontendOptions& options,
+                                                       ServerCore* core);
+  virtual ~GrpcFrontend() = default;
+
+  virtual int port() const = 0;
+  // Stops accepting new RPCs, waits up to `deadline_ms` for running ones, then cancels the rest.
+  virtual void Shutdown(int64_t deadline_ms) = 0;
+};
+
+}  // namespace tessera::frontend

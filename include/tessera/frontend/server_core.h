@@ -1,0 +1,67 @@
+// The frontend's view of the server: everything the KServe v2 service needs, behind one narrow
+// interface, so the gRPC layer depends on neither executors nor the repository's lifecycle code.
+// Implemented by the server's ModelManager; a fake implements it in frontend tests.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tessera/common/status.h"
+#include "tessera/dispatch/model_queue.h"
+#include "tessera/dispatch/model_stats.h"
+#include "tessera/repository/model_config.h"
+
+namespace tessera::frontend {
+
+// A ready model version, pinned for the duration of one request: holding it keeps the queue alive
+// even if the version is unloaded meanwhile (the queue then drains and refuses new work).
+struct ReadyModel {
+  std::string name;
+  int64_t version = 0;
+  std::vector<int64_t> ready_versions;  // every ready version of this model, ascending
+  std::shared_ptr<const repository::ModelConfig> config;
+  std::shared_ptr<dispatch::ModelQueue> queue;
+  std::shared_ptr<dispatch::ModelStats> stats;
+};
+
+struct ModelIndexEntry {
+  std::string name;
+  std::string version;  // "" when the model has no loaded version
+  std::string state;    // READY, LOADING, UNAVAILABLE, UNLOADING
+  std::string reason;   // why it is not READY, when known
+};
+
+struct ModelStatsEntry {
+  std::string name;
+  int64_t version = 0;
+  std::shared_ptr<dispatch::ModelStats> stats;
+};
+
+class ServerCore {
+ public:
+  virtual ~ServerCore() = default;
+
+  // False once shutdown has begun: new inference is refused, in-flight work drains.
+  virtual bool IsReady() const = 0;
+
+  // `version` "" = the latest ready version. NOT_FOUND for an unknown model or version,
+  // UNAVAILABLE (with the reason) for a known one that is not ready, INVALID_ARGUMENT for a
+  // version string that is not a number.
+  virtual StatusOr<ReadyModel> GetReadyModel(const std::string& name,
+                                             const std::string& version) const = 0;
+
+  virtual std::vector<ModelIndexEntry> RepositoryIndex(bool ready_only) const = 0;
+
+  // Blocking; returns once the model is ready or failed. FAILED_PRECONDITION unless the model
+  // control mode is explicit.
+  virtual Status LoadModel(const std::string& name) = 0;
+  virtual Status UnloadModel(const std::string& name) = 0;
+
+  // Statistics of ready versions; name "" = all models, version "" = all versions.
+  virtual StatusOr<std::vector<ModelStatsEntry>> Statistics(const std::string& name,
+                                                            const std::string& version) const = 0;
+};
+
+}  // namespace tessera::frontend

@@ -1,0 +1,72 @@
+// A model's configuration: `<repository>/<model>/config.yaml` (format: docs/model-config.md).
+// Field names follow Triton's ModelConfig where the meaning is the same, so a Triton user reads a
+// Tessera config at once; Tessera's own keys (slo_ms, precision) sit beside them.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tessera/common/data_type.h"
+#include "tessera/common/status.h"
+#include "tessera/common/tensor.h"
+
+namespace tessera::repository {
+
+struct TensorConfig {
+  std::string name;
+  DataType data_type = DataType::kInvalid;
+  // Without the batch dim when max_batch_size > 0. -1 = any size.
+  Shape dims;
+};
+
+enum class InstanceKind { kAuto, kGpu, kCpu };
+
+struct InstanceGroupConfig {
+  std::string name;
+  InstanceKind kind = InstanceKind::kAuto;
+  int count = 1;
+  std::vector<int> gpus;  // empty = all GPUs
+};
+
+struct VersionPolicy {
+  enum class Kind { kLatest, kAll, kSpecific };
+  Kind kind = Kind::kLatest;
+  int latest_num_versions = 1;           // for kLatest
+  std::vector<int64_t> specific_versions;  // for kSpecific
+};
+
+struct DynamicBatchingConfig {
+  bool enabled = false;  // true when the `dynamic_batching` key is present
+  std::vector<int> preferred_batch_sizes;
+  uint64_t max_queue_delay_microseconds = 0;
+  uint32_t max_queue_size = 0;  // 0 = unbounded (default_queue_policy.max_queue_size)
+};
+
+struct ModelConfig {
+  std::string name;
+  std::string platform = "onnx";
+  int max_batch_size = 0;  // 0 = no batching: dims are the exact request shape
+  std::vector<TensorConfig> inputs;
+  std::vector<TensorConfig> outputs;
+  DynamicBatchingConfig dynamic_batching;
+  std::vector<InstanceGroupConfig> instance_groups;  // empty = one instance, kind auto
+  VersionPolicy version_policy;
+  std::string default_model_filename = "model.onnx";
+
+  // Tessera's own keys.
+  double slo_ms = 0;               // latency SLO; 0 = none
+  std::string precision = "fp32";  // fp32 | fp16 | bf16
+};
+
+// Parses and validates config YAML text. `source` names the file in error messages. Every error
+// names the file, the line, the key and the reason ("models/mlp/config.yaml:7: input[0].dimz:
+// unknown key"). `expected_name` (the model's folder name) is checked against `name` when
+// non-empty, and fills it when `name` is absent.
+StatusOr<ModelConfig> ParseModelConfig(const std::string& yaml_text, const std::string& source,
+                                       const std::string& expected_name);
+
+// Reads and parses `path` (a config.yaml). A missing/unreadable file is NOT_FOUND naming the path.
+StatusOr<ModelConfig> LoadModelConfigFile(const std::string& path, const std::string& expected_name);
+
+}  // namespace tessera::repository

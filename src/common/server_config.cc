@@ -1,0 +1,135 @@
+#include "tessera/common/server_config.h"
+
+#include <array>
+#include <cstdint>
+#include <exception>
+#include <string_view>
+
+#include "tessera/common/yaml_util.h"
+
+namespace tessera {
+namespace {
+
+using yaml::YamlMap;
+
+constexpr std::array<std::string_view, 3> kControlModes = {"none", "poll", "explicit"};
+constexpr std::array<std::string_view, 3> kDevices = {"auto", "cpu", "gpu"};
+constexpr std::array<std::string_view, 4> kPartitionMechanisms = {"auto", "mps", "green", "none"};
+constexpr std::array<std::string_view, 4> kSchedulerPolicies = {"gpulet", "temporal", "spatial",
+                                                                "triton"};
+
+constexpr int64_t kMaxPort = 65535;
+// grpc++ takes the message limit as an int.
+constexpr int64_t kMaxGrpcMessageBytes = INT32_MAX;
+// A ring must hold at least one small request; below this it is surely a typo (units are bytes).
+constexpr int64_t kMinRingBytes = 4096;
+
+constexpr std::array<std::string_view, 7> kSections = {
+    "grpc", "metrics", "repository", "executors", "scheduler", "shutdown", "log"};
+constexpr std::array<std::string_view, 3> kGrpcKeys = {"address", "port", "max_message_bytes"};
+constexpr std::array<std::string_view, 2> kMetricsKeys = {"address", "port"};
+constexpr std::array<std::string_view, 3> kRepositoryKeys = {"path", "control_mode", "poll_secs"};
+constexpr std::array<std::string_view, 7> kExecutorKeys = {
+    "binary",           "devices",           "cpu_executors",      "threads_per_executor",
+    "input_ring_bytes", "output_ring_bytes", "partition_mechanism"};
+constexpr std::array<std::string_view, 1> kSchedulerKeys = {"policy"};
+constexpr std::array<std::string_view, 1> kShutdownKeys = {"drain_secs"};
+constexpr std::array<std::string_view, 1> kLogKeys = {"verbose"};
+
+// Reads the optional section `key` of `root` with `read`; an absent section keeps the defaults.
+template <size_t N, typename ReadSection>
+Status Section(const YamlMap& root, std::string_view key,
+               const std::array<std::string_view, N>& known_keys, ReadSection read) {
+  std::optional<YAML::Node> node = root.Get(key);
+  if (!node) return absl::OkStatus();
+  TESSERA_ASSIGN_OR_RETURN(YamlMap section,
+                           YamlMap::Create(root.source(), *node, root.PathOf(key), known_keys));
+  return read(section);
+}
+
+Status ParseInto(const YAML::Node& doc, std::string_view source, ServerConfig& config) {
+  TESSERA_ASSIGN_OR_RETURN(YamlMap root, YamlMap::Create(source, doc, "", kSections));
+
+  TESSERA_RETURN_IF_ERROR(Section(root, "grpc", kGrpcKeys, [&](const YamlMap& m) -> Status {
+    TESSERA_RETURN_IF_ERROR(m.GetString("address", &config.grpc_address));
+    TESSERA_RETURN_IF_ERROR(m.GetInt("port", 0, kMaxPort, &config.grpc_port));
+    return m.GetInt("max_message_bytes", 1, kMaxGrpcMessageBytes, &config.max_grpc_message_bytes);
+  }));
+  TESSERA_RETURN_IF_ERROR(Section(root, "metrics", kMetricsKeys, [&](const YamlMap& m) -> Status {
+    TESSERA_RETURN_IF_ERROR(m.GetString("address", &config.metrics_address));
+    return m.GetInt("port", 0, kMaxPort, &config.metrics_port);
+  }));
+  TESSERA_RETURN_IF_ERROR(
+      Section(root, "repository", kRepositoryKeys, [&](const YamlMap& m) -> Status {
+        TESSERA_RETURN_IF_ERROR(m.GetString("path", &config.model_repository));
+        std::string mode(ModelControlModeName(config.model_control_mode));
+        TESSERA_RETURN_IF_ERROR(m.GetEnum("control_mode", kControlModes, &mode));
+        // Cannot fail: GetEnum admitted only known names.
+        config.model_control_mode = ParseModelControlMode(mode).value_or(config.model_control_mode);
+        return m.GetInt("poll_secs", 1, INT32_MAX, &config.repository_poll_secs);
+      }));
+  TESSERA_RETURN_IF_ERROR(
+      Section(root, "executors", kExecutorKeys, [&](const YamlMap& m) -> Status {
+        TESSERA_RETURN_IF_ERROR(m.GetString("binary", &config.executor_binary));
+        TESSERA_RETURN_IF_ERROR(m.GetEnum("devices", kDevices, &config.devices));
+        TESSERA_RETURN_IF_ERROR(m.GetInt("cpu_executors", 1, INT32_MAX, &config.cpu_executors));
+        TESSERA_RETURN_IF_ERROR(
+            m.GetInt("threads_per_executor", 0, INT32_MAX, &config.threads_per_executor));
+        TESSERA_RETURN_IF_ERROR(
+            m.GetInt("input_ring_bytes", kMinRingBytes, INT64_MAX, &config.input_ring_bytes));
+        TESSERA_RETURN_IF_ERROR(
+            m.GetInt("output_ring_bytes", kMinRingBytes, INT64_MAX, &config.output_ring_bytes));
+        return m.GetEnum("partition_mechanism", kPartitionMechanisms, &config.partition_mechanism);
+      }));
+  TESSERA_RETURN_IF_ERROR(Section(root, "scheduler", kSchedulerKeys, [&](const YamlMap& m) {
+    return m.GetEnum("policy", kSchedulerPolicies, &config.scheduler_policy);
+  }));
+  TESSERA_RETURN_IF_ERROR(Section(root, "shutdown", kShutdownKeys, [&](const YamlMap& m) {
+    return m.GetInt("drain_secs", 0, INT32_MAX, &config.shutdown_drain_secs);
+  }));
+  return Section(root, "log", kLogKeys, [&](const YamlMap& m) {
+    return m.GetInt("verbose", 0, INT32_MAX, &config.log_verbose);
+  });
+}
+
+}  // namespace
+
+std::string_view ModelControlModeName(ModelControlMode mode) {
+  switch (mode) {
+    case ModelControlMode::kNone:
+      return "none";
+    case ModelControlMode::kPoll:
+      return "poll";
+    case ModelControlMode::kExplicit:
+      return "explicit";
+  }
+  return "unknown";
+}
+
+StatusOr<ModelControlMode> ParseModelControlMode(std::string_view text) {
+  if (text == "none") return ModelControlMode::kNone;
+  if (text == "poll") return ModelControlMode::kPoll;
+  if (text == "explicit") return ModelControlMode::kExplicit;
+  return absl::InvalidArgumentError(absl::StrCat("model control mode must be one of ",
+                                                 yaml::JoinNames(kControlModes), ", got \"",
+                                                 yaml::AsAbsl(text), "\""));
+}
+
+StatusOr<ServerConfig> ParseServerConfig(const std::string& yaml_text, const std::string& source) {
+  // yaml-cpp reports misuse by throwing; this is the boundary where that becomes a Status.
+  try {
+    TESSERA_ASSIGN_OR_RETURN(YAML::Node doc, yaml::ParseDocument(yaml_text, source));
+    ServerConfig config;
+    TESSERA_RETURN_IF_ERROR(ParseInto(doc, source, config));
+    return config;
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": ", e.what()));
+  }
+}
+
+StatusOr<ServerConfig> LoadServerConfigFile(const std::string& path) {
+  TESSERA_ASSIGN_OR_RETURN(std::string text, yaml::ReadFileToString(path));
+  return ParseServerConfig(text, path);
+}
+
+}  // namespace tessera

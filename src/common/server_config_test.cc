@@ -1,0 +1,183 @@
+#include "tessera/common/server_config.h"
+
+#include <fstream>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace tessera {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+
+constexpr char kSource[] = "configs/server.yaml";
+
+void ExpectError(const std::string& yaml, int line, const std::string& key,
+                 const std::string& reason) {
+  StatusOr<ServerConfig> config = ParseServerConfig(yaml, kSource);
+  ASSERT_FALSE(config.ok()) << "parsed:\n" << yaml;
+  EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
+  std::string prefix = std::string(kSource) + ":" + std::to_string(line) + ": ";
+  EXPECT_THAT(std::string(config.status().message()),
+              AllOf(HasSubstr(prefix), HasSubstr(key), HasSubstr(reason)))
+      << "yaml:\n"
+      << yaml;
+}
+
+void ExpectDefaults(const ServerConfig& c) {
+  ServerConfig d;
+  EXPECT_EQ(c.grpc_address, "0.0.0.0");
+  EXPECT_EQ(c.grpc_port, 8001);
+  EXPECT_EQ(c.metrics_address, "0.0.0.0");
+  EXPECT_EQ(c.metrics_port, 8002);
+  EXPECT_EQ(c.max_grpc_message_bytes, 2147483647);
+  EXPECT_EQ(c.model_repository, "configs/models");
+  EXPECT_EQ(c.model_control_mode, ModelControlMode::kPoll);
+  EXPECT_EQ(c.repository_poll_secs, 5);
+  EXPECT_EQ(c.executor_binary, "");
+  EXPECT_EQ(c.devices, "auto");
+  EXPECT_EQ(c.cpu_executors, 1);
+  EXPECT_EQ(c.threads_per_executor, 0);
+  EXPECT_EQ(c.input_ring_bytes, 64 << 20);
+  EXPECT_EQ(c.output_ring_bytes, 64 << 20);
+  EXPECT_EQ(c.partition_mechanism, "auto");
+  EXPECT_EQ(c.scheduler_policy, "triton");
+  EXPECT_EQ(c.shutdown_drain_secs, 30);
+  EXPECT_EQ(c.log_verbose, 0);
+  EXPECT_EQ(c.grpc_port, d.grpc_port);
+}
+
+TEST(ServerConfigTest, EmptyTextGivesDefaults) {
+  for (const char* text : {"", "\n# only a comment\n", "grpc: {}\nlog:\n"}) {
+    StatusOr<ServerConfig> c = ParseServerConfig(text, kSource);
+    ASSERT_TRUE(c.ok()) << c.status();
+    ExpectDefaults(*c);
+  }
+}
+
+TEST(ServerConfigTest, EveryKeyOverrides) {
+  StatusOr<ServerConfig> c = ParseServerConfig(R"(
+grpc: { address: 127.0.0.1, port: 9001, max_message_bytes: 1048576 }
+metrics: { address: "::1", port: 0 }
+repository: { path: /models, control_mode: explicit, poll_secs: 2 }
+executors:
+  binary: /opt/tessera/bin/tessera-executor
+  devices: cpu
+  cpu_executors: 4
+  threads_per_executor: 2
+  input_ring_bytes: 1048576
+  output_ring_bytes: 2097152
+  partition_mechanism: mps
+scheduler: { policy: gpulet }
+shutdown: { drain_secs: 0 }
+log: { verbose: 2 }
+)",
+                                               kSource);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->grpc_address, "127.0.0.1");
+  EXPECT_EQ(c->grpc_port, 9001);
+  EXPECT_EQ(c->max_grpc_message_bytes, 1048576);
+  EXPECT_EQ(c->metrics_address, "::1");
+  EXPECT_EQ(c->metrics_port, 0);
+  EXPECT_EQ(c->model_repository, "/models");
+  EXPECT_EQ(c->model_control_mode, ModelControlMode::kExplicit);
+  EXPECT_EQ(c->repository_poll_secs, 2);
+  EXPECT_EQ(c->executor_binary, "/opt/tessera/bin/tessera-executor");
+  EXPECT_EQ(c->devices, "cpu");
+  EXPECT_EQ(c->cpu_executors, 4);
+  EXPECT_EQ(c->threads_per_executor, 2);
+  EXPECT_EQ(c->input_ring_bytes, 1048576);
+  EXPECT_EQ(c->output_ring_bytes, 2097152);
+  EXPECT_EQ(c->partition_mechanism, "mps");
+  EXPECT_EQ(c->scheduler_policy, "gpulet");
+  EXPECT_EQ(c->shutdown_drain_secs, 0);
+  EXPECT_EQ(c->log_verbose, 2);
+}
+
+TEST(ServerConfigTest, PartialSectionKeepsOtherDefaults) {
+  StatusOr<ServerConfig> c = ParseServerConfig("grpc:\n  port: 7000\n", kSource);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->grpc_port, 7000);
+  EXPECT_EQ(c->grpc_address, "0.0.0.0");
+  EXPECT_EQ(c->max_grpc_message_bytes, 2147483647);
+}
+
+TEST(ServerConfigTest, UnknownKeys) {
+  ExpectError("grpc: { port: 1 }\ngrcp: { port: 2 }\n", 2, "grcp", "unknown key");
+  ExpectError("log:\n  verbose: 1\n  level: info\n", 3, "log.level", "unknown key");
+  ExpectError("executors:\n  devices: cpu\n  device: gpu\n", 3, "executors.device", "unknown key");
+  ExpectError("log: { verbose: 1 }\nlog: { verbose: 2 }\n", 2, "log",
+              "duplicate key (first at line 1)");
+}
+
+TEST(ServerConfigTest, WrongTypesAndRanges) {
+  ExpectError("grpc:\n  port: http\n", 2, "grpc.port", "expected an integer, got \"http\"");
+  ExpectError("grpc:\n  port: 70000\n", 2, "grpc.port", "must be 0..65535, got 70000");
+  ExpectError("grpc:\n  max_message_bytes: 4294967296\n", 2, "grpc.max_message_bytes",
+              "must be 1..2147483647");
+  ExpectError("grpc: 8001\n", 1, "grpc", "expected a map, got \"8001\"");
+  ExpectError("grpc:\n  address: [a, b]\n", 2, "grpc.address", "expected a string, got a list");
+  ExpectError("repository:\n  poll_secs: 0\n", 2, "repository.poll_secs", "must be >= 1, got 0");
+  ExpectError("executors:\n  cpu_executors: 0\n", 2, "executors.cpu_executors",
+              "must be >= 1, got 0");
+  ExpectError("executors:\n  input_ring_bytes: 64\n", 2, "executors.input_ring_bytes",
+              "must be >= 4096");
+  ExpectError("shutdown:\n  drain_secs: -1\n", 2, "shutdown.drain_secs", "must be >= 0, got -1");
+  ExpectError("- grpc\n", 1, "", "expected a map, got a list");
+}
+
+TEST(ServerConfigTest, BadEnumValues) {
+  ExpectError("repository:\n  control_mode: watch\n", 2, "repository.control_mode",
+              "expected one of none, poll, explicit, got \"watch\"");
+  ExpectError("executors:\n  devices: tpu\n", 2, "executors.devices",
+              "expected one of auto, cpu, gpu");
+  ExpectError("executors:\n  partition_mechanism: mig\n", 2, "executors.partition_mechanism",
+              "expected one of auto, mps, green, none");
+  ExpectError("scheduler:\n  policy: fifo\n", 2, "scheduler.policy",
+              "expected one of gpulet, temporal, spatial, triton");
+}
+
+TEST(ServerConfigTest, SyntaxError) {
+  StatusOr<ServerConfig> c = ParseServerConfig("grpc:\n  port: [1, 2\nlog: {}\n", kSource);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(c.status().message()),
+              AllOf(HasSubstr(kSource), HasSubstr("YAML syntax error")));
+}
+
+TEST(ServerConfigTest, ControlModeNames) {
+  for (ModelControlMode mode :
+       {ModelControlMode::kNone, ModelControlMode::kPoll, ModelControlMode::kExplicit}) {
+    StatusOr<ModelControlMode> parsed = ParseModelControlMode(ModelControlModeName(mode));
+    ASSERT_TRUE(parsed.ok());
+    EXPECT_EQ(*parsed, mode);
+  }
+  StatusOr<ModelControlMode> bad = ParseModelControlMode("POLL");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("none, poll, explicit"));
+}
+
+TEST(ServerConfigTest, LoadFile) {
+  EXPECT_EQ(LoadServerConfigFile("/nonexistent/tessera/server.yaml").status().code(),
+            absl::StatusCode::kNotFound);
+  std::string path = ::testing::TempDir() + "/tessera_server_config_test.yaml";
+  {
+    std::ofstream out(path);
+    out << "log:\n  verbose: loud\n";
+  }
+  StatusOr<ServerConfig> c = LoadServerConfigFile(path);
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(std::string(c.status().message()), HasSubstr(path + ":2: log.verbose"));
+}
+
+// The shipped configs/server.yaml must parse and hold exactly the built-in defaults.
+TEST(ServerConfigTest, ShippedFileHoldsDefaults) {
+  StatusOr<ServerConfig> c = LoadServerConfigFile(TESSERA_SOURCE_DIR "/configs/server.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  ExpectDefaults(*c);
+}
+
+}  // namespace
+}  // namespace tessera

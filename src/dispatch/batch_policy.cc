@@ -1,0 +1,60 @@
+#include "tessera/dispatch/batch_policy.h"
+
+#include <algorithm>
+
+namespace tessera::dispatch {
+
+BatchDecision DecideBatch(const std::vector<PendingRequest>& pending, uint64_t now_ns,
+                          const BatchPolicyOptions& options) {
+  BatchDecision decision;
+  if (pending.empty()) return decision;
+  if (!options.batching || options.max_batch_size <= 0) {
+    decision.count = 1;
+    return decision;
+  }
+
+  const int64_t max_rows = options.max_batch_size;
+  const int64_t largest_preferred =
+      options.preferred_batch_sizes.empty() ? max_rows : options.preferred_batch_sizes.back();
+
+  // Scan in arrival order while the batch still fits and shapes agree; remember the longest
+  // prefix whose row count is a preferred size.
+  int64_t rows = 0;
+  size_t count = 0;
+  size_t preferred_count = 0;
+  bool blocked = false;  // the next request cannot join (overflow or different shape)
+  for (const PendingRequest& request : pending) {
+    if (rows + request.rows > max_rows || request.shape_key != pending.front().shape_key) {
+      blocked = true;
+      break;
+    }
+    rows += request.rows;
+    ++count;
+    if (std::find(options.preferred_batch_sizes.begin(), options.preferred_batch_sizes.end(),
+                  rows) != options.preferred_batch_sizes.end()) {
+      preferred_count = count;
+    }
+  }
+  if (count == 0) {
+    // The oldest request alone exceeds max_batch_size; the frontend rejects those, but never stall.
+    decision.count = 1;
+    return decision;
+  }
+
+  const uint64_t oldest_arrival = pending.front().arrival_ns;
+  const uint64_t age_ns = now_ns > oldest_arrival ? now_ns - oldest_arrival : 0;
+  const bool delay_expired = age_ns >= options.max_queue_delay_ns;
+
+  if (preferred_count > 0 && !delay_expired && !options.preferred_batch_sizes.empty()) {
+    decision.count = preferred_count;
+    return decision;
+  }
+  if (blocked || rows >= largest_preferred || options.max_queue_delay_ns == 0 || delay_expired) {
+    decision.count = count;
+    return decision;
+  }
+  decision.wake_at_ns = oldest_arrival + options.max_queue_delay_ns;
+  return decision;
+}
+
+}  // namespace tessera::dispatch

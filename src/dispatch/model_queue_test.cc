@@ -1,0 +1,166 @@
+#include "tessera/dispatch/model_queue.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <future>
+#include <mutex>
+
+namespace tessera::dispatch {
+namespace {
+
+// Test double: answers each request with its own first input's first float, after an optional
+// pause, and records the batch sizes it saw.
+class FakeRunnerForTest : public BatchRunner {
+ public:
+  explicit FakeRunnerForTest(std::chrono::milliseconds pause, bool fail = false)
+      : pause_(pause), fail_(fail) {}
+  StatusOr<std::vector<Response>> Run(const std::vector<const Request*>& batch) override {
+    std::this_thread::sleep_for(pause_);
+    {
+      std::lock_guard lock(mu);
+      batch_sizes.push_back(batch.size());
+    }
+    if (fail_) return absl::InternalError("fake runner failure");
+    std::vector<Response> responses;
+    for (const Request* request : batch) {
+      Response response;
+      OutputTensor out{"y", DataType::kFp32, {1}, std::string(4, '\0')};
+      std::memcpy(out.bytes.data(), request->inputs[0].data, 4);
+      response.outputs.push_back(std::move(out));
+      response.timing.compute_infer_ns = 1000;
+      responses.push_back(std::move(response));
+    }
+    return responses;
+  }
+  std::string Describe() const override { return "fake"; }
+
+  std::mutex mu;
+  std::vector<size_t> batch_sizes;
+
+ private:
+  std::chrono::milliseconds pause_;
+  bool fail_;
+};
+
+struct Submitted {
+  std::vector<float> value;
+  std::promise<StatusOr<Response>> promise;
+};
+
+std::unique_ptr<Request> MakeRequest(Submitted& s) {
+  auto request = std::make_unique<Request>();
+  request->inputs.push_back(TensorView{"x", DataType::kFp32, {1, 1}, s.value.data(), 4});
+  request->arrival_ns = MonotonicNs();
+  request->done = [&s](StatusOr<Response> r) { s.promise.set_value(std::move(r)); };
+  return request;
+}
+
+float FirstFloat(const Response& r) {
+  float v;
+  std::memcpy(&v, r.outputs[0].bytes.data(), 4);
+  return v;
+}
+
+TEST(ModelQueueTest, ConcurrentRequestsAreBatchedAndAnsweredInOrder) {
+  auto runner = std::make_unique<FakeRunnerForTest>(std::chrono::milliseconds(20));
+  FakeRunnerForTest* fake = runner.get();
+  std::vector<std::unique_ptr<BatchRunner>> runners;
+  runners.push_back(std::move(runner));
+  auto stats = std::make_shared<ModelStats>();
+  ModelQueueOptions options{"m/1", BatchPolicyOptions{true, 8, {}, 5'000'000}, 0};
+  ModelQueue queue(options, std::move(runners), stats);
+
+  std::vector<Submitted> submitted(20);
+  for (size_t i = 0; i < submitted.size(); ++i) {
+    submitted[i].value = {static_cast<float>(i)};
+    ASSERT_TRUE(queue.Enqueue(MakeRequest(submitted[i])).ok());
+  }
+  for (size_t i = 0; i < submitted.size(); ++i) {
+    auto result = submitted[i].promise.get_future().get();
+    ASSERT_TRUE(result.ok()) << result.status();
+    EXPECT_EQ(FirstFloat(*result), static_cast<float>(i));
+  }
+  std::lock_guard lock(fake->mu);
+  EXPECT_LT(fake->batch_sizes.size(), 20u);  // batching merged requests
+  for (size_t size : fake->batch_sizes) EXPECT_LE(size, 8u);
+  ModelStatsSnapshot snap = stats->Snapshot();
+  EXPECT_EQ(snap.inference_count, 20u);
+  EXPECT_EQ(snap.success.count, 20u);
+  EXPECT_EQ(snap.queue.count, 20u);
+  EXPECT_EQ(snap.execution_count, fake->batch_sizes.size());
+  EXPECT_EQ(snap.pending, 0u);
+}
+
+TEST(ModelQueueTest, RunnerFailureFailsEveryRequestOfTheBatch) {
+  std::vector<std::unique_ptr<BatchRunner>> runners;
+  runners.push_back(std::make_unique<FakeRunnerForTest>(std::chrono::milliseconds(0), true));
+  auto stats = std::make_shared<ModelStats>();
+  ModelQueue queue({"m/1", BatchPolicyOptions{true, 4, {}, 0}, 0}, std::move(runners), stats);
+  std::vector<Submitted> submitted(3);
+  for (auto& s : submitted) {
+    s.value = {1};
+    ASSERT_TRUE(queue.Enqueue(MakeRequest(s)).ok());
+  }
+  for (auto& s : submitted) {
+    auto result = s.promise.get_future().get();
+    ASSERT_FALSE(result.ok());
+    EXPECT_NE(result.status().message().find("fake runner failure"), std::string::npos);
+  }
+  EXPECT_EQ(stats->Snapshot().fail.count, 3u);
+  EXPECT_EQ(stats->Snapshot().failures_by_reason["BACKEND"], 3u);
+}
+
+TEST(ModelQueueTest, FullQueueRejectsAndStoppedQueueRefuses) {
+  std::vector<std::unique_ptr<BatchRunner>> runners;
+  runners.push_back(std::make_unique<FakeRunnerForTest>(std::chrono::milliseconds(200)));
+  auto stats = std::make_shared<ModelStats>();
+  ModelQueue queue({"m/1", BatchPolicyOptions{}, 1}, std::move(runners), stats);
+  std::vector<Submitted> submitted(3);
+  for (auto& s : submitted) s.value = {1};
+  ASSERT_TRUE(queue.Enqueue(MakeRequest(submitted[0])).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // first one is running now
+  ASSERT_TRUE(queue.Enqueue(MakeRequest(submitted[1])).ok());
+  Status full = queue.Enqueue(MakeRequest(submitted[2]));
+  EXPECT_EQ(full.code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(full.message().find("full"), std::string::npos);
+
+  queue.StopAccepting();
+  Submitted late;
+  late.value = {1};
+  EXPECT_EQ(queue.Enqueue(MakeRequest(late)).code(), absl::StatusCode::kAborted);
+  EXPECT_TRUE(queue.WaitIdle(5000));
+  EXPECT_TRUE(submitted[0].promise.get_future().get().ok());
+  EXPECT_TRUE(submitted[1].promise.get_future().get().ok());
+}
+
+TEST(ModelQueueTest, ShutdownFailsQueuedRequests) {
+  std::vector<std::unique_ptr<BatchRunner>> runners;
+  runners.push_back(std::make_unique<FakeRunnerForTest>(std::chrono::milliseconds(100)));
+  auto stats = std::make_shared<ModelStats>();
+  auto queue = std::make_unique<ModelQueue>(ModelQueueOptions{"m/1", BatchPolicyOptions{}, 0},
+                                            std::move(runners), stats);
+  std::vector<Submitted> submitted(4);
+  for (auto& s : submitted) {
+    s.value = {1};
+    ASSERT_TRUE(queue->Enqueue(MakeRequest(s)).ok());
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  queue->Shutdown("test shutdown");
+  int ok = 0, abandoned = 0;
+  for (auto& s : submitted) {
+    auto result = s.promise.get_future().get();
+    if (result.ok()) {
+      ++ok;
+    } else {
+      EXPECT_EQ(result.status().code(), absl::StatusCode::kUnavailable);
+      EXPECT_NE(result.status().message().find("test shutdown"), std::string::npos);
+      ++abandoned;
+    }
+  }
+  EXPECT_EQ(ok + abandoned, 4);
+  EXPECT_GE(abandoned, 1);
+}
+
+}  // namespace
+}  // namespace tessera::dispatch

@@ -1,0 +1,134 @@
+// Runs the ONNX project's own per-operator tests (Debian's libonnx-testdata) for every operator the
+// engine claims: a case counts when all of its model's ops are supported. Cases that need a dtype
+// or attribute the engine reports as UNIMPLEMENTED at load are skipped and listed; every other case
+// must load, run and match its expected outputs.
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "engine/cpu/ops.h"
+#include "engine/onnx_import.h"
+#include "gtest/gtest.h"
+#include "onnx/onnx_pb.h"
+#include "tessera/engine/engine.h"
+
+namespace tessera::engine {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr char kNodeTests[] = "/usr/share/libonnx-testdata/data/node";
+
+// Op types used by the case's model, or empty when the file does not parse.
+std::set<std::string> OpTypes(const fs::path& model_path) {
+  std::ifstream in(model_path, std::ios::binary);
+  onnx::ModelProto model;
+  if (!model.ParseFromIstream(&in)) return {};
+  std::set<std::string> ops;
+  for (const auto& node : model.graph().node()) {
+    ops.insert(node.domain().empty() ? node.op_type() : node.domain() + "." + node.op_type());
+  }
+  return ops;
+}
+
+// Runs one case; returns "" on success, "SKIP: reason" to skip, or the failure.
+std::string RunCase(const fs::path& dir) {
+  auto loaded = LoadOnnxModel((dir / "model.onnx").string(), {});
+  if (!loaded.ok()) {
+    if (loaded.status().code() == absl::StatusCode::kUnimplemented) {
+      return "SKIP: " + std::string(loaded.status().message());
+    }
+    return "load failed: " + std::string(loaded.status().message());
+  }
+  Model& model = **loaded;
+  const fs::path data = dir / "test_data_set_0";
+  std::vector<Tensor> inputs;
+  for (size_t i = 0; i < model.inputs().size(); ++i) {
+    auto tensor = ReadTensorProtoFile((data / ("input_" + std::to_string(i) + ".pb")).string());
+    if (!tensor.ok()) {
+      if (tensor.status().code() == absl::StatusCode::kUnimplemented) {
+        return "SKIP: " + std::string(tensor.status().message());
+      }
+      return "bad input: " + std::string(tensor.status().message());
+    }
+    tensor->name = model.inputs()[i].name;
+    inputs.push_back(*std::move(tensor));
+  }
+  std::vector<TensorView> views;
+  for (Tensor& t : inputs) views.push_back(t.View());
+  std::vector<Tensor> outputs;
+  Status status = model.Run(views, &outputs);
+  if (!status.ok()) return "run failed: " + std::string(status.message());
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    auto expected = ReadTensorProtoFile((data / ("output_" + std::to_string(i) + ".pb")).string());
+    if (!expected.ok()) return "bad output file: " + std::string(expected.status().message());
+    if (expected->dtype != outputs[i].dtype || expected->shape != outputs[i].shape) {
+      return "output " + std::to_string(i) + " is " + ShapeToString(outputs[i].shape) +
+             ", expected " + ShapeToString(expected->shape);
+    }
+    const int64_t count = ElementCount(expected->shape);
+    for (int64_t k = 0; k < count; ++k) {
+      double a, e;
+      if (expected->dtype == DataType::kFp32) {
+        a = reinterpret_cast<const float*>(outputs[i].bytes.data())[k];
+        e = reinterpret_cast<const float*>(expected->bytes.data())[k];
+      } else {
+        a = static_cast<double>(reinterpret_cast<const int64_t*>(outputs[i].bytes.data())[k]);
+        e = static_cast<double>(reinterpret_cast<const int64_t*>(expected->bytes.data())[k]);
+      }
+      if (!(std::fabs(a - e) <= 1e-5 + 1e-4 * std::fabs(e))) {
+        return "output " + std::to_string(i) + "[" + std::to_string(k) + "] = " +
+               std::to_string(a) + ", expected " + std::to_string(e);
+      }
+    }
+  }
+  return "";
+}
+
+TEST(OnnxConformanceTest, ClaimedOperatorsPassTheOnnxNodeTests) {
+  if (!fs::is_directory(kNodeTests)) GTEST_SKIP() << kNodeTests << " not found (libonnx-testdata)";
+  const std::vector<std::string> supported_list = cpu::SupportedOps();
+  const std::set<std::string> supported(supported_list.begin(), supported_list.end());
+  std::vector<fs::path> cases;
+  for (const auto& entry : fs::directory_iterator(kNodeTests)) {
+    if (fs::exists(entry.path() / "model.onnx")) cases.push_back(entry.path());
+  }
+  std::sort(cases.begin(), cases.end());
+
+  int passed = 0;
+  std::vector<std::string> skipped, passed_names;
+  std::set<std::string> ops_exercised;
+  for (const fs::path& dir : cases) {
+    std::set<std::string> ops = OpTypes(dir / "model.onnx");
+    if (ops.empty()) continue;
+    bool claimed = std::all_of(ops.begin(), ops.end(),
+                               [&](const std::string& op) { return supported.count(op) != 0; });
+    if (!claimed) continue;
+    const std::string name = dir.filename().string();
+    std::string result = RunCase(dir);
+    if (result.empty()) {
+      ++passed;
+      passed_names.push_back(name);
+      ops_exercised.insert(ops.begin(), ops.end());
+    } else if (result.rfind("SKIP: ", 0) == 0) {
+      skipped.push_back(name + " (" + result.substr(6) + ")");
+    } else {
+      ADD_FAILURE() << name << ": " << result;
+    }
+  }
+  std::cout << "conformance: " << passed << " passed, " << skipped.size() << " skipped\n";
+  for (const std::string& s : skipped) std::cout << "  skipped " << s << "\n";
+  std::cout << "  ops exercised:";
+  for (const std::string& op : ops_exercised) std::cout << " " << op;
+  std::cout << "\n";
+  // Every claimed op must have at least one passing upstream case.
+  for (const std::string& op : supported) {
+    EXPECT_TRUE(ops_exercised.count(op) != 0) << "no passing ONNX node test exercises " << op;
+  }
+  EXPECT_GT(passed, 100);
+}
+
+}  // namespace
+}  // namespace tessera::engine

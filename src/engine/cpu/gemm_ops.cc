@@ -1,0 +1,111 @@
+// Gemm and MatMul ops on top of Sgemm.
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "engine/cpu/ops.h"
+
+namespace tessera::engine::cpu {
+
+Status RunGemm(const OpContext& ctx, const Node& node, const Inputs& inputs,
+               std::vector<Value>* outputs) {
+  TESSERA_ASSIGN_OR_RETURN(const Value* a, RequireInput(inputs, 0, "A", {DataType::kFp32}));
+  TESSERA_ASSIGN_OR_RETURN(const Value* b, RequireInput(inputs, 1, "B", {DataType::kFp32}));
+  if (a->rank() != 2 || b->rank() != 2) {
+    return absl::InvalidArgumentError(absl::StrCat("A and B must be 2-D, got ", DescribeValue(*a),
+                                                   " and ", DescribeValue(*b)));
+  }
+  bool trans_a = node.attributes.GetInt("transA", 0) != 0;
+  bool trans_b = node.attributes.GetInt("transB", 0) != 0;
+  float alpha = node.attributes.GetFloat("alpha", 1.0f);
+  float beta = node.attributes.GetFloat("beta", 1.0f);
+  int64_t m = trans_a ? a->dim(1) : a->dim(0);
+  int64_t k = trans_a ? a->dim(0) : a->dim(1);
+  int64_t kb = trans_b ? b->dim(1) : b->dim(0);
+  int64_t n = trans_b ? b->dim(0) : b->dim(1);
+  if (k != kb) {
+    return absl::InvalidArgumentError(absl::StrCat("inner dims differ: A ", DescribeValue(*a),
+                                                   " and B ", DescribeValue(*b)));
+  }
+  Value y = Value::Allocate(DataType::kFp32, {m, n});
+  float* out = y.mutable_data<float>();
+  const Value* c = inputs.size() > 2 ? inputs[2] : nullptr;
+  float gemm_beta = 0.0f;
+  if (c != nullptr && beta != 0.0f) {
+    if (c->dtype() != DataType::kFp32) return absl::InvalidArgumentError("C must be FLOAT");
+    // C broadcasts one way, to [m, n]; fill Y with it and let Sgemm accumulate on top.
+    if (c->rank() > 2) return absl::InvalidArgumentError("C must have rank <= 2");
+    int64_t cm = c->rank() == 2 ? c->dim(0) : 1;
+    int64_t cn = c->rank() >= 1 ? c->dim(c->rank() - 1) : 1;
+    if ((cm != 1 && cm != m) || (cn != 1 && cn != n)) {
+      return absl::InvalidArgumentError(absl::StrCat("C ", DescribeValue(*c),
+                                                     " does not broadcast to [", m, ", ", n, "]"));
+    }
+    const float* cd = c->data<float>();
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        out[i * n + j] = beta * cd[(cm == 1 ? 0 : i) * cn + (cn == 1 ? 0 : j)];
+      }
+    }
+    gemm_beta = 1.0f;
+  }
+  Sgemm(trans_a, trans_b, m, n, k, alpha, a->data<float>(), a->dim(1), b->data<float>(), b->dim(1),
+        gemm_beta, out, n, ctx.pool);
+  (*outputs)[0] = std::move(y);
+  return absl::OkStatus();
+}
+
+Status RunMatMul(const OpContext& ctx, const Node& node, const Inputs& inputs,
+                 std::vector<Value>* outputs) {
+  TESSERA_ASSIGN_OR_RETURN(const Value* a, RequireInput(inputs, 0, "A", {DataType::kFp32}));
+  TESSERA_ASSIGN_OR_RETURN(const Value* b, RequireInput(inputs, 1, "B", {DataType::kFp32}));
+  if (a->rank() == 0 || b->rank() == 0) return absl::InvalidArgumentError("MatMul of a scalar");
+  // Numpy semantics: a 1-D A is a row vector, a 1-D B a column vector; the added dim is dropped
+  // from the result.
+  Shape sa = a->shape(), sb = b->shape();
+  bool a_vector = sa.size() == 1, b_vector = sb.size() == 1;
+  if (a_vector) sa.insert(sa.begin(), 1);
+  if (b_vector) sb.push_back(1);
+  int64_t m = sa[sa.size() - 2], k = sa.back(), n = sb.back();
+  if (sb[sb.size() - 2] != k) {
+    return absl::InvalidArgumentError(absl::StrCat("inner dims differ: A ", DescribeValue(*a),
+                                                   " and B ", DescribeValue(*b)));
+  }
+  Shape batch_a(sa.begin(), sa.end() - 2), batch_b(sb.begin(), sb.end() - 2);
+  TESSERA_ASSIGN_OR_RETURN(Shape batch, BroadcastShapes(batch_a, batch_b));
+  Shape out_shape = batch;
+  if (!a_vector) out_shape.push_back(m);
+  if (!b_vector) out_shape.push_back(n);
+  Value y = Value::Allocate(DataType::kFp32, out_shape);
+  const float* ad = a->data<float>();
+  const float* bd = b->data<float>();
+  float* yd = y.mutable_data<float>();
+
+  int64_t batch_count = ElementCount(batch);
+  if (batch_b.empty() && batch_a == batch) {
+    // [.., m, k] x [k, n]: all of A's rows in one GEMM, which tiles and threads better.
+    Sgemm(false, false, batch_count * m, n, k, 1.0f, ad, k, bd, n, 0.0f, yd, n, ctx.pool);
+  } else {
+    // Element offsets of each operand's matrix for a batch index, with broadcast dims fixed at 0.
+    auto offset = [&](const Shape& own, int64_t index, int64_t matrix) {
+      int64_t off = 0, stride = 1;
+      for (int d = static_cast<int>(batch.size()) - 1; d >= 0; --d) {
+        int64_t coord = index % batch[d];
+        index /= batch[d];
+        int od = d - static_cast<int>(batch.size() - own.size());
+        if (od >= 0) {
+          if (own[od] != 1) off += coord * stride;
+          stride *= own[od];
+        }
+      }
+      return off * matrix;
+    };
+    for (int64_t i = 0; i < batch_count; ++i) {
+      Sgemm(false, false, m, n, k, 1.0f, ad + offset(batch_a, i, m * k), k,
+            bd + offset(batch_b, i, k * n), n, 0.0f, yd + i * m * n, n, ctx.pool);
+    }
+  }
+  (*outputs)[0] = std::move(y);
+  return absl::OkStatus();
+}
+
+}  // namespace tessera::engine::cpu

@@ -1,0 +1,117 @@
+// Softmax and inference-mode BatchNormalization.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "engine/cpu/ops.h"
+
+namespace tessera::engine::cpu {
+
+void Softmax(const float* input, int64_t outer, int64_t axis_len, int64_t inner, float* out) {
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t in = 0; in < inner; ++in) {
+      const float* x = input + o * axis_len * inner + in;
+      float* y = out + o * axis_len * inner + in;
+      // Subtracting the max keeps exp in range for large logits.
+      float max_value = -std::numeric_limits<float>::infinity();
+      for (int64_t i = 0; i < axis_len; ++i) max_value = std::max(max_value, x[i * inner]);
+      float sum = 0.0f;
+      for (int64_t i = 0; i < axis_len; ++i) {
+        float e = std::exp(x[i * inner] - max_value);
+        y[i * inner] = e;
+        sum += e;
+      }
+      float scale = 1.0f / sum;
+      for (int64_t i = 0; i < axis_len; ++i) y[i * inner] *= scale;
+    }
+  }
+}
+
+Status RunSoftmax(const OpContext& ctx, const Node& node, const Inputs& inputs,
+                  std::vector<Value>* outputs) {
+  TESSERA_ASSIGN_OR_RETURN(const Value* x, RequireInput(inputs, 0, "input", {DataType::kFp32}));
+  const int rank = x->rank();
+  if (rank == 0) return absl::InvalidArgumentError("Softmax of a scalar");
+  // Opset 13 normalises along one axis (default -1); earlier opsets flatten to 2-D at `axis`
+  // (default 1) and normalise each row.
+  const bool per_axis = node.opset >= 13;
+  TESSERA_ASSIGN_OR_RETURN(int axis,
+                           NormalizeAxis(node.attributes.GetInt("axis", per_axis ? -1 : 1), rank));
+  int64_t outer = 1, axis_len = 1, inner = 1;
+  for (int d = 0; d < axis; ++d) outer *= x->dim(d);
+  if (per_axis) {
+    axis_len = x->dim(axis);
+    for (int d = axis + 1; d < rank; ++d) inner *= x->dim(d);
+  } else {
+    for (int d = axis; d < rank; ++d) axis_len *= x->dim(d);
+  }
+  Value y = Value::Allocate(DataType::kFp32, x->shape());
+  const float* in = x->data<float>();
+  float* out = y.mutable_data<float>();
+  // Rows are independent: split the outer dim across threads when there is enough of it.
+  const int64_t per_task = std::max<int64_t>(1, 8192 / std::max<int64_t>(1, axis_len * inner));
+  const int64_t tasks = (outer + per_task - 1) / per_task;
+  ParallelFor(ctx.pool, tasks, [&](int64_t t) {
+    int64_t begin = t * per_task, end = std::min(outer, begin + per_task);
+    int64_t stride = axis_len * inner;
+    Softmax(in + begin * stride, end - begin, axis_len, inner, out + begin * stride);
+  });
+  (*outputs)[0] = std::move(y);
+  return absl::OkStatus();
+}
+
+Status CheckBatchNormalization(const Node& node, const Graph& graph) {
+  if (node.attributes.GetInt("training_mode", 0) != 0 || node.outputs.size() > 1) {
+    return absl::UnimplementedError("training mode (running statistics outputs) is not supported");
+  }
+  if (node.attributes.GetInt("spatial", 1) != 1) {
+    return absl::UnimplementedError("spatial=0 is not supported");
+  }
+  return absl::OkStatus();
+}
+
+Status RunBatchNormalization(const OpContext& ctx, const Node& node, const Inputs& inputs,
+                             std::vector<Value>* outputs) {
+  TESSERA_ASSIGN_OR_RETURN(const Value* x, RequireInput(inputs, 0, "X", {DataType::kFp32}));
+  if (x->rank() < 2) return absl::InvalidArgumentError("X must have rank >= 2");
+  const int64_t channels = x->dim(1);
+  const char* names[] = {"scale", "B", "mean", "var"};
+  const float* params[4];
+  for (int i = 0; i < 4; ++i) {
+    TESSERA_ASSIGN_OR_RETURN(const Value* p, RequireInput(inputs, i + 1, names[i],
+                                                          {DataType::kFp32}));
+    if (p->rank() != 1 || p->dim(0) != channels) {
+      return absl::InvalidArgumentError(absl::StrCat(names[i], " ", DescribeValue(*p),
+                                                     " must have ", channels, " elements"));
+    }
+    params[i] = p->data<float>();
+  }
+  const float epsilon = node.attributes.GetFloat("epsilon", 1e-5f);
+  // Fold to y = x * scale' + shift' per channel.
+  std::vector<float> scale(channels), shift(channels);
+  for (int64_t c = 0; c < channels; ++c) {
+    scale[c] = params[0][c] / std::sqrt(params[3][c] + epsilon);
+    shift[c] = params[1][c] - params[2][c] * scale[c];
+  }
+  int64_t spatial = 1;
+  for (int d = 2; d < x->rank(); ++d) spatial *= x->dim(d);
+  Value y = Value::Allocate(DataType::kFp32, x->shape());
+  const float* in = x->data<float>();
+  float* out = y.mutable_data<float>();
+  const int64_t planes = x->dim(0) * channels;
+  const int64_t per_task = std::max<int64_t>(1, 32768 / std::max<int64_t>(1, spatial));
+  ParallelFor(ctx.pool, (planes + per_task - 1) / per_task, [&](int64_t t) {
+    int64_t end = std::min(planes, (t + 1) * per_task);
+    for (int64_t p = t * per_task; p < end; ++p) {
+      const float s = scale[p % channels], b = shift[p % channels];
+      const float* src = in + p * spatial;
+      float* dst = out + p * spatial;
+      for (int64_t i = 0; i < spatial; ++i) dst[i] = src[i] * s + b;
+    }
+  });
+  (*outputs)[0] = std::move(y);
+  return absl::OkStatus();
+}
+
+}  // namespace tessera::engine::cpu

@@ -1,0 +1,115 @@
+// The table of supported ONNX ops and the small helpers every kernel shares.
+#include <algorithm>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "engine/cpu/ops.h"
+
+namespace tessera::engine::cpu {
+namespace {
+
+const std::map<std::string, OpDef>& Registry() {
+  static const auto* registry = new std::map<std::string, OpDef>{
+      {"Add", {RunAdd}},
+      {"AveragePool", {RunAveragePool, CheckPool}},
+      {"BatchNormalization", {RunBatchNormalization, CheckBatchNormalization}},
+      {"Clip", {RunClip}},
+      {"Concat", {RunConcat}},
+      {"Constant", {RunConstant, CheckConstant}},
+      {"Conv", {RunConv, CheckConv}},
+      {"Div", {RunDiv}},
+      {"Flatten", {RunFlatten}},
+      {"Gather", {RunGather}},
+      {"Gemm", {RunGemm}},
+      {"GlobalAveragePool", {RunGlobalAveragePool}},
+      {"Identity", {RunIdentity}},
+      {"MatMul", {RunMatMul}},
+      {"MaxPool", {RunMaxPool, CheckPool}},
+      {"Mul", {RunMul}},
+      {"Relu", {RunRelu}},
+      {"Reshape", {RunReshape}},
+      {"Shape", {RunShape}},
+      {"Sigmoid", {RunSigmoid}},
+      {"Softmax", {RunSoftmax}},
+      {"Squeeze", {RunSqueeze}},
+      {"Sub", {RunSub}},
+      {"Tanh", {RunTanh}},
+      {"Transpose", {RunTranspose}},
+      {"Unsqueeze", {RunUnsqueeze}},
+  };
+  return *registry;
+}
+
+}  // namespace
+
+const OpDef* FindOp(const std::string& op_type) {
+  auto it = Registry().find(op_type);
+  return it == Registry().end() ? nullptr : &it->second;
+}
+
+std::vector<std::string> SupportedOps() {
+  std::vector<std::string> ops;
+  for (const auto& [name, def] : Registry()) ops.push_back(name);
+  return ops;
+}
+
+StatusOr<Shape> BroadcastShapes(const Shape& a, const Shape& b) {
+  size_t rank = std::max(a.size(), b.size());
+  Shape out(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
+    int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
+    if (da != db && da != 1 && db != 1) {
+      return absl::InvalidArgumentError(absl::StrCat("shapes ", ShapeToString(a), " and ",
+                                                     ShapeToString(b), " do not broadcast"));
+    }
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+StatusOr<int> NormalizeAxis(int64_t axis, int rank) {
+  if (axis < -rank || axis >= rank) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("axis ", axis, " is out of range for rank ", rank));
+  }
+  return static_cast<int>(axis < 0 ? axis + rank : axis);
+}
+
+StatusOr<const Value*> RequireInput(const Inputs& inputs, size_t index, const char* what,
+                                    std::initializer_list<DataType> dtypes) {
+  if (index >= inputs.size() || inputs[index] == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("missing input ", index, " (", what, ")"));
+  }
+  const Value* v = inputs[index];
+  if (std::find(dtypes.begin(), dtypes.end(), v->dtype()) == dtypes.end()) {
+    std::vector<std::string> names;
+    for (DataType d : dtypes) names.push_back(TypeName(d));
+    return absl::InvalidArgumentError(absl::StrCat("input ", index, " (", what, ") is ",
+                                                   TypeName(v->dtype()), ", expected ",
+                                                   absl::StrJoin(names, " or ")));
+  }
+  return v;
+}
+
+StatusOr<int64_t> WindowOutputSize(int64_t in, int64_t kernel, int64_t stride, int64_t dilation,
+                                   int64_t pad_begin, int64_t pad_end, bool ceil_mode) {
+  if (kernel < 1 || stride < 1 || dilation < 1 || pad_begin < 0 || pad_end < 0) {
+    return absl::InvalidArgumentError("kernel, stride and dilation must be >= 1 and pads >= 0");
+  }
+  int64_t effective = (kernel - 1) * dilation + 1;
+  int64_t span = in + pad_begin + pad_end - effective;
+  if (span < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("window of ", effective,
+                                                   " is larger than the padded input of ",
+                                                   in + pad_begin + pad_end));
+  }
+  int64_t out = (ceil_mode ? (span + stride - 1) / stride : span / stride) + 1;
+  // As PyTorch and the ONNX reference do: a ceil-mode window that would start inside the end
+  // padding is dropped.
+  if (ceil_mode && (out - 1) * stride >= in + pad_begin) --out;
+  return out;
+}
+
+}  // namespace tessera::engine::cpu

@@ -1,0 +1,135 @@
+// CPU kernels: the raw math routines (unit-tested directly) and the ONNX op kernels built on them.
+//
+// Op kernels take their inputs as Values (nullptr for an omitted optional input) and fill
+// `outputs` (already sized to the node's output count). They check every shape and dtype they
+// rely on and return INVALID_ARGUMENT instead of reading out of bounds; the caller prefixes the
+// node's name. Kernels are stateless and may run concurrently on different data.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/graph.h"
+#include "engine/thread_pool.h"
+#include "engine/value.h"
+#include "tessera/common/status.h"
+
+namespace tessera::engine::cpu {
+
+// ---- Raw routines (row-major fp32) -------------------------------------------------------------
+
+// C[m,n] = alpha * op(A)[m,k] * op(B)[k,n] + beta * C. op(X) = X^T when trans_x. lda/ldb/ldc are
+// the row strides of A, B, C as stored. beta == 0 overwrites C without reading it. Parallel over
+// output tiles on `pool` (null = calling thread only).
+void Sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+           int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc,
+           ThreadPool* pool);
+
+// Geometry of a 2-D convolution or pooling window, with pads already resolved.
+struct Window2d {
+  int64_t kernel_h = 1, kernel_w = 1;
+  int64_t stride_h = 1, stride_w = 1;
+  int64_t dilation_h = 1, dilation_w = 1;
+  int64_t pad_top = 0, pad_left = 0, pad_bottom = 0, pad_right = 0;
+};
+
+// out[n, cout, oh, ow] for input [n, cin, h, w], weight [cout, cin/groups, kh, kw], bias [cout]
+// or null. The caller sizes `out` from the window; `oh`, `ow` are its spatial dims.
+void Conv2d(const float* input, int64_t batch, int64_t in_channels, int64_t h, int64_t w,
+            const float* weight, const float* bias, int64_t out_channels, int64_t groups,
+            const Window2d& window, float* out, int64_t oh, int64_t ow, ThreadPool* pool);
+
+enum class PoolKind { kMax, kAverageExcludePad, kAverageIncludePad };
+
+// Pools each of `planes` independent [h, w] planes into [oh, ow].
+void Pool2d(PoolKind kind, const float* input, int64_t planes, int64_t h, int64_t w,
+            const Window2d& window, float* out, int64_t oh, int64_t ow, ThreadPool* pool);
+
+// Softmax over the middle dim of [outer, axis_len, inner].
+void Softmax(const float* input, int64_t outer, int64_t axis_len, int64_t inner, float* out);
+
+// ---- Shared helpers ----------------------------------------------------------------------------
+
+using Inputs = std::vector<const Value*>;
+
+// Numpy broadcasting of two shapes, or INVALID_ARGUMENT.
+StatusOr<Shape> BroadcastShapes(const Shape& a, const Shape& b);
+// Maps a possibly negative axis into [0, rank), or INVALID_ARGUMENT.
+StatusOr<int> NormalizeAxis(int64_t axis, int rank);
+// The required input `index`, present, with one of the given dtypes.
+StatusOr<const Value*> RequireInput(const Inputs& inputs, size_t index, const char* what,
+                                    std::initializer_list<DataType> dtypes);
+// Output size of a window along one dim: floor (or ceil) of the usual formula, checked >= 1.
+StatusOr<int64_t> WindowOutputSize(int64_t in, int64_t kernel, int64_t stride, int64_t dilation,
+                                   int64_t pad_begin, int64_t pad_end, bool ceil_mode);
+
+// Reads kernel_shape/strides/dilations/pads/auto_pad of a Conv or pooling node whose window has
+// `spatial_rank` (1 or 2) dims; a 1-D window is mapped onto a height of 1. Pads are resolved
+// against the input's spatial size (h, w), which auto_pad=SAME_* needs.
+StatusOr<Window2d> ResolveWindow(const Node& node, int spatial_rank, int64_t h, int64_t w,
+                                 int64_t kernel_h, int64_t kernel_w);
+// Load-time check of the window attributes shared by Conv and the pools.
+Status CheckWindowAttributes(const Node& node);
+
+// ---- Op kernels --------------------------------------------------------------------------------
+
+struct OpContext {
+  ThreadPool* pool = nullptr;  // null = run on the calling thread
+};
+
+using KernelFn = Status (*)(const OpContext& ctx, const Node& node, const Inputs& inputs,
+                            std::vector<Value>* outputs);
+// Load-time check of what the kernel supports (attributes, arity, constant inputs it needs);
+// returns UNIMPLEMENTED with the reason when the node uses something the kernel lacks.
+using CheckFn = Status (*)(const Node& node, const Graph& graph);
+
+struct OpDef {
+  KernelFn run = nullptr;
+  CheckFn check = nullptr;  // optional
+};
+
+// The kernel for an ONNX default-domain op type, or null when the op is not supported.
+const OpDef* FindOp(const std::string& op_type);
+// Every supported op type, sorted.
+std::vector<std::string> SupportedOps();
+
+// Kernel entry points, grouped by the file that defines them.
+// gemm_ops.cc
+Status RunGemm(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunMatMul(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+// conv.cc
+Status CheckConv(const Node&, const Graph&);
+Status RunConv(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+// pool.cc
+Status CheckPool(const Node&, const Graph&);
+Status RunMaxPool(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunAveragePool(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunGlobalAveragePool(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+// elementwise.cc
+Status RunAdd(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunSub(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunMul(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunDiv(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunRelu(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunSigmoid(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunTanh(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunClip(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+// nn_ops.cc
+Status RunSoftmax(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status CheckBatchNormalization(const Node&, const Graph&);
+Status RunBatchNormalization(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+// shape_ops.cc
+Status RunIdentity(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status CheckConstant(const Node&, const Graph&);
+Status RunConstant(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunFlatten(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunReshape(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunShape(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunGather(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunUnsqueeze(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunSqueeze(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunConcat(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunTranspose(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+
+}  // namespace tessera::engine::cpu

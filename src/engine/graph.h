@@ -1,0 +1,78 @@
+// The engine's graph IR: values (numbered), constant values (weights and folded subgraphs), and
+// nodes in topological order. Built by onnx_import, run by the CPU model; backend independent.
+//
+// Thread-safety: a Graph is immutable once built and may be read from any number of threads.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/value.h"
+#include "tessera/engine/engine.h"
+
+namespace tessera::engine {
+
+// One node attribute; which members are meaningful depends on `kind`.
+struct Attribute {
+  enum class Kind { kInt, kFloat, kInts, kFloats, kString, kTensor };
+  Kind kind = Kind::kInt;
+  int64_t i = 0;
+  float f = 0;
+  std::vector<int64_t> ints;
+  std::vector<float> floats;
+  std::string s;
+  Value tensor;
+};
+
+class Attributes {
+ public:
+  void Set(const std::string& name, Attribute attribute) { map_[name] = std::move(attribute); }
+  bool Has(const std::string& name) const { return map_.count(name) != 0; }
+  const Attribute* Find(const std::string& name) const;
+
+  // Typed getters return `fallback` when the attribute is absent.
+  int64_t GetInt(const std::string& name, int64_t fallback) const;
+  float GetFloat(const std::string& name, float fallback) const;
+  std::vector<int64_t> GetInts(const std::string& name, std::vector<int64_t> fallback = {}) const;
+  std::string GetString(const std::string& name, std::string fallback = "") const;
+
+  const std::map<std::string, Attribute>& all() const { return map_; }
+
+ private:
+  std::map<std::string, Attribute> map_;
+};
+
+inline constexpr int kNoValue = -1;  // an omitted optional input
+
+struct Node {
+  std::string name;     // as in the model file; may be empty
+  std::string op_type;  // ONNX op type, default domain
+  int opset = 0;        // the model's default-domain opset (semantics differ across versions)
+  Attributes attributes;
+  std::vector<int> inputs;   // value ids; kNoValue for an omitted optional input
+  std::vector<int> outputs;  // value ids
+
+  // `node "name" (Op)` for error messages; uses the first output when the node has no name.
+  std::string Describe(const std::vector<std::string>& value_names) const;
+};
+
+struct Graph {
+  std::vector<std::string> value_names;        // indexed by value id
+  std::vector<std::optional<Value>> constants;  // indexed by value id; set for weights/folded values
+  std::vector<Node> nodes;                      // topological order
+  std::vector<int> input_ids;                   // runtime graph inputs, declaration order
+  std::vector<TensorInfo> inputs;
+  std::vector<bool> input_rank_known;  // false when the file declares no shape for the input
+  std::vector<int> output_ids;
+  std::vector<TensorInfo> outputs;
+  int opset = 0;
+
+  int AddValue(const std::string& name);
+  bool IsConstant(int id) const { return id >= 0 && constants[id].has_value(); }
+  uint64_t ConstantBytes() const;
+};
+
+}  // namespace tessera::engine

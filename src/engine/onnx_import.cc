@@ -1,0 +1,287 @@
+#include "engine/onnx_import.h"
+
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <unordered_map>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "onnx/onnx_pb.h"
+
+namespace tessera::engine {
+namespace {
+
+// Opsets the importer accepts (PyTorch 1.13 exports 7..17; the ONNX 1.12 test data goes up to 17).
+// Below 7 only ops whose semantics never changed are run; the model check rejects the others.
+constexpr int64_t kMinOpset = 1;
+constexpr int64_t kMaxOpset = 18;
+
+StatusOr<DataType> FromOnnxType(int32_t elem_type, const std::string& what) {
+  switch (elem_type) {
+    case onnx::TensorProto::FLOAT:
+      return DataType::kFp32;
+    case onnx::TensorProto::INT64:
+      return DataType::kInt64;
+    default:
+      return absl::UnimplementedError(absl::StrCat(
+          what, " has element type ",
+          onnx::TensorProto::DataType_Name(static_cast<onnx::TensorProto::DataType>(elem_type)),
+          "; only FLOAT and INT64 are supported"));
+  }
+}
+
+StatusOr<Value> ValueFromTensorProto(const onnx::TensorProto& proto) {
+  const std::string what = absl::StrCat("tensor \"", proto.name(), "\"");
+  if (proto.data_location() == onnx::TensorProto::EXTERNAL) {
+    return absl::UnimplementedError(absl::StrCat(what, " uses external data"));
+  }
+  TESSERA_ASSIGN_OR_RETURN(DataType dtype, FromOnnxType(proto.data_type(), what));
+  Shape shape(proto.dims().begin(), proto.dims().end());
+  for (int64_t d : shape) {
+    if (d < 0) return absl::InvalidArgumentError(absl::StrCat(what, " has a negative dim"));
+  }
+  Value value = Value::Allocate(dtype, shape);
+  const size_t count = static_cast<size_t>(value.num_elements());
+  if (!proto.raw_data().empty()) {
+    if (proto.raw_data().size() != value.byte_size()) {
+      return absl::InvalidArgumentError(absl::StrCat(what, " has ", proto.raw_data().size(),
+                                                     " bytes of data for shape ",
+                                                     ShapeToString(shape)));
+    }
+    // ONNX raw data is little-endian, as is every host we build for.
+    std::memcpy(value.mutable_data<std::byte>(), proto.raw_data().data(), value.byte_size());
+  } else if (dtype == DataType::kFp32) {
+    if (static_cast<size_t>(proto.float_data_size()) != count) {
+      return absl::InvalidArgumentError(absl::StrCat(what, " has ", proto.float_data_size(),
+                                                     " values for shape ", ShapeToString(shape)));
+    }
+    std::copy(proto.float_data().begin(), proto.float_data().end(), value.mutable_data<float>());
+  } else {
+    if (static_cast<size_t>(proto.int64_data_size()) != count) {
+      return absl::InvalidArgumentError(absl::StrCat(what, " has ", proto.int64_data_size(),
+                                                     " values for shape ", ShapeToString(shape)));
+    }
+    std::copy(proto.int64_data().begin(), proto.int64_data().end(),
+              value.mutable_data<int64_t>());
+  }
+  return value;
+}
+
+StatusOr<TensorInfo> InfoFromValueInfo(const onnx::ValueInfoProto& info, bool* rank_known) {
+  const std::string what = absl::StrCat("graph tensor \"", info.name(), "\"");
+  if (!info.type().has_tensor_type()) {
+    return absl::UnimplementedError(absl::StrCat(what, " is not a tensor"));
+  }
+  const auto& tensor_type = info.type().tensor_type();
+  TensorInfo out;
+  out.name = info.name();
+  TESSERA_ASSIGN_OR_RETURN(out.dtype, FromOnnxType(tensor_type.elem_type(), what));
+  *rank_known = tensor_type.has_shape();
+  for (const auto& dim : tensor_type.shape().dim()) {
+    out.shape.push_back(dim.has_dim_value() && dim.dim_value() >= 0 ? dim.dim_value() : -1);
+  }
+  return out;
+}
+
+// Converts the attributes this engine understands; others (graphs, sparse tensors) are left out
+// because no supported op uses them.
+Status ConvertAttributes(const onnx::NodeProto& proto, Attributes* attributes) {
+  for (const auto& a : proto.attribute()) {
+    Attribute out;
+    switch (a.type()) {
+      case onnx::AttributeProto::INT:
+        out.kind = Attribute::Kind::kInt;
+        out.i = a.i();
+        break;
+      case onnx::AttributeProto::FLOAT:
+        out.kind = Attribute::Kind::kFloat;
+        out.f = a.f();
+        break;
+      case onnx::AttributeProto::INTS:
+        out.kind = Attribute::Kind::kInts;
+        out.ints.assign(a.ints().begin(), a.ints().end());
+        break;
+      case onnx::AttributeProto::FLOATS:
+        out.kind = Attribute::Kind::kFloats;
+        out.floats.assign(a.floats().begin(), a.floats().end());
+        break;
+      case onnx::AttributeProto::STRING:
+        out.kind = Attribute::Kind::kString;
+        out.s = a.s();
+        break;
+      case onnx::AttributeProto::TENSOR: {
+        out.kind = Attribute::Kind::kTensor;
+        TESSERA_ASSIGN_OR_RETURN(out.tensor, ValueFromTensorProto(a.t()));
+        break;
+      }
+      default:
+        continue;
+    }
+    attributes->Set(a.name(), std::move(out));
+  }
+  return absl::OkStatus();
+}
+
+std::string NodeLabel(const onnx::NodeProto& node, int index) {
+  if (!node.name().empty()) return absl::StrCat("node \"", node.name(), "\"");
+  return absl::StrCat("unnamed node #", index,
+                      node.output_size() > 0 ? absl::StrCat(" producing \"", node.output(0), "\"")
+                                             : "");
+}
+
+StatusOr<Graph> ConvertModel(const onnx::ModelProto& model, const OpSupportFn& is_supported) {
+  Graph graph;
+  for (const auto& opset : model.opset_import()) {
+    if (opset.domain().empty() || opset.domain() == "ai.onnx") graph.opset = opset.version();
+  }
+  if (graph.opset == 0) return absl::InvalidArgumentError("the model imports no ONNX opset");
+  if (graph.opset < kMinOpset || graph.opset > kMaxOpset) {
+    return absl::UnimplementedError(absl::StrCat("opset ", graph.opset, " is not supported (",
+                                                 kMinOpset, "..", kMaxOpset, ")"));
+  }
+  const onnx::GraphProto& g = model.graph();
+  std::unordered_map<std::string, int> ids;
+  auto define = [&](const std::string& name) -> StatusOr<int> {
+    if (ids.count(name) != 0) {
+      return absl::InvalidArgumentError(absl::StrCat("tensor \"", name, "\" is defined twice"));
+    }
+    int id = graph.AddValue(name);
+    ids[name] = id;
+    return id;
+  };
+
+  for (const auto& init : g.initializer()) {
+    TESSERA_ASSIGN_OR_RETURN(int id, define(init.name()));
+    TESSERA_ASSIGN_OR_RETURN(graph.constants[id], ValueFromTensorProto(init));
+  }
+  for (const auto& input : g.input()) {
+    if (ids.count(input.name()) != 0) continue;  // IR < 4 lists initializers as inputs too
+    bool rank_known = false;
+    TESSERA_ASSIGN_OR_RETURN(TensorInfo info, InfoFromValueInfo(input, &rank_known));
+    TESSERA_ASSIGN_OR_RETURN(int id, define(input.name()));
+    graph.input_ids.push_back(id);
+    graph.inputs.push_back(std::move(info));
+    graph.input_rank_known.push_back(rank_known);
+  }
+
+  std::vector<std::string> unsupported;
+  for (int i = 0; i < g.node_size(); ++i) {
+    const onnx::NodeProto& proto = g.node(i);
+    const bool default_domain = proto.domain().empty() || proto.domain() == "ai.onnx";
+    if (!default_domain || !is_supported(proto.op_type())) {
+      std::string op = default_domain ? proto.op_type()
+                                      : absl::StrCat(proto.domain(), ".", proto.op_type());
+      unsupported.push_back(absl::StrCat(op, " (", NodeLabel(proto, i), ")"));
+    }
+    Node node;
+    node.name = proto.name();
+    node.op_type = proto.op_type();
+    node.opset = graph.opset;
+    Status status = ConvertAttributes(proto, &node.attributes);
+    if (!status.ok()) {
+      return Status(status.code(), absl::StrCat(NodeLabel(proto, i), " (", proto.op_type(),
+                                                "): ", status.message()));
+    }
+    for (const std::string& name : proto.input()) {
+      if (name.empty()) {
+        node.inputs.push_back(kNoValue);
+        continue;
+      }
+      auto it = ids.find(name);
+      if (it == ids.end()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            NodeLabel(proto, i), " (", proto.op_type(), ") reads \"", name,
+            "\", which no earlier node, initializer or graph input defines"));
+      }
+      node.inputs.push_back(it->second);
+    }
+    for (const std::string& name : proto.output()) {
+      if (name.empty()) {
+        node.outputs.push_back(graph.AddValue(""));
+        continue;
+      }
+      TESSERA_ASSIGN_OR_RETURN(int id, define(name));
+      node.outputs.push_back(id);
+    }
+    graph.nodes.push_back(std::move(node));
+  }
+  if (!unsupported.empty()) {
+    return absl::UnimplementedError(
+        absl::StrCat("unsupported operators: ", absl::StrJoin(unsupported, ", ")));
+  }
+
+  if (g.output_size() == 0) return absl::InvalidArgumentError("the graph has no outputs");
+  for (const auto& output : g.output()) {
+    auto it = ids.find(output.name());
+    if (it == ids.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("graph output \"", output.name(), "\" is never produced"));
+    }
+    bool rank_known = false;
+    TESSERA_ASSIGN_OR_RETURN(TensorInfo info, InfoFromValueInfo(output, &rank_known));
+    graph.output_ids.push_back(it->second);
+    graph.outputs.push_back(std::move(info));
+  }
+  return graph;
+}
+
+Status WithSource(const Status& status, const std::string& source) {
+  return Status(status.code(), absl::StrCat(source, ": ", status.message()));
+}
+
+}  // namespace
+
+StatusOr<Graph> ImportOnnxModelBytes(const std::string& bytes, const std::string& source,
+                                     const OpSupportFn& is_supported) {
+  onnx::ModelProto model;
+  bool parsed = false;
+  try {
+    parsed = model.ParseFromString(bytes);
+  } catch (const std::exception&) {
+    parsed = false;
+  }
+  if (!parsed || !model.has_graph()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, " is not a valid ONNX model (protobuf parsing failed; truncated or "
+                             "corrupt file?)"));
+  }
+  try {
+    StatusOr<Graph> graph = ConvertModel(model, is_supported);
+    if (!graph.ok()) return WithSource(graph.status(), source);
+    return graph;
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError(absl::StrCat(source, ": out of memory loading weights"));
+  }
+}
+
+StatusOr<Graph> ImportOnnxModel(const std::string& path, const OpSupportFn& is_supported) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("model file ", path, " not found or unreadable"));
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  if (in.bad()) return absl::DataLossError(absl::StrCat("error reading ", path));
+  return ImportOnnxModelBytes(bytes.str(), path, is_supported);
+}
+
+StatusOr<Tensor> ReadTensorProtoFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("tensor file ", path, " not found"));
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  onnx::TensorProto proto;
+  if (!proto.ParseFromString(bytes.str())) {
+    return absl::InvalidArgumentError(absl::StrCat(path, " is not a TensorProto"));
+  }
+  StatusOr<Value> value = ValueFromTensorProto(proto);
+  if (!value.ok()) return WithSource(value.status(), path);
+  Tensor tensor;
+  tensor.name = proto.name();
+  tensor.dtype = value->dtype();
+  tensor.shape = value->shape();
+  const auto* data = value->data<std::byte>();
+  tensor.bytes.assign(data, data + value->byte_size());
+  return tensor;
+}
+
+}  // namespace tessera::engine

@@ -1,0 +1,33 @@
+// ONNX (protobuf) → Graph. Knows the file format, not the kernels: which op types exist is asked
+// of the caller through `is_supported`, so every unsupported node can be listed in one error.
+//
+// Thread-safety: free functions without shared state.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "engine/graph.h"
+#include "tessera/common/status.h"
+#include "tessera/common/tensor.h"
+
+namespace tessera::engine {
+
+using OpSupportFn = std::function<bool(const std::string& op_type)>;
+
+// Reads and converts the model at `path`. Errors name the path:
+//   NOT_FOUND         the file does not exist or cannot be opened;
+//   INVALID_ARGUMENT  not a parseable ONNX model, or an inconsistent graph (undefined values);
+//   UNIMPLEMENTED     unsupported opset, dtypes, external data, or operators — the message lists
+//                     every unsupported op as `Op (node "name")`.
+StatusOr<Graph> ImportOnnxModel(const std::string& path, const OpSupportFn& is_supported);
+
+// Same, from the bytes of a model file; `source` names it in errors.
+StatusOr<Graph> ImportOnnxModelBytes(const std::string& bytes, const std::string& source,
+                                     const OpSupportFn& is_supported);
+
+// Reads one serialized onnx.TensorProto (the libonnx-testdata `input_0.pb` format). FLOAT and
+// INT64 only; the tensor's own name becomes the Tensor's name.
+StatusOr<Tensor> ReadTensorProtoFile(const std::string& path);
+
+}  // namespace tessera::engine

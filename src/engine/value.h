@@ -1,0 +1,61 @@
+// The engine's internal tensor: a dtype, a shape and shared, 64-byte aligned storage.
+//
+// Storage is reference counted so Reshape/Flatten/Identity can alias their input without a copy,
+// and so weights (graph constants) are shared by every Run without copying. A Value handed to a
+// kernel as input is never written; kernels allocate fresh outputs (or alias inputs read-only).
+// Thread-safety: a Value is a plain value type; concurrent reads of shared storage are fine.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "tessera/common/data_type.h"
+#include "tessera/common/tensor.h"
+
+namespace tessera::engine {
+
+class Value {
+ public:
+  Value() = default;
+
+  // Uninitialised storage for `shape` (all dims must be >= 0).
+  static Value Allocate(DataType dtype, Shape shape);
+  // Zero-filled storage.
+  static Value Zeros(DataType dtype, Shape shape);
+  // A non-owning view of caller memory; the caller keeps `data` alive while the Value is used.
+  static Value Borrow(DataType dtype, Shape shape, void* data);
+
+  // The same bytes seen with another shape (element count must match; checked by the caller).
+  Value Reshaped(Shape shape) const;
+
+  DataType dtype() const { return dtype_; }
+  const Shape& shape() const { return shape_; }
+  int rank() const { return static_cast<int>(shape_.size()); }
+  int64_t dim(int i) const { return shape_[i]; }
+  int64_t num_elements() const { return num_elements_; }
+  size_t byte_size() const { return static_cast<size_t>(num_elements_) * DataTypeByteSize(dtype_); }
+  bool defined() const { return dtype_ != DataType::kInvalid; }
+
+  template <typename T>
+  const T* data() const { return static_cast<const T*>(data_); }
+  template <typename T>
+  T* mutable_data() const { return static_cast<T*>(data_); }
+  const void* raw() const { return data_; }
+
+ private:
+  DataType dtype_ = DataType::kInvalid;
+  Shape shape_;
+  int64_t num_elements_ = 0;
+  std::shared_ptr<void> storage_;  // keeps data_ alive; null for borrowed views
+  void* data_ = nullptr;
+};
+
+// "FP32" etc. as a std::string (abseil's StrCat here predates std::string_view support).
+inline std::string TypeName(DataType type) { return std::string(DataTypeToWireName(type)); }
+
+// "FP32[4, 10]" for error messages.
+std::string DescribeValue(const Value& value);
+
+}  // namespace tessera::engine

@@ -1,0 +1,504 @@
+#include "executor/executor.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <exception>
+#include <utility>
+
+#include "executor/model_signature.h"
+#include "spdlog/spdlog.h"
+
+namespace tessera::executor {
+namespace {
+
+uint64_t NowNs() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::steady_clock::now().time_since_epoch())
+                                   .count());
+}
+
+// Byte size of a dense tensor, or an error naming it; overflow-checked because the shape comes
+// from another process.
+StatusOr<uint64_t> DenseByteSize(const ipc::BatchTensor& t) {
+  const auto dtype = static_cast<DataType>(t.data_type());
+  const uint64_t element_bytes = DataTypeByteSize(dtype);
+  if (element_bytes == 0) {
+    return absl::InvalidArgumentError(absl::StrCat("input '", t.name(), "': data type ",
+                                                   t.data_type(), " has no fixed element size"));
+  }
+  uint64_t bytes = element_bytes;
+  for (int64_t d : t.shape()) {
+    if (d < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("input '", t.name(), "': negative dim ", d, " in its shape"));
+    }
+    if (__builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes)) {
+      return absl::InvalidArgumentError(absl::StrCat("input '", t.name(), "': shape too large"));
+    }
+  }
+  return bytes;
+}
+
+}  // namespace
+
+struct Executor::Instance {
+  std::string key;
+  // Used only by the worker thread once it has started; reset by it when it exits.
+  std::unique_ptr<engine::Model> model;
+  absl::Mutex mu;
+  std::deque<ipc::InferBatch> queue ABSL_GUARDED_BY(mu);
+  bool stopping ABSL_GUARDED_BY(mu) = false;  // no more batches will be queued
+  std::atomic<bool> exited{false};
+  std::thread thread;
+
+  void Stop() {
+    absl::MutexLock lock(&mu);
+    stopping = true;
+  }
+};
+
+StatusOr<std::unique_ptr<Executor>> Executor::Create(
+    ExecutorOptions options, std::unique_ptr<ipc::ControlChannel> channel,
+    std::unique_ptr<ipc::SharedMemoryRegion> input_ring,
+    std::unique_ptr<ipc::SharedMemoryRegion> output_ring) {
+  if (!options.loader) return absl::InvalidArgumentError("ExecutorOptions.loader is required");
+  if (!channel || !input_ring || !output_ring) {
+    return absl::InvalidArgumentError("Executor needs a control channel and both rings");
+  }
+  return std::unique_ptr<Executor>(new Executor(std::move(options), std::move(channel),
+                                                std::move(input_ring), std::move(output_ring)));
+}
+
+Executor::Executor(ExecutorOptions options, std::unique_ptr<ipc::ControlChannel> channel,
+                   std::unique_ptr<ipc::SharedMemoryRegion> input_ring,
+                   std::unique_ptr<ipc::SharedMemoryRegion> output_ring)
+    : options_(std::move(options)),
+      channel_(std::move(channel)),
+      input_ring_(std::move(input_ring)),
+      output_ring_(std::move(output_ring)),
+      out_ring_(output_ring_->size(), options_.output_alignment) {}
+
+Executor::~Executor() {
+  Stop();
+  Drain();
+}
+
+void Executor::Stop() { channel_->Shutdown(); }
+
+Status Executor::Run() {
+  if (ran_) return absl::FailedPreconditionError("Executor::Run called twice");
+  ran_ = true;
+  loader_thread_ = std::thread(&Executor::LoaderLoop, this);
+
+  ipc::ControlMessage hello;
+  hello.mutable_hello()->set_protocol_version(ipc::PROTOCOL_VERSION_CURRENT);
+  hello.mutable_hello()->set_executor_id(options_.executor_id);
+  hello.mutable_hello()->set_pid(static_cast<int32_t>(getpid()));
+  hello.mutable_hello()->set_device(options_.device);
+  Status status = channel_->Send(hello);
+  if (!status.ok()) {
+    Drain();
+    return absl::UnavailableError(absl::StrCat("cannot send Hello: ", status.message()));
+  }
+  spdlog::info("executor {} serving (device {}, input ring {} bytes, output ring {} bytes)",
+               options_.executor_id, options_.device, input_ring_->size(), output_ring_->size());
+
+  Status exit_status;
+  bool done = false;
+  while (!done) {
+    ipc::ControlMessage message;
+    status = channel_->Receive(&message);
+    if (!status.ok()) {
+      if (absl::IsUnavailable(status)) {
+        spdlog::info("control channel closed ({}); shutting down", status.ToString());
+      } else {
+        spdlog::error("control channel broken: {}; shutting down", status.ToString());
+        exit_status = status;
+      }
+      break;
+    }
+    switch (message.body_case()) {
+      case ipc::ControlMessage::kLoad:
+        HandleLoad(message.load());
+        break;
+      case ipc::ControlMessage::kUnload:
+        HandleUnload(message.unload());
+        break;
+      case ipc::ControlMessage::kInfer:
+        HandleInfer(message.infer());
+        break;
+      case ipc::ControlMessage::kRelease:
+        HandleRelease(message.release());
+        break;
+      case ipc::ControlMessage::kShutdown:
+        spdlog::info("shutdown requested");
+        done = true;
+        break;
+      default:
+        spdlog::warn("ignoring unexpected control message (body case {})",
+                     static_cast<int>(message.body_case()));
+        break;
+    }
+  }
+  Drain();
+  spdlog::info("executor {} stopped", options_.executor_id);
+  return exit_status;
+}
+
+void Executor::Send(const ipc::ControlMessage& message) {
+  Status status = channel_->Send(message);
+  if (!status.ok() && !send_failed_.exchange(true)) {
+    // The receive loop sees the same broken channel and shuts down; one line is enough.
+    spdlog::warn("cannot send to the server: {}", status.ToString());
+  }
+}
+
+void Executor::SendLoadResult(const std::string& key, const Status& status, uint64_t weight_bytes) {
+  ipc::ControlMessage message;
+  ipc::LoadResult* result = message.mutable_load_result();
+  result->set_instance_key(key);
+  result->set_ok(status.ok());
+  if (!status.ok()) result->set_error(status.ToString());
+  result->set_weight_bytes(weight_bytes);
+  if (status.ok()) {
+    spdlog::info("loaded {} ({} weight bytes)", key, weight_bytes);
+  } else {
+    spdlog::warn("load of {} failed: {}", key, status.ToString());
+  }
+  Send(message);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Loading
+
+void Executor::HandleLoad(const ipc::LoadModel& load) {
+  const std::string& key = load.instance_key();
+  {
+    absl::MutexLock lock(&mu_);
+    if (instances_.count(key) == 0 && loading_.count(key) == 0) {
+      loading_.insert(key);
+      load_queue_.push_back(load);
+      return;
+    }
+  }
+  SendLoadResult(
+      key,
+      absl::AlreadyExistsError(absl::StrCat("instance ", key, " is already loaded or loading")), 0);
+}
+
+void Executor::LoaderLoop() {
+  while (true) {
+    ipc::LoadModel request;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(
+          +[](Executor* e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(e->mu_) {
+            return e->stopping_ || !e->load_queue_.empty();
+          },
+          this));
+      if (stopping_) break;
+      request = std::move(load_queue_.front());
+      load_queue_.pop_front();
+    }
+
+    uint64_t weight_bytes = 0;
+    std::unique_ptr<engine::Model> model;
+    Status status;
+    try {
+      StatusOr<std::unique_ptr<engine::Model>> loaded = options_.loader(request);
+      status = loaded.status();
+      if (loaded.ok()) model = *std::move(loaded);
+    } catch (const std::exception& e) {
+      // The engine must not throw; if it does anyway, one bad model must not end the executor.
+      status = absl::InternalError(absl::StrCat("model loader threw: ", e.what()));
+    }
+    if (status.ok()) {
+      status = CheckModelSignature(request, *model);
+      if (!status.ok()) {
+        status = absl::InvalidArgumentError(
+            absl::StrCat("model ", request.model_name(), " version ", request.version(), " (",
+                         request.model_path(), "): ", status.message()));
+      }
+    }
+    if (status.ok()) weight_bytes = model->weight_bytes();
+
+    const std::string& key = request.instance_key();
+    {
+      absl::MutexLock lock(&mu_);
+      loading_.erase(key);
+      if (cancelled_loads_.erase(key) > 0 && status.ok()) {
+        status = absl::AbortedError(absl::StrCat("instance ", key, " was unloaded while loading"));
+      }
+      if (status.ok()) {
+        auto instance = std::make_unique<Instance>();
+        instance->key = key;
+        instance->model = std::move(model);
+        instance->thread = std::thread(&Executor::InstanceLoop, this, instance.get());
+        instances_.emplace(key, std::move(instance));
+      }
+    }
+    model.reset();  // a cancelled load frees its weights here, outside the lock
+    SendLoadResult(key, status, status.ok() ? weight_bytes : 0);
+  }
+
+  // Draining: loads still queued are answered, not run.
+  std::deque<ipc::LoadModel> abandoned;
+  {
+    absl::MutexLock lock(&mu_);
+    abandoned.swap(load_queue_);
+    for (const auto& load : abandoned) loading_.erase(load.instance_key());
+  }
+  for (const auto& load : abandoned) {
+    SendLoadResult(load.instance_key(), absl::UnavailableError("executor is shutting down"), 0);
+  }
+}
+
+void Executor::HandleUnload(const ipc::UnloadModel& unload) {
+  const std::string& key = unload.instance_key();
+  absl::MutexLock lock(&mu_);
+  // Reap workers that finished since the last unload so that retired_ stays short.
+  for (auto it = retired_.begin(); it != retired_.end();) {
+    if ((*it)->exited.load()) {
+      (*it)->thread.join();
+      it = retired_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  auto it = instances_.find(key);
+  if (it != instances_.end()) {
+    // Batches already queued still run; the worker frees the model after the last one.
+    it->second->Stop();
+    retired_.push_back(std::move(it->second));
+    instances_.erase(it);
+    spdlog::info("unloading {}", key);
+  } else if (loading_.count(key) > 0) {
+    cancelled_loads_.insert(key);
+  } else {
+    spdlog::warn("unload of unknown instance {}", key);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Batches
+
+void Executor::HandleInfer(const ipc::InferBatch& infer) {
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = instances_.find(infer.instance_key());
+    if (it != instances_.end()) {
+      Instance& instance = *it->second;
+      absl::MutexLock instance_lock(&instance.mu);
+      instance.queue.push_back(infer);
+      return;
+    }
+  }
+  ipc::ControlMessage message;
+  ipc::BatchResult* result = message.mutable_result();
+  result->set_batch_id(infer.batch_id());
+  result->set_ok(false);
+  result->set_error(absl::NotFoundError(absl::StrCat("unknown instance_key '", infer.instance_key(),
+                                                     "' on executor ", options_.executor_id))
+                        .ToString());
+  Send(message);
+}
+
+void Executor::InstanceLoop(Instance* instance) {
+  while (true) {
+    ipc::InferBatch batch;
+    {
+      absl::MutexLock lock(&instance->mu);
+      instance->mu.Await(absl::Condition(
+          +[](Instance* i)
+               ABSL_EXCLUSIVE_LOCKS_REQUIRED(i->mu) { return i->stopping || !i->queue.empty(); },
+          instance));
+      if (instance->queue.empty()) break;
+      batch = std::move(instance->queue.front());
+      instance->queue.pop_front();
+    }
+    ipc::ControlMessage message;
+    *message.mutable_result() = RunBatch(*instance, batch);
+    if (!message.result().ok()) {
+      spdlog::warn("batch {} on {} failed: {}", batch.batch_id(), instance->key,
+                   message.result().error());
+    }
+    Send(message);
+  }
+  instance->model.reset();
+  instance->exited = true;
+}
+
+ipc::BatchResult Executor::RunBatch(Instance& instance, const ipc::InferBatch& infer) {
+  ipc::BatchResult result;
+  result.set_batch_id(infer.batch_id());
+  auto fail = [&](const Status& status) {
+    result.set_ok(false);
+    result.set_error(status.ToString());
+    return result;
+  };
+
+  const uint64_t t_start = NowNs();
+  std::vector<TensorView> views;
+  views.reserve(infer.inputs_size());
+  const uint64_t ring_bytes = input_ring_->size();
+  for (const ipc::BatchTensor& t : infer.inputs()) {
+    StatusOr<uint64_t> expected = DenseByteSize(t);
+    if (!expected.ok()) return fail(expected.status());
+    if (t.byte_size() != *expected) {
+      return fail(absl::InvalidArgumentError(absl::StrCat(
+          "input '", t.name(), "': byte_size ", t.byte_size(), " does not match shape ",
+          ShapeToString(Shape(t.shape().begin(), t.shape().end())), " (", *expected, " bytes)")));
+    }
+    if (t.offset() > ring_bytes || t.byte_size() > ring_bytes - t.offset()) {
+      return fail(absl::OutOfRangeError(
+          absl::StrCat("input '", t.name(), "': bytes [", t.offset(), ", +", t.byte_size(),
+                       ") lie outside the input ring of ", ring_bytes, " bytes")));
+    }
+    views.push_back(TensorView{t.name(), static_cast<DataType>(t.data_type()),
+                               Shape(t.shape().begin(), t.shape().end()),
+                               input_ring_->data() + t.offset(), t.byte_size()});
+  }
+  const uint64_t t_inputs = NowNs();
+
+  std::vector<Tensor> outputs;
+  Status status;
+  try {
+    status = instance.model->Run(views, &outputs);
+  } catch (const std::exception& e) {
+    status = absl::InternalError(absl::StrCat("engine threw: ", e.what()));
+  }
+  if (!status.ok()) {
+    return fail(Status(status.code(), absl::StrCat(instance.key, ": ", status.message())));
+  }
+  const uint64_t t_infer = NowNs();
+
+  std::vector<const Tensor*> selected;
+  if (infer.outputs_size() == 0) {
+    for (const Tensor& t : outputs) selected.push_back(&t);
+  } else {
+    for (const std::string& name : infer.outputs()) {
+      const Tensor* found = nullptr;
+      for (const Tensor& t : outputs) {
+        if (t.name == name) found = &t;
+      }
+      if (found == nullptr) {
+        return fail(absl::InvalidArgumentError(
+            absl::StrCat("requested output '", name, "' is not an output of ", instance.key)));
+      }
+      selected.push_back(found);
+    }
+  }
+  std::vector<uint64_t> sizes;
+  for (const Tensor* t : selected) sizes.push_back(t->bytes.size());
+  StatusOr<std::vector<uint64_t>> offsets = AllocateOutputs(infer.batch_id(), sizes);
+  if (!offsets.ok()) return fail(offsets.status());
+
+  const uint64_t t_copy = NowNs();
+  for (size_t i = 0; i < selected.size(); ++i) {
+    const Tensor& t = *selected[i];
+    if (!t.bytes.empty()) {
+      std::memcpy(output_ring_->data() + (*offsets)[i], t.bytes.data(), t.bytes.size());
+    }
+    ipc::BatchTensor* out = result.add_outputs();
+    out->set_name(t.name);
+    out->set_data_type(static_cast<int32_t>(t.dtype));
+    for (int64_t d : t.shape) out->add_shape(d);
+    out->set_offset((*offsets)[i]);
+    out->set_byte_size(t.bytes.size());
+  }
+  const uint64_t t_done = NowNs();
+
+  result.set_ok(true);
+  result.set_compute_input_ns(t_inputs - t_start);
+  result.set_compute_infer_ns(t_infer - t_inputs);
+  result.set_compute_output_ns(t_done - t_copy);
+  return result;
+}
+
+StatusOr<std::vector<uint64_t>> Executor::AllocateOutputs(uint64_t batch_id,
+                                                          const std::vector<uint64_t>& byte_sizes) {
+  absl::MutexLock lock(&out_mu_);
+  if (batch_outputs_.count(batch_id) > 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("batch ", batch_id, " still holds outputs (no ReleaseOutputs yet)"));
+  }
+  uint64_t total = 0;
+  for (uint64_t bytes : byte_sizes) total += out_ring_.RoundUp(bytes);
+  if (total > out_ring_.capacity()) {
+    return absl::ResourceExhaustedError(absl::StrCat("outputs of batch ", batch_id, " need ", total,
+                                                     " bytes; the output ring holds ",
+                                                     out_ring_.capacity()));
+  }
+  const absl::Time deadline = absl::Now() + absl::Milliseconds(options_.output_wait_timeout_ms);
+  while (true) {
+    std::vector<uint64_t> offsets;
+    for (uint64_t bytes : byte_sizes) {
+      std::optional<uint64_t> offset = out_ring_.Allocate(bytes);
+      if (!offset) break;
+      offsets.push_back(*offset);
+    }
+    if (offsets.size() == byte_sizes.size()) {
+      batch_outputs_.emplace(batch_id, offsets);
+      return offsets;
+    }
+    // All or nothing; releasing newest-first hands the space straight back.
+    for (auto it = offsets.rbegin(); it != offsets.rend(); ++it) out_ring_.Release(*it);
+    if (out_closed_) {
+      return absl::UnavailableError(
+          absl::StrCat("executor is shutting down; no output-ring space for batch ", batch_id));
+    }
+    if (absl::Now() >= deadline) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("output ring full for ", options_.output_wait_timeout_ms, " ms (",
+                       out_ring_.bytes_in_use(), " of ", out_ring_.capacity(), " bytes held, ",
+                       batch_outputs_.size(), " batches not released); batch ", batch_id, " needs ",
+                       total, " bytes"));
+    }
+    out_space_.WaitWithDeadline(&out_mu_, deadline);
+  }
+}
+
+void Executor::HandleRelease(const ipc::ReleaseOutputs& release) {
+  absl::MutexLock lock(&out_mu_);
+  auto it = batch_outputs_.find(release.batch_id());
+  if (it == batch_outputs_.end()) {
+    spdlog::warn("ReleaseOutputs for batch {} which holds no outputs", release.batch_id());
+    return;
+  }
+  for (uint64_t offset : it->second) out_ring_.Release(offset);
+  batch_outputs_.erase(it);
+  out_space_.SignalAll();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Shutdown
+
+void Executor::Drain() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  if (loader_thread_.joinable()) loader_thread_.join();
+  {
+    absl::MutexLock lock(&out_mu_);
+    out_closed_ = true;
+    out_space_.SignalAll();
+  }
+  std::vector<std::unique_ptr<Instance>> all;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& [key, instance] : instances_) all.push_back(std::move(instance));
+    instances_.clear();
+    for (auto& instance : retired_) all.push_back(std::move(instance));
+    retired_.clear();
+  }
+  for (auto& instance : all) instance->Stop();
+  for (auto& instance : all) {
+    if (instance->thread.joinable()) instance->thread.join();
+  }
+}
+
+}  // namespace tessera::executor

@@ -1,0 +1,409 @@
+#include "executor/executor.h"
+
+#include <poll.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <map>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/notification.h"
+#include "executor/fake_engine_model_for_test.h"
+#include "gtest/gtest.h"
+
+namespace tessera::executor {
+namespace {
+
+std::string UniqueSuffix() {
+  static std::atomic<int> counter{0};
+  return std::to_string(getpid()) + "-" + std::to_string(counter++);
+}
+
+// Plays the server: owns the rings and the listening socket, drives an in-process Executor running
+// on its own thread through a real Unix socket and real shared memory.
+class ExecutorTest : public ::testing::Test {
+ protected:
+  void Start(size_t input_bytes = 1 << 16, size_t output_bytes = 1 << 16,
+             int64_t output_wait_timeout_ms = 10000) {
+    std::string suffix = UniqueSuffix();
+    auto listener = ipc::ControlListener::Listen("/tmp/tessera-executor-test-" + suffix + ".sock");
+    ASSERT_TRUE(listener.ok()) << listener.status();
+    auto input = ipc::SharedMemoryRegion::Create("/tessera-exec-test-in-" + suffix, input_bytes);
+    auto output = ipc::SharedMemoryRegion::Create("/tessera-exec-test-out-" + suffix, output_bytes);
+    ASSERT_TRUE(input.ok() && output.ok());
+    input_ = *std::move(input);
+    output_ = *std::move(output);
+
+    // The executor's side, as tessera-executor would open it.
+    auto exec_input = ipc::SharedMemoryRegion::Open(input_->name(), input_bytes);
+    auto exec_output = ipc::SharedMemoryRegion::Open(output_->name(), output_bytes);
+    auto exec_channel = ipc::ControlChannel::Connect((*listener)->path());
+    ASSERT_TRUE(exec_input.ok() && exec_output.ok() && exec_channel.ok());
+    auto server = (*listener)->Accept(5000);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+
+    ExecutorOptions options;
+    options.executor_id = 3;
+    options.output_wait_timeout_ms = output_wait_timeout_ms;
+    options.loader =
+        [this](const ipc::LoadModel& request) -> StatusOr<std::unique_ptr<engine::Model>> {
+      if (request.model_path() == "/models/missing.onnx") {
+        return absl::NotFoundError("cannot open /models/missing.onnx");
+      }
+      FakeEngineModelForTest::Options fake;
+      absl::MutexLock lock(&hooks_mu_);
+      if (auto it = run_hooks_.find(request.instance_key()); it != run_hooks_.end()) {
+        fake.on_run = it->second;
+      }
+      return std::make_unique<FakeEngineModelForTest>(fake);
+    };
+    auto executor = Executor::Create(std::move(options), *std::move(exec_channel),
+                                     *std::move(exec_input), *std::move(exec_output));
+    ASSERT_TRUE(executor.ok()) << executor.status();
+    executor_ = *std::move(executor);
+    runner_ = std::thread([this] { run_status_ = executor_->Run(); });
+
+    auto hello = Next();
+    ASSERT_TRUE(hello.has_value());
+    ASSERT_TRUE(hello->has_hello());
+    EXPECT_EQ(hello->hello().protocol_version(), ipc::PROTOCOL_VERSION_CURRENT);
+    EXPECT_EQ(hello->hello().executor_id(), 3);
+    EXPECT_EQ(hello->hello().pid(), getpid());
+    EXPECT_EQ(hello->hello().device(), "cpu");
+  }
+
+  void TearDown() override {
+    if (runner_.joinable()) {
+      ipc::ControlMessage shutdown;
+      shutdown.mutable_shutdown();
+      (void)server_->Send(shutdown);
+      runner_.join();
+    }
+  }
+
+  void SetRunHook(const std::string& key, std::function<Status()> hook) {
+    absl::MutexLock lock(&hooks_mu_);
+    run_hooks_[key] = std::move(hook);
+  }
+
+  // The next message from the executor, or nullopt if none arrives within `timeout_ms`.
+  std::optional<ipc::ControlMessage> Next(int timeout_ms = 5000) {
+    pollfd pfd{server_->fd(), POLLIN, 0};
+    if (poll(&pfd, 1, timeout_ms) <= 0) return std::nullopt;
+    ipc::ControlMessage message;
+    Status status = server_->Receive(&message);
+    if (!status.ok()) return std::nullopt;
+    return message;
+  }
+
+  void Send(const ipc::ControlMessage& message) { ASSERT_TRUE(server_->Send(message).ok()); }
+
+  ipc::LoadResult Load(const std::string& key, const std::string& path = "/models/fake.onnx",
+                       int64_t x_dim = 4) {
+    ipc::ControlMessage message;
+    ipc::LoadModel* load = message.mutable_load();
+    load->set_instance_key(key);
+    load->set_model_name(key.substr(0, key.find('/')));
+    load->set_version(1);
+    load->set_model_path(path);
+    load->set_max_batch_size(8);
+    ipc::TensorSpec* x = load->add_inputs();
+    x->set_name("x");
+    x->set_data_type(static_cast<int>(DataType::kFp32));
+    x->add_dims(x_dim);
+    Send(message);
+    auto reply = Next();
+    if (!reply.has_value() || !reply->has_load_result()) {
+      ADD_FAILURE() << "no LoadResult for " << key;
+      return {};
+    }
+    EXPECT_EQ(reply->load_result().instance_key(), key);
+    return reply->load_result();
+  }
+
+  // Writes `rows` x 4 floats (value = base + index) at `offset` of the input ring.
+  void WriteInput(uint64_t offset, int rows, float base) {
+    std::vector<float> values(rows * 4);
+    for (size_t i = 0; i < values.size(); ++i) values[i] = base + static_cast<float>(i);
+    std::memcpy(input_->data() + offset, values.data(), values.size() * sizeof(float));
+  }
+
+  ipc::ControlMessage InferMessage(uint64_t batch_id, const std::string& key, uint64_t offset,
+                                   int rows, std::vector<std::string> outputs = {}) {
+    ipc::ControlMessage message;
+    ipc::InferBatch* infer = message.mutable_infer();
+    infer->set_batch_id(batch_id);
+    infer->set_instance_key(key);
+    ipc::BatchTensor* x = infer->add_inputs();
+    x->set_name("x");
+    x->set_data_type(static_cast<int>(DataType::kFp32));
+    x->add_shape(rows);
+    x->add_shape(4);
+    x->set_offset(offset);
+    x->set_byte_size(rows * 4 * sizeof(float));
+    for (auto& name : outputs) infer->add_outputs(name);
+    return message;
+  }
+
+  ipc::BatchResult Infer(const ipc::ControlMessage& message) {
+    Send(message);
+    auto reply = Next();
+    if (!reply.has_value() || !reply->has_result()) {
+      ADD_FAILURE() << "no BatchResult for batch " << message.infer().batch_id();
+      return {};
+    }
+    EXPECT_EQ(reply->result().batch_id(), message.infer().batch_id());
+    return reply->result();
+  }
+
+  std::vector<float> ReadOutput(const ipc::BatchTensor& t) {
+    std::vector<float> values(t.byte_size() / sizeof(float));
+    std::memcpy(values.data(), output_->data() + t.offset(), t.byte_size());
+    return values;
+  }
+
+  void Release(uint64_t batch_id) {
+    ipc::ControlMessage message;
+    message.mutable_release()->set_batch_id(batch_id);
+    Send(message);
+  }
+
+  std::unique_ptr<ipc::SharedMemoryRegion> input_;
+  std::unique_ptr<ipc::SharedMemoryRegion> output_;
+  std::unique_ptr<ipc::ControlChannel> server_;
+  std::unique_ptr<Executor> executor_;
+  std::thread runner_;
+  Status run_status_;
+  absl::Mutex hooks_mu_;
+  std::map<std::string, std::function<Status()>> run_hooks_ ABSL_GUARDED_BY(hooks_mu_);
+};
+
+TEST_F(ExecutorTest, LoadInferReleaseRoundTrip) {
+  Start();
+  ipc::LoadResult load = Load("fake/1");
+  ASSERT_TRUE(load.ok()) << load.error();
+  EXPECT_EQ(load.weight_bytes(), 1234u);
+
+  WriteInput(512, 2, 10.0f);
+  ipc::BatchResult result = Infer(InferMessage(1, "fake/1", 512, 2));
+  ASSERT_TRUE(result.ok()) << result.error();
+  ASSERT_EQ(result.outputs_size(), 2);  // no names requested: every output
+  const ipc::BatchTensor& y = result.outputs(0);
+  EXPECT_EQ(y.name(), "y");
+  EXPECT_EQ(y.data_type(), static_cast<int>(DataType::kFp32));
+  EXPECT_EQ(std::vector<int64_t>(y.shape().begin(), y.shape().end()), (std::vector<int64_t>{2, 4}));
+  EXPECT_EQ(y.byte_size(), 32u);
+  EXPECT_EQ(y.offset() % 256, 0u);
+  std::vector<float> y_values = ReadOutput(y);
+  std::vector<float> z_values = ReadOutput(result.outputs(1));
+  for (int i = 0; i < 8; ++i) {
+    EXPECT_EQ(y_values[i], 10.0f + i + 1.0f);
+    EXPECT_EQ(z_values[i], 2.0f * (10.0f + i));
+  }
+  EXPECT_GT(result.compute_infer_ns(), 0u);
+  Release(1);
+
+  // Only the requested output comes back.
+  WriteInput(0, 1, -1.0f);
+  result = Infer(InferMessage(2, "fake/1", 0, 1, {"z"}));
+  ASSERT_TRUE(result.ok()) << result.error();
+  ASSERT_EQ(result.outputs_size(), 1);
+  EXPECT_EQ(result.outputs(0).name(), "z");
+  EXPECT_EQ(ReadOutput(result.outputs(0))[0], -2.0f);
+  Release(2);
+
+  ipc::ControlMessage shutdown;
+  shutdown.mutable_shutdown();
+  Send(shutdown);
+  runner_.join();
+  EXPECT_TRUE(run_status_.ok()) << run_status_;
+}
+
+TEST_F(ExecutorTest, BadInputsAreErrorResultsAndTheExecutorKeepsServing) {
+  Start(/*input_bytes=*/4096);
+  ASSERT_TRUE(Load("fake/1").ok());
+
+  ipc::BatchResult r = Infer(InferMessage(1, "fake/1", /*offset=*/4096 - 16, 2));
+  EXPECT_FALSE(r.ok());
+  EXPECT_NE(r.error().find("outside the input ring"), std::string::npos) << r.error();
+
+  ipc::ControlMessage huge_offset = InferMessage(2, "fake/1", UINT64_MAX - 8, 2);
+  r = Infer(huge_offset);
+  EXPECT_FALSE(r.ok());
+
+  ipc::ControlMessage wrong_size = InferMessage(3, "fake/1", 0, 2);
+  wrong_size.mutable_infer()->mutable_inputs(0)->set_byte_size(31);
+  r = Infer(wrong_size);
+  EXPECT_FALSE(r.ok());
+  EXPECT_NE(r.error().find("byte_size 31"), std::string::npos) << r.error();
+
+  ipc::ControlMessage negative_dim = InferMessage(4, "fake/1", 0, 2);
+  negative_dim.mutable_infer()->mutable_inputs(0)->set_shape(0, -2);
+  EXPECT_FALSE(Infer(negative_dim).ok());
+
+  ipc::ControlMessage bad_type = InferMessage(5, "fake/1", 0, 2);
+  bad_type.mutable_infer()->mutable_inputs(0)->set_data_type(static_cast<int>(DataType::kString));
+  EXPECT_FALSE(Infer(bad_type).ok());
+
+  r = Infer(InferMessage(6, "fake/1", 0, 2, {"nope"}));
+  EXPECT_FALSE(r.ok());
+  EXPECT_NE(r.error().find("'nope'"), std::string::npos) << r.error();
+
+  WriteInput(256, 1, 0.0f);
+  r = Infer(InferMessage(7, "fake/1", 256, 1));
+  EXPECT_TRUE(r.ok()) << r.error();
+}
+
+TEST_F(ExecutorTest, UnknownInstanceIsAnErrorResult) {
+  Start();
+  ipc::BatchResult r = Infer(InferMessage(9, "ghost/1", 0, 1));
+  EXPECT_FALSE(r.ok());
+  EXPECT_NE(r.error().find("ghost/1"), std::string::npos) << r.error();
+}
+
+TEST_F(ExecutorTest, LoadErrorsAreReported) {
+  Start();
+  ipc::LoadResult missing = Load("missing/1", "/models/missing.onnx");
+  EXPECT_FALSE(missing.ok());
+  EXPECT_NE(missing.error().find("missing.onnx"), std::string::npos) << missing.error();
+
+  ipc::LoadResult mismatch = Load("wrong/1", "/models/fake.onnx", /*x_dim=*/5);
+  EXPECT_FALSE(mismatch.ok());
+  EXPECT_NE(mismatch.error().find("'x'"), std::string::npos) << mismatch.error();
+  EXPECT_NE(mismatch.error().find("[5]"), std::string::npos) << mismatch.error();
+
+  ASSERT_TRUE(Load("fake/1").ok());
+  ipc::LoadResult again = Load("fake/1");
+  EXPECT_FALSE(again.ok());
+  EXPECT_NE(again.error().find("already"), std::string::npos) << again.error();
+
+  // A failed load leaves nothing behind: the same key can be loaded later.
+  EXPECT_FALSE(Infer(InferMessage(1, "wrong/1", 0, 1)).ok());
+}
+
+TEST_F(ExecutorTest, EngineErrorIsReportedAndTheModelStaysUsable) {
+  std::atomic<int> calls{0};
+  SetRunHook("flaky/1", [&calls]() -> Status {
+    return calls++ == 0 ? absl::InternalError("kernel exploded in node Add_3") : absl::OkStatus();
+  });
+  Start();
+  ASSERT_TRUE(Load("flaky/1").ok());
+  ipc::BatchResult r = Infer(InferMessage(1, "flaky/1", 0, 1));
+  EXPECT_FALSE(r.ok());
+  EXPECT_NE(r.error().find("Add_3"), std::string::npos) << r.error();
+  r = Infer(InferMessage(2, "flaky/1", 0, 1));
+  EXPECT_TRUE(r.ok()) << r.error();
+}
+
+TEST_F(ExecutorTest, OutputRingPressureIsRelievedByReleaseOutputs) {
+  // Room for exactly two 256-byte output ranges.
+  Start(1 << 16, /*output_bytes=*/512);
+  ASSERT_TRUE(Load("fake/1").ok());
+  ASSERT_TRUE(Infer(InferMessage(1, "fake/1", 0, 1, {"y"})).ok());
+  ASSERT_TRUE(Infer(InferMessage(2, "fake/1", 0, 1, {"y"})).ok());
+
+  Send(InferMessage(3, "fake/1", 0, 1, {"y"}));
+  EXPECT_FALSE(Next(300).has_value()) << "batch 3 should wait for output space";
+  Release(1);
+  auto reply = Next();
+  ASSERT_TRUE(reply.has_value() && reply->has_result());
+  EXPECT_EQ(reply->result().batch_id(), 3u);
+  EXPECT_TRUE(reply->result().ok()) << reply->result().error();
+  EXPECT_EQ(reply->result().outputs(0).offset(), 0u);  // batch 1's range, reused
+}
+
+TEST_F(ExecutorTest, OutputRingFullPastTheTimeoutIsAnError) {
+  Start(1 << 16, /*output_bytes=*/512, /*output_wait_timeout_ms=*/150);
+  ASSERT_TRUE(Load("fake/1").ok());
+  ASSERT_TRUE(Infer(InferMessage(1, "fake/1", 0, 1)).ok());  // y and z fill the ring
+  ipc::BatchResult r = Infer(InferMessage(2, "fake/1", 0, 1));
+  EXPECT_FALSE(r.ok());
+  EXPECT_NE(r.error().find("output ring full"), std::string::npos) << r.error();
+  // Once space is back, batches succeed again.
+  Release(1);
+  EXPECT_TRUE(Infer(InferMessage(3, "fake/1", 0, 1)).ok());
+}
+
+TEST_F(ExecutorTest, OutputsLargerThanTheRingFailAtOnce) {
+  Start(1 << 16, /*output_bytes=*/256, /*output_wait_timeout_ms=*/60000);
+  ASSERT_TRUE(Load("fake/1").ok());
+  ipc::BatchResult r = Infer(InferMessage(1, "fake/1", 0, 1));  // two ranges, one fits
+  EXPECT_FALSE(r.ok());
+  EXPECT_NE(r.error().find("output ring holds 256"), std::string::npos) << r.error();
+}
+
+TEST_F(ExecutorTest, ASlowModelDoesNotBlockOtherInstances) {
+  absl::Notification gate;
+  absl::Notification slow_running;
+  SetRunHook("slow/1", [&]() -> Status {
+    slow_running.Notify();
+    gate.WaitForNotification();
+    return absl::OkStatus();
+  });
+  Start();
+  ASSERT_TRUE(Load("slow/1").ok());
+  Send(InferMessage(1, "slow/1", 0, 1));
+  ASSERT_TRUE(slow_running.WaitForNotificationWithTimeout(absl::Seconds(5)));
+
+  // Loading and serving another instance proceed while slow/1 is stuck in Run().
+  ASSERT_TRUE(Load("fast/1").ok());
+  ipc::BatchResult fast = Infer(InferMessage(2, "fast/1", 0, 1));
+  EXPECT_TRUE(fast.ok()) << fast.error();
+
+  // Unloading slow/1 waits for its running batch, which still completes.
+  ipc::ControlMessage unload;
+  unload.mutable_unload()->set_instance_key("slow/1");
+  Send(unload);
+  EXPECT_FALSE(Infer(InferMessage(3, "slow/1", 0, 1)).ok());  // unknown from now on
+  gate.Notify();
+  auto reply = Next();
+  ASSERT_TRUE(reply.has_value() && reply->has_result());
+  EXPECT_EQ(reply->result().batch_id(), 1u);
+  EXPECT_TRUE(reply->result().ok()) << reply->result().error();
+
+  // The key is free again.
+  EXPECT_TRUE(Load("slow/1").ok());
+}
+
+TEST_F(ExecutorTest, ServerEofStopsTheExecutorCleanly) {
+  Start();
+  ASSERT_TRUE(Load("fake/1").ok());
+  server_.reset();  // the server died
+  runner_.join();
+  EXPECT_TRUE(run_status_.ok()) << run_status_;
+}
+
+TEST_F(ExecutorTest, CorruptStreamStopsTheExecutorWithAnError) {
+  Start();
+  const unsigned char frame[] = {4, 0, 0, 0, 0xff, 0xff, 0xff, 0xff};
+  ASSERT_EQ(write(server_->fd(), frame, sizeof(frame)), static_cast<ssize_t>(sizeof(frame)));
+  runner_.join();
+  EXPECT_TRUE(absl::IsDataLoss(run_status_)) << run_status_;
+}
+
+TEST_F(ExecutorTest, StopFromAnotherThread) {
+  Start();
+  executor_->Stop();
+  runner_.join();
+  EXPECT_TRUE(run_status_.ok()) << run_status_;
+}
+
+TEST(ExecutorCreateTest, RequiresALoader) {
+  auto pair = ipc::ControlChannel::CreatePair();
+  ASSERT_TRUE(pair.ok());
+  std::string suffix = UniqueSuffix();
+  auto in = ipc::SharedMemoryRegion::Create("/tessera-exec-create-in-" + suffix, 4096);
+  auto out = ipc::SharedMemoryRegion::Create("/tessera-exec-create-out-" + suffix, 4096);
+  ASSERT_TRUE(in.ok() && out.ok());
+  auto executor =
+      Executor::Create(ExecutorOptions{}, std::move(pair->first), *std::move(in), *std::move(out));
+  EXPECT_TRUE(absl::IsInvalidArgument(executor.status()));
+}
+
+}  // namespace
+}  // namespace tessera::executor

@@ -1,0 +1,92 @@
+// tessera-executor: one process per device partition, started by tessera-server
+// (docs/executor-protocol.md). Exit status 0 after Shutdown or when the server goes away; 1 when it
+// cannot start or the control stream is corrupt.
+#include <signal.h>
+
+#include <string>
+
+#include "CLI/CLI.hpp"
+#include "executor/executor.h"
+#include "spdlog/spdlog.h"
+#include "tessera/common/logging.h"
+#include "tessera/engine/engine.h"
+
+namespace {
+
+int Main(int argc, char** argv) {
+  int executor_id = 0;
+  std::string control_socket;
+  std::string input_shm;
+  std::string output_shm;
+  size_t input_bytes = 0;
+  size_t output_bytes = 0;
+  std::string device = "cpu";
+  int threads = 1;
+  int log_verbose = 0;
+
+  CLI::App app{"Tessera executor: runs model batches for tessera-server"};
+  app.add_option("--executor-id", executor_id, "Executor id assigned by the server")->required();
+  app.add_option("--control-socket", control_socket, "Unix socket path to connect to")->required();
+  app.add_option("--input-shm", input_shm, "Input ring shared-memory name")->required();
+  app.add_option("--input-bytes", input_bytes, "Input ring size in bytes")->required();
+  app.add_option("--output-shm", output_shm, "Output ring shared-memory name")->required();
+  app.add_option("--output-bytes", output_bytes, "Output ring size in bytes")->required();
+  app.add_option("--device", device, "Device: cpu or cuda:N")->capture_default_str();
+  app.add_option("--threads", threads, "CPU threads per model instance")->capture_default_str();
+  app.add_option("--log-verbose", log_verbose, "0 info, 1 debug, 2 trace")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+
+  tessera::InitLogging(log_verbose, "executor-" + std::to_string(executor_id));
+  // Sends use MSG_NOSIGNAL already; this also covers anything else that writes to a dead pipe.
+  signal(SIGPIPE, SIG_IGN);
+
+  tessera::engine::ModelOptions model_options;
+  if (device == "cpu") {
+    model_options.backend = tessera::engine::Backend::kCpu;
+  } else if (device.rfind("cuda", 0) == 0) {
+    model_options.backend = tessera::engine::Backend::kCuda;
+  } else {
+    spdlog::error("unknown --device '{}' (expected cpu or cuda:N)", device);
+    return 1;
+  }
+  model_options.num_threads = threads > 0 ? threads : 1;
+
+  auto input = tessera::ipc::SharedMemoryRegion::Open(input_shm, input_bytes);
+  if (!input.ok()) {
+    spdlog::error("{}", input.status().ToString());
+    return 1;
+  }
+  auto output = tessera::ipc::SharedMemoryRegion::Open(output_shm, output_bytes);
+  if (!output.ok()) {
+    spdlog::error("{}", output.status().ToString());
+    return 1;
+  }
+  auto channel = tessera::ipc::ControlChannel::Connect(control_socket);
+  if (!channel.ok()) {
+    spdlog::error("{}", channel.status().ToString());
+    return 1;
+  }
+
+  tessera::executor::ExecutorOptions options;
+  options.executor_id = executor_id;
+  options.device = device;
+  options.loader = [model_options](const tessera::ipc::LoadModel& request) {
+    return tessera::engine::LoadOnnxModel(request.model_path(), model_options);
+  };
+  auto executor = tessera::executor::Executor::Create(std::move(options), *std::move(channel),
+                                                      *std::move(input), *std::move(output));
+  if (!executor.ok()) {
+    spdlog::error("{}", executor.status().ToString());
+    return 1;
+  }
+  tessera::Status status = (*executor)->Run();
+  if (!status.ok()) {
+    spdlog::error("executor {} exiting: {}", executor_id, status.ToString());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) { return Main(argc, argv); }

@@ -1,0 +1,95 @@
+#include "executor/model_signature.h"
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_join.h"
+
+namespace tessera::executor {
+namespace {
+
+const engine::TensorInfo* Find(const std::vector<engine::TensorInfo>& infos,
+                               const std::string& name) {
+  for (const auto& info : infos) {
+    if (info.name == name) return &info;
+  }
+  return nullptr;
+}
+
+std::string Names(const std::vector<engine::TensorInfo>& infos) {
+  std::vector<std::string> names;
+  for (const auto& info : infos) names.push_back(info.name);
+  return absl::StrJoin(names, ", ");
+}
+
+Status CheckTensor(const char* kind, const ipc::TensorSpec& spec, const engine::TensorInfo& info,
+                   int max_batch_size) {
+  const auto config_type = static_cast<DataType>(spec.data_type());
+  if (config_type != info.dtype) {
+    return absl::InvalidArgumentError(absl::StrCat(kind, " '", spec.name(), "': config data type ",
+                                                   std::string(DataTypeToWireName(config_type)),
+                                                   " differs from the model's ",
+                                                   std::string(DataTypeToWireName(info.dtype))));
+  }
+  const Shape config_dims(spec.dims().begin(), spec.dims().end());
+  const bool batched = max_batch_size > 0;
+  auto mismatch = [&](const std::string& why) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        kind, " '", spec.name(), "': config dims ", ShapeToString(config_dims),
+        batched ? absl::StrCat(" (plus batch dim, max_batch_size ", max_batch_size, ")") : "",
+        " do not match the model's shape ", ShapeToString(info.shape), ": ", why));
+  };
+  const size_t offset = batched ? 1 : 0;
+  if (info.shape.size() != config_dims.size() + offset) {
+    return mismatch("different rank");
+  }
+  if (batched && info.shape[0] >= 0 && info.shape[0] < max_batch_size) {
+    return mismatch(absl::StrCat("the model's batch dim is fixed at ", info.shape[0]));
+  }
+  for (size_t i = 0; i < config_dims.size(); ++i) {
+    int64_t c = config_dims[i];
+    int64_t m = info.shape[i + offset];
+    if (c >= 0 && m >= 0 && c != m) {
+      return mismatch(absl::StrCat("dim ", i + offset, " is ", c, " vs ", m));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+Status CheckModelSignature(const ipc::LoadModel& config, const engine::Model& model) {
+  for (const auto& spec : config.inputs()) {
+    const engine::TensorInfo* info = Find(model.inputs(), spec.name());
+    if (info == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("config input '", spec.name(),
+                       "' is not an input of the model (inputs: ", Names(model.inputs()), ")"));
+    }
+    TESSERA_RETURN_IF_ERROR(CheckTensor("input", spec, *info, config.max_batch_size()));
+  }
+  if (config.inputs_size() > 0) {
+    // The server only ever sends the inputs the config names; a missing one fails every batch.
+    for (const auto& info : model.inputs()) {
+      bool listed = false;
+      for (const auto& spec : config.inputs()) listed = listed || spec.name() == info.name;
+      if (!listed) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "model input '", info.name, "' (", std::string(DataTypeToWireName(info.dtype)), " ",
+            ShapeToString(info.shape), ") is missing from the config"));
+      }
+    }
+  }
+  for (const auto& spec : config.outputs()) {
+    const engine::TensorInfo* info = Find(model.outputs(), spec.name());
+    if (info == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("config output '", spec.name(),
+                       "' is not an output of the model (outputs: ", Names(model.outputs()), ")"));
+    }
+    TESSERA_RETURN_IF_ERROR(CheckTensor("output", spec, *info, config.max_batch_size()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace tessera::executor

@@ -1,0 +1,91 @@
+#include "config_proto.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace tessera::frontend {
+namespace {
+
+inference::DataType ToWire(DataType type) { return static_cast<inference::DataType>(type); }
+
+}  // namespace
+
+inference::ModelConfig ToTritonModelConfig(const repository::ModelConfig& config) {
+  inference::ModelConfig wire;
+  wire.set_name(config.name);
+  wire.set_platform(config.platform);
+  wire.set_backend("tessera");
+  wire.set_max_batch_size(config.max_batch_size);
+  wire.set_default_model_filename(config.default_model_filename);
+
+  auto* policy = wire.mutable_version_policy();
+  switch (config.version_policy.kind) {
+    case repository::VersionPolicy::Kind::kLatest:
+      policy->mutable_latest()->set_num_versions(config.version_policy.latest_num_versions);
+      break;
+    case repository::VersionPolicy::Kind::kAll:
+      policy->mutable_all();
+      break;
+    case repository::VersionPolicy::Kind::kSpecific:
+      for (int64_t v : config.version_policy.specific_versions) {
+        policy->mutable_specific()->add_versions(v);
+      }
+      break;
+  }
+
+  for (const auto& tensor : config.inputs) {
+    auto* input = wire.add_input();
+    input->set_name(tensor.name);
+    input->set_data_type(ToWire(tensor.data_type));
+    for (int64_t dim : tensor.dims) input->add_dims(dim);
+  }
+  for (const auto& tensor : config.outputs) {
+    auto* output = wire.add_output();
+    output->set_name(tensor.name);
+    output->set_data_type(ToWire(tensor.data_type));
+    for (int64_t dim : tensor.dims) output->add_dims(dim);
+  }
+
+  if (config.dynamic_batching.enabled) {
+    auto* batching = wire.mutable_dynamic_batching();
+    if (config.dynamic_batching.preferred_batch_sizes.empty()) {
+      batching->add_preferred_batch_size(config.max_batch_size);
+    }
+    for (int size : config.dynamic_batching.preferred_batch_sizes) {
+      batching->add_preferred_batch_size(size);
+    }
+    batching->set_max_queue_delay_microseconds(config.dynamic_batching.max_queue_delay_microseconds);
+    if (config.dynamic_batching.max_queue_size > 0) {
+      batching->mutable_default_queue_policy()->set_max_queue_size(
+          config.dynamic_batching.max_queue_size);
+    }
+  }
+
+  int group_index = 0;
+  for (const auto& group : config.instance_groups) {
+    auto* wire_group = wire.add_instance_group();
+    wire_group->set_name(group.name.empty() ? absl::StrCat(config.name, "_", group_index)
+                                            : group.name);
+    wire_group->set_count(group.count);
+    switch (group.kind) {
+      case repository::InstanceKind::kAuto:
+        wire_group->set_kind(inference::ModelInstanceGroup::KIND_AUTO);
+        break;
+      case repository::InstanceKind::kGpu:
+        wire_group->set_kind(inference::ModelInstanceGroup::KIND_GPU);
+        break;
+      case repository::InstanceKind::kCpu:
+        wire_group->set_kind(inference::ModelInstanceGroup::KIND_CPU);
+        break;
+    }
+    for (int gpu : group.gpus) wire_group->add_gpus(gpu);
+    ++group_index;
+  }
+
+  (*wire.mutable_parameters())["precision"].set_string_value(config.precision);
+  if (config.slo_ms > 0) {
+    (*wire.mutable_parameters())["slo_ms"].set_string_value(absl::StrCat(config.slo_ms));
+  }
+  return wire;
+}
+
+}  // namespace tessera::frontend

@@ -1,0 +1,203 @@
+#include "infer_request.h"
+
+#include <cstring>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+
+namespace tessera::frontend {
+namespace {
+
+using inference::InferTensorContents;
+using inference::ModelInferRequest;
+
+// Copies the typed field that matches `dtype` into bytes; `count` is the element count found.
+template <typename Wire, typename Stored>
+std::string PackRepeated(const google::protobuf::RepeatedField<Wire>& values, size_t* count) {
+  std::string bytes(values.size() * sizeof(Stored), '\0');
+  auto* out = reinterpret_cast<Stored*>(bytes.data());
+  for (int i = 0; i < values.size(); ++i) out[i] = static_cast<Stored>(values.Get(i));
+  *count = values.size();
+  return bytes;
+}
+
+StatusOr<std::string> PackTypedContents(const std::string& input_name, DataType dtype,
+                                        const InferTensorContents& contents, size_t* count) {
+  switch (dtype) {
+    case DataType::kBool: return PackRepeated<bool, uint8_t>(contents.bool_contents(), count);
+    case DataType::kUint8: return PackRepeated<uint32_t, uint8_t>(contents.uint_contents(), count);
+    case DataType::kUint16: return PackRepeated<uint32_t, uint16_t>(contents.uint_contents(), count);
+    case DataType::kUint32: return PackRepeated<uint32_t, uint32_t>(contents.uint_contents(), count);
+    case DataType::kUint64:
+      return PackRepeated<uint64_t, uint64_t>(contents.uint64_contents(), count);
+    case DataType::kInt8: return PackRepeated<int32_t, int8_t>(contents.int_contents(), count);
+    case DataType::kInt16: return PackRepeated<int32_t, int16_t>(contents.int_contents(), count);
+    case DataType::kInt32: return PackRepeated<int32_t, int32_t>(contents.int_contents(), count);
+    case DataType::kInt64: return PackRepeated<int64_t, int64_t>(contents.int64_contents(), count);
+    case DataType::kFp32: return PackRepeated<float, float>(contents.fp32_contents(), count);
+    case DataType::kFp64: return PackRepeated<double, double>(contents.fp64_contents(), count);
+    default:
+      // The protocol allows FP16/BF16 only as raw bytes (serving-systems.md §2.2).
+      return absl::InvalidArgumentError(
+          absl::StrCat("input '", input_name, "': datatype ", std::string(DataTypeToWireName(dtype)),
+                       " can only be sent in raw_input_contents"));
+  }
+}
+
+// The shape the model accepts for a tensor, batch dim included as -1 when the model batches.
+Shape FullShape(const repository::TensorConfig& tensor, int max_batch_size) {
+  Shape shape;
+  if (max_batch_size > 0) shape.push_back(-1);
+  shape.insert(shape.end(), tensor.dims.begin(), tensor.dims.end());
+  return shape;
+}
+
+Status CheckShape(const repository::TensorConfig& tensor, const Shape& shape, int max_batch_size) {
+  Shape expected = FullShape(tensor, max_batch_size);
+  bool ok = shape.size() == expected.size();
+  for (size_t i = 0; ok && i < shape.size(); ++i) {
+    if (shape[i] < 0 || (expected[i] >= 0 && shape[i] != expected[i])) ok = false;
+  }
+  if (!ok) {
+    return absl::InvalidArgumentError(absl::StrCat("input '", tensor.name, "': shape ",
+                                                   ShapeToString(shape),
+                                                   " does not match the model's shape ",
+                                                   ShapeToString(expected)));
+  }
+  if (max_batch_size > 0 && (shape[0] < 1 || shape[0] > max_batch_size)) {
+    return absl::InvalidArgumentError(absl::StrCat("input '", tensor.name, "': batch size ",
+                                                   shape[0], " is outside 1..max_batch_size (",
+                                                   max_batch_size, ")"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<dispatch::Request>> BuildDispatchRequest(
+    const ModelInferRequest& wire, const repository::ModelConfig& config,
+    ConvertedInputs* storage) {
+  const bool raw = wire.raw_input_contents_size() > 0;
+  if (raw && wire.raw_input_contents_size() != wire.inputs_size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "request has ", wire.inputs_size(), " inputs but ", wire.raw_input_contents_size(),
+        " raw_input_contents; raw contents must be given for every input or for none"));
+  }
+
+  // Map wire inputs by name, rejecting duplicates and names the model does not have.
+  std::vector<int> wire_index(config.inputs.size(), -1);
+  for (int i = 0; i < wire.inputs_size(); ++i) {
+    const std::string& name = wire.inputs(i).name();
+    size_t k = 0;
+    while (k < config.inputs.size() && config.inputs[k].name != name) ++k;
+    if (k == config.inputs.size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("unexpected input '", name, "': model '", config.name, "' has no such input"));
+    }
+    if (wire_index[k] >= 0) {
+      return absl::InvalidArgumentError(absl::StrCat("input '", name, "' is given twice"));
+    }
+    wire_index[k] = i;
+  }
+
+  auto request = std::make_unique<dispatch::Request>();
+  int64_t batch_size = -1;
+  storage->reserve(config.inputs.size());
+  for (size_t k = 0; k < config.inputs.size(); ++k) {
+    const repository::TensorConfig& tensor = config.inputs[k];
+    if (wire_index[k] < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("missing input '", tensor.name,
+                                                     "': model '", config.name, "' requires it"));
+    }
+    const auto& input = wire.inputs(wire_index[k]);
+    std::optional<DataType> dtype = DataTypeFromWireName(input.datatype());
+    if (!dtype) {
+      return absl::InvalidArgumentError(absl::StrCat("input '", tensor.name,
+                                                     "': unknown datatype '", input.datatype(), "'"));
+    }
+    if (*dtype != tensor.data_type) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "input '", tensor.name, "': datatype ", input.datatype(), " does not match the model's ",
+          std::string(DataTypeToWireName(tensor.data_type))));
+    }
+    if (*dtype == DataType::kString) {
+      return absl::UnimplementedError(
+          absl::StrCat("input '", tensor.name, "': BYTES tensors are not supported yet"));
+    }
+    Shape shape(input.shape().begin(), input.shape().end());
+    TESSERA_RETURN_IF_ERROR(CheckShape(tensor, shape, config.max_batch_size));
+    if (config.max_batch_size > 0) {
+      if (batch_size >= 0 && shape[0] != batch_size) {
+        return absl::InvalidArgumentError(absl::StrCat("input '", tensor.name, "': batch size ",
+                                                       shape[0], " differs from other inputs' ",
+                                                       batch_size));
+      }
+      batch_size = shape[0];
+    }
+
+    const size_t expected_bytes =
+        static_cast<size_t>(ElementCount(shape)) * DataTypeByteSize(*dtype);
+    const void* data = nullptr;
+    size_t byte_size = 0;
+    if (raw) {
+      const std::string& bytes = wire.raw_input_contents(wire_index[k]);
+      if (bytes.size() != expected_bytes) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "input '", tensor.name, "': raw_input_contents has ", bytes.size(),
+            " bytes, but shape ", ShapeToString(shape), " of ", input.datatype(), " needs ",
+            expected_bytes));
+      }
+      data = bytes.data();
+      byte_size = bytes.size();
+    } else {
+      size_t count = 0;
+      TESSERA_ASSIGN_OR_RETURN(std::string packed,
+                               PackTypedContents(tensor.name, *dtype, input.contents(), &count));
+      if (packed.size() != expected_bytes) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "input '", tensor.name, "': contents hold ", count, " elements, but shape ",
+            ShapeToString(shape), " needs ", ElementCount(shape)));
+      }
+      storage->push_back(std::move(packed));
+      data = storage->back().data();
+      byte_size = storage->back().size();
+    }
+    // The engine never writes inputs; the view type is shared with outputs, hence non-const.
+    request->inputs.push_back(
+        TensorView{tensor.name, *dtype, std::move(shape), const_cast<void*>(data), byte_size});
+  }
+  request->batch_size = batch_size > 0 ? batch_size : 1;
+
+  std::set<std::string> seen;
+  for (const auto& output : wire.outputs()) {
+    bool known = false;
+    for (const auto& tensor : config.outputs) known |= tensor.name == output.name();
+    if (!known) {
+      return absl::InvalidArgumentError(absl::StrCat("requested output '", output.name(),
+                                                     "': model '", config.name,
+                                                     "' has no such output"));
+    }
+    if (!seen.insert(output.name()).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("output '", output.name(), "' is requested twice"));
+    }
+    request->requested_outputs.push_back(output.name());
+  }
+  return request;
+}
+
+void FillInferResponse(const std::string& model_name, int64_t version, const std::string& id,
+                       dispatch::Response response, inference::ModelInferResponse* wire) {
+  wire->set_model_name(model_name);
+  wire->set_model_version(std::to_string(version));
+  wire->set_id(id);
+  for (dispatch::OutputTensor& output : response.outputs) {
+    auto* tensor = wire->add_outputs();
+    tensor->set_name(output.name);
+    tensor->set_datatype(std::string(DataTypeToWireName(output.dtype)));
+    for (int64_t dim : output.shape) tensor->add_shape(dim);
+    *wire->add_raw_output_contents() = std::move(output.bytes);
+  }
+}
+
+}  // namespace tessera::frontend

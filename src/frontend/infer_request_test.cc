@@ -1,0 +1,126 @@
+#include "infer_request.h"
+
+#include <gtest/gtest.h>
+
+namespace tessera::frontend {
+namespace {
+
+repository::ModelConfig MlpConfig() {
+  repository::ModelConfig config;
+  config.name = "mlp";
+  config.max_batch_size = 8;
+  config.inputs = {{"input", DataType::kFp32, {4}}};
+  config.outputs = {{"output", DataType::kFp32, {2}}};
+  return config;
+}
+
+inference::ModelInferRequest RawRequest(const std::string& dtype, std::vector<int64_t> shape,
+                                        size_t bytes) {
+  inference::ModelInferRequest wire;
+  wire.set_model_name("mlp");
+  auto* input = wire.add_inputs();
+  input->set_name("input");
+  input->set_datatype(dtype);
+  for (int64_t d : shape) input->add_shape(d);
+  wire.add_raw_input_contents(std::string(bytes, '\1'));
+  return wire;
+}
+
+Status Build(const inference::ModelInferRequest& wire, const repository::ModelConfig& config) {
+  ConvertedInputs storage;
+  return BuildDispatchRequest(wire, config, &storage).status();
+}
+
+void ExpectInvalid(const Status& status, const std::string& fragment) {
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_NE(status.message().find(fragment), std::string::npos)
+      << "'" << status.message() << "' lacks '" << fragment << "'";
+}
+
+TEST(InferRequestTest, ValidRawRequestBuildsViewsIntoTheMessage) {
+  auto wire = RawRequest("FP32", {3, 4}, 48);
+  ConvertedInputs storage;
+  auto request = BuildDispatchRequest(wire, MlpConfig(), &storage);
+  ASSERT_TRUE(request.ok()) << request.status();
+  EXPECT_EQ((*request)->batch_size, 3);
+  ASSERT_EQ((*request)->inputs.size(), 1u);
+  EXPECT_EQ((*request)->inputs[0].data, wire.raw_input_contents(0).data());
+  EXPECT_EQ((*request)->inputs[0].shape, (Shape{3, 4}));
+  EXPECT_TRUE(storage.empty());
+}
+
+TEST(InferRequestTest, TypedContentsAreConverted) {
+  inference::ModelInferRequest wire;
+  auto* input = wire.add_inputs();
+  input->set_name("input");
+  input->set_datatype("FP32");
+  input->add_shape(1);
+  input->add_shape(4);
+  for (float v : {1.f, 2.f, 3.f, 4.f}) input->mutable_contents()->add_fp32_contents(v);
+  ConvertedInputs storage;
+  auto request = BuildDispatchRequest(wire, MlpConfig(), &storage);
+  ASSERT_TRUE(request.ok()) << request.status();
+  ASSERT_EQ(storage.size(), 1u);
+  const float* data = static_cast<const float*>((*request)->inputs[0].data);
+  EXPECT_EQ(data[3], 4.f);
+
+  input->mutable_contents()->add_fp32_contents(5.f);
+  ExpectInvalid(Build(wire, MlpConfig()), "contents hold 5 elements");
+}
+
+TEST(InferRequestTest, RejectsWrongDtypeShapeBytesAndBatch) {
+  ExpectInvalid(Build(RawRequest("FP64", {1, 4}, 32), MlpConfig()),
+                "datatype FP64 does not match the model's FP32");
+  ExpectInvalid(Build(RawRequest("FLOAT", {1, 4}, 16), MlpConfig()), "unknown datatype 'FLOAT'");
+  ExpectInvalid(Build(RawRequest("FP32", {1, 3}, 12), MlpConfig()), "shape [1, 3]");
+  ExpectInvalid(Build(RawRequest("FP32", {4}, 16), MlpConfig()), "shape [4]");
+  ExpectInvalid(Build(RawRequest("FP32", {1, 4}, 15), MlpConfig()), "has 15 bytes");
+  ExpectInvalid(Build(RawRequest("FP32", {9, 4}, 144), MlpConfig()), "batch size 9");
+  ExpectInvalid(Build(RawRequest("FP32", {0, 4}, 0), MlpConfig()), "batch size 0");
+}
+
+TEST(InferRequestTest, RejectsMissingUnknownAndDuplicateTensors) {
+  inference::ModelInferRequest empty;
+  ExpectInvalid(Build(empty, MlpConfig()), "missing input 'input'");
+
+  auto wire = RawRequest("FP32", {1, 4}, 16);
+  wire.mutable_inputs(0)->set_name("x");
+  ExpectInvalid(Build(wire, MlpConfig()), "unexpected input 'x'");
+
+  wire = RawRequest("FP32", {1, 4}, 16);
+  *wire.add_inputs() = wire.inputs(0);
+  wire.add_raw_input_contents(wire.raw_input_contents(0));
+  ExpectInvalid(Build(wire, MlpConfig()), "given twice");
+
+  wire = RawRequest("FP32", {1, 4}, 16);
+  wire.add_raw_input_contents("extra");
+  ExpectInvalid(Build(wire, MlpConfig()), "raw_input_contents");
+
+  wire = RawRequest("FP32", {1, 4}, 16);
+  wire.add_outputs()->set_name("nope");
+  ExpectInvalid(Build(wire, MlpConfig()), "requested output 'nope'");
+}
+
+TEST(InferRequestTest, UnbatchedModelTakesExactShape) {
+  auto config = MlpConfig();
+  config.max_batch_size = 0;
+  config.inputs[0].dims = {2, -1};
+  EXPECT_TRUE(Build(RawRequest("FP32", {2, 5}, 40), config).ok());
+  ExpectInvalid(Build(RawRequest("FP32", {1, 2, 5}, 40), config), "does not match");
+}
+
+TEST(InferRequestTest, ResponseCarriesRawOutputs) {
+  dispatch::Response response;
+  response.outputs.push_back({"output", DataType::kFp32, {1, 2}, std::string(8, 'a')});
+  inference::ModelInferResponse wire;
+  FillInferResponse("mlp", 3, "req-7", std::move(response), &wire);
+  EXPECT_EQ(wire.model_version(), "3");
+  EXPECT_EQ(wire.id(), "req-7");
+  ASSERT_EQ(wire.outputs_size(), 1);
+  EXPECT_EQ(wire.outputs(0).datatype(), "FP32");
+  ASSERT_EQ(wire.raw_output_contents_size(), 1);
+  EXPECT_EQ(wire.raw_output_contents(0).size(), 8u);
+}
+
+}  // namespace
+}  // namespace tessera::frontend

@@ -1,0 +1,104 @@
+#include "tessera/ipc/shared_memory.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace tessera::ipc {
+namespace {
+
+std::string UniqueName(const char* tag) {
+  static std::atomic<int> counter{0};
+  return "/tessera-test-" + std::string(tag) + "-" + std::to_string(getpid()) + "-" +
+         std::to_string(counter++);
+}
+
+TEST(SharedMemoryRegionTest, CreateThenOpenSeeTheSameBytes) {
+  std::string name = UniqueName("same");
+  auto created = SharedMemoryRegion::Create(name, 4096);
+  ASSERT_TRUE(created.ok()) << created.status();
+  EXPECT_EQ((*created)->size(), 4096u);
+  EXPECT_EQ((*created)->name(), name);
+  EXPECT_EQ((*created)->data()[100], std::byte{0});
+
+  auto opened = SharedMemoryRegion::Open(name, 4096);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  std::memcpy((*opened)->data(), "hello", 5);
+  EXPECT_EQ(std::memcmp((*created)->data(), "hello", 5), 0);
+}
+
+TEST(SharedMemoryRegionTest, NameWithoutSlashIsNormalised) {
+  std::string name = UniqueName("slash").substr(1);
+  auto created = SharedMemoryRegion::Create(name, 64);
+  ASSERT_TRUE(created.ok()) << created.status();
+  EXPECT_EQ((*created)->name(), "/" + name);
+  EXPECT_TRUE(SharedMemoryRegion::Open("/" + name, 64).ok());
+}
+
+TEST(SharedMemoryRegionTest, CreateRefusesAnExistingName) {
+  std::string name = UniqueName("excl");
+  auto first = SharedMemoryRegion::Create(name, 64);
+  ASSERT_TRUE(first.ok());
+  auto second = SharedMemoryRegion::Create(name, 64);
+  EXPECT_TRUE(absl::IsAlreadyExists(second.status())) << second.status();
+  EXPECT_NE(second.status().message().find(name), std::string::npos);
+}
+
+TEST(SharedMemoryRegionTest, OpenErrors) {
+  std::string name = UniqueName("missing");
+  auto missing = SharedMemoryRegion::Open(name, 64);
+  EXPECT_TRUE(absl::IsNotFound(missing.status())) << missing.status();
+  EXPECT_NE(missing.status().message().find(name), std::string::npos);
+
+  auto created = SharedMemoryRegion::Create(name, 64);
+  ASSERT_TRUE(created.ok());
+  auto too_big = SharedMemoryRegion::Open(name, 4096);
+  EXPECT_FALSE(too_big.ok());
+  EXPECT_FALSE(SharedMemoryRegion::Create(UniqueName("zero"), 0).ok());
+}
+
+TEST(SharedMemoryRegionTest, CreatorUnlinksOnDestruction) {
+  std::string name = UniqueName("unlink");
+  {
+    auto created = SharedMemoryRegion::Create(name, 64);
+    ASSERT_TRUE(created.ok());
+    auto opened = SharedMemoryRegion::Open(name, 64);
+    ASSERT_TRUE(opened.ok());
+    opened->reset();  // an opener leaves the name alone
+    EXPECT_TRUE(SharedMemoryRegion::Open(name, 64).ok());
+  }
+  EXPECT_TRUE(absl::IsNotFound(SharedMemoryRegion::Open(name, 64).status()));
+}
+
+TEST(SharedMemoryRegionTest, ChildProcessWritesParentReads) {
+  std::string name = UniqueName("fork");
+  auto created = SharedMemoryRegion::Create(name, 1 << 20);
+  ASSERT_TRUE(created.ok()) << created.status();
+
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    // Child: open by name, as tessera-executor does, and write a pattern across the whole region.
+    auto opened = SharedMemoryRegion::Open(name, 1 << 20);
+    if (!opened.ok()) _exit(1);
+    for (size_t i = 0; i < (*opened)->size(); ++i) {
+      (*opened)->data()[i] = static_cast<std::byte>(i * 7 + 3);
+    }
+    _exit(0);
+  }
+  int wstatus = 0;
+  ASSERT_EQ(waitpid(pid, &wstatus, 0), pid);
+  ASSERT_TRUE(WIFEXITED(wstatus));
+  ASSERT_EQ(WEXITSTATUS(wstatus), 0);
+  for (size_t i = 0; i < (*created)->size(); ++i) {
+    ASSERT_EQ((*created)->data()[i], static_cast<std::byte>(i * 7 + 3)) << "byte " << i;
+  }
+}
+
+}  // namespace
+}  // namespace tessera::ipc

@@ -1,0 +1,285 @@
+#include "tessera/repository/model_config.h"
+
+#include <array>
+#include <cstdint>
+#include <exception>
+#include <string_view>
+
+#include "tessera/common/yaml_util.h"
+
+namespace tessera::repository {
+namespace {
+
+using yaml::YamlMap;
+
+constexpr std::array<std::string_view, 3> kPrecisions = {"fp32", "fp16", "bf16"};
+constexpr std::array<std::string_view, 3> kInstanceKinds = {"KIND_AUTO", "KIND_GPU", "KIND_CPU"};
+
+constexpr std::array<std::string_view, 12> kModelKeys = {
+    "name",      "platform",         "max_batch_size", "version_policy",         "input",
+    "output",    "dynamic_batching", "instance_group", "default_model_filename", "slo_ms",
+    "precision", "backend"};
+constexpr std::array<std::string_view, 3> kTensorKeys = {"name", "data_type", "dims"};
+constexpr std::array<std::string_view, 3> kPolicyKeys = {"latest", "all", "specific"};
+constexpr std::array<std::string_view, 1> kLatestKeys = {"num_versions"};
+constexpr std::array<std::string_view, 1> kSpecificKeys = {"versions"};
+constexpr std::array<std::string_view, 3> kBatchingKeys = {
+    "preferred_batch_size", "max_queue_delay_microseconds", "default_queue_policy"};
+constexpr std::array<std::string_view, 1> kQueuePolicyKeys = {"max_queue_size"};
+constexpr std::array<std::string_view, 4> kInstanceGroupKeys = {"name", "count", "kind", "gpus"};
+
+// Every config name but TYPE_INVALID, for the "expected one of" message.
+std::string ValidDataTypeNames() {
+  std::vector<std::string_view> names;
+  for (int i = static_cast<int>(DataType::kBool); i <= static_cast<int>(DataType::kBf16); ++i) {
+    names.push_back(DataTypeToConfigName(static_cast<DataType>(i)));
+  }
+  return yaml::JoinNames(names);
+}
+
+// Reads `input` or `output`: a non-empty list of {name, data_type, dims}.
+Status ReadTensors(const YamlMap& root, std::string_view key, std::vector<TensorConfig>& tensors) {
+  std::optional<YAML::Node> node = root.Get(key);
+  if (!node) return root.Missing(key);
+  std::string_view source = root.source();
+  TESSERA_ASSIGN_OR_RETURN(std::vector<YAML::Node> items, yaml::ReadList(source, *node, key));
+  if (items.empty()) return yaml::ErrorAt(source, *node, key, "must list at least one tensor");
+
+  std::vector<int> name_lines;  // for the duplicate-name message
+  for (size_t i = 0; i < items.size(); ++i) {
+    std::string path = yaml::IndexPath(key, i);
+    TESSERA_ASSIGN_OR_RETURN(YamlMap m, YamlMap::Create(source, items[i], path, kTensorKeys));
+    TensorConfig tensor;
+
+    std::optional<YAML::Node> name = m.Get("name");
+    if (!name) return m.Missing("name");
+    TESSERA_ASSIGN_OR_RETURN(tensor.name, yaml::ReadString(source, *name, m.PathOf("name")));
+    if (tensor.name.empty()) return yaml::ErrorAt(source, *name, m.PathOf("name"), "is empty");
+    for (size_t j = 0; j < tensors.size(); ++j) {
+      if (tensors[j].name == tensor.name) {
+        return yaml::ErrorAt(
+            source, *name, m.PathOf("name"),
+            absl::StrCat("duplicate tensor name \"", tensor.name, "\" (also ",
+                         yaml::IndexPath(key, j), " at line ", name_lines[j], ")"));
+      }
+    }
+    name_lines.push_back(yaml::LineOf(*name));
+
+    std::optional<YAML::Node> type = m.Get("data_type");
+    if (!type) return m.Missing("data_type");
+    std::optional<DataType> data_type;
+    if (type->IsScalar()) data_type = DataTypeFromConfigName(type->Scalar());
+    if (!data_type) {
+      return yaml::ErrorAt(
+          source, *type, m.PathOf("data_type"),
+          absl::StrCat("expected one of ", ValidDataTypeNames(), ", got ", yaml::Describe(*type)));
+    }
+    tensor.data_type = *data_type;
+
+    std::optional<YAML::Node> dims = m.Get("dims");
+    if (!dims) return m.Missing("dims");
+    TESSERA_ASSIGN_OR_RETURN(std::vector<YAML::Node> dim_items,
+                             yaml::ReadList(source, *dims, m.PathOf("dims")));
+    for (size_t d = 0; d < dim_items.size(); ++d) {
+      std::string dim_path = yaml::IndexPath(m.PathOf("dims"), d);
+      TESSERA_ASSIGN_OR_RETURN(int64_t dim,
+                               yaml::ReadInt(source, dim_items[d], dim_path, -1, INT64_MAX));
+      if (dim == 0) {
+        return yaml::ErrorAt(source, dim_items[d], dim_path,
+                             "must be > 0, or -1 for a variable size, got 0");
+      }
+      tensor.dims.push_back(dim);
+    }
+
+    tensors.push_back(std::move(tensor));
+  }
+  return absl::OkStatus();
+}
+
+Status ReadVersionPolicy(const YamlMap& root, VersionPolicy& policy) {
+  std::optional<YAML::Node> node = root.Get("version_policy");
+  if (!node) return absl::OkStatus();
+  std::string_view source = root.source();
+  TESSERA_ASSIGN_OR_RETURN(YamlMap m,
+                           YamlMap::Create(source, *node, "version_policy", kPolicyKeys));
+  int chosen = m.Has("latest") + m.Has("all") + m.Has("specific");
+  if (chosen != 1) {
+    return yaml::ErrorAt(source, root.KeyLine("version_policy"), "version_policy",
+                         "must hold exactly one of latest, all, specific");
+  }
+  if (std::optional<YAML::Node> latest = m.Get("latest")) {
+    policy.kind = VersionPolicy::Kind::kLatest;
+    policy.latest_num_versions = 1;
+    TESSERA_ASSIGN_OR_RETURN(YamlMap l,
+                             YamlMap::Create(source, *latest, m.PathOf("latest"), kLatestKeys));
+    TESSERA_RETURN_IF_ERROR(l.GetInt("num_versions", 1, INT32_MAX, &policy.latest_num_versions));
+  } else if (std::optional<YAML::Node> all = m.Get("all")) {
+    policy.kind = VersionPolicy::Kind::kAll;
+    // `all` has no keys; Create still rejects any written inside it.
+    TESSERA_RETURN_IF_ERROR(YamlMap::Create(source, *all, m.PathOf("all"), {}).status());
+  } else if (std::optional<YAML::Node> specific = m.Get("specific")) {
+    policy.kind = VersionPolicy::Kind::kSpecific;
+    TESSERA_ASSIGN_OR_RETURN(
+        YamlMap s, YamlMap::Create(source, *specific, m.PathOf("specific"), kSpecificKeys));
+    std::optional<YAML::Node> versions = s.Get("versions");
+    if (!versions) return s.Missing("versions");
+    // Version folders are positive integers (as Triton: "0" and "01" are not versions).
+    TESSERA_ASSIGN_OR_RETURN(
+        policy.specific_versions,
+        yaml::ReadIntList(source, *versions, s.PathOf("versions"), 1, INT64_MAX));
+    if (policy.specific_versions.empty()) {
+      return yaml::ErrorAt(source, *versions, s.PathOf("versions"),
+                           "must list at least one version");
+    }
+  }
+  return absl::OkStatus();
+}
+
+Status ReadDynamicBatching(const YamlMap& root, int max_batch_size,
+                           DynamicBatchingConfig& batching) {
+  std::optional<YAML::Node> node = root.Get("dynamic_batching");
+  if (!node) return absl::OkStatus();
+  std::string_view source = root.source();
+  TESSERA_ASSIGN_OR_RETURN(YamlMap m,
+                           YamlMap::Create(source, *node, "dynamic_batching", kBatchingKeys));
+  if (max_batch_size == 0) {
+    return yaml::ErrorAt(source, root.KeyLine("dynamic_batching"), "dynamic_batching",
+                         "needs max_batch_size > 0 (it is 0: no batching)");
+  }
+  batching.enabled = true;
+
+  if (std::optional<YAML::Node> preferred = m.Get("preferred_batch_size")) {
+    TESSERA_ASSIGN_OR_RETURN(
+        std::vector<int64_t> sizes,
+        yaml::ReadIntList(source, *preferred, m.PathOf("preferred_batch_size"), 1, max_batch_size));
+    batching.preferred_batch_sizes.assign(sizes.begin(), sizes.end());
+  }
+  int64_t delay_us = 0;
+  TESSERA_RETURN_IF_ERROR(m.GetInt("max_queue_delay_microseconds", 0, INT64_MAX, &delay_us));
+  batching.max_queue_delay_microseconds = static_cast<uint64_t>(delay_us);
+
+  if (std::optional<YAML::Node> queue = m.Get("default_queue_policy")) {
+    TESSERA_ASSIGN_OR_RETURN(
+        YamlMap q,
+        YamlMap::Create(source, *queue, m.PathOf("default_queue_policy"), kQueuePolicyKeys));
+    int64_t max_queue_size = 0;
+    TESSERA_RETURN_IF_ERROR(q.GetInt("max_queue_size", 0, UINT32_MAX, &max_queue_size));
+    batching.max_queue_size = static_cast<uint32_t>(max_queue_size);
+  }
+  return absl::OkStatus();
+}
+
+Status ReadInstanceGroups(const YamlMap& root, std::vector<InstanceGroupConfig>& groups) {
+  std::optional<YAML::Node> node = root.Get("instance_group");
+  if (!node) return absl::OkStatus();
+  std::string_view source = root.source();
+  TESSERA_ASSIGN_OR_RETURN(std::vector<YAML::Node> items,
+                           yaml::ReadList(source, *node, "instance_group"));
+  for (size_t i = 0; i < items.size(); ++i) {
+    TESSERA_ASSIGN_OR_RETURN(YamlMap m,
+                             YamlMap::Create(source, items[i], yaml::IndexPath("instance_group", i),
+                                             kInstanceGroupKeys));
+    InstanceGroupConfig group;
+    TESSERA_RETURN_IF_ERROR(m.GetString("name", &group.name));
+    TESSERA_RETURN_IF_ERROR(m.GetInt("count", 1, INT32_MAX, &group.count));
+    std::string kind = "KIND_AUTO";
+    TESSERA_RETURN_IF_ERROR(m.GetEnum("kind", kInstanceKinds, &kind));
+    group.kind = kind == "KIND_GPU"   ? InstanceKind::kGpu
+                 : kind == "KIND_CPU" ? InstanceKind::kCpu
+                                      : InstanceKind::kAuto;
+    if (std::optional<YAML::Node> gpus = m.Get("gpus")) {
+      TESSERA_ASSIGN_OR_RETURN(std::vector<int64_t> ids,
+                               yaml::ReadIntList(source, *gpus, m.PathOf("gpus"), 0, INT32_MAX));
+      if (group.kind == InstanceKind::kCpu && !ids.empty()) {
+        return yaml::ErrorAt(source, *gpus, m.PathOf("gpus"), "not allowed with kind KIND_CPU");
+      }
+      group.gpus.assign(ids.begin(), ids.end());
+    }
+    groups.push_back(std::move(group));
+  }
+  return absl::OkStatus();
+}
+
+Status ParseInto(const YAML::Node& doc, std::string_view source, const std::string& expected_name,
+                 ModelConfig& config) {
+  TESSERA_ASSIGN_OR_RETURN(YamlMap root, YamlMap::Create(source, doc, "", kModelKeys));
+
+  if (std::optional<YAML::Node> name = root.Get("name")) {
+    TESSERA_ASSIGN_OR_RETURN(config.name, yaml::ReadString(source, *name, "name"));
+    if (config.name.empty()) return yaml::ErrorAt(source, *name, "name", "is empty");
+    if (!expected_name.empty() && config.name != expected_name) {
+      return yaml::ErrorAt(source, *name, "name",
+                           absl::StrCat("\"", config.name, "\" does not match the model folder \"",
+                                        expected_name, "\""));
+    }
+  } else if (!expected_name.empty()) {
+    config.name = expected_name;
+  } else {
+    return root.Missing("name");
+  }
+
+  if (std::optional<YAML::Node> platform = root.Get("platform")) {
+    TESSERA_ASSIGN_OR_RETURN(std::string text, yaml::ReadString(source, *platform, "platform"));
+    // Triton's name for the ONNX Runtime platform, so a Triton config carries over unchanged.
+    if (text == "onnxruntime_onnx") text = "onnx";
+    if (text != "onnx") {
+      return yaml::ErrorAt(source, *platform, "platform",
+                           absl::StrCat("expected onnx (or onnxruntime_onnx), got \"", text, "\""));
+    }
+    config.platform = text;
+  }
+  // Triton configs often name the backend instead of the platform; the ONNX Runtime one is the only
+  // backend whose models Tessera runs.
+  if (std::optional<YAML::Node> backend = root.Get("backend")) {
+    TESSERA_ASSIGN_OR_RETURN(std::string text, yaml::ReadString(source, *backend, "backend"));
+    if (text != "onnxruntime") {
+      return yaml::ErrorAt(source, *backend, "backend",
+                           absl::StrCat("expected onnxruntime, got \"", text, "\""));
+    }
+  }
+
+  TESSERA_RETURN_IF_ERROR(root.GetInt("max_batch_size", 0, INT32_MAX, &config.max_batch_size));
+  TESSERA_RETURN_IF_ERROR(ReadVersionPolicy(root, config.version_policy));
+  TESSERA_RETURN_IF_ERROR(ReadTensors(root, "input", config.inputs));
+  TESSERA_RETURN_IF_ERROR(ReadTensors(root, "output", config.outputs));
+  TESSERA_RETURN_IF_ERROR(
+      ReadDynamicBatching(root, config.max_batch_size, config.dynamic_batching));
+  TESSERA_RETURN_IF_ERROR(ReadInstanceGroups(root, config.instance_groups));
+
+  if (std::optional<YAML::Node> file = root.Get("default_model_filename")) {
+    TESSERA_ASSIGN_OR_RETURN(config.default_model_filename,
+                             yaml::ReadString(source, *file, "default_model_filename"));
+    const std::string& f = config.default_model_filename;
+    // A plain file name: the repository looks for it inside each version folder, never elsewhere.
+    if (f.empty() || f == "." || f == ".." || f.find('/') != std::string::npos) {
+      return yaml::ErrorAt(source, *file, "default_model_filename",
+                           absl::StrCat("must be a plain file name, got \"", f, "\""));
+    }
+  }
+  TESSERA_RETURN_IF_ERROR(root.GetDouble("slo_ms", 0, 1e9, &config.slo_ms));
+  TESSERA_RETURN_IF_ERROR(root.GetEnum("precision", kPrecisions, &config.precision));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+StatusOr<ModelConfig> ParseModelConfig(const std::string& yaml_text, const std::string& source,
+                                       const std::string& expected_name) {
+  // yaml-cpp reports misuse by throwing; this is the boundary where that becomes a Status.
+  try {
+    TESSERA_ASSIGN_OR_RETURN(YAML::Node doc, yaml::ParseDocument(yaml_text, source));
+    ModelConfig config;
+    TESSERA_RETURN_IF_ERROR(ParseInto(doc, source, expected_name, config));
+    return config;
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": ", e.what()));
+  }
+}
+
+StatusOr<ModelConfig> LoadModelConfigFile(const std::string& path,
+                                          const std::string& expected_name) {
+  TESSERA_ASSIGN_OR_RETURN(std::string text, yaml::ReadFileToString(path));
+  return ParseModelConfig(text, path, expected_name);
+}
+
+}  // namespace tessera::repository

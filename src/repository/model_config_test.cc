@@ -1,0 +1,350 @@
+#include "tessera/repository/model_config.h"
+
+#include <fstream>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace tessera::repository {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+
+constexpr char kSource[] = "configs/models/mlp/config.yaml";
+
+// Line numbers in the tests below count from this text's first line.
+constexpr char kFullConfig[] = R"(name: mlp
+platform: onnx
+max_batch_size: 8
+version_policy: { specific: { versions: [1, 3] } }
+input:
+  - name: input
+    data_type: TYPE_FP32
+    dims: [64]
+  - name: mask
+    data_type: TYPE_INT64
+    dims: [-1, 4]
+output:
+  - name: output
+    data_type: TYPE_FP16
+    dims: [10]
+dynamic_batching:
+  preferred_batch_size: [4, 8]
+  max_queue_delay_microseconds: 2000
+  default_queue_policy: { max_queue_size: 100 }
+instance_group:
+  - count: 2
+    kind: KIND_GPU
+    gpus: [0, 1]
+  - name: cpu
+    kind: KIND_CPU
+default_model_filename: mlp.onnx
+slo_ms: 12.5
+precision: bf16
+)";
+
+// Minimal valid config followed by `extra` lines (starting at line 9).
+std::string Minimal(const std::string& extra) {
+  return std::string(R"(name: mlp
+max_batch_size: 8
+input:
+  - name: input
+    data_type: TYPE_FP32
+    dims: [64]
+output:
+  - { name: output, data_type: TYPE_FP32, dims: [10] }
+)") + extra;
+}
+
+void ExpectError(const std::string& yaml, int line, const std::string& key,
+                 const std::string& reason, const std::string& expected_name = "mlp") {
+  StatusOr<ModelConfig> config = ParseModelConfig(yaml, kSource, expected_name);
+  ASSERT_FALSE(config.ok()) << "parsed:\n" << yaml;
+  EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
+  std::string prefix = std::string(kSource) + ":" + std::to_string(line) + ": ";
+  EXPECT_THAT(std::string(config.status().message()),
+              AllOf(HasSubstr(prefix), HasSubstr(key), HasSubstr(reason)))
+      << "yaml:\n"
+      << yaml;
+}
+
+TEST(ModelConfigTest, FullConfigParses) {
+  StatusOr<ModelConfig> parsed = ParseModelConfig(kFullConfig, kSource, "mlp");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  const ModelConfig& c = *parsed;
+  EXPECT_EQ(c.name, "mlp");
+  EXPECT_EQ(c.platform, "onnx");
+  EXPECT_EQ(c.max_batch_size, 8);
+  EXPECT_EQ(c.version_policy.kind, VersionPolicy::Kind::kSpecific);
+  EXPECT_EQ(c.version_policy.specific_versions, (std::vector<int64_t>{1, 3}));
+  ASSERT_EQ(c.inputs.size(), 2u);
+  EXPECT_EQ(c.inputs[0].name, "input");
+  EXPECT_EQ(c.inputs[0].data_type, DataType::kFp32);
+  EXPECT_EQ(c.inputs[0].dims, (Shape{64}));
+  EXPECT_EQ(c.inputs[1].name, "mask");
+  EXPECT_EQ(c.inputs[1].data_type, DataType::kInt64);
+  EXPECT_EQ(c.inputs[1].dims, (Shape{-1, 4}));
+  ASSERT_EQ(c.outputs.size(), 1u);
+  EXPECT_EQ(c.outputs[0].data_type, DataType::kFp16);
+  EXPECT_EQ(c.outputs[0].dims, (Shape{10}));
+  EXPECT_TRUE(c.dynamic_batching.enabled);
+  EXPECT_EQ(c.dynamic_batching.preferred_batch_sizes, (std::vector<int>{4, 8}));
+  EXPECT_EQ(c.dynamic_batching.max_queue_delay_microseconds, 2000u);
+  EXPECT_EQ(c.dynamic_batching.max_queue_size, 100u);
+  ASSERT_EQ(c.instance_groups.size(), 2u);
+  EXPECT_EQ(c.instance_groups[0].count, 2);
+  EXPECT_EQ(c.instance_groups[0].kind, InstanceKind::kGpu);
+  EXPECT_EQ(c.instance_groups[0].gpus, (std::vector<int>{0, 1}));
+  EXPECT_EQ(c.instance_groups[1].name, "cpu");
+  EXPECT_EQ(c.instance_groups[1].count, 1);
+  EXPECT_EQ(c.instance_groups[1].kind, InstanceKind::kCpu);
+  EXPECT_EQ(c.default_model_filename, "mlp.onnx");
+  EXPECT_DOUBLE_EQ(c.slo_ms, 12.5);
+  EXPECT_EQ(c.precision, "bf16");
+}
+
+TEST(ModelConfigTest, DefaultsWhenKeysAbsent) {
+  StatusOr<ModelConfig> parsed =
+      ParseModelConfig(R"(input: [{name: x, data_type: TYPE_FP32, dims: [1]}]
+output: [{name: y, data_type: TYPE_FP32, dims: [1]}]
+)",
+                       kSource, "mlp");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->name, "mlp");  // filled from the folder name
+  EXPECT_EQ(parsed->platform, "onnx");
+  EXPECT_EQ(parsed->max_batch_size, 0);
+  EXPECT_EQ(parsed->version_policy.kind, VersionPolicy::Kind::kLatest);
+  EXPECT_EQ(parsed->version_policy.latest_num_versions, 1);
+  EXPECT_FALSE(parsed->dynamic_batching.enabled);
+  EXPECT_TRUE(parsed->instance_groups.empty());
+  EXPECT_EQ(parsed->default_model_filename, "model.onnx");
+  EXPECT_EQ(parsed->slo_ms, 0);
+  EXPECT_EQ(parsed->precision, "fp32");
+}
+
+TEST(ModelConfigTest, TritonAliasesAndPolicies) {
+  StatusOr<ModelConfig> c = ParseModelConfig(
+      Minimal("platform: onnxruntime_onnx\nbackend: onnxruntime\nversion_policy: { all: {} }\n"),
+      kSource, "mlp");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->platform, "onnx");
+  EXPECT_EQ(c->version_policy.kind, VersionPolicy::Kind::kAll);
+
+  c = ParseModelConfig(Minimal("version_policy:\n  all:\n"), kSource, "mlp");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->version_policy.kind, VersionPolicy::Kind::kAll);
+
+  c = ParseModelConfig(Minimal("version_policy: { latest: { num_versions: 3 } }\n"), kSource,
+                       "mlp");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->version_policy.kind, VersionPolicy::Kind::kLatest);
+  EXPECT_EQ(c->version_policy.latest_num_versions, 3);
+
+  // dynamic_batching with no body: batching on, every setting at its default.
+  c = ParseModelConfig(Minimal("dynamic_batching: {}\n"), kSource, "mlp");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->dynamic_batching.enabled);
+  EXPECT_TRUE(c->dynamic_batching.preferred_batch_sizes.empty());
+}
+
+TEST(ModelConfigTest, ExampleMessagesFromTheDocs) {
+  std::string yaml = R"(name: mlp
+max_batch_size: 8
+input:
+  - name: input
+    data_type: TYPE_FP32
+    dims: [64]
+    dimz: [64]
+output: [{name: y, data_type: TYPE_FP32, dims: [1]}]
+)";
+  StatusOr<ModelConfig> c = ParseModelConfig(yaml, kSource, "mlp");
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(std::string(c.status().message()),
+              HasSubstr("configs/models/mlp/config.yaml:7: input[0].dimz: unknown key"));
+
+  c = ParseModelConfig("name: mlp\nmax_batch_size: eight\n", kSource, "mlp");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().message(),
+            "configs/models/mlp/config.yaml:2: max_batch_size: expected an integer, got \"eight\"");
+}
+
+TEST(ModelConfigTest, UnknownKeysAtEveryLevel) {
+  ExpectError(Minimal("slo: 5\n"), 9, "slo", "unknown key");
+  ExpectError(Minimal("version_policy: { lastest: {} }\n"), 9, "version_policy.lastest",
+              "unknown key");
+  ExpectError(Minimal("version_policy:\n  latest:\n    num_version: 2\n"), 11,
+              "version_policy.latest.num_version", "unknown key");
+  ExpectError(Minimal("version_policy:\n  all: { x: 1 }\n"), 10, "version_policy.all.x",
+              "unknown key");
+  ExpectError(Minimal("dynamic_batching:\n  preserve_ordering: true\n"), 10,
+              "dynamic_batching.preserve_ordering", "unknown key");
+  ExpectError(Minimal("dynamic_batching:\n  default_queue_policy:\n    timeout_action: REJECT\n"),
+              11, "dynamic_batching.default_queue_policy.timeout_action", "unknown key");
+  ExpectError(Minimal("instance_group:\n  - count: 1\n    kinds: KIND_CPU\n"), 11,
+              "instance_group[0].kinds", "unknown key");
+  ExpectError(Minimal("output:\n  - { name: z, data_type: TYPE_FP32, dims: [1] }\n"), 9, "output",
+              "duplicate key (first at line 7)");
+}
+
+TEST(ModelConfigTest, WrongTypes) {
+  ExpectError(Minimal("slo_ms: fast\n"), 9, "slo_ms", "expected a number, got \"fast\"");
+  ExpectError(Minimal("slo_ms: -1\n"), 9, "slo_ms", "must be in [0");
+  ExpectError("name: mlp\nmax_batch_size: -1\n", 2, "max_batch_size", "must be >= 0, got -1");
+  ExpectError("name: mlp\nmax_batch_size: [8]\n", 2, "max_batch_size",
+              "expected an integer, got a list");
+  ExpectError("name: mlp\nmax_batch_size: 8.5\n", 2, "max_batch_size", "expected an integer");
+  ExpectError("name: [mlp]\n", 1, "name", "expected a string, got a list");
+  ExpectError("name: mlp\ninput: { name: x }\n", 2, "input", "expected a list, got a map");
+  ExpectError("name: mlp\ninput:\n  - just-a-name\n", 3, "input[0]",
+              "expected a map, got \"just-a-name\"");
+  ExpectError(Minimal("instance_group: { count: 1 }\n"), 9, "instance_group", "expected a list");
+  ExpectError(Minimal("instance_group:\n  - count: 0\n"), 10, "instance_group[0].count",
+              "must be >= 1, got 0");
+  ExpectError(Minimal("instance_group:\n  - kind: KIND_MODEL\n"), 10, "instance_group[0].kind",
+              "expected one of KIND_AUTO, KIND_GPU, KIND_CPU, got \"KIND_MODEL\"");
+  ExpectError(Minimal("instance_group:\n  - kind: KIND_CPU\n    gpus: [0]\n"), 11,
+              "instance_group[0].gpus", "not allowed with kind KIND_CPU");
+  ExpectError(Minimal("instance_group:\n  - gpus: [-1]\n"), 10, "instance_group[0].gpus[0]",
+              "must be >= 0, got -1");
+  ExpectError(Minimal("dynamic_batching:\n  max_queue_delay_microseconds: -5\n"), 10,
+              "dynamic_batching.max_queue_delay_microseconds", "must be >= 0");
+  ExpectError(Minimal("precision: int8\n"), 9, "precision",
+              "expected one of fp32, fp16, bf16, got \"int8\"");
+  ExpectError(Minimal("platform: tensorrt_plan\n"), 9, "platform", "expected onnx");
+  ExpectError(Minimal("backend: python\n"), 9, "backend", "expected onnxruntime");
+  ExpectError(Minimal("default_model_filename: ../x.onnx\n"), 9, "default_model_filename",
+              "plain file name");
+}
+
+TEST(ModelConfigTest, MissingRequiredKeys) {
+  ExpectError("name: mlp\noutput: [{name: y, data_type: TYPE_FP32, dims: [1]}]\n", 1, "input",
+              "required key is missing");
+  ExpectError("name: mlp\ninput: [{name: y, data_type: TYPE_FP32, dims: [1]}]\n", 1, "output",
+              "required key is missing");
+  ExpectError("name: mlp\ninput: []\n", 2, "input", "at least one tensor");
+  // The line of a missing key inside a list item is the item's first line.
+  ExpectError("name: mlp\ninput:\n  - data_type: TYPE_FP32\n    dims: [1]\n", 3, "input[0].name",
+              "required key is missing");
+  ExpectError("name: mlp\ninput:\n  - name: x\n    dims: [1]\n", 3, "input[0].data_type",
+              "required key is missing");
+  ExpectError("name: mlp\ninput:\n  - name: x\n    data_type: TYPE_FP32\n", 3, "input[0].dims",
+              "required key is missing");
+  ExpectError(Minimal("version_policy: { specific: {} }\n"), 9, "version_policy.specific.versions",
+              "required key is missing");
+  ExpectError(Minimal("version_policy: {}\n"), 9, "version_policy", "exactly one of");
+  ExpectError(Minimal("version_policy: { all: {}, latest: {} }\n"), 9, "version_policy",
+              "exactly one of");
+  // Without a folder to name it, `name` is required.
+  ExpectError("input: []\n", 1, "name", "required key is missing", "");
+}
+
+TEST(ModelConfigTest, DataTypesAndDims) {
+  StatusOr<ModelConfig> c = ParseModelConfig(
+      "name: mlp\ninput:\n  - name: x\n    data_type: FP32\n    dims: [1]\n", kSource, "mlp");
+  ASSERT_FALSE(c.ok());
+  std::string message(c.status().message());
+  EXPECT_THAT(message, HasSubstr("config.yaml:4: input[0].data_type: expected one of TYPE_BOOL"));
+  EXPECT_THAT(message, HasSubstr("TYPE_FP32"));
+  EXPECT_THAT(message, HasSubstr("TYPE_BF16"));
+  EXPECT_THAT(message, HasSubstr("got \"FP32\""));
+  EXPECT_THAT(message, ::testing::Not(HasSubstr("TYPE_INVALID,")));
+
+  ExpectError("name: mlp\ninput:\n  - name: x\n    data_type: TYPE_INVALID\n    dims: [1]\n", 4,
+              "input[0].data_type", "expected one of");
+  ExpectError("name: mlp\ninput:\n  - name: x\n    data_type: TYPE_FP32\n    dims: [3, 0]\n", 5,
+              "input[0].dims[1]", "must be > 0, or -1");
+  ExpectError("name: mlp\ninput:\n  - name: x\n    data_type: TYPE_FP32\n    dims: [-2]\n", 5,
+              "input[0].dims[0]", "must be >= -1, got -2");
+  ExpectError(
+      "name: mlp\ninput:\n  - name: x\n    data_type: TYPE_FP32\n    dims:\n      - 4\n"
+      "      - big\n",
+      7, "input[0].dims[1]", "expected an integer, got \"big\"");
+  ExpectError("name: mlp\ninput:\n  - name: x\n    data_type: TYPE_FP32\n    dims: 4\n", 5,
+              "input[0].dims", "expected a list");
+}
+
+TEST(ModelConfigTest, DuplicateTensorNames) {
+  ExpectError(R"(name: mlp
+input:
+  - { name: x, data_type: TYPE_FP32, dims: [1] }
+  - { name: x, data_type: TYPE_FP32, dims: [2] }
+)",
+              4, "input[1].name", "duplicate tensor name \"x\" (also input[0] at line 3)");
+  ExpectError(R"(name: mlp
+input: [{ name: x, data_type: TYPE_FP32, dims: [1] }]
+output:
+  - { name: y, data_type: TYPE_FP32, dims: [1] }
+  - { name: z, data_type: TYPE_FP32, dims: [1] }
+  - { name: y, data_type: TYPE_FP32, dims: [1] }
+)",
+              6, "output[2].name", "duplicate tensor name \"y\"");
+}
+
+TEST(ModelConfigTest, NameMustMatchFolder) {
+  ExpectError(Minimal("").replace(0, 9, "name: mpl"), 1, "name",
+              "\"mpl\" does not match the model folder \"mlp\"");
+  // With no folder to check against, any name is accepted.
+  StatusOr<ModelConfig> c = ParseModelConfig(Minimal("").replace(0, 9, "name: mpl"), kSource, "");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->name, "mpl");
+}
+
+TEST(ModelConfigTest, BatchingRules) {
+  ExpectError(Minimal("dynamic_batching:\n  preferred_batch_size: [4, 16]\n"), 10,
+              "dynamic_batching.preferred_batch_size[1]", "must be 1..8, got 16");
+  ExpectError(Minimal("dynamic_batching:\n  preferred_batch_size: [0]\n"), 10,
+              "dynamic_batching.preferred_batch_size[0]", "must be 1..8, got 0");
+  std::string no_batching = Minimal("dynamic_batching:\n  max_queue_delay_microseconds: 100\n");
+  no_batching.replace(no_batching.find("max_batch_size: 8"), 17, "max_batch_size: 0");
+  ExpectError(no_batching, 9, "dynamic_batching", "needs max_batch_size > 0");
+}
+
+TEST(ModelConfigTest, SyntaxErrorsNeverThrow) {
+  StatusOr<ModelConfig> c =
+      ParseModelConfig("name: mlp\ninput: [a, b\noutput: x\n", kSource, "mlp");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(c.status().message()),
+              AllOf(HasSubstr(kSource), HasSubstr("YAML syntax error")));
+
+  c = ParseModelConfig("name: mlp\n  bad: indent\n", kSource, "mlp");
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(std::string(c.status().message()),
+              AllOf(HasSubstr(std::string(kSource) + ":2: YAML syntax error")));
+
+  c = ParseModelConfig("name: mlp\n- item\n", kSource, "mlp");
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(std::string(c.status().message()),
+              HasSubstr(std::string(kSource) + ":2: YAML syntax error"));
+
+  // Not a map at all, an empty file, a bare scalar, tabs, anchors and aliases: errors, no throw.
+  for (const char* text : {"", "- a\n- b\n", "just text", "\t\tname: x", "a: &x [1]\nb: *x\n",
+                           "? [complex, key]\n: value\n", "name: !!binary AAAA\n"}) {
+    c = ParseModelConfig(text, kSource, "mlp");
+    EXPECT_FALSE(c.ok()) << text;
+    EXPECT_THAT(std::string(c.status().message()), HasSubstr(kSource)) << text;
+  }
+}
+
+TEST(ModelConfigTest, LoadFileMissingIsNotFound) {
+  StatusOr<ModelConfig> c = LoadModelConfigFile("/nonexistent/tessera/config.yaml", "mlp");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(c.status().message()), HasSubstr("/nonexistent/tessera/config.yaml"));
+}
+
+TEST(ModelConfigTest, LoadFileNamesThePathInErrors) {
+  std::string path = ::testing::TempDir() + "/tessera_model_config_test.yaml";
+  {
+    std::ofstream out(path);
+    out << "name: mlp\nmax_batch_size: eight\n";
+  }
+  StatusOr<ModelConfig> c = LoadModelConfigFile(path, "mlp");
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(std::string(c.status().message()), HasSubstr(path + ":2: max_batch_size"));
+}
+
+}  // namespace
+}  // namespace tessera::repository

@@ -1,0 +1,253 @@
+#include "tessera/repository/repository.h"
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <system_error>
+
+#include "absl/strings/str_join.h"
+#include "tessera/common/yaml_util.h"
+
+namespace tessera::repository {
+namespace {
+
+namespace fs = std::filesystem;
+
+// 19 digits may overflow int64; no real repository numbers versions that high.
+constexpr size_t kMaxVersionDigits = 18;
+
+// FNV-1a, 64 bit: deterministic and dependency-free; fingerprints are compared, never trusted as
+// content hashes, so a non-cryptographic hash is enough.
+class Fnv1a {
+ public:
+  void Add(std::string_view bytes) {
+    for (unsigned char c : bytes) {
+      hash_ ^= c;
+      hash_ *= 1099511628211ull;
+    }
+  }
+  void Add(int64_t value) {
+    Add(std::string_view(reinterpret_cast<const char*>(&value), sizeof(value)));
+  }
+  uint64_t value() const { return hash_; }
+
+ private:
+  uint64_t hash_ = 14695981039346656037ull;
+};
+
+bool IsHidden(std::string_view name) { return !name.empty() && name.front() == '.'; }
+
+// "3" → 3. Names with a leading zero ("0", "01") are not versions, as in Triton, so that no two
+// folders map to one version.
+std::optional<int64_t> ParseVersionFolder(std::string_view name) {
+  if (name.empty() || name.size() > kMaxVersionDigits || name.front() == '0') return std::nullopt;
+  int64_t version = 0;
+  for (char c : name) {
+    if (c < '0' || c > '9') return std::nullopt;
+    version = version * 10 + (c - '0');
+  }
+  return version;
+}
+
+// Version folders of `model_dir` holding `file_name` as a regular file (links followed), ascending.
+std::vector<ModelVersion> ListVersions(const fs::path& model_dir, const std::string& file_name) {
+  std::vector<ModelVersion> versions;
+  std::error_code ec;
+  fs::directory_iterator it(model_dir, ec);
+  for (; !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    std::optional<int64_t> number = ParseVersionFolder(it->path().filename().string());
+    if (!number) continue;
+    fs::path model_path = it->path() / file_name;
+    std::error_code file_ec;
+    if (!fs::is_regular_file(model_path, file_ec)) continue;
+    // The file may vanish between the checks (an operator replacing it); skip it until next scan.
+    uintmax_t bytes = fs::file_size(model_path, file_ec);
+    if (file_ec) continue;
+    fs::file_time_type mtime = fs::last_write_time(model_path, file_ec);
+    if (file_ec) continue;
+    versions.push_back(ModelVersion{
+        *number, model_path.string(), static_cast<uint64_t>(bytes),
+        std::chrono::duration_cast<std::chrono::nanoseconds>(mtime.time_since_epoch()).count()});
+  }
+  std::sort(versions.begin(), versions.end(),
+            [](const ModelVersion& a, const ModelVersion& b) { return a.version < b.version; });
+  return versions;
+}
+
+// Reads the model folder; never fails (problems are recorded in the entry).
+ModelEntry ScanModelFolder(const fs::path& dir, const std::string& name) {
+  ModelEntry entry;
+  entry.name = name;
+  entry.path = dir.string();
+
+  std::string config_path = (dir / kConfigFileName).string();
+  StatusOr<std::string> text = yaml::ReadFileToString(config_path);
+  Fnv1a hash;
+  if (!text.ok()) {
+    entry.config =
+        absl::NotFoundError(absl::StrCat("model '", name, "': no ", yaml::AsAbsl(kConfigFileName),
+                                         " (looked for ", config_path, ")"));
+    hash.Add(std::string_view("<no config>"));
+    entry.fingerprint = hash.value();
+    return entry;
+  }
+  hash.Add(*text);
+  entry.config = ParseModelConfig(*text, config_path, name);
+  if (!entry.config.ok()) {
+    entry.fingerprint = hash.value();
+    return entry;
+  }
+
+  entry.versions = ListVersions(dir, entry.config->default_model_filename);
+  std::vector<int64_t> available;
+  for (const ModelVersion& v : entry.versions) available.push_back(v.version);
+  entry.selected_versions = SelectVersions(entry.config->version_policy, available);
+  if (entry.config->version_policy.kind == VersionPolicy::Kind::kSpecific) {
+    for (int64_t v : entry.config->version_policy.specific_versions) {
+      if (!std::binary_search(available.begin(), available.end(), v)) {
+        entry.missing_versions.push_back(v);
+      }
+    }
+    std::sort(entry.missing_versions.begin(), entry.missing_versions.end());
+    entry.missing_versions.erase(
+        std::unique(entry.missing_versions.begin(), entry.missing_versions.end()),
+        entry.missing_versions.end());
+  }
+
+  for (int64_t v : entry.selected_versions) {
+    const ModelVersion* version = entry.FindVersion(v);
+    hash.Add(v);
+    hash.Add(static_cast<int64_t>(version->file_bytes));
+    hash.Add(version->mtime_ns);
+  }
+  entry.fingerprint = hash.value();
+  return entry;
+}
+
+}  // namespace
+
+const ModelVersion* ModelEntry::FindVersion(int64_t version) const {
+  for (const ModelVersion& v : versions) {
+    if (v.version == version) return &v;
+  }
+  return nullptr;
+}
+
+const ModelEntry* RepositorySnapshot::Find(std::string_view name) const {
+  for (const ModelEntry& m : models) {
+    if (m.name == name) return &m;
+  }
+  return nullptr;
+}
+
+std::vector<int64_t> SelectVersions(const VersionPolicy& policy,
+                                    const std::vector<int64_t>& available) {
+  std::vector<int64_t> selected;
+  switch (policy.kind) {
+    case VersionPolicy::Kind::kAll:
+      selected = available;
+      break;
+    case VersionPolicy::Kind::kLatest: {
+      size_t n =
+          std::min(available.size(), static_cast<size_t>(std::max(policy.latest_num_versions, 0)));
+      selected.assign(available.end() - static_cast<std::ptrdiff_t>(n), available.end());
+      break;
+    }
+    case VersionPolicy::Kind::kSpecific:
+      for (int64_t v : available) {
+        if (std::find(policy.specific_versions.begin(), policy.specific_versions.end(), v) !=
+            policy.specific_versions.end()) {
+          selected.push_back(v);
+        }
+      }
+      break;
+  }
+  return selected;
+}
+
+StatusOr<RepositorySnapshot> ScanRepository(const std::string& root) {
+  std::error_code ec;
+  fs::file_status status = fs::status(root, ec);
+  if (!fs::exists(status)) {
+    return absl::NotFoundError(absl::StrCat("model repository '", root, "' does not exist"));
+  }
+  if (!fs::is_directory(status)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("model repository '", root, "' is not a directory"));
+  }
+
+  RepositorySnapshot snapshot;
+  snapshot.root = root;
+  fs::directory_iterator it(root, ec);
+  for (; !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    std::string name = it->path().filename().string();
+    std::error_code dir_ec;
+    if (IsHidden(name) || !it->is_directory(dir_ec)) continue;
+    snapshot.models.push_back(ScanModelFolder(it->path(), name));
+  }
+  if (ec) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot list model repository '", root, "': ", ec.message()));
+  }
+  std::sort(snapshot.models.begin(), snapshot.models.end(),
+            [](const ModelEntry& a, const ModelEntry& b) { return a.name < b.name; });
+  return snapshot;
+}
+
+StatusOr<ModelEntry> ScanModel(const std::string& root, const std::string& name) {
+  if (name.empty() || IsHidden(name) || name.find('/') != std::string::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", name, "' is not a model name (a plain, non-hidden folder name)"));
+  }
+  std::error_code ec;
+  if (!fs::is_directory(root, ec)) {
+    return absl::NotFoundError(absl::StrCat("model repository '", root, "' does not exist"));
+  }
+  fs::path dir = fs::path(root) / name;
+  if (!fs::is_directory(dir, ec)) {
+    return absl::NotFoundError(
+        absl::StrCat("model '", name, "' not found in repository '", root, "'"));
+  }
+  return ScanModelFolder(dir, name);
+}
+
+Status CheckServable(const ModelEntry& entry) {
+  if (!entry.config.ok()) return entry.config.status();
+  if (!entry.selected_versions.empty()) return absl::OkStatus();
+  const ModelConfig& config = *entry.config;
+  if (config.version_policy.kind == VersionPolicy::Kind::kSpecific) {
+    return absl::NotFoundError(
+        absl::StrCat("model '", entry.name, "': none of the versions its version_policy lists (",
+                     absl::StrJoin(config.version_policy.specific_versions, ", "), ") has ",
+                     entry.path, "/<version>/", config.default_model_filename));
+  }
+  return absl::NotFoundError(absl::StrCat("model '", entry.name, "': no version folder holds ",
+                                          config.default_model_filename, " (expected ", entry.path,
+                                          "/1/", config.default_model_filename, ")"));
+}
+
+RepositoryDiff Diff(const RepositorySnapshot& before, const RepositorySnapshot& after) {
+  // Maps rather than a merge of the sorted lists, so a hand-built snapshot in any order works too.
+  std::map<std::string_view, uint64_t> old_prints;
+  for (const ModelEntry& m : before.models) old_prints.emplace(m.name, m.fingerprint);
+  std::map<std::string_view, uint64_t> new_prints;
+  for (const ModelEntry& m : after.models) new_prints.emplace(m.name, m.fingerprint);
+
+  RepositoryDiff diff;
+  for (const auto& [name, print] : new_prints) {
+    auto it = old_prints.find(name);
+    if (it == old_prints.end()) {
+      diff.added.emplace_back(name);
+    } else if (it->second != print) {
+      diff.changed.emplace_back(name);
+    }
+  }
+  for (const auto& [name, print] : old_prints) {
+    if (!new_prints.contains(name)) diff.removed.emplace_back(name);
+  }
+  return diff;
+}
+
+}  // namespace tessera::repository

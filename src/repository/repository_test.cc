@@ -1,0 +1,273 @@
+#include "tessera/repository/repository.h"
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace tessera::repository {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+std::string ConfigText(const std::string& name, const std::string& extra = "") {
+  return "name: " + name + R"(
+max_batch_size: 4
+input: [{ name: x, data_type: TYPE_FP32, dims: [4] }]
+output: [{ name: y, data_type: TYPE_FP32, dims: [2] }]
+)" + extra;
+}
+
+// A fresh repository folder per test under gtest's temp dir.
+class RepositoryTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    root_ = fs::path(::testing::TempDir()) / "tessera_repository_test" / info->name();
+    fs::remove_all(root_);
+    fs::create_directories(root_);
+  }
+  void TearDown() override { fs::remove_all(root_); }
+
+  void Write(const fs::path& relative, const std::string& text) {
+    fs::path path = root_ / relative;
+    fs::create_directories(path.parent_path());
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out << text;
+  }
+  // A model folder with config.yaml and the given version folders holding model.onnx.
+  void AddModel(const std::string& name, std::initializer_list<int> versions,
+                const std::string& config_extra = "") {
+    Write(fs::path(name) / "config.yaml", ConfigText(name, config_extra));
+    for (int v : versions) Write(fs::path(name) / std::to_string(v) / "model.onnx", "onnx-bytes");
+  }
+  std::string root() const { return root_.string(); }
+
+  fs::path root_;
+};
+
+TEST_F(RepositoryTest, MissingRootIsNotFound) {
+  StatusOr<RepositorySnapshot> snapshot = ScanRepository(root() + "/nope");
+  ASSERT_FALSE(snapshot.ok());
+  EXPECT_EQ(snapshot.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(snapshot.status().message()), HasSubstr(root() + "/nope"));
+
+  Write("file", "x");
+  snapshot = ScanRepository(root() + "/file");
+  ASSERT_FALSE(snapshot.ok());
+  EXPECT_EQ(snapshot.status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(RepositoryTest, EmptyRepository) {
+  StatusOr<RepositorySnapshot> snapshot = ScanRepository(root());
+  ASSERT_TRUE(snapshot.ok()) << snapshot.status();
+  EXPECT_THAT(snapshot->models, IsEmpty());
+  EXPECT_EQ(snapshot->root, root());
+}
+
+TEST_F(RepositoryTest, LatestPolicyDefaultPicksHighest) {
+  AddModel("mlp", {1, 2, 3});
+  StatusOr<RepositorySnapshot> snapshot = ScanRepository(root());
+  ASSERT_TRUE(snapshot.ok()) << snapshot.status();
+  ASSERT_EQ(snapshot->models.size(), 1u);
+  const ModelEntry& m = snapshot->models[0];
+  ASSERT_TRUE(m.config.ok()) << m.config.status();
+  EXPECT_EQ(m.name, "mlp");
+  EXPECT_EQ(m.path, (root_ / "mlp").string());
+  ASSERT_EQ(m.versions.size(), 3u);
+  EXPECT_EQ(m.versions[0].version, 1);
+  EXPECT_EQ(m.versions[2].version, 3);
+  EXPECT_EQ(m.versions[2].model_path, (root_ / "mlp" / "3" / "model.onnx").string());
+  EXPECT_EQ(m.versions[2].file_bytes, 10u);
+  EXPECT_THAT(m.selected_versions, ElementsAre(3));
+  EXPECT_TRUE(CheckServable(m).ok());
+}
+
+TEST_F(RepositoryTest, EachVersionPolicy) {
+  AddModel("latest2", {1, 2, 3}, "version_policy: { latest: { num_versions: 2 } }\n");
+  AddModel("latest9", {1, 2, 3}, "version_policy: { latest: { num_versions: 9 } }\n");
+  AddModel("all", {1, 2, 3}, "version_policy: { all: {} }\n");
+  AddModel("specific", {1, 2, 3}, "version_policy: { specific: { versions: [3, 1, 7] } }\n");
+  AddModel("nothing", {1, 2, 3}, "version_policy: { specific: { versions: [5] } }\n");
+  StatusOr<RepositorySnapshot> snapshot = ScanRepository(root());
+  ASSERT_TRUE(snapshot.ok()) << snapshot.status();
+  ASSERT_EQ(snapshot->models.size(), 5u);
+  EXPECT_EQ(snapshot->models[0].name, "all");  // sorted by name
+
+  EXPECT_THAT(snapshot->Find("latest2")->selected_versions, ElementsAre(2, 3));
+  EXPECT_THAT(snapshot->Find("latest9")->selected_versions, ElementsAre(1, 2, 3));
+  EXPECT_THAT(snapshot->Find("all")->selected_versions, ElementsAre(1, 2, 3));
+  const ModelEntry* specific = snapshot->Find("specific");
+  EXPECT_THAT(specific->selected_versions, ElementsAre(1, 3));
+  EXPECT_THAT(specific->missing_versions, ElementsAre(7));
+  EXPECT_TRUE(CheckServable(*specific).ok());
+
+  const ModelEntry* nothing = snapshot->Find("nothing");
+  EXPECT_THAT(nothing->selected_versions, IsEmpty());
+  Status servable = CheckServable(*nothing);
+  EXPECT_EQ(servable.code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(servable.message()), HasSubstr("nothing"));
+  EXPECT_EQ(snapshot->Find("absent"), nullptr);
+}
+
+TEST_F(RepositoryTest, SelectVersionsDirectly) {
+  VersionPolicy latest;
+  latest.latest_num_versions = 2;
+  EXPECT_THAT(SelectVersions(latest, {1, 5, 9}), ElementsAre(5, 9));
+  EXPECT_THAT(SelectVersions(latest, {}), IsEmpty());
+  VersionPolicy specific;
+  specific.kind = VersionPolicy::Kind::kSpecific;
+  specific.specific_versions = {9, 2};
+  EXPECT_THAT(SelectVersions(specific, {1, 2, 5, 9}), ElementsAre(2, 9));
+}
+
+TEST_F(RepositoryTest, IgnoresNonVersionFoldersAndHiddenEntries) {
+  AddModel("mlp", {2, 10});
+  Write("mlp/latest/model.onnx", "x");  // not numeric
+  Write("mlp/0/model.onnx", "x");       // zero is not a version
+  Write("mlp/007/model.onnx", "x");     // leading zero
+  Write("mlp/3a/model.onnx", "x");      // not numeric
+  Write("mlp/4/other.onnx", "x");       // no model file
+  Write("mlp/11", "a file, not a folder");
+  Write(".hidden/config.yaml", ConfigText(".hidden"));
+  Write(".git/HEAD", "ref");
+  Write("README.md", "a file at the root is not a model");
+  StatusOr<RepositorySnapshot> snapshot = ScanRepository(root());
+  ASSERT_TRUE(snapshot.ok()) << snapshot.status();
+  ASSERT_EQ(snapshot->models.size(), 1u);
+  const ModelEntry& m = snapshot->models[0];
+  ASSERT_EQ(m.versions.size(), 2u);
+  EXPECT_EQ(m.versions[0].version, 2);
+  EXPECT_EQ(m.versions[1].version, 10);  // numeric order, not "10" < "2"
+  EXPECT_THAT(m.selected_versions, ElementsAre(10));
+}
+
+TEST_F(RepositoryTest, DefaultModelFilenameIsLookedFor) {
+  AddModel("net", {}, "default_model_filename: net.onnx\n");
+  Write("net/1/model.onnx", "x");
+  Write("net/2/net.onnx", "x");
+  StatusOr<RepositorySnapshot> snapshot = ScanRepository(root());
+  ASSERT_TRUE(snapshot.ok()) << snapshot.status();
+  const ModelEntry* m = snapshot->Find("net");
+  ASSERT_NE(m, nullptr);
+  ASSERT_EQ(m->versions.size(), 1u);
+  EXPECT_EQ(m->versions[0].version, 2);
+}
+
+TEST_F(RepositoryTest, BrokenConfigIsRecordedPerModel) {
+  AddModel("good", {1});
+  Write("broken/config.yaml", "name: broken\nmax_batch_size: eight\n");
+  Write("broken/1/model.onnx", "x");
+  Write("misnamed/config.yaml", ConfigText("other"));
+  Write("noconfig/1/model.onnx", "x");
+  StatusOr<RepositorySnapshot> snapshot = ScanRepository(root());
+  ASSERT_TRUE(snapshot.ok()) << snapshot.status();
+  ASSERT_EQ(snapshot->models.size(), 4u);
+
+  EXPECT_TRUE(snapshot->Find("good")->config.ok());
+  EXPECT_THAT(snapshot->Find("good")->selected_versions, ElementsAre(1));
+
+  const ModelEntry* broken = snapshot->Find("broken");
+  ASSERT_FALSE(broken->config.ok());
+  EXPECT_EQ(broken->config.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(broken->config.status().message()),
+              HasSubstr((root_ / "broken" / "config.yaml").string() + ":2: max_batch_size"));
+  EXPECT_THAT(broken->selected_versions, IsEmpty());
+  EXPECT_EQ(CheckServable(*broken), broken->config.status());
+
+  const ModelEntry* misnamed = snapshot->Find("misnamed");
+  ASSERT_FALSE(misnamed->config.ok());
+  EXPECT_THAT(std::string(misnamed->config.status().message()),
+              HasSubstr("\"other\" does not match the model folder \"misnamed\""));
+
+  const ModelEntry* noconfig = snapshot->Find("noconfig");
+  ASSERT_FALSE(noconfig->config.ok());
+  EXPECT_EQ(noconfig->config.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(noconfig->config.status().message()), HasSubstr("config.yaml"));
+}
+
+TEST_F(RepositoryTest, ScanModel) {
+  AddModel("mlp", {1, 2});
+  StatusOr<ModelEntry> m = ScanModel(root(), "mlp");
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_THAT(m->selected_versions, ElementsAre(2));
+
+  EXPECT_EQ(ScanModel(root(), "absent").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(ScanModel(root(), "absent").status().message()), HasSubstr("absent"));
+  EXPECT_EQ(ScanModel(root() + "/nope", "mlp").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(ScanModel(root(), "../mlp").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ScanModel(root(), ".hidden").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ScanModel(root(), "").status().code(), absl::StatusCode::kInvalidArgument);
+
+  // Same entry as the full scan gives.
+  StatusOr<RepositorySnapshot> snapshot = ScanRepository(root());
+  ASSERT_TRUE(snapshot.ok());
+  EXPECT_EQ(snapshot->Find("mlp")->fingerprint, m->fingerprint);
+}
+
+TEST_F(RepositoryTest, RescanWithoutChangesIsEmptyDiff) {
+  AddModel("a", {1});
+  AddModel("b", {1, 2});
+  StatusOr<RepositorySnapshot> first = ScanRepository(root());
+  StatusOr<RepositorySnapshot> second = ScanRepository(root());
+  ASSERT_TRUE(first.ok() && second.ok());
+  EXPECT_TRUE(Diff(*first, *second).empty());
+}
+
+TEST_F(RepositoryTest, DiffDetectsAddedRemovedChanged) {
+  AddModel("keep", {1});
+  AddModel("gone", {1});
+  AddModel("retouched", {1, 2});
+  AddModel("reconfigured", {1});
+  AddModel("old_version_touched", {1, 2});
+  StatusOr<RepositorySnapshot> before = ScanRepository(root());
+  ASSERT_TRUE(before.ok()) << before.status();
+
+  fs::remove_all(root_ / "gone");
+  AddModel("fresh", {1});
+  // Same size, new mtime on the served version.
+  fs::path served = root_ / "retouched" / "2" / "model.onnx";
+  fs::last_write_time(served, fs::last_write_time(served) + std::chrono::seconds(5));
+  Write("reconfigured/config.yaml", ConfigText("reconfigured", "slo_ms: 20\n"));
+  // Version 1 is not served (latest 1 → 2): touching it changes nothing that is loaded.
+  fs::path unserved = root_ / "old_version_touched" / "1" / "model.onnx";
+  fs::last_write_time(unserved, fs::last_write_time(unserved) + std::chrono::seconds(5));
+
+  StatusOr<RepositorySnapshot> after = ScanRepository(root());
+  ASSERT_TRUE(after.ok()) << after.status();
+  RepositoryDiff diff = Diff(*before, *after);
+  EXPECT_THAT(diff.added, ElementsAre("fresh"));
+  EXPECT_THAT(diff.removed, ElementsAre("gone"));
+  EXPECT_THAT(diff.changed, ElementsAre("reconfigured", "retouched"));
+  EXPECT_FALSE(diff.empty());
+}
+
+TEST_F(RepositoryTest, DiffSeesNewVersionSizeChangeAndConfigRepair) {
+  AddModel("grow", {1});
+  AddModel("resize", {1});
+  Write("fixme/config.yaml", "name: fixme\nmax_batch_size: eight\n");
+  Write("fixme/1/model.onnx", "x");
+  StatusOr<RepositorySnapshot> before = ScanRepository(root());
+  ASSERT_TRUE(before.ok());
+
+  Write("grow/2/model.onnx", "v2");              // latest 1 now selects version 2
+  Write("resize/1/model.onnx", "longer bytes");  // size differs even if mtime would not
+  Write("fixme/config.yaml", ConfigText("fixme"));
+
+  StatusOr<RepositorySnapshot> after = ScanRepository(root());
+  ASSERT_TRUE(after.ok());
+  EXPECT_TRUE(after->Find("fixme")->config.ok());
+  RepositoryDiff diff = Diff(*before, *after);
+  EXPECT_THAT(diff.changed, ElementsAre("fixme", "grow", "resize"));
+  EXPECT_THAT(diff.added, IsEmpty());
+  EXPECT_THAT(diff.removed, IsEmpty());
+}
+
+}  // namespace
+}  // namespace tessera::repository

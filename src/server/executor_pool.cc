@@ -1,0 +1,151 @@
+#include "executor_pool.h"
+
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "spdlog/spdlog.h"
+
+namespace tessera::server {
+
+ExecutorPool::ExecutorPool(const ExecutorPoolOptions& options)
+    : options_(options), slots_(options.executors) {}
+
+StatusOr<std::unique_ptr<ExecutorPool>> ExecutorPool::Start(const ExecutorPoolOptions& options) {
+  if (options.executors < 1) {
+    return absl::InvalidArgumentError("at least one executor is needed");
+  }
+  std::unique_ptr<ExecutorPool> pool(new ExecutorPool(options));
+  for (int slot = 0; slot < options.executors; ++slot) {
+    TESSERA_ASSIGN_OR_RETURN(auto process, pool->Launch(slot, 0));
+    std::lock_guard lock(pool->mu_);
+    pool->slots_[slot].process = std::move(process);
+  }
+  pool->supervisor_ = std::thread([p = pool.get()] { p->SupervisorLoop(); });
+  return pool;
+}
+
+ExecutorPool::~ExecutorPool() { Stop(); }
+
+StatusOr<std::shared_ptr<ExecutorProcess>> ExecutorPool::Launch(int slot, int generation) {
+  ExecutorLaunchOptions launch = options_.launch;
+  launch.executor_id = slot;
+  launch.generation = generation;
+  // Runs on the process's reader thread: only flag the slot; the supervisor does the work.
+  auto on_exit = [this, slot, generation](const std::string&) {
+    std::lock_guard lock(mu_);
+    if (slots_[slot].generation == generation) slots_[slot].needs_restart = true;
+    changed_cv_.notify_all();
+  };
+  TESSERA_ASSIGN_OR_RETURN(auto process, ExecutorProcess::Start(launch, on_exit));
+  return std::shared_ptr<ExecutorProcess>(std::move(process));
+}
+
+void ExecutorPool::SupervisorLoop() {
+  std::unique_lock lock(mu_);
+  while (!stopping_) {
+    int slot = -1;
+    for (int i = 0; i < static_cast<int>(slots_.size()); ++i) {
+      if (slots_[i].needs_restart) slot = i;
+    }
+    if (slot < 0) {
+      changed_cv_.wait(lock);
+      continue;
+    }
+    Slot& s = slots_[slot];
+    std::shared_ptr<ExecutorProcess> dead = std::move(s.process);
+    s.needs_restart = false;
+    const int generation = ++s.generation;
+    std::map<std::string, ipc::LoadModel> instances = s.instances;
+    ++restarts_;
+    lock.unlock();
+    dead.reset();  // reaps the child and unmaps its rings
+
+    spdlog::warn("restarting executor {} (restart #{})", slot, generation);
+    auto process = Launch(slot, generation);
+    Status reloaded = process.ok() ? absl::OkStatus() : process.status();
+    for (auto it = instances.begin(); reloaded.ok() && it != instances.end(); ++it) {
+      reloaded = (*process)->Load(it->second, options_.load_timeout_ms);
+      if (!reloaded.ok()) {
+        reloaded = absl::Status(reloaded.code(), absl::StrCat("reloading '", it->first,
+                                                              "': ", reloaded.message()));
+      }
+    }
+    lock.lock();
+    if (reloaded.ok()) {
+      slots_[slot].process = std::move(process).value();
+      spdlog::info("executor {} is back with {} instance(s)", slot, instances.size());
+    } else {
+      spdlog::error("executor {} restart failed: {}; retrying in 1 s", slot, reloaded.message());
+      slots_[slot].needs_restart = true;
+      changed_cv_.wait_for(lock, std::chrono::seconds(1));
+    }
+    changed_cv_.notify_all();
+  }
+}
+
+Status ExecutorPool::LoadInstance(int slot, const ipc::LoadModel& load) {
+  std::shared_ptr<ExecutorProcess> process;
+  {
+    std::lock_guard lock(mu_);
+    process = slots_.at(slot).process;
+    // Remember first: if the executor restarts during this load, the supervisor replays it.
+    slots_[slot].instances[load.instance_key()] = load;
+  }
+  Status status = process ? process->Load(load, options_.load_timeout_ms)
+                          : absl::UnavailableError(absl::StrCat("executor ", slot, " is restarting"));
+  if (!status.ok()) {
+    std::lock_guard lock(mu_);
+    slots_[slot].instances.erase(load.instance_key());
+  }
+  return status;
+}
+
+void ExecutorPool::UnloadInstance(int slot, const std::string& instance_key) {
+  std::shared_ptr<ExecutorProcess> process;
+  {
+    std::lock_guard lock(mu_);
+    slots_.at(slot).instances.erase(instance_key);
+    process = slots_[slot].process;
+  }
+  if (process && process->alive()) process->Unload(instance_key);
+}
+
+StatusOr<std::shared_ptr<ExecutorProcess>> ExecutorPool::Acquire(int slot,
+                                                                 const std::string& instance_key) {
+  std::unique_lock lock(mu_);
+  auto ready = [&] {
+    const Slot& s = slots_.at(slot);
+    return stopping_ || (s.process && s.process->alive() && !s.needs_restart);
+  };
+  if (!changed_cv_.wait_for(lock, std::chrono::milliseconds(options_.restart_wait_ms), ready)) {
+    return absl::UnavailableError(absl::StrCat("executor ", slot, " is restarting and not back after ",
+                                               options_.restart_wait_ms, " ms"));
+  }
+  if (stopping_) return absl::UnavailableError("server is shutting down");
+  if (!slots_[slot].instances.count(instance_key)) {
+    return absl::UnavailableError(absl::StrCat("'", instance_key, "' is not loaded on executor ", slot));
+  }
+  return slots_[slot].process;
+}
+
+uint64_t ExecutorPool::restarts() const {
+  std::lock_guard lock(mu_);
+  return restarts_;
+}
+
+void ExecutorPool::Stop() {
+  std::vector<std::shared_ptr<ExecutorProcess>> processes;
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) return;
+    stopping_ = true;
+    for (Slot& slot : slots_) processes.push_back(std::move(slot.process));
+  }
+  changed_cv_.notify_all();
+  if (supervisor_.joinable()) supervisor_.join();
+  for (auto& process : processes) {
+    if (process) process->Stop(5000);
+  }
+}
+
+}  // namespace tessera::server

@@ -1,0 +1,403 @@
+#include "executor_process.h"
+
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "spdlog/spdlog.h"
+#include "tessera/common/clock.h"
+
+namespace tessera::server {
+namespace {
+
+std::string DescribeWaitStatus(int status) {
+  if (WIFEXITED(status)) return absl::StrCat("exited with code ", WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) {
+    int sig = WTERMSIG(status);
+    return absl::StrCat("killed by signal ", sig, " (", strsignal(sig), ")");
+  }
+  return absl::StrCat("ended with wait status ", status);
+}
+
+}  // namespace
+
+ExecutorProcess::ExecutorProcess(const ExecutorLaunchOptions& options,
+                                 std::function<void(const std::string&)> on_exit)
+    : options_(options),
+      on_exit_(std::move(on_exit)),
+      input_allocator_(options.input_ring_bytes) {}
+
+StatusOr<std::unique_ptr<ExecutorProcess>> ExecutorProcess::Start(
+    const ExecutorLaunchOptions& options, std::function<void(const std::string&)> on_exit) {
+  std::unique_ptr<ExecutorProcess> process(new ExecutorProcess(options, std::move(on_exit)));
+  TESSERA_RETURN_IF_ERROR(process->Spawn());
+  return process;
+}
+
+Status ExecutorProcess::Spawn() {
+  const std::string tag =
+      absl::StrCat("tessera-", getpid(), "-", options_.executor_id, "-", options_.generation);
+  TESSERA_ASSIGN_OR_RETURN(input_ring_,
+                           ipc::SharedMemoryRegion::Create("/" + tag + "-in", options_.input_ring_bytes));
+  TESSERA_ASSIGN_OR_RETURN(
+      output_ring_, ipc::SharedMemoryRegion::Create("/" + tag + "-out", options_.output_ring_bytes));
+  const char* tmp = getenv("TMPDIR");
+  socket_path_ = absl::StrCat(tmp && *tmp ? tmp : "/tmp", "/", tag, ".sock");
+  TESSERA_ASSIGN_OR_RETURN(listener_, ipc::ControlListener::Listen(socket_path_));
+
+  std::vector<std::string> args = {options_.binary,
+                                   "--executor-id", absl::StrCat(options_.executor_id),
+                                   "--control-socket", socket_path_,
+                                   "--input-shm", input_ring_->name(),
+                                   "--input-bytes", absl::StrCat(options_.input_ring_bytes),
+                                   "--output-shm", output_ring_->name(),
+                                   "--output-bytes", absl::StrCat(options_.output_ring_bytes),
+                                   "--device", options_.device,
+                                   "--threads", absl::StrCat(options_.threads),
+                                   "--log-verbose", absl::StrCat(options_.log_verbose)};
+  std::vector<char*> argv;
+  for (std::string& arg : args) argv.push_back(arg.data());
+  argv.push_back(nullptr);
+
+  const pid_t parent = getpid();
+  pid_t pid = fork();
+  if (pid < 0) return absl::InternalError(absl::StrCat("fork failed: ", strerror(errno)));
+  if (pid == 0) {
+    // Only async-signal-safe calls between fork and exec. The executor must not outlive the
+    // server: an orphan would hold GPU memory and shared memory forever.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(1);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  pid_ = pid;
+
+  auto accepted = listener_->Accept(static_cast<int>(options_.handshake_timeout_ms));
+  if (!accepted.ok()) {
+    kill(pid_, SIGKILL);
+    std::string how = WaitForExitDescription(2000);
+    return absl::UnavailableError(absl::StrCat("executor ", options_.executor_id, " (",
+                                               options_.binary, ") did not connect: ", how, "; ",
+                                               accepted.status().message()));
+  }
+  channel_ = std::move(accepted).value();
+  ipc::ControlMessage hello;
+  Status received = channel_->Receive(&hello);
+  if (!received.ok() || !hello.has_hello()) {
+    kill(pid_, SIGKILL);
+    return absl::UnavailableError(absl::StrCat("executor ", options_.executor_id,
+                                               " sent no Hello: ", received.message()));
+  }
+  if (hello.hello().protocol_version() != ipc::PROTOCOL_VERSION_CURRENT) {
+    kill(pid_, SIGKILL);
+    return absl::FailedPreconditionError(
+        absl::StrCat("executor ", options_.executor_id, " speaks protocol version ",
+                     hello.hello().protocol_version(), ", the server ",
+                     static_cast<int>(ipc::PROTOCOL_VERSION_CURRENT)));
+  }
+  alive_ = true;
+  reader_ = std::thread([this] { ReaderLoop(); });
+  spdlog::info("{} started on {} with {} thread(s)", Describe(), options_.device, options_.threads);
+  return absl::OkStatus();
+}
+
+std::string ExecutorProcess::Describe() const {
+  return absl::StrCat("executor ", options_.executor_id, " (pid ", pid_, ")");
+}
+
+std::string ExecutorProcess::WaitForExitDescription(int64_t timeout_ms) {
+  // The reader thread and Stop() may both get here; only one may reap the child.
+  std::lock_guard reap_lock(reap_mu_);
+  {
+    std::lock_guard lock(mu_);
+    if (reaped_) return exit_description_;
+  }
+  const uint64_t deadline = MonotonicNs() + static_cast<uint64_t>(timeout_ms) * 1000000;
+  int status = 0;
+  while (true) {
+    pid_t r = waitpid(pid_, &status, WNOHANG);
+    if (r == pid_) break;
+    if (r < 0) return "exited (status unknown)";
+    if (MonotonicNs() > deadline) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, &status, 0);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  std::string description = DescribeWaitStatus(status);
+  std::lock_guard lock(mu_);
+  reaped_ = true;
+  exit_description_ = description;
+  return description;
+}
+
+void ExecutorProcess::ReaderLoop() {
+  while (true) {
+    ipc::ControlMessage message;
+    Status status = channel_->Receive(&message);
+    if (!status.ok()) break;
+    if (message.has_result()) {
+      std::lock_guard lock(mu_);
+      auto it = pending_batches_.find(message.result().batch_id());
+      if (it != pending_batches_.end()) {
+        it->second.set_value(std::move(*message.mutable_result()));
+        pending_batches_.erase(it);
+      }
+    } else if (message.has_load_result()) {
+      const ipc::LoadResult& result = message.load_result();
+      std::lock_guard lock(mu_);
+      auto it = pending_loads_.find(result.instance_key());
+      if (it != pending_loads_.end()) {
+        it->second.set_value(result.ok() ? absl::OkStatus()
+                                         : absl::InvalidArgumentError(result.error()));
+        pending_loads_.erase(it);
+      }
+    } else {
+      spdlog::warn("{} sent an unexpected message: {}", Describe(), message.ShortDebugString());
+    }
+  }
+  HandleExit();
+}
+
+void ExecutorProcess::HandleExit() {
+  alive_ = false;
+  std::string how = WaitForExitDescription(stopping_ ? 5000 : 2000);
+  const std::string description = absl::StrCat(Describe(), " ", how);
+  std::map<uint64_t, std::promise<StatusOr<ipc::BatchResult>>> batches;
+  std::map<std::string, std::promise<Status>> loads;
+  {
+    std::lock_guard lock(mu_);
+    exited_ = true;
+    batches.swap(pending_batches_);
+    loads.swap(pending_loads_);
+  }
+  for (auto& [id, promise] : batches) {
+    promise.set_value(absl::UnavailableError(
+        absl::StrCat(description, " while running this request's batch")));
+  }
+  for (auto& [key, promise] : loads) {
+    promise.set_value(
+        absl::UnavailableError(absl::StrCat(description, " while loading '", key, "'")));
+  }
+  if (!stopping_) {
+    spdlog::error("{}", description);
+    if (on_exit_) on_exit_(description);
+  }
+}
+
+Status ExecutorProcess::Load(const ipc::LoadModel& load, int64_t timeout_ms) {
+  std::future<Status> future;
+  {
+    std::lock_guard lock(mu_);
+    if (exited_) return absl::UnavailableError(absl::StrCat(Describe(), " is not running"));
+    auto [it, inserted] = pending_loads_.try_emplace(load.instance_key());
+    if (!inserted) {
+      return absl::AlreadyExistsError(absl::StrCat("'", load.instance_key(), "' is already loading"));
+    }
+    future = it->second.get_future();
+  }
+  ipc::ControlMessage message;
+  *message.mutable_load() = load;
+  Status sent = channel_->Send(message);
+  if (!sent.ok()) {
+    std::lock_guard lock(mu_);
+    pending_loads_.erase(load.instance_key());
+    return absl::UnavailableError(absl::StrCat(Describe(), ": ", sent.message()));
+  }
+  if (future.wait_for(std::chrono::milliseconds(timeout_ms)) != std::future_status::ready) {
+    return absl::DeadlineExceededError(absl::StrCat(Describe(), " did not finish loading '",
+                                                    load.instance_key(), "' within ",
+                                                    timeout_ms, " ms"));
+  }
+  return future.get();
+}
+
+void ExecutorProcess::Unload(const std::string& instance_key) {
+  ipc::ControlMessage message;
+  message.mutable_unload()->set_instance_key(instance_key);
+  channel_->Send(message).IgnoreError();  // a dead executor holds nothing to unload
+}
+
+StatusOr<uint64_t> ExecutorProcess::AllocateInput(uint64_t bytes) {
+  std::unique_lock lock(ring_mu_);
+  if (input_allocator_.RoundUp(bytes) > input_allocator_.capacity()) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "batch input of ", bytes, " bytes does not fit the executor input ring of ",
+        input_allocator_.capacity(), " bytes (raise executors.input_ring_bytes)"));
+  }
+  std::optional<uint64_t> offset;
+  const bool got = ring_cv_.wait_for(lock, std::chrono::seconds(30), [&] {
+    offset = input_allocator_.Allocate(bytes);
+    return offset.has_value() || !alive_.load();
+  });
+  if (!got || !offset) {
+    return absl::UnavailableError(absl::StrCat(Describe(), ": no input ring space for ", bytes,
+                                               " bytes"));
+  }
+  return *offset;
+}
+
+void ExecutorProcess::ReleaseInput(uint64_t offset) {
+  {
+    std::lock_guard lock(ring_mu_);
+    input_allocator_.Release(offset);
+  }
+  ring_cv_.notify_all();
+}
+
+StatusOr<std::vector<dispatch::Response>> ExecutorProcess::RunBatch(
+    const std::string& instance_key, const repository::ModelConfig& config,
+    const std::vector<const dispatch::Request*>& batch) {
+  if (!alive_) return absl::UnavailableError(absl::StrCat(Describe(), " is not running"));
+  const uint64_t gather_start = MonotonicNs();
+  const bool batched = config.max_batch_size > 0;
+  int64_t total_rows = 0;
+  for (const dispatch::Request* request : batch) total_rows += request->batch_size;
+
+  // Gather: each input becomes one contiguous tensor in the input ring, requests in batch order.
+  ipc::InferBatch infer;
+  const uint64_t batch_id = next_batch_id_++;
+  infer.set_batch_id(batch_id);
+  infer.set_instance_key(instance_key);
+  std::vector<uint64_t> allocations;
+  auto release_inputs = [&] {
+    for (uint64_t offset : allocations) ReleaseInput(offset);
+  };
+  for (size_t k = 0; k < config.inputs.size(); ++k) {
+    uint64_t bytes = 0;
+    for (const dispatch::Request* request : batch) bytes += request->inputs[k].byte_size;
+    auto offset = AllocateInput(bytes);
+    if (!offset.ok()) {
+      release_inputs();
+      return offset.status();
+    }
+    allocations.push_back(*offset);
+    auto* dst = reinterpret_cast<char*>(input_ring_->data()) + *offset;
+    for (const dispatch::Request* request : batch) {
+      std::memcpy(dst, request->inputs[k].data, request->inputs[k].byte_size);
+      dst += request->inputs[k].byte_size;
+    }
+    const TensorView& first = batch.front()->inputs[k];
+    auto* tensor = infer.add_inputs();
+    tensor->set_name(first.name);
+    tensor->set_data_type(static_cast<int>(first.dtype));
+    for (size_t d = 0; d < first.shape.size(); ++d) {
+      tensor->add_shape(batched && d == 0 ? total_rows : first.shape[d]);
+    }
+    tensor->set_offset(*offset);
+    tensor->set_byte_size(bytes);
+  }
+
+  std::future<StatusOr<ipc::BatchResult>> future;
+  {
+    std::lock_guard lock(mu_);
+    if (exited_) {
+      release_inputs();
+      return absl::UnavailableError(absl::StrCat(Describe(), " is not running"));
+    }
+    future = pending_batches_[batch_id].get_future();
+  }
+  const uint64_t gather_ns = MonotonicNs() - gather_start;
+  ipc::ControlMessage message;
+  *message.mutable_infer() = std::move(infer);
+  Status sent = channel_->Send(message);
+  if (!sent.ok()) {
+    {
+      std::lock_guard lock(mu_);
+      pending_batches_.erase(batch_id);
+    }
+    release_inputs();
+    return absl::UnavailableError(absl::StrCat(Describe(), ": ", sent.message()));
+  }
+  StatusOr<ipc::BatchResult> result = future.get();
+  release_inputs();  // the executor is done reading inputs once it answered
+  if (!result.ok()) return result.status();
+  if (!result->ok()) {
+    return absl::InternalError(absl::StrCat("model '", config.name, "' failed on ", Describe(),
+                                            ": ", result->error()));
+  }
+
+  // Split: request i gets rows [row_begin, row_begin + rows) of every output.
+  const uint64_t split_start = MonotonicNs();
+  std::vector<dispatch::Response> responses(batch.size());
+  const auto* out_base = reinterpret_cast<const char*>(output_ring_->data());
+  Status split_status;
+  for (const ipc::BatchTensor& output : result->outputs()) {
+    if (output.offset() + output.byte_size() > output_ring_->size()) {
+      split_status = absl::InternalError(absl::StrCat(Describe(), " returned output '",
+                                                      output.name(), "' outside its ring"));
+      break;
+    }
+    Shape shape(output.shape().begin(), output.shape().end());
+    const uint64_t row_bytes =
+        batched && total_rows > 0 ? output.byte_size() / static_cast<uint64_t>(total_rows) : 0;
+    int64_t row_begin = 0;
+    for (size_t i = 0; i < batch.size(); ++i) {
+      const dispatch::Request* request = batch[i];
+      dispatch::OutputTensor tensor;
+      tensor.name = output.name();
+      tensor.dtype = static_cast<DataType>(output.data_type());
+      tensor.shape = shape;
+      if (batched && !tensor.shape.empty()) {
+        tensor.shape[0] = request->batch_size;
+        tensor.bytes.assign(out_base + output.offset() + row_begin * row_bytes,
+                            request->batch_size * row_bytes);
+      } else {
+        tensor.bytes.assign(out_base + output.offset(), output.byte_size());
+      }
+      row_begin += request->batch_size;
+      responses[i].outputs.push_back(std::move(tensor));
+    }
+  }
+  ipc::ControlMessage release;
+  release.mutable_release()->set_batch_id(batch_id);
+  channel_->Send(release).IgnoreError();
+  TESSERA_RETURN_IF_ERROR(split_status);
+
+  // Keep only what each request asked for, in the order it asked.
+  const uint64_t split_ns = MonotonicNs() - split_start;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    dispatch::Response& response = responses[i];
+    if (!batch[i]->requested_outputs.empty()) {
+      std::vector<dispatch::OutputTensor> selected;
+      for (const std::string& name : batch[i]->requested_outputs) {
+        for (auto& tensor : response.outputs) {
+          if (tensor.name == name) selected.push_back(std::move(tensor));
+        }
+      }
+      response.outputs = std::move(selected);
+    }
+    response.timing.compute_input_ns = gather_ns + result->compute_input_ns();
+    response.timing.compute_infer_ns = result->compute_infer_ns();
+    response.timing.compute_output_ns = result->compute_output_ns() + split_ns;
+  }
+  return responses;
+}
+
+void ExecutorProcess::Stop(int64_t timeout_ms) {
+  if (stopping_.exchange(true)) {
+    if (reader_.joinable() && reader_.get_id() != std::this_thread::get_id()) reader_.join();
+    return;
+  }
+  if (alive_) {
+    ipc::ControlMessage message;
+    message.mutable_shutdown();
+    channel_->Send(message).IgnoreError();
+  }
+  if (pid_ > 0) WaitForExitDescription(timeout_ms);
+  if (channel_) channel_->Shutdown();
+  if (reader_.joinable() && reader_.get_id() != std::this_thread::get_id()) reader_.join();
+}
+
+ExecutorProcess::~ExecutorProcess() {
+  Stop(5000);
+  if (reader_.joinable()) reader_.detach();
+}
+
+}  // namespace tessera::server

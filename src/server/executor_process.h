@@ -1,0 +1,110 @@
+// One tessera-executor child process, seen from the server: its shared-memory rings, its control
+// channel and the batches in flight on it.
+//
+// Thread-safety: every public method may be called from any thread. A reader thread receives the
+// executor's messages; when the process dies every waiting call fails with UNAVAILABLE naming the
+// executor and how it exited, and `on_exit` is called once (from the reader thread).
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "tessera/common/status.h"
+#include "tessera/dispatch/request.h"
+#include "tessera/executor.pb.h"
+#include "tessera/ipc/control_channel.h"
+#include "tessera/ipc/ring_allocator.h"
+#include "tessera/ipc/shared_memory.h"
+#include "tessera/repository/model_config.h"
+
+namespace tessera::server {
+
+struct ExecutorLaunchOptions {
+  int executor_id = 0;
+  int generation = 0;             // bumped on each restart, keeps shm/socket names unique
+  std::string binary;             // path of tessera-executor
+  std::string device = "cpu";
+  int threads = 1;
+  uint64_t input_ring_bytes = 64ull << 20;
+  uint64_t output_ring_bytes = 64ull << 20;
+  int log_verbose = 0;
+  int64_t handshake_timeout_ms = 20000;
+};
+
+class ExecutorProcess {
+ public:
+  // Spawns the child and waits for its Hello. `on_exit(description)` runs once when it dies.
+  static StatusOr<std::unique_ptr<ExecutorProcess>> Start(
+      const ExecutorLaunchOptions& options, std::function<void(const std::string&)> on_exit);
+  ~ExecutorProcess();  // Stop(5000)
+
+  ExecutorProcess(const ExecutorProcess&) = delete;
+  ExecutorProcess& operator=(const ExecutorProcess&) = delete;
+
+  // Loads one model instance; blocks until the executor answers. INVALID_ARGUMENT carries the
+  // executor's reason (bad model file, config/model mismatch); UNAVAILABLE if it died.
+  Status Load(const ipc::LoadModel& load, int64_t timeout_ms);
+  void Unload(const std::string& instance_key);
+
+  // Runs `batch` on instance `instance_key`: gathers inputs into the input ring, waits for the
+  // result, splits outputs per request (filtered to each request's requested outputs).
+  StatusOr<std::vector<dispatch::Response>> RunBatch(const std::string& instance_key,
+                                                     const repository::ModelConfig& config,
+                                                     const std::vector<const dispatch::Request*>& batch);
+
+  // Asks the executor to exit, waits up to `timeout_ms`, then kills it.
+  void Stop(int64_t timeout_ms);
+
+  bool alive() const { return alive_.load(); }
+  pid_t pid() const { return pid_; }
+  std::string Describe() const;  // "executor 0 (pid 1234)"
+
+ private:
+  ExecutorProcess(const ExecutorLaunchOptions& options,
+                  std::function<void(const std::string&)> on_exit);
+  Status Spawn();
+  void ReaderLoop();
+  void HandleExit();
+  std::string WaitForExitDescription(int64_t timeout_ms);
+  StatusOr<uint64_t> AllocateInput(uint64_t bytes);
+  void ReleaseInput(uint64_t offset);
+
+  const ExecutorLaunchOptions options_;
+  std::function<void(const std::string&)> on_exit_;
+  std::string socket_path_;
+  std::unique_ptr<ipc::SharedMemoryRegion> input_ring_;
+  std::unique_ptr<ipc::SharedMemoryRegion> output_ring_;
+  std::unique_ptr<ipc::ControlListener> listener_;
+  std::unique_ptr<ipc::ControlChannel> channel_;
+  pid_t pid_ = -1;
+  std::atomic<bool> alive_{false};
+  std::atomic<bool> stopping_{false};
+  std::atomic<uint64_t> next_batch_id_{1};
+  std::thread reader_;
+
+  std::mutex ring_mu_;
+  std::condition_variable ring_cv_;  // input ring space was released
+  ipc::RingAllocator input_allocator_ ABSL_GUARDED_BY(ring_mu_);
+
+  std::mutex reap_mu_;
+  std::mutex mu_;
+  std::map<uint64_t, std::promise<StatusOr<ipc::BatchResult>>> pending_batches_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::promise<Status>> pending_loads_ ABSL_GUARDED_BY(mu_);
+  std::string exit_description_ ABSL_GUARDED_BY(mu_);
+  bool exited_ ABSL_GUARDED_BY(mu_) = false;
+  bool reaped_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace tessera::server

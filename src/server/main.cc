@@ -1,0 +1,185 @@
+// tessera-server: the KServe v2 gRPC frontend, the model repository, the dispatcher and the
+// executor processes that run models. Flags follow tritonserver's names where the meaning is the
+// same; every setting can also come from --config (configs/server.yaml), flags win.
+#include <signal.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <condition_variable>
+#include <filesystem>
+#include <iostream>
+#include <mutex>
+#include <thread>
+
+#include "executor_pool.h"
+#include "tessera/frontend/metrics.h"
+#include "model_manager.h"
+#include "spdlog/spdlog.h"
+#include "tessera/common/logging.h"
+#include "tessera/common/server_config.h"
+#include "tessera/frontend/grpc_frontend.h"
+
+namespace {
+
+using tessera::ModelControlMode;
+using tessera::ServerConfig;
+
+std::string DefaultExecutorBinary() {
+  std::error_code error;
+  auto self = std::filesystem::read_symlink("/proc/self/exe", error);
+  if (error) return "tessera-executor";
+  return (self.parent_path() / "tessera-executor").string();
+}
+
+int Run(int argc, char** argv) {
+  CLI::App app{"tessera-server: a KServe v2 / Triton-compatible inference server"};
+  std::string config_path;
+  std::string repository, control_mode;
+  int grpc_port = 0, metrics_port = 0, poll_secs = 0, log_verbose = 0, cpu_executors = 0;
+  std::vector<std::string> load_models;
+  app.add_option("--config", config_path, "Server YAML (configs/server.yaml); flags override it")
+      ->check(CLI::ExistingFile);
+  app.add_option("--model-repository", repository, "Model repository folder (default configs/models)");
+  app.add_option("--grpc-port", grpc_port, "gRPC port for inference.GRPCInferenceService (default 8001; 0 = any free port)");
+  app.add_option("--metrics-port", metrics_port, "Prometheus /metrics port (default 8002; -1 = off)");
+  app.add_option("--model-control-mode", control_mode,
+                 "none: load all at start; poll: also follow repository changes; explicit: "
+                 "load/unload by RPC (default poll)")
+      ->check(CLI::IsMember({"none", "poll", "explicit"}));
+  app.add_option("--repository-poll-secs", poll_secs, "Seconds between repository polls (default 5)");
+  app.add_option("--load-model", load_models,
+                 "Model to load at start in explicit mode (repeatable; '*' = all)");
+  app.add_option("--cpu-executors", cpu_executors, "Executor processes on a machine with no GPU (default 1)");
+  app.add_option("--log-verbose", log_verbose, "0 = info, 1 = debug, 2 = trace");
+  CLI11_PARSE(app, argc, argv);
+
+  ServerConfig config;
+  if (!config_path.empty()) {
+    auto loaded = tessera::LoadServerConfigFile(config_path);
+    if (!loaded.ok()) {
+      std::cerr << "tessera-server: " << loaded.status().message() << "\n";
+      return 2;
+    }
+    config = std::move(loaded).value();
+  }
+  if (app.count("--model-repository")) config.model_repository = repository;
+  if (app.count("--grpc-port")) config.grpc_port = grpc_port;
+  if (app.count("--metrics-port")) config.metrics_port = metrics_port < 0 ? 0 : metrics_port;
+  if (app.count("--model-control-mode")) {
+    config.model_control_mode = tessera::ParseModelControlMode(control_mode).value();
+  }
+  if (app.count("--repository-poll-secs")) config.repository_poll_secs = poll_secs;
+  if (app.count("--cpu-executors")) config.cpu_executors = cpu_executors;
+  if (app.count("--log-verbose")) config.log_verbose = log_verbose;
+  if (!load_models.empty() && config.model_control_mode != ModelControlMode::kExplicit) {
+    std::cerr << "tessera-server: --load-model needs --model-control-mode=explicit\n";
+    return 2;
+  }
+
+  tessera::InitLogging(config.log_verbose, "server");
+  if (!std::filesystem::is_directory(config.model_repository)) {
+    spdlog::error("model repository '{}' is not a folder", config.model_repository);
+    return 2;
+  }
+  if (config.devices == "gpu") {
+    spdlog::error("devices: gpu was asked for, but this build has no GPU backend yet");
+    return 2;
+  }
+  spdlog::info("serving on the CPU ({} executor(s)); the GPU path arrives with the CUDA backend",
+               config.cpu_executors);
+
+  // Block the stop signals in every thread; the main thread takes them with sigwait below.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  tessera::server::ExecutorPoolOptions pool_options;
+  pool_options.executors = std::max(1, config.cpu_executors);
+  pool_options.launch.binary =
+      config.executor_binary.empty() ? DefaultExecutorBinary() : config.executor_binary;
+  pool_options.launch.device = "cpu";
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  pool_options.launch.threads = config.threads_per_executor > 0
+                                    ? config.threads_per_executor
+                                    : std::max(1, cores / pool_options.executors);
+  pool_options.launch.input_ring_bytes = static_cast<uint64_t>(config.input_ring_bytes);
+  pool_options.launch.output_ring_bytes = static_cast<uint64_t>(config.output_ring_bytes);
+  pool_options.launch.log_verbose = config.log_verbose;
+  auto pool = tessera::server::ExecutorPool::Start(pool_options);
+  if (!pool.ok()) {
+    spdlog::error("cannot start executors: {}", pool.status().message());
+    return 1;
+  }
+
+  tessera::server::ModelManagerOptions manager_options;
+  manager_options.repository_root = config.model_repository;
+  manager_options.control_mode = config.model_control_mode;
+  manager_options.drain_timeout_ms = int64_t{config.shutdown_drain_secs} * 1000;
+  tessera::server::ModelManager manager(manager_options, pool->get());
+  manager.LoadAtStartup(load_models);
+
+  tessera::frontend::FrontendOptions frontend_options;
+  frontend_options.grpc_address = config.grpc_address;
+  frontend_options.grpc_port = config.grpc_port;
+  frontend_options.max_message_bytes = config.max_grpc_message_bytes;
+  frontend_options.server_version = TESSERA_VERSION;
+  auto frontend = tessera::frontend::GrpcFrontend::Start(frontend_options, &manager);
+  if (!frontend.ok()) {
+    spdlog::error("{}", frontend.status().message());
+    return 1;
+  }
+  std::unique_ptr<tessera::frontend::MetricsEndpoint> metrics;
+  if (config.metrics_port > 0) {
+    auto started =
+        tessera::frontend::MetricsEndpoint::Start(config.metrics_address, config.metrics_port, &manager);
+    if (!started.ok()) {
+      spdlog::error("{}", started.status().message());
+      return 1;
+    }
+    metrics = std::move(started).value();
+    spdlog::info("Prometheus metrics on http://{}:{}/metrics", config.metrics_address,
+                 config.metrics_port);
+  }
+
+  std::mutex poll_mu;
+  std::condition_variable poll_cv;
+  bool stop_polling = false;
+  std::thread poller;
+  if (config.model_control_mode == ModelControlMode::kPoll) {
+    poller = std::thread([&] {
+      std::unique_lock lock(poll_mu);
+      while (!poll_cv.wait_for(lock, std::chrono::seconds(std::max(1, config.repository_poll_secs)),
+                               [&] { return stop_polling; })) {
+        lock.unlock();
+        manager.PollOnce();
+        lock.lock();
+      }
+    });
+  }
+
+  int signal_number = 0;
+  sigwait(&stop_signals, &signal_number);
+  spdlog::info("received {}; draining in-flight requests (up to {} s)", strsignal(signal_number),
+               config.shutdown_drain_secs);
+  {
+    std::lock_guard lock(poll_mu);
+    stop_polling = true;
+  }
+  poll_cv.notify_all();
+  if (poller.joinable()) poller.join();
+  manager.BeginShutdown();
+  const bool drained = manager.WaitIdle(int64_t{config.shutdown_drain_secs} * 1000);
+  (*frontend)->Shutdown(2000);
+  metrics.reset();
+  manager.UnloadAll();
+  (*pool)->Stop();
+  spdlog::info("stopped{}", drained ? "" : " (some requests did not finish in time)");
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) { return Run(argc, argv); }

@@ -1,0 +1,395 @@
+#include "model_manager.h"
+
+#include <algorithm>
+#include <set>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "spdlog/spdlog.h"
+
+namespace tessera::server {
+namespace {
+
+// Runs batches of one model instance on one executor of the pool.
+class ExecutorBatchRunner final : public dispatch::BatchRunner {
+ public:
+  ExecutorBatchRunner(ExecutorPool* pool, int slot, std::string key,
+                      std::shared_ptr<const repository::ModelConfig> config)
+      : pool_(pool), slot_(slot), key_(std::move(key)), config_(std::move(config)) {}
+
+  StatusOr<std::vector<dispatch::Response>> Run(
+      const std::vector<const dispatch::Request*>& batch) override {
+    TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<ExecutorProcess> process,
+                             pool_->Acquire(slot_, key_));
+    return process->RunBatch(key_, *config_, batch);
+  }
+
+  std::string Describe() const override { return absl::StrCat(key_, " on executor ", slot_); }
+
+ private:
+  ExecutorPool* pool_;
+  int slot_;
+  std::string key_;
+  std::shared_ptr<const repository::ModelConfig> config_;
+};
+
+ipc::TensorSpec ToSpec(const repository::TensorConfig& tensor) {
+  ipc::TensorSpec spec;
+  spec.set_name(tensor.name);
+  spec.set_data_type(static_cast<int>(tensor.data_type));
+  for (int64_t dim : tensor.dims) spec.add_dims(dim);
+  return spec;
+}
+
+}  // namespace
+
+ModelManager::ModelManager(ModelManagerOptions options, ExecutorPool* pool)
+    : options_(std::move(options)), pool_(pool) {}
+
+ModelManager::~ModelManager() { UnloadAll(); }
+
+bool ModelManager::IsReady() const { return ready_.load(); }
+
+void ModelManager::SetState(const std::string& name, const std::string& state,
+                            const std::string& reason) {
+  std::lock_guard lock(mu_);
+  ModelRecord& record = models_[name];
+  record.state = state;
+  record.reason = reason;
+}
+
+StatusOr<std::shared_ptr<ModelManager::LoadedVersion>> ModelManager::LoadVersion(
+    const repository::ModelConfig& config, const repository::ModelVersion& version) {
+  auto loaded = std::make_shared<LoadedVersion>();
+  loaded->version = version.version;
+  loaded->config = std::make_shared<const repository::ModelConfig>(config);
+  loaded->stats = std::make_shared<dispatch::ModelStats>();
+
+  int count = 0;
+  for (const auto& group : config.instance_groups) count += group.count;
+  count = std::max(count, 1);
+
+  std::vector<std::unique_ptr<dispatch::BatchRunner>> runners;
+  Status status;
+  for (int i = 0; i < count && status.ok(); ++i) {
+    const int slot = next_slot_++ % pool_->size();
+    ipc::LoadModel load;
+    load.set_instance_key(
+        absl::StrCat(config.name, "/", version.version, "#", next_instance_id_++));
+    load.set_model_name(config.name);
+    load.set_version(version.version);
+    load.set_model_path(version.model_path);
+    load.set_max_batch_size(config.max_batch_size);
+    for (const auto& tensor : config.inputs) *load.add_inputs() = ToSpec(tensor);
+    for (const auto& tensor : config.outputs) *load.add_outputs() = ToSpec(tensor);
+    status = pool_->LoadInstance(slot, load);
+    if (status.ok()) {
+      loaded->instances.push_back({slot, load.instance_key()});
+      runners.push_back(std::make_unique<ExecutorBatchRunner>(pool_, slot, load.instance_key(),
+                                                              loaded->config));
+    }
+  }
+  if (!status.ok()) {
+    for (const Instance& instance : loaded->instances) {
+      pool_->UnloadInstance(instance.slot, instance.key);
+    }
+    return absl::Status(status.code(), absl::StrCat("failed to load model '", config.name,
+                                                     "' version ", version.version, " (",
+                                                     version.model_path, "): ", status.message()));
+  }
+
+  dispatch::ModelQueueOptions queue_options;
+  queue_options.model_label = absl::StrCat(config.name, "/", version.version);
+  queue_options.policy.batching = config.dynamic_batching.enabled && config.max_batch_size > 0;
+  queue_options.policy.max_batch_size = config.max_batch_size;
+  for (int size : config.dynamic_batching.preferred_batch_sizes) {
+    queue_options.policy.preferred_batch_sizes.push_back(size);
+  }
+  std::sort(queue_options.policy.preferred_batch_sizes.begin(),
+            queue_options.policy.preferred_batch_sizes.end());
+  queue_options.policy.max_queue_delay_ns =
+      config.dynamic_batching.max_queue_delay_microseconds * 1000;
+  queue_options.max_queue_size = config.dynamic_batching.max_queue_size;
+  loaded->queue = std::make_shared<dispatch::ModelQueue>(queue_options, std::move(runners),
+                                                         loaded->stats);
+  return loaded;
+}
+
+void ModelManager::Retire(VersionMap versions, const std::string& why) {
+  for (auto& [number, version] : versions) {
+    version->queue->StopAccepting();
+    if (!version->queue->WaitIdle(options_.drain_timeout_ms)) {
+      spdlog::warn("model {}/{}: requests still queued after {} ms; failing them", version->config->name,
+                   number, options_.drain_timeout_ms);
+    }
+    version->queue->Shutdown(why);
+    for (const Instance& instance : version->instances) {
+      pool_->UnloadInstance(instance.slot, instance.key);
+    }
+  }
+}
+
+Status ModelManager::LoadLocked(const std::string& name, const repository::ModelEntry* scanned) {
+  repository::ModelEntry entry;
+  if (scanned) {
+    entry = *scanned;
+  } else {
+    auto found = repository::ScanModel(options_.repository_root, name);
+    if (!found.ok()) return found.status();
+    entry = std::move(found).value();
+  }
+
+  bool serving = false;
+  {
+    std::lock_guard lock(mu_);
+    auto it = models_.find(name);
+    serving = it != models_.end() && !it->second.versions.empty();
+  }
+  auto fail = [&](const Status& status) {
+    spdlog::error("{}", status.message());
+    if (serving) {
+      // The running versions keep serving: a broken edit must not take a model down.
+      SetState(name, "READY", absl::StrCat("reload failed, still serving the previous version: ",
+                                           status.message()));
+    } else {
+      SetState(name, "UNAVAILABLE", std::string(status.message()));
+    }
+    return status;
+  };
+
+  Status servable = repository::CheckServable(entry);
+  if (!servable.ok()) return fail(servable);
+  if (!serving) SetState(name, "LOADING", "");
+
+  const repository::ModelConfig& config = *entry.config;
+  VersionMap fresh;
+  for (int64_t number : entry.selected_versions) {
+    const repository::ModelVersion* version = entry.FindVersion(number);
+    auto loaded = LoadVersion(config, *version);
+    if (!loaded.ok()) {
+      Retire(std::move(fresh), "load failed");
+      return fail(loaded.status());
+    }
+    fresh[number] = std::move(loaded).value();
+  }
+
+  VersionMap old;
+  {
+    std::lock_guard lock(mu_);
+    ModelRecord& record = models_[name];
+    old.swap(record.versions);
+    record.versions = std::move(fresh);
+    record.state = "READY";
+    record.reason.clear();
+    record.fingerprint = entry.fingerprint;
+  }
+  std::vector<int64_t> numbers(entry.selected_versions.begin(), entry.selected_versions.end());
+  spdlog::info("model '{}' ready, version(s) {}{}", name, absl::StrJoin(numbers, ", "),
+               old.empty() ? "" : " (replacing the previous load)");
+  Retire(std::move(old), "replaced by a new load");
+  return absl::OkStatus();
+}
+
+Status ModelManager::UnloadLocked(const std::string& name, const std::string& why) {
+  VersionMap old;
+  {
+    std::lock_guard lock(mu_);
+    auto it = models_.find(name);
+    if (it == models_.end()) {
+      return absl::NotFoundError(absl::StrCat("model '", name, "' is not loaded"));
+    }
+    old.swap(it->second.versions);
+    it->second.state = "UNAVAILABLE";
+    it->second.reason = why;
+  }
+  Retire(std::move(old), why);
+  spdlog::info("model '{}' unloaded ({})", name, why);
+  return absl::OkStatus();
+}
+
+void ModelManager::LoadAtStartup(const std::vector<std::string>& explicit_models) {
+  std::lock_guard lifecycle(lifecycle_mu_);
+  auto scan = repository::ScanRepository(options_.repository_root);
+  if (!scan.ok()) {
+    spdlog::error("cannot read the model repository: {}", scan.status().message());
+    return;
+  }
+  std::set<std::string> wanted(explicit_models.begin(), explicit_models.end());
+  const bool all = options_.control_mode != ModelControlMode::kExplicit || wanted.count("*");
+  for (const repository::ModelEntry& entry : scan->models) {
+    if (all || wanted.erase(entry.name)) LoadLocked(entry.name, &entry).IgnoreError();
+  }
+  wanted.erase("*");
+  for (const std::string& name : wanted) {
+    spdlog::error("--load-model {}: no such model in {}", name, options_.repository_root);
+  }
+  last_scan_ = std::move(scan).value();
+}
+
+void ModelManager::PollOnce() {
+  std::lock_guard lifecycle(lifecycle_mu_);
+  auto scan = repository::ScanRepository(options_.repository_root);
+  if (!scan.ok()) {
+    spdlog::error("repository poll failed: {}", scan.status().message());
+    return;
+  }
+  repository::RepositoryDiff diff = repository::Diff(last_scan_, *scan);
+  for (const std::string& name : diff.removed) {
+    UnloadLocked(name, "removed from the repository").IgnoreError();
+  }
+  for (const auto* names : {&diff.added, &diff.changed}) {
+    for (const std::string& name : *names) {
+      spdlog::info("repository poll: model '{}' {}", name, names == &diff.added ? "added" : "changed");
+      LoadLocked(name, scan->Find(name)).IgnoreError();
+    }
+  }
+  last_scan_ = std::move(scan).value();
+}
+
+Status ModelManager::LoadModel(const std::string& name) {
+  if (options_.control_mode != ModelControlMode::kExplicit) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "explicit model load/unload needs --model-control-mode=explicit (the server runs in ",
+        std::string(ModelControlModeName(options_.control_mode)), " mode)"));
+  }
+  if (!IsReady()) return absl::UnavailableError("server is shutting down");
+  std::lock_guard lifecycle(lifecycle_mu_);
+  return LoadLocked(name, nullptr);
+}
+
+Status ModelManager::UnloadModel(const std::string& name) {
+  if (options_.control_mode != ModelControlMode::kExplicit) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "explicit model load/unload needs --model-control-mode=explicit (the server runs in ",
+        std::string(ModelControlModeName(options_.control_mode)), " mode)"));
+  }
+  std::lock_guard lifecycle(lifecycle_mu_);
+  return UnloadLocked(name, "unloaded");
+}
+
+void ModelManager::BeginShutdown() {
+  ready_ = false;
+  std::lock_guard lock(mu_);
+  for (auto& [name, record] : models_) {
+    for (auto& [number, version] : record.versions) version->queue->StopAccepting();
+  }
+}
+
+bool ModelManager::WaitIdle(int64_t timeout_ms) {
+  std::vector<std::shared_ptr<dispatch::ModelQueue>> queues;
+  {
+    std::lock_guard lock(mu_);
+    for (auto& [name, record] : models_) {
+      for (auto& [number, version] : record.versions) queues.push_back(version->queue);
+    }
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  bool idle = true;
+  for (auto& queue : queues) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    idle &= queue->WaitIdle(std::max<int64_t>(left.count(), 0));
+  }
+  return idle;
+}
+
+void ModelManager::UnloadAll() {
+  std::lock_guard lifecycle(lifecycle_mu_);
+  std::vector<std::string> names;
+  {
+    std::lock_guard lock(mu_);
+    for (auto& [name, record] : models_) {
+      if (!record.versions.empty()) names.push_back(name);
+    }
+  }
+  for (const std::string& name : names) UnloadLocked(name, "server shutting down").IgnoreError();
+}
+
+StatusOr<frontend::ReadyModel> ModelManager::GetReadyModel(const std::string& name,
+                                                           const std::string& version) const {
+  int64_t wanted = -1;
+  if (!version.empty() && (!absl::SimpleAtoi(version, &wanted) || wanted < 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model version '", version, "' is not a version number"));
+  }
+  std::lock_guard lock(mu_);
+  auto it = models_.find(name);
+  if (it == models_.end()) {
+    return absl::NotFoundError(absl::StrCat("unknown model '", name, "'"));
+  }
+  const ModelRecord& record = it->second;
+  if (record.versions.empty()) {
+    return absl::UnavailableError(absl::StrCat("model '", name, "' is not ready (", record.state,
+                                               record.reason.empty() ? "" : ": ", record.reason,
+                                               ")"));
+  }
+  auto chosen = wanted < 0 ? std::prev(record.versions.end()) : record.versions.find(wanted);
+  if (chosen == record.versions.end()) {
+    std::vector<int64_t> ready;
+    for (const auto& [number, v] : record.versions) ready.push_back(number);
+    return absl::NotFoundError(absl::StrCat("model '", name, "' has no ready version ", wanted,
+                                            " (ready: ", absl::StrJoin(ready, ", "), ")"));
+  }
+  frontend::ReadyModel model;
+  model.name = name;
+  model.version = chosen->first;
+  for (const auto& [number, v] : record.versions) model.ready_versions.push_back(number);
+  model.config = chosen->second->config;
+  model.queue = chosen->second->queue;
+  model.stats = chosen->second->stats;
+  return model;
+}
+
+std::vector<frontend::ModelIndexEntry> ModelManager::RepositoryIndex(bool ready_only) const {
+  std::set<std::string> names;
+  if (auto scan = repository::ScanRepository(options_.repository_root); scan.ok()) {
+    for (const auto& entry : scan->models) names.insert(entry.name);
+  }
+  std::lock_guard lock(mu_);
+  for (const auto& [name, record] : models_) names.insert(name);
+  std::vector<frontend::ModelIndexEntry> index;
+  for (const std::string& name : names) {
+    auto it = models_.find(name);
+    if (it == models_.end()) {
+      if (!ready_only) index.push_back({name, "", "UNAVAILABLE", "not loaded"});
+      continue;
+    }
+    const ModelRecord& record = it->second;
+    if (record.versions.empty()) {
+      if (!ready_only) index.push_back({name, "", record.state, record.reason});
+      continue;
+    }
+    for (const auto& [number, version] : record.versions) {
+      index.push_back({name, absl::StrCat(number), "READY", record.reason});
+    }
+  }
+  return index;
+}
+
+StatusOr<std::vector<frontend::ModelStatsEntry>> ModelManager::Statistics(
+    const std::string& name, const std::string& version) const {
+  int64_t wanted = -1;
+  if (!version.empty() && !absl::SimpleAtoi(version, &wanted)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model version '", version, "' is not a version number"));
+  }
+  std::lock_guard lock(mu_);
+  if (!name.empty() && !models_.count(name)) {
+    return absl::NotFoundError(absl::StrCat("unknown model '", name, "'"));
+  }
+  std::vector<frontend::ModelStatsEntry> entries;
+  for (const auto& [model_name, record] : models_) {
+    if (!name.empty() && model_name != name) continue;
+    for (const auto& [number, loaded] : record.versions) {
+      if (wanted >= 0 && number != wanted) continue;
+      entries.push_back({model_name, number, loaded->stats});
+    }
+  }
+  if (!name.empty() && wanted >= 0 && entries.empty()) {
+    return absl::NotFoundError(absl::StrCat("model '", name, "' has no ready version ", wanted));
+  }
+  return entries;
+}
+
+}  // namespace tessera::server

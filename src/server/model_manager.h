@@ -1,0 +1,99 @@
+// Model lifecycle: which versions of which models are loaded on which executors, their queues and
+// statistics. Loads, reloads and unloads keep serving: a new version set becomes visible only once
+// every instance of it is loaded, and the old set drains before it is unloaded.
+//
+// Thread-safety: all methods are thread-safe. Lifecycle operations (load, unload, poll) are
+// serialized by one mutex; lookups for inference only take a short read of the model table.
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "executor_pool.h"
+#include "tessera/common/server_config.h"
+#include "tessera/frontend/server_core.h"
+#include "tessera/repository/repository.h"
+
+namespace tessera::server {
+
+struct ModelManagerOptions {
+  std::string repository_root;
+  ModelControlMode control_mode = ModelControlMode::kPoll;
+  int64_t drain_timeout_ms = 30000;  // how long an old version may finish its work on reload/unload
+};
+
+class ModelManager final : public frontend::ServerCore {
+ public:
+  ModelManager(ModelManagerOptions options, ExecutorPool* pool);
+  ~ModelManager() override;
+
+  // Loads every model of the repository (modes none and poll) or the named ones (explicit;
+  // "*" = all). A model that fails is logged and marked UNAVAILABLE; others still load.
+  void LoadAtStartup(const std::vector<std::string>& explicit_models);
+
+  // One repository poll: loads added and changed models, unloads removed ones.
+  void PollOnce();
+
+  // Shutdown, step 1: refuse new inference. Step 2: wait for queued work. Step 3: unload all.
+  void BeginShutdown();
+  bool WaitIdle(int64_t timeout_ms);
+  void UnloadAll();
+
+  // frontend::ServerCore
+  bool IsReady() const override;
+  StatusOr<frontend::ReadyModel> GetReadyModel(const std::string& name,
+                                               const std::string& version) const override;
+  std::vector<frontend::ModelIndexEntry> RepositoryIndex(bool ready_only) const override;
+  Status LoadModel(const std::string& name) override;
+  Status UnloadModel(const std::string& name) override;
+  StatusOr<std::vector<frontend::ModelStatsEntry>> Statistics(
+      const std::string& name, const std::string& version) const override;
+
+ private:
+  struct Instance {
+    int slot = 0;
+    std::string key;
+  };
+  struct LoadedVersion {
+    int64_t version = 0;
+    std::shared_ptr<const repository::ModelConfig> config;
+    std::shared_ptr<dispatch::ModelQueue> queue;
+    std::shared_ptr<dispatch::ModelStats> stats;
+    std::vector<Instance> instances;
+  };
+  using VersionMap = std::map<int64_t, std::shared_ptr<LoadedVersion>>;
+  struct ModelRecord {
+    std::string state = "UNAVAILABLE";  // READY, LOADING, UNAVAILABLE, UNLOADING
+    std::string reason;
+    VersionMap versions;   // the ready versions
+    uint64_t fingerprint = 0;
+  };
+
+  Status LoadLocked(const std::string& name, const repository::ModelEntry* scanned)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(lifecycle_mu_);
+  Status UnloadLocked(const std::string& name, const std::string& why)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(lifecycle_mu_);
+  StatusOr<std::shared_ptr<LoadedVersion>> LoadVersion(const repository::ModelConfig& config,
+                                                       const repository::ModelVersion& version);
+  void Retire(VersionMap versions, const std::string& why);
+  void SetState(const std::string& name, const std::string& state, const std::string& reason);
+
+  const ModelManagerOptions options_;
+  ExecutorPool* const pool_;
+  std::atomic<bool> ready_{true};
+  std::atomic<uint64_t> next_instance_id_{1};
+  std::atomic<int> next_slot_{0};
+
+  std::mutex lifecycle_mu_;  // serializes load/unload/poll
+  repository::RepositorySnapshot last_scan_ ABSL_GUARDED_BY(lifecycle_mu_);
+
+  mutable std::mutex mu_;  // guards the table that inference reads
+  std::map<std::string, ModelRecord> models_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace tessera::server
