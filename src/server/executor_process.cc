@@ -315,6 +315,14 @@ StatusOr<std::vector<dispatch::Response>> ExecutorProcess::RunBatch(
     release_inputs();
     return absl::UnavailableError(absl::StrCat(Describe(), ": ", sent.message()));
   }
+  if (future.wait_for(std::chrono::milliseconds(options_.batch_timeout_ms)) !=
+      std::future_status::ready) {
+    // A hung executor is treated like a crashed one: killing it fails this batch (and any other
+    // on it) through HandleExit, and the pool restarts it.
+    spdlog::error("{} did not answer batch {} of '{}' within {} ms; killing it", Describe(),
+                  batch_id, instance_key, options_.batch_timeout_ms);
+    kill(pid_, SIGKILL);
+  }
   StatusOr<ipc::BatchResult> result = future.get();
   release_inputs();  // the executor is done reading inputs once it answered
   if (!result.ok()) return result.status();

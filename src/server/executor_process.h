@@ -41,6 +41,7 @@ struct ExecutorLaunchOptions {
   uint64_t output_ring_bytes = 64ull << 20;
   int log_verbose = 0;
   int64_t handshake_timeout_ms = 20000;
+  int64_t batch_timeout_ms = 300000;  // a batch not answered by then marks the executor hung
 };
 
 class ExecutorProcess {
