@@ -131,3 +131,13 @@ def test_typed_contents_are_accepted(stub):
 def test_duplicate_input(client):
     x, _ = load_reference("mlp")
     expect_error(lambda: client.infer("mlp", [make_input(x), make_input(x)]), "INVALID_ARGUMENT")
+
+
+def test_message_above_grpc_default_limit_reaches_validation(stub):
+    # 5 MiB is past grpc's default 4 MiB receive limit; the server raises it as Triton does, so
+    # this request reaches validation (wrong byte size) instead of dying as RESOURCE_EXHAUSTED.
+    request = service_pb2.ModelInferRequest(model_name="mlp")
+    request.inputs.add(name=INPUT_NAME, datatype="FP32", shape=[1, 64])
+    request.raw_input_contents.append(b"\0" * (5 << 20))
+    msg = raw_error(lambda: stub.ModelInfer(request, timeout=30), grpc.StatusCode.INVALID_ARGUMENT)
+    assert "5242880 bytes" in msg, msg
