@@ -130,23 +130,28 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
     dispatch_request->arrival_ns = arrival_ns;
 
     ServerUnaryReactor* reactor = context->DefaultReactor();
+    // Set again if a reload moves the request to a newer version before it is queued.
+    auto served_version = std::make_shared<int64_t>(model->version);
     // Holds only what the answer needs: capturing the queue would make it own itself.
-    dispatch_request->done = [reactor, response, storage, name = model->name,
-                              version = model->version,
+    dispatch_request->done = [reactor, response, storage, served_version, name = model->name,
                               id = request->id()](StatusOr<dispatch::Response> result) {
       if (!result.ok()) {
         reactor->Finish(ToGrpc(result.status()));
         return;
       }
-      FillInferResponse(name, version, id, std::move(result).value(), response);
+      FillInferResponse(name, *served_version, id, std::move(result).value(), response);
       reactor->Finish(grpc::Status::OK);
     };
     Status enqueued = model->queue->Enqueue(std::move(dispatch_request));
     if (enqueued.code() == absl::StatusCode::kAborted) {
       // The version was swapped out between lookup and enqueue (a reload): the new one serves it.
       auto current = core_->GetReadyModel(request->model_name(), request->model_version());
-      enqueued = current.ok() ? current->queue->Enqueue(std::move(dispatch_request))
-                              : current.status();
+      if (current.ok()) {
+        *served_version = current->version;
+        enqueued = current->queue->Enqueue(std::move(dispatch_request));
+      } else {
+        enqueued = current.status();
+      }
       if (enqueued.code() == absl::StatusCode::kAborted) {
         enqueued = absl::UnavailableError(enqueued.message());
       }

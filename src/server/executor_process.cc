@@ -343,6 +343,13 @@ StatusOr<std::vector<dispatch::Response>> ExecutorProcess::RunBatch(
       break;
     }
     Shape shape(output.shape().begin(), output.shape().end());
+    if (batched && (shape.empty() || shape[0] != total_rows)) {
+      split_status = absl::InternalError(absl::StrCat(
+          "model '", config.name, "' output '", output.name(), "' has shape ",
+          ShapeToString(shape), ", but a batch of ", total_rows,
+          " rows needs it as the leading dim (max_batch_size > 0 models must batch every output)"));
+      break;
+    }
     const uint64_t row_bytes =
         batched && total_rows > 0 ? output.byte_size() / static_cast<uint64_t>(total_rows) : 0;
     int64_t row_begin = 0;

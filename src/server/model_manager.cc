@@ -73,7 +73,7 @@ StatusOr<std::shared_ptr<ModelManager::LoadedVersion>> ModelManager::LoadVersion
   std::vector<std::unique_ptr<dispatch::BatchRunner>> runners;
   Status status;
   for (int i = 0; i < count && status.ok(); ++i) {
-    const int slot = next_slot_++ % pool_->size();
+    const int slot = static_cast<int>(next_slot_++ % static_cast<uint32_t>(pool_->size()));
     ipc::LoadModel load;
     load.set_instance_key(
         absl::StrCat(config.name, "/", version.version, "#", next_instance_id_++));

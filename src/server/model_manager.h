@@ -87,7 +87,7 @@ class ModelManager final : public frontend::ServerCore {
   ExecutorPool* const pool_;
   std::atomic<bool> ready_{true};
   std::atomic<uint64_t> next_instance_id_{1};
-  std::atomic<int> next_slot_{0};
+  std::atomic<uint32_t> next_slot_{0};  // round-robin placement; wraps harmlessly
 
   std::mutex lifecycle_mu_;  // serializes load/unload/poll
   repository::RepositorySnapshot last_scan_ ABSL_GUARDED_BY(lifecycle_mu_);
