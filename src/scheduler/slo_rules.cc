@@ -24,8 +24,8 @@ int MaxSaturatedBatch(const ModelProfile& profile, int partition_pct, double slo
 
 double SaturatedThroughputRps(const ModelProfile& profile, int batch, int partition_pct,
                               double interference_factor, double margin) {
-  return batch * 1000.0 / ScheduledLatencyMs(profile, batch, partition_pct, interference_factor,
-                                             margin);
+  return batch * 1000.0 /
+         ScheduledLatencyMs(profile, batch, partition_pct, interference_factor, margin);
 }
 
 int MaxResidueBatch(const ModelProfile& profile, int partition_pct, double rate_rps, double slo_ms,
@@ -52,7 +52,8 @@ std::optional<Round> EvaluateRound(const std::vector<RoundMember>& members, int 
   for (const RoundMember& m : members) {
     // A batch must hold every request that arrives during one round; the epsilon keeps
     // d = 1000·k/r from rounding up to k+1.
-    const int batch = std::max(1, static_cast<int>(std::ceil(duty_ms * m.rate_rps / 1000.0 - 1e-9)));
+    const int batch =
+        std::max(1, static_cast<int>(std::ceil(duty_ms * m.rate_rps / 1000.0 - 1e-9)));
     if (batch > std::min(max_batch, m.profile->max_batch())) return std::nullopt;
     const double latency =
         ScheduledLatencyMs(*m.profile, batch, partition_pct, m.interference_factor, margin);
@@ -74,15 +75,43 @@ std::optional<Round> FitRound(const std::vector<RoundMember>& members, int parti
                               double margin, int max_batch) {
   if (members.empty()) return std::nullopt;
   std::vector<double> duties;
+  double min_slo = members.front().slo_ms;
   for (const RoundMember& m : members) {
     if (m.rate_rps <= 0) return std::nullopt;
+    min_slo = std::min(min_slo, m.slo_ms);
     for (int k = 1; k <= max_batch; ++k) duties.push_back(1000.0 * k / m.rate_rps);
   }
   std::sort(duties.begin(), duties.end());
+  duties.erase(std::unique(duties.begin(), duties.end()), duties.end());
   std::optional<Round> best;
+  double left = 0;  // the batches are constant for duties in (left, duty]
   for (double duty : duties) {
+    // The longest feasible round in (left, duty] has the lowest occupancy: the step point itself
+    // unless the SLO caps it at min SLO − Σ latency. The cap matters for tight SLOs at low rates
+    // (LeNet: SLO 5 ms at 100 rps, rounds of 10 ms never fit): a round shorter than the
+    // inter-arrival time with batch 1 does (the artifact's small-rate case, seed 001 §2.4 [R]).
     std::optional<Round> round = EvaluateRound(members, partition_pct, margin, max_batch, duty);
+    if (!round) {
+      double total = 0;
+      bool batches_fit = true;
+      for (const RoundMember& m : members) {
+        const int batch =
+            std::max(1, static_cast<int>(std::ceil(duty * m.rate_rps / 1000.0 - 1e-9)));
+        if (batch > std::min(max_batch, m.profile->max_batch())) {
+          batches_fit = false;
+          break;
+        }
+        total +=
+            ScheduledLatencyMs(*m.profile, batch, partition_pct, m.interference_factor, margin);
+      }
+      if (!batches_fit) break;  // longer rounds need even larger batches
+      const double capped = min_slo - total;
+      if (capped > left * (1 + 1e-9) && capped < duty) {
+        round = EvaluateRound(members, partition_pct, margin, max_batch, capped);
+      }
+    }
     if (round && (!best || round->occupancy < best->occupancy - 1e-12)) best = std::move(round);
+    left = duty;
   }
   return best;
 }

@@ -48,7 +48,9 @@ struct Round {
 };
 
 // The feasible round with the lowest occupancy (ties: shorter duty), or nullopt when none exists.
-// Candidate duties are those at which some member's batch ⌈d·r/1000⌉ steps: d = 1000·k/r_j.
+// Candidate duties are those at which some member's batch ⌈d·r/1000⌉ steps, d = 1000·k/r_j, and,
+// between two such steps, the longest duty the SLOs allow, d = min_j SLO_j − Σ L (a round
+// shorter than the inter-arrival time, batch 1, for tight SLOs at low rates).
 std::optional<Round> FitRound(const std::vector<RoundMember>& members, int partition_pct,
                               double margin, int max_batch);
 
