@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <iterator>
 #include <limits>
+#include <utility>
 
 #include "Eigen/Dense"
 #include "absl/strings/str_cat.h"
@@ -195,11 +197,15 @@ std::string InterferenceToYaml(const InterferenceModel& model, std::string_view 
     case InterferenceModel::Kind::kLinear: {
       const InterferenceCoefficients& c = model.coefficients();
       out += "kind: linear\ncoefficients:\n";
-      absl::StrAppend(&out, "  l2_self: ", FormatYamlNumber(c.l2_self), "     # c1\n");
-      absl::StrAppend(&out, "  l2_other: ", FormatYamlNumber(c.l2_other), "    # c2\n");
-      absl::StrAppend(&out, "  dram_self: ", FormatYamlNumber(c.dram_self), "   # c3\n");
-      absl::StrAppend(&out, "  dram_other: ", FormatYamlNumber(c.dram_other), "  # c4\n");
-      absl::StrAppend(&out, "  constant: ", FormatYamlNumber(c.constant), "    # c5\n");
+      const std::pair<const char*, double> rows[] = {{"l2_self", c.l2_self},
+                                                     {"l2_other", c.l2_other},
+                                                     {"dram_self", c.dram_self},
+                                                     {"dram_other", c.dram_other},
+                                                     {"constant", c.constant}};
+      for (size_t i = 0; i < std::size(rows); ++i) {
+        absl::StrAppend(&out, "  ", rows[i].first, ": ", FormatYamlNumber(rows[i].second), "  # c",
+                        i + 1, "\n");
+      }
       break;
     }
   }
