@@ -91,7 +91,7 @@ def main():
         return statistics.median(values)
 
     lines = [
-        f"# Frontend overhead: tessera-server (identity model) vs bare grpc++ server",
+        "# Frontend overhead: tessera-server (identity model) vs bare grpc++ server",
         "",
         f"- date: {benchlib.today()}",
         f"- machine: {args.machine or benchlib.machine_description()}",
@@ -109,7 +109,6 @@ def main():
         "| concurrency | metric | bare grpc++ | tessera | tessera / bare |",
         "|---|---|---|---|---|",
     ]
-    verdicts = []
     for c in args.concurrency:
         tb, tt = med("bare", c, "throughput"), med("tessera", c, "throughput")
         rows = [("throughput (req/s)", tb, tt, f"{tt / tb:.2f}x")]
@@ -118,10 +117,18 @@ def main():
             rows.append((label, b, t, f"{t / b:.2f}x (+{(t - b) * 1000:.0f} us)"))
         for label, b, t, ratio in rows:
             lines.append(f"| {c} | {label} | {b:.3f} | {t:.3f} | {ratio} |")
-        added_us = (med("tessera", c, "latency_ms", "p50") - med("bare", c, "latency_ms", "p50")) * 1000
-        verdicts.append(f"concurrency {c}: throughput {tt / tb:.2f}x "
-                        f"({'meets' if tt / tb >= 0.7 else 'MISSES'} >= 0.7x), added median latency "
-                        f"{added_us:.0f} us ({'meets' if added_us <= 100 else 'MISSES'} <= 100 us)")
+    # Throughput is judged at the highest concurrency (saturation; at concurrency 1 it is just
+    # 1/latency), added median latency at the lowest (no queueing in either server).
+    c_hi, c_lo = max(args.concurrency), min(args.concurrency)
+    ratio = med("tessera", c_hi, "throughput") / med("bare", c_hi, "throughput")
+    added_us = (med("tessera", c_lo, "latency_ms", "p50") -
+                med("bare", c_lo, "latency_ms", "p50")) * 1000
+    verdicts = [
+        f"throughput at concurrency {c_hi}: {ratio:.2f}x bare "
+        f"({'meets' if ratio >= 0.7 else 'MISSES'} the >= 0.7x target)",
+        f"added median latency at concurrency {c_lo}: {added_us:.0f} us "
+        f"({'meets' if added_us <= 100 else 'MISSES'} the <= 100 us target)",
+    ]
     lines += ["", "Targets (issue 6): throughput >= 0.7x bare, added median latency <= 100 us.", ""]
     lines += [f"- {v}" for v in verdicts]
     text = "\n".join(lines) + "\n"
