@@ -126,5 +126,70 @@ INSTANTIATE_TEST_SUITE_P(Interference, GpuletPropertyTest, ::testing::Values(0, 
                                                                 : "Linear");
                          });
 
+// The same properties over the committed synthetic RTX 2080 Ti set with its fitted interference
+// model, and the scenario space of seed 001 Fig. 16 (rates {0, 100, 200} rps for the nine models
+// on 4 GPUs, every 61st of the 3⁹ − 1 scenarios): all of them fit.
+class SyntheticSetTest : public ::testing::Test {
+ protected:
+  static constexpr char kDir[] = TESSERA_SOURCE_DIR "/profiles/synthetic-2080ti";
+  void SetUp() override {
+    auto profiles = ProfileSet::LoadDirectory(kDir);
+    ASSERT_TRUE(profiles.ok()) << profiles.status();
+    profiles_ = *std::move(profiles);
+    auto interference = LoadInterferenceFile(std::string(kDir) + "/interference.yaml");
+    ASSERT_TRUE(interference.ok()) << interference.status();
+    interference_ = *interference;
+  }
+  static std::vector<ModelDemand> Demands(const std::vector<double>& rates) {
+    static const std::vector<std::pair<std::string, double>> kModels = {
+        {"googlenet", 66},      {"lenet", 5},         {"resnet50", 108},
+        {"ssd_mobilenet", 202}, {"vgg16", 142},       {"mnasnet", 62},
+        {"mobilenet_v2", 64},   {"densenet161", 202}, {"bert_base", 22}};
+    std::vector<ModelDemand> demands;
+    for (size_t i = 0; i < kModels.size(); ++i) {
+      demands.push_back({kModels[i].first, "", rates[i], kModels[i].second});
+    }
+    return demands;
+  }
+  ProfileSet profiles_;
+  InterferenceModel interference_;
+  PlannerOptions options_;
+};
+
+TEST_F(SyntheticSetTest, RandomDemandsKeepEveryRule) {
+  auto planner = CreateGpuletPlanner(&profiles_, interference_, options_);
+  EXPECT_EQ(planner->name(), "gpulet+int");
+  std::mt19937 rng(2022);
+  std::uniform_real_distribution<double> unit(0, 1);
+  std::uniform_int_distribution<int> gpus(1, 8);
+  int schedulable = 0;
+  for (int i = 0; i < kDemandSets; ++i) {
+    const int n = gpus(rng);
+    std::vector<double> rates;
+    for (int m = 0; m < 9; ++m) rates.push_back(unit(rng) < 0.3 ? 0 : 250.0 * n * unit(rng));
+    const std::vector<ModelDemand> demands = Demands(rates);
+    auto plan = planner->MakePlan(demands, n);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    ASSERT_TRUE(CheckPlan(*plan, demands, profiles_, interference_, options_).ok());
+    schedulable += plan->schedulable() ? 1 : 0;
+  }
+  EXPECT_GT(schedulable, kDemandSets / 5);
+  EXPECT_LT(schedulable, kDemandSets);
+}
+
+TEST_F(SyntheticSetTest, ScenarioSpaceOfFig16Fits) {
+  auto planner = CreateGpuletPlanner(&profiles_, interference_, options_);
+  int tried = 0;
+  for (int code = 1; code < 19683; code += 61) {
+    std::vector<double> rates;
+    for (int m = 0, c = code; m < 9; ++m, c /= 3) rates.push_back(100.0 * (c % 3));
+    auto plan = planner->MakePlan(Demands(rates), 4);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    EXPECT_TRUE(plan->schedulable()) << "scenario " << code << "\n" << PlanToText(*plan);
+    ++tried;
+  }
+  EXPECT_EQ(tried, 323);
+}
+
 }  // namespace
 }  // namespace tessera::scheduler
