@@ -221,6 +221,9 @@ bool Builder::PlaceChunk(int model) {
   if (--steps_left_ < 0) return false;
   const ModelInfo& info = c_->models[model];
   const int knee = knee_[model];
+  // Spare capacity of the model's own gpulets first (a residue that took a GPU's last gpulet
+  // whole, or a gpulet whose neighbour left): it costs nothing.
+  if (TryTopUp(model)) return true;
   const double rate = pending_[model];
   if (rate > info.sat_rps[knee]) {
     // Alg. 1 l.6–9 with p_ideal = p_eff: a saturated gpulet at the knee.
@@ -232,7 +235,7 @@ bool Builder::PlaceChunk(int model) {
   return TryNewSlot(model, need, /*saturated=*/false) || TryFallback(model);
 }
 
-bool Builder::Evaluate(int g, Gpu& after, int model, bool full, double* gain) const {
+bool Builder::Evaluate(int g, Gpu& after, int model, Accept accept, double* gain) const {
   if (!MemoryFits(*c_, after) || !SolveGpu(*c_, after)) return false;
   std::map<int, double> delta;
   Served(after, delta, 1);
@@ -240,11 +243,13 @@ bool Builder::Evaluate(int g, Gpu& after, int model, bool full, double* gain) co
   const double mine = delta[model];
   const double tolerance = 1e-9 * std::max(1.0, c_->models[model].rate_rps);
   if (mine <= tolerance) return false;
-  if (full && mine < pending_[model] - tolerance) return false;
+  if (accept == Accept::kAllNoLoss && mine < pending_[model] - tolerance) return false;
   double lost_pct = 0;
   for (const auto& [other, change] : delta) {
     if (other == model || change >= 0) continue;
-    if (full && change < -1e-9 * std::max(1.0, c_->models[other].rate_rps)) return false;
+    if (accept != Accept::kNetGain && change < -1e-9 * std::max(1.0, c_->models[other].rate_rps)) {
+      return false;
+    }
     lost_pct += -change * c_->models[other].pct_per_rps;
   }
   if (lost_pct > mine * c_->models[model].pct_per_rps) return false;
@@ -288,12 +293,39 @@ bool Builder::TryTimeShare(int model) {
       Gpu after = gpus_[g];
       after.slots[s].members.push_back({model, pending_[model]});
       double gain = 0;
-      if (!Evaluate(g, after, model, /*full=*/true, &gain)) continue;
+      if (!Evaluate(g, after, model, Accept::kAllNoLoss, &gain)) continue;
       const double occupancy = Occupancy(after.slots[s]);
       if (occupancy > best_occupancy + 1e-12) {
         best_occupancy = occupancy;
         best_gpu = g;
         best = std::move(after);
+      }
+    }
+  }
+  if (best_gpu < 0) return false;
+  Commit(best_gpu, std::move(best));
+  return true;
+}
+
+bool Builder::TryTopUp(int model) {
+  // Not in the paper. The member of `model` that can take the most of its pending rate without
+  // slowing anyone, ties to the lowest GPU and slot.
+  int best_gpu = -1;
+  double best_gain = 0;
+  Gpu best;
+  for (int g = 0; g < static_cast<int>(gpus_.size()); ++g) {
+    for (size_t s = 0; s < gpus_[g].slots.size(); ++s) {
+      for (size_t k = 0; k < gpus_[g].slots[s].members.size(); ++k) {
+        if (gpus_[g].slots[s].members[k].model != model) continue;
+        Gpu after = gpus_[g];
+        after.slots[s].members[k].want_rps += pending_[model];
+        double gain = 0;
+        if (!Evaluate(g, after, model, Accept::kPartNoLoss, &gain)) continue;
+        if (gain > best_gain * (1 + 1e-9)) {
+          best_gain = gain;
+          best_gpu = g;
+          best = std::move(after);
+        }
       }
     }
   }
@@ -326,7 +358,7 @@ bool Builder::TryGrow(int model) {
         after.slots[s].pct = p;
         after.slots[s].members.push_back({model, pending_[model]});
         double gain = 0;
-        if (!Evaluate(g, after, model, /*full=*/true, &gain)) continue;
+        if (!Evaluate(g, after, model, Accept::kAllNoLoss, &gain)) continue;
         const double occupancy = Occupancy(after.slots[s]);
         if (p - slot.pct < best_growth ||
             (p - slot.pct == best_growth && occupancy > best_occupancy + 1e-12)) {
@@ -356,20 +388,28 @@ bool Builder::TryNewSlot(int model, int need_pct, bool saturated) {
       order.push_back(g);
     }
   }
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int a, int b) { return gpus_[a].FreePct() < gpus_[b].FreePct(); });
-  for (int g : order) {
-    const int free_pct = gpus_[g].FreePct();
+  // The size a new gpulet on GPU g gets: the needed one, or all that is left when it is the last.
+  auto size_on = [&](int g) {
     int size = need_pct;
     if (static_cast<int>(gpus_[g].slots.size()) + 1 == c_->options.max_gpulets_per_gpu) {
       for (int p : c_->partitions) {
-        if (p <= free_pct) size = std::max(size, p);
+        if (p <= gpus_[g].FreePct()) size = std::max(size, p);
       }
     }
+    return size;
+  };
+  // Variant: the smallest resulting gpulet first (a whole GPU split at the needed size beats a
+  // larger remainder that the next saturated gpulet could use), then the paper's order.
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+    if (variant_.tight_fit && size_on(a) != size_on(b)) return size_on(a) < size_on(b);
+    return gpus_[a].FreePct() < gpus_[b].FreePct();
+  });
+  for (int g : order) {
+    const int size = size_on(g);
     Gpu after = gpus_[g];
     after.slots.push_back({size, 0, {{model, pending_[model], saturated}}});
     double gain = 0;
-    if (Evaluate(g, after, model, /*full=*/false, &gain)) {
+    if (Evaluate(g, after, model, Accept::kNetGain, &gain)) {
       Commit(g, std::move(after));
       return true;
     }
@@ -397,7 +437,7 @@ bool Builder::TryFallback(int model) {
     Gpu after = gpus_[g];
     after.slots.push_back({size, 0, {{model, pending_[model], /*saturated=*/true}}});
     double gain = 0;
-    if (Evaluate(g, after, model, /*full=*/false, &gain)) {
+    if (Evaluate(g, after, model, Accept::kNetGain, &gain)) {
       Commit(g, std::move(after));
       return true;
     }

@@ -28,6 +28,9 @@ struct Variant {
   // Alg. 1 l.2 sorts by rate × SLO ascending; descending is first-fit-decreasing order.
   bool ascending = true;
   KneeRule knee = KneeRule::kArtifact;
+  // FindBestFit order: false = the paper's smallest free capacity first; true = the smallest
+  // resulting gpulet first (split a whole GPU rather than take a larger remainder).
+  bool tight_fit = false;
 };
 
 // Derives sat_batch, sat_rps, knee and pct_per_rps of `info` (knee per the artifact: no last
@@ -71,14 +74,20 @@ class Builder {
  private:
   bool Done(int model) const;
   bool PlaceChunk(int model);
+  bool TryTopUp(int model);
   bool TryTimeShare(int model);
   bool TryGrow(int model);
   bool TryNewSlot(int model, int need_pct, bool saturated);
   bool TryFallback(int model);
-  // Solves `after` as the new state of GPU `g` and, if `model` gains, no memory rule breaks and
-  // the rate others lose is worth less than what `model` gains (in % of a GPU at their knees),
-  // fills *gain. `full` demands that `model` gets all its pending rate and nobody loses any.
-  bool Evaluate(int g, Gpu& after, int model, bool full, double* gain) const;
+  // What a candidate must achieve for `model` and the others on its GPU.
+  enum class Accept {
+    kAllNoLoss,   // all of the pending rate, nobody else loses any
+    kPartNoLoss,  // some of it, nobody else loses any
+    kNetGain,     // some of it, and others lose less than it gains (in % of a GPU at their knees)
+  };
+  // Solves `after` as the new state of GPU `g`; true (and *gain, the rate `model` gains) when
+  // memory fits, every round is feasible and `accept` holds.
+  bool Evaluate(int g, Gpu& after, int model, Accept accept, double* gain) const;
   void Commit(int g, Gpu after);
 
   const Context* c_;

@@ -24,12 +24,12 @@ using gpulet::Variant;
 
 // Alg. 1 as printed first, then first-fit-decreasing, each with both knee rules (see header).
 constexpr Variant kVariants[] = {
-    {/*ascending=*/true, gpulet::KneeRule::kArtifact},
-    {/*ascending=*/false, gpulet::KneeRule::kArtifact},
-    {/*ascending=*/true, gpulet::KneeRule::kWholeGpu},
-    {/*ascending=*/false, gpulet::KneeRule::kWholeGpu},
-    {/*ascending=*/true, gpulet::KneeRule::kGpuPair},
-    {/*ascending=*/false, gpulet::KneeRule::kGpuPair},
+    {true, gpulet::KneeRule::kArtifact, false}, {false, gpulet::KneeRule::kArtifact, false},
+    {true, gpulet::KneeRule::kWholeGpu, false}, {false, gpulet::KneeRule::kWholeGpu, false},
+    {true, gpulet::KneeRule::kGpuPair, false},  {false, gpulet::KneeRule::kGpuPair, false},
+    {true, gpulet::KneeRule::kArtifact, true},  {false, gpulet::KneeRule::kArtifact, true},
+    {true, gpulet::KneeRule::kWholeGpu, true},  {false, gpulet::KneeRule::kWholeGpu, true},
+    {true, gpulet::KneeRule::kGpuPair, true},   {false, gpulet::KneeRule::kGpuPair, true},
 };
 
 // The plan-ranking key: fewest unschedulable models, then fewest GPUs, then least Σ partition.

@@ -3,10 +3,11 @@
 // MakePlan sorts the models by rate × SLO, gives each saturated gpulets at its knee p_eff and one
 // residue (time-shared onto an existing gpulet when the round rules allow, else a new gpulet by
 // best fit, splitting a whole GPU into p and 100 − p), with batches chosen under the interference
-// of the neighbouring gpulet (gpulet_builder.h has the steps). It runs Alg. 1 in six variants —
-// the paper's ascending order and first-fit-decreasing order, each with three knee rules (the
+// of the neighbouring gpulet (gpulet_builder.h has the steps). It runs Alg. 1 in twelve variants
+// — the paper's ascending order and first-fit-decreasing order; three knee rules (the
 // artifact's, never 100 %; the same with the (80,100) pair; the best p / 100 − p pair of a split
-// GPU) — and returns the plan that leaves the fewest
+// GPU); the paper's best fit (smallest free capacity) and a tight fit (smallest resulting
+// gpulet) — and returns the plan that leaves the fewest
 // models unschedulable, then uses the fewest GPUs, then the least Σ partition. Every plan it
 // returns passes CheckPlan under the planner's interference model and options.
 //

@@ -224,6 +224,23 @@ TEST_F(GpuletPlannerTest, DoesNotTimeShareWhenTheSloForbids) {
   EXPECT_EQ(GpuletsOf(*plan, "a")[0]->partition_pct, 20);
 }
 
+TEST_F(GpuletPlannerTest, TopsUpItsOwnGpuletFirst) {
+  // a already routes 100 rps to a 40 % gpulet that holds 360: 150 more go there too, not to a
+  // new gpulet (GPU 1 stays empty).
+  auto context = gpulet::BuildContext(profiles_, nullptr, options_, {{"a", "", 250, 100}});
+  ASSERT_TRUE(context.ok());
+  const InterferenceModel none = InterferenceModel::None();
+  context->interference = &none;
+  std::vector<gpulet::Gpu> gpus(2);
+  gpus[0].slots.push_back({40, 0, {{/*model=*/0, 100}}});
+  ASSERT_TRUE(gpulet::SolveGpu(*context, gpus[0]));
+  gpulet::Builder builder(&*context, gpus, {150}, gpulet::Variant{});
+  ASSERT_TRUE(builder.PlaceModel(0));
+  ASSERT_EQ(builder.gpus()[0].slots.size(), 1u);
+  EXPECT_DOUBLE_EQ(builder.gpus()[0].slots[0].members[0].rate_rps, 250);
+  EXPECT_TRUE(builder.gpus()[1].slots.empty());
+}
+
 TEST_F(GpuletPlannerTest, GrowsAGpuletRatherThanOpeningAnother) {
   // With c's SLO at 60, a + c at 20 % miss (d = 40: 40 + 40 > 60); at 40 %, d = 20: b = 1 each,
   // L = 7.5 each, 15 + 20 ≤ 60. The 20 % gpulet grows to 40 % instead of a second gpulet.
@@ -304,10 +321,17 @@ TEST_F(GpuletPlannerTest, InterferenceShrinksBatchesAndLostRateIsPlacedAgain) {
   // a falls back to its saturated batch, 2·3.75·(2 + b) ≤ 100 → b = 11, serving
   // 11000/48.75 = 225.6 rps; c at 60 % runs like a did alone (b = 16). The 74.4 rps a lost go
   // to a 20 % gpulet on GPU 1.
-  auto aware = MakePlan(demands, 2, InterferenceModel::Constant(1.5));
-  ASSERT_TRUE(aware.ok()) << aware.status();
-  EXPECT_TRUE(aware->schedulable());
-  EXPECT_EQ(aware->policy, "gpulet+int");
+  // (Alg. 1 as printed: the paper's order, knee and best fit.)
+  const InterferenceModel slowdown = InterferenceModel::Constant(1.5);
+  auto context = gpulet::BuildContext(profiles_, &slowdown, options_, demands);
+  ASSERT_TRUE(context.ok());
+  gpulet::Builder builder(&*context, 2, gpulet::Variant{});
+  for (int m : builder.Order()) ASSERT_TRUE(builder.PlaceModel(m));
+  Plan paper;
+  paper.num_gpus = 2;
+  paper.gpulets = gpulet::ToGpulets(*context, builder.gpus());
+  ASSERT_TRUE(CheckPlan(paper, demands, profiles_, slowdown, options_).ok());
+  const Plan* aware = &paper;
   const auto a_gpulets = GpuletsOf(*aware, "a");
   ASSERT_EQ(a_gpulets.size(), 2u);
   EXPECT_EQ(a_gpulets[0]->partition_pct, 40);
@@ -318,6 +342,14 @@ TEST_F(GpuletPlannerTest, InterferenceShrinksBatchesAndLostRateIsPlacedAgain) {
   EXPECT_EQ(a_gpulets[1]->partition_pct, 20);
   EXPECT_NEAR(Entry(*a_gpulets[1], "a").rate_rps, 300 - 11000 / 48.75, 1e-6);
   EXPECT_EQ(Entry(*GpuletsOf(*aware, "c")[0], "c").batch, 16);
+  // The planner's other variants find a plan with less partition: a and c on GPUs of their own
+  // (no interference at all), 40 % each.
+  auto best = MakePlan(demands, 2, slowdown);
+  ASSERT_TRUE(best.ok()) << best.status();
+  EXPECT_EQ(best->policy, "gpulet+int");
+  EXPECT_TRUE(best->schedulable());
+  EXPECT_EQ(best->PartitionSum(), 80);
+  EXPECT_EQ(best->GpusUsed(), 2);
 }
 
 // ---- Replan ------------------------------------------------------------------------------------
