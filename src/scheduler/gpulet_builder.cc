@@ -17,6 +17,9 @@ constexpr double kKneeMinGain = 1.05;
 // moves lost throughput; this bounds a pathological ping-pong between two interfering models.
 constexpr int kStepsPerGpuAndModel = 4;
 
+// Rounds of AbsorbLosses per candidate: the moves shrink geometrically, three catch nearly all.
+constexpr int kAbsorbRounds = 3;
+
 double Served(const Gpu& gpu, std::map<int, double>& by_model, double sign) {
   double total = 0;
   for (const Slot& s : gpu.slots) {
@@ -33,6 +36,9 @@ double Occupancy(const Slot& slot) {
   for (const Member& m : slot.members) total += m.latency_ms;
   return slot.duty_ms > 0 ? total / slot.duty_ms : 1;
 }
+
+// a < b beyond rounding (for lost throughput in % of a GPU).
+bool Better(double a, double b) { return a < b - 1e-9; }
 
 bool HasModel(const Slot& slot, int model) {
   for (const Member& m : slot.members) {
@@ -235,25 +241,63 @@ bool Builder::PlaceChunk(int model) {
   return TryNewSlot(model, need, /*saturated=*/false) || TryFallback(model);
 }
 
-bool Builder::Evaluate(int g, Gpu& after, int model, Accept accept, double* gain) const {
+void Builder::AbsorbLosses(Gpu& gpu) const {
+  // A saturated gpulet slowed by a new neighbour serves less; when its model has another,
+  // time-shared gpulet on the same GPU, that one may take the difference. Taking it can slow the
+  // saturated one again, so this repeats a few times and keeps a step only if the GPU then serves
+  // more (in % of a GPU at each model's knee).
+  auto value = [&](const Gpu& x) {
+    double v = 0;
+    for (const Slot& s : x.slots) {
+      for (const Member& m : s.members) v += m.rate_rps * c_->models[m.model].pct_per_rps;
+    }
+    return v;
+  };
+  for (int round = 0; round < kAbsorbRounds; ++round) {
+    Gpu trial = gpu;
+    bool moved = false;
+    for (Slot& s : trial.slots) {
+      for (Member& m : s.members) {
+        const double lost = m.want_rps - m.rate_rps;
+        if (lost <= 1e-9 * std::max(1.0, m.want_rps)) continue;
+        for (Slot& t : trial.slots) {
+          for (Member& n : t.members) {
+            if (&n == &m || n.model != m.model || n.saturated || moved) continue;
+            n.want_rps += lost;
+            m.want_rps = m.rate_rps;
+            moved = true;
+          }
+        }
+      }
+    }
+    if (!moved || !SolveGpu(*c_, trial) || value(trial) <= value(gpu) * (1 + 1e-12)) return;
+    gpu = std::move(trial);
+  }
+}
+
+bool Builder::Evaluate(int g, Gpu& after, int model, Accept accept, Outcome* outcome) const {
   if (!MemoryFits(*c_, after) || !SolveGpu(*c_, after)) return false;
+  AbsorbLosses(after);
   std::map<int, double> delta;
   Served(after, delta, 1);
   Served(gpus_[g], delta, -1);
   const double mine = delta[model];
   const double tolerance = 1e-9 * std::max(1.0, c_->models[model].rate_rps);
   if (mine <= tolerance) return false;
-  if (accept == Accept::kAllNoLoss && mine < pending_[model] - tolerance) return false;
+  if ((accept == Accept::kAll || accept == Accept::kAllNoLoss) &&
+      mine < pending_[model] - tolerance) {
+    return false;
+  }
+  const bool no_loss = accept == Accept::kAllNoLoss || accept == Accept::kPartNoLoss;
   double lost_pct = 0;
   for (const auto& [other, change] : delta) {
     if (other == model || change >= 0) continue;
-    if (accept != Accept::kNetGain && change < -1e-9 * std::max(1.0, c_->models[other].rate_rps)) {
-      return false;
-    }
+    if (no_loss && change < -1e-9 * std::max(1.0, c_->models[other].rate_rps)) return false;
     lost_pct += -change * c_->models[other].pct_per_rps;
   }
   if (lost_pct > mine * c_->models[model].pct_per_rps) return false;
-  *gain = mine;
+  outcome->gain = mine;
+  outcome->lost_pct = lost_pct;
   return true;
 }
 
@@ -277,9 +321,11 @@ void Builder::Commit(int g, Gpu after) {
 
 bool Builder::TryTimeShare(int model) {
   // seed 001 §4.3 "temporal scheduling": share an existing gpulet under the round rules at its
-  // size. Of the gpulets that take the whole residue without slowing anyone, the one left fullest
-  // (best fit in time), ties to the lowest GPU and slot.
+  // size. Of the gpulets that take the whole residue, the one that costs its GPU's other
+  // gpulets the least throughput (interference from the changed batches), then the one left
+  // fullest (best fit in time), then the lowest GPU and slot.
   int best_gpu = -1;
+  Outcome best_outcome{0, 1e300};
   double best_occupancy = -1;
   Gpu best;
   for (int g = 0; g < static_cast<int>(gpus_.size()); ++g) {
@@ -292,10 +338,13 @@ bool Builder::TryTimeShare(int model) {
       if (!RoundMayFit(*c_, slot, slot.pct, model, pending_[model])) continue;
       Gpu after = gpus_[g];
       after.slots[s].members.push_back({model, pending_[model]});
-      double gain = 0;
-      if (!Evaluate(g, after, model, Accept::kAllNoLoss, &gain)) continue;
+      Outcome outcome;
+      if (!Evaluate(g, after, model, Accept::kAll, &outcome)) continue;
       const double occupancy = Occupancy(after.slots[s]);
-      if (occupancy > best_occupancy + 1e-12) {
+      if (Better(outcome.lost_pct, best_outcome.lost_pct) ||
+          (!Better(best_outcome.lost_pct, outcome.lost_pct) &&
+           occupancy > best_occupancy + 1e-12)) {
+        best_outcome = outcome;
         best_occupancy = occupancy;
         best_gpu = g;
         best = std::move(after);
@@ -319,10 +368,10 @@ bool Builder::TryTopUp(int model) {
         if (gpus_[g].slots[s].members[k].model != model) continue;
         Gpu after = gpus_[g];
         after.slots[s].members[k].want_rps += pending_[model];
-        double gain = 0;
-        if (!Evaluate(g, after, model, Accept::kPartNoLoss, &gain)) continue;
-        if (gain > best_gain * (1 + 1e-9)) {
-          best_gain = gain;
+        Outcome outcome;
+        if (!Evaluate(g, after, model, Accept::kPartNoLoss, &outcome)) continue;
+        if (outcome.gain > best_gain * (1 + 1e-9)) {
+          best_gain = outcome.gain;
           best_gpu = g;
           best = std::move(after);
         }
@@ -338,9 +387,11 @@ bool Builder::TryGrow(int model) {
   // Not in the paper: a gpulet that cannot take the residue at its size may grow into free
   // capacity of its GPU (the artifact resizes fits the same way). Growing a 20 % gpulet to 40 %
   // costs 20 %, where a new gpulet would take a whole remainder (often 80 %) or open a GPU.
-  // Smallest growth wins, then the fullest result, then the lowest GPU and slot.
+  // Smallest growth wins, then the least throughput lost by the GPU's other gpulets, then the
+  // fullest result, then the lowest GPU and slot.
   int best_gpu = -1;
   int best_growth = 101;
+  double best_lost = 1e300;
   double best_occupancy = -1;
   Gpu best;
   for (int g = 0; g < static_cast<int>(gpus_.size()); ++g) {
@@ -357,12 +408,16 @@ bool Builder::TryGrow(int model) {
         Gpu after = gpus_[g];
         after.slots[s].pct = p;
         after.slots[s].members.push_back({model, pending_[model]});
-        double gain = 0;
-        if (!Evaluate(g, after, model, Accept::kAllNoLoss, &gain)) continue;
+        Outcome outcome;
+        if (!Evaluate(g, after, model, Accept::kAll, &outcome)) continue;
         const double occupancy = Occupancy(after.slots[s]);
-        if (p - slot.pct < best_growth ||
-            (p - slot.pct == best_growth && occupancy > best_occupancy + 1e-12)) {
-          best_growth = p - slot.pct;
+        const int growth = p - slot.pct;
+        if (growth < best_growth ||
+            (growth == best_growth &&
+             (Better(outcome.lost_pct, best_lost) ||
+              (!Better(best_lost, outcome.lost_pct) && occupancy > best_occupancy + 1e-12)))) {
+          best_growth = growth;
+          best_lost = outcome.lost_pct;
           best_occupancy = occupancy;
           best_gpu = g;
           best = std::move(after);
@@ -408,8 +463,8 @@ bool Builder::TryNewSlot(int model, int need_pct, bool saturated) {
     const int size = size_on(g);
     Gpu after = gpus_[g];
     after.slots.push_back({size, 0, {{model, pending_[model], saturated}}});
-    double gain = 0;
-    if (Evaluate(g, after, model, Accept::kNetGain, &gain)) {
+    Outcome outcome;
+    if (Evaluate(g, after, model, Accept::kNetGain, &outcome)) {
       Commit(g, std::move(after));
       return true;
     }
@@ -436,8 +491,8 @@ bool Builder::TryFallback(int model) {
     }
     Gpu after = gpus_[g];
     after.slots.push_back({size, 0, {{model, pending_[model], /*saturated=*/true}}});
-    double gain = 0;
-    if (Evaluate(g, after, model, Accept::kNetGain, &gain)) {
+    Outcome outcome;
+    if (Evaluate(g, after, model, Accept::kNetGain, &outcome)) {
       Commit(g, std::move(after));
       return true;
     }

@@ -79,15 +79,22 @@ class Builder {
   bool TryGrow(int model);
   bool TryNewSlot(int model, int need_pct, bool saturated);
   bool TryFallback(int model);
-  // What a candidate must achieve for `model` and the others on its GPU.
+  // What a candidate must achieve for `model` and the others on its GPU. Throughput others lose
+  // is weighed in % of a GPU at their knees and must stay below what `model` gains.
   enum class Accept {
-    kAllNoLoss,   // all of the pending rate, nobody else loses any
+    kAll,         // all of the pending rate
+    kAllNoLoss,   // all of it, nobody else loses any
     kPartNoLoss,  // some of it, nobody else loses any
-    kNetGain,     // some of it, and others lose less than it gains (in % of a GPU at their knees)
+    kNetGain,     // some of it
   };
-  // Solves `after` as the new state of GPU `g`; true (and *gain, the rate `model` gains) when
-  // memory fits, every round is feasible and `accept` holds.
-  bool Evaluate(int g, Gpu& after, int model, Accept accept, double* gain) const;
+  struct Outcome {
+    double gain = 0;      // rate `model` gains, requests/s
+    double lost_pct = 0;  // what the others lose, in % of a GPU
+  };
+  // Solves `after` as the new state of GPU `g`; true (and *outcome) when memory fits, every round
+  // is feasible and `accept` holds.
+  bool Evaluate(int g, Gpu& after, int model, Accept accept, Outcome* outcome) const;
+  void AbsorbLosses(Gpu& gpu) const;
   void Commit(int g, Gpu after);
 
   const Context* c_;
