@@ -177,6 +177,10 @@ std::vector<int> Builder::Order() const {
   std::iota(order.begin(), order.end(), 0);
   // Alg. 1 l.2: rate × SLO is the work a model needs; least work first.
   std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+    // Models that failed in an earlier pass go first, in the order they are listed.
+    const auto pa = std::find(first_.begin(), first_.end(), a);
+    const auto pb = std::find(first_.begin(), first_.end(), b);
+    if (pa != pb) return pa < pb;
     const ModelInfo& x = c_->models[a];
     const ModelInfo& y = c_->models[b];
     const double wx = x.rate_rps * x.slo_ms;

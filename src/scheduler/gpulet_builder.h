@@ -61,8 +61,11 @@ class Builder {
   Builder(const Context* context, std::vector<Gpu> gpus, std::vector<double> pending,
           Variant variant);
 
-  // The models in Alg. 1 order (l.2): rate × SLO, ties by name.
+  // The models in Alg. 1 order (l.2): rate × SLO, ties by name; the models given to
+  // PlaceFirst before all others.
   std::vector<int> Order() const;
+  // Not in the paper: a greedy pass that left models out is repeated with them placed first.
+  void PlaceFirst(std::vector<int> models) { first_ = std::move(models); }
 
   // Places all pending rate of `model`, then any rate that placement made others lose.
   // All or nothing; false leaves the GPUs as they were.
@@ -99,7 +102,8 @@ class Builder {
 
   const Context* c_;
   Variant variant_;
-  std::vector<int> knee_;  // per model, for this variant
+  std::vector<int> knee_;   // per model, for this variant
+  std::vector<int> first_;  // models placed before the others
   std::vector<Gpu> gpus_;
   std::vector<double> pending_;
   // Models whose placement began (or that the initial GPUs hold): only their lost throughput is

@@ -32,6 +32,9 @@ constexpr Variant kVariants[] = {
     {true, gpulet::KneeRule::kGpuPair, true},   {false, gpulet::KneeRule::kGpuPair, true},
 };
 
+// Passes after the first, each placing the models the best plan so far left out first.
+constexpr int kRepairPasses = 2;
+
 // The plan-ranking key: fewest unschedulable models, then fewest GPUs, then least Σ partition.
 std::tuple<size_t, int, int> Rank(const Plan& plan) {
   return {plan.unschedulable.size(), plan.GpusUsed(), plan.PartitionSum()};
@@ -49,16 +52,33 @@ class GpuletPlanner : public Planner {
   StatusOr<Plan> MakePlan(const std::vector<ModelDemand>& demands, int num_gpus) override {
     TESSERA_ASSIGN_OR_RETURN(Context context, MakeContext(demands, num_gpus));
     std::optional<Plan> best;
-    for (const Variant& variant : kVariants) {
-      Builder builder(&context, num_gpus, variant);
-      std::vector<std::string> unschedulable;
-      for (int m : builder.Order()) {
-        if (!builder.PlaceModel(m)) unschedulable.push_back(context.models[m].name);
+    std::vector<int> first;  // models left out by the passes so far, placed first in the next
+    for (int pass = 0; pass <= kRepairPasses; ++pass) {
+      for (const Variant& variant : kVariants) {
+        Builder builder(&context, num_gpus, variant);
+        builder.PlaceFirst(first);
+        std::vector<std::string> unschedulable;
+        for (int m : builder.Order()) {
+          if (!builder.PlaceModel(m)) unschedulable.push_back(context.models[m].name);
+        }
+        Plan plan = ToPlan(context, builder, num_gpus, std::move(unschedulable));
+        if (!best || Rank(plan) < Rank(*best)) best = std::move(plan);
+        // Nothing beats a plan that fits everything on one GPU; save the other variants' time.
+        if (best->unschedulable.empty() && best->GpusUsed() <= 1) break;
       }
-      Plan plan = ToPlan(context, builder, num_gpus, std::move(unschedulable));
-      if (!best || Rank(plan) < Rank(*best)) best = std::move(plan);
-      // Nothing beats a plan that fits everything on one GPU; save the other variants' time.
-      if (best->unschedulable.empty() && best->GpusUsed() <= 1) break;
+      if (best->unschedulable.empty()) break;
+      // Greedy placement is order-sensitive: a model that found no room after the others often
+      // fits when it goes first (a model with an SLO no gpulet meets never will).
+      const size_t before = first.size();
+      for (size_t m = 0; m < context.models.size(); ++m) {
+        const bool failed = std::find(best->unschedulable.begin(), best->unschedulable.end(),
+                                      context.models[m].name) != best->unschedulable.end();
+        if (failed && context.models[m].knee >= 0 &&
+            std::find(first.begin(), first.end(), static_cast<int>(m)) == first.end()) {
+          first.push_back(static_cast<int>(m));
+        }
+      }
+      if (first.size() == before) break;
     }
     TESSERA_RETURN_IF_ERROR(Verify(*best, demands));
     return *std::move(best);

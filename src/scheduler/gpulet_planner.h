@@ -8,7 +8,8 @@
 // artifact's, never 100 %; the same with the (80,100) pair; the best p / 100 − p pair of a split
 // GPU); the paper's best fit (smallest free capacity) and a tight fit (smallest resulting
 // gpulet) — and returns the plan that leaves the fewest
-// models unschedulable, then uses the fewest GPUs, then the least Σ partition. Every plan it
+// models unschedulable, then uses the fewest GPUs, then the least Σ partition. When even the best
+// leaves models out, up to two more rounds of all variants place those models first. Every plan it
 // returns passes CheckPlan under the planner's interference model and options.
 //
 // Replan keeps the gpulets of models whose rate rose by at most kReplanKeepRise (5 %), rescaling
