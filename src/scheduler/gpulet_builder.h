@@ -1,13 +1,21 @@
 // Internal to the gpulet planner: seed 001 Alg. 1 (elastic partitioning) on a set of GPUs.
 //
-// The builder places each model's rate chunk by chunk (Alg. 1 l.4–10): a saturated gpulet at the
-// knee p_eff while the remaining rate exceeds what one serves, then one residue; a residue first
-// tries to time-share an existing gpulet, then to grow one into free capacity on its GPU, then a
-// new gpulet by best fit (FindBestFit, l.14–26), and as a last resort the largest free capacity
-// left serves part of the rate. Placing next to a gpulet slows it (interference); throughput it
-// loses goes back to its model's pending rate and is placed again. A model is placed as a
-// transaction: if its rate (and the rate it made others lose) cannot all be placed, the GPUs go
-// back to how they were and the model is reported unschedulable.
+// The builder places each model's rate chunk by chunk (Alg. 1 l.4–10). Each chunk, in order:
+//  1. top-up: spare capacity of the model's own gpulets (not in the paper; a residue that took a
+//     GPU's last gpulet whole often has room);
+//  2. while the remaining rate exceeds what one saturated gpulet at the knee p_eff serves: a new
+//     saturated gpulet at p_eff by best fit (FindBestFit, l.14–26, splitting a whole GPU);
+//  3. else the residue: time-share an existing gpulet (§4.3 temporal scheduling), else grow one
+//     into free capacity of its GPU (not in the paper), else a new gpulet of size p_req by best
+//     fit;
+//  4. last resort (the artifact's readjust): the largest free capacity left serves what it can.
+// Every candidate is solved with its GPU's interference (SolveGpu) and must pass memory
+// admission. Placing next to a gpulet slows it; a time-shared gpulet of the same model on that GPU
+// absorbs what it can, the rest goes back to its model's pending rate and is placed again (the
+// artifact's neighbour re-check). A candidate is refused when what others lose (in % of a GPU at
+// their knees) exceeds what it gains. A model is placed as a transaction: if its rate (and the
+// rate it made others lose) cannot all be placed, the GPUs go back to how they were and the model
+// is reported unschedulable.
 //
 // Thread-compatible; deterministic for a given input.
 #pragma once
