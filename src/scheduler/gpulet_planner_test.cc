@@ -427,6 +427,28 @@ TEST_F(GpuletPlannerTest, ReplanFallsBackToAFullPlan) {
   EXPECT_EQ(PlanToText(*from_foreign), PlanToText(*full));
 }
 
+TEST_F(GpuletPlannerTest, ReplanOnFewerGpusMovesWhatWasOnTheRemovedOnes) {
+  options_.max_models_per_gpulet = 1;
+  options_.max_gpulets_per_gpu = 1;
+  auto planner = CreateGpuletPlanner(&profiles_, InterferenceModel::None(), options_);
+  // One whole GPU each.
+  const std::vector<ModelDemand> demands = {{"a", "", 100, 100}, {"c", "", 100, 100}};
+  auto plan = planner->MakePlan(demands, 2);
+  ASSERT_TRUE(plan.ok());
+  ASSERT_EQ(plan->GpusUsed(), 2);
+  // With one GPU only one of them fits; the re-plan says which and keeps every rule.
+  auto replan = planner->Replan(*plan, demands, 1);
+  ASSERT_TRUE(replan.ok()) << replan.status();
+  EXPECT_EQ(replan->num_gpus, 1);
+  EXPECT_EQ(replan->unschedulable.size(), 1u);
+  EXPECT_TRUE(CheckPlan(*replan, demands, profiles_, InterferenceModel::None(), options_).ok());
+  // With three, the model on GPU 1 stays where it was.
+  auto more = planner->Replan(*plan, demands, 3);
+  ASSERT_TRUE(more.ok());
+  EXPECT_EQ(PlanToText(*more).substr(PlanToText(*more).find('\n')),
+            PlanToText(*plan).substr(PlanToText(*plan).find('\n')));
+}
+
 TEST_F(GpuletPlannerTest, BadInputIsAnError) {
   auto planner = CreateGpuletPlanner(&profiles_, InterferenceModel::None(), options_);
   EXPECT_EQ(planner->MakePlan({{"nope", "", 1, 10}}, 1).status().code(),
