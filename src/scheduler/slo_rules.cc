@@ -100,20 +100,37 @@ double TotalLatency(const std::vector<RoundMember>& members, LatencyCache& cache
 std::optional<Round> FitRound(const std::vector<RoundMember>& members, int partition_pct,
                               double margin, int max_batch) {
   if (members.empty()) return std::nullopt;
-  std::vector<double> duties;
   double min_slo = members.front().slo_ms;
+  // Whether every member's latency is known not to fall with the batch (then Σ L + d only grows
+  // with d, and the search may stop at the first step past the SLO).
+  bool monotone = true;
   for (const RoundMember& m : members) {
     if (m.rate_rps <= 0) return std::nullopt;
     min_slo = std::min(min_slo, m.slo_ms);
-    for (int k = 1; k <= max_batch; ++k) duties.push_back(1000.0 * k / m.rate_rps);
+    const std::vector<double>* table = m.latency_by_batch;
+    const int cap = std::min(max_batch, m.profile->max_batch());
+    if (table == nullptr || static_cast<int>(table->size()) <= cap) {
+      monotone = false;
+      continue;
+    }
+    for (int b = 2; b <= cap && monotone; ++b) monotone = (*table)[b] >= (*table)[b - 1];
   }
-  std::sort(duties.begin(), duties.end());
-  duties.erase(std::unique(duties.begin(), duties.end()), duties.end());
   LatencyCache cache(members, partition_pct, margin, max_batch);
+  // Candidate step points d = 1000·k/r_j in ascending order, k = 1..max_batch per member: a merge
+  // of the members' sequences (equal values once).
+  std::vector<int> next_k(members.size(), 1);
   double best_duty = 0;
   double best_occupancy = 2;
   double left = 0;  // the batches are constant for duties in (left, duty]
-  for (double duty : duties) {
+  while (true) {
+    double duty = std::numeric_limits<double>::infinity();
+    for (size_t j = 0; j < members.size(); ++j) {
+      if (next_k[j] <= max_batch) duty = std::min(duty, 1000.0 * next_k[j] / members[j].rate_rps);
+    }
+    if (!std::isfinite(duty)) break;
+    for (size_t j = 0; j < members.size(); ++j) {
+      if (next_k[j] <= max_batch && 1000.0 * next_k[j] / members[j].rate_rps == duty) ++next_k[j];
+    }
     const double total = TotalLatency(members, cache, duty);
     if (total < 0) break;  // longer rounds need even larger batches
     // The longest feasible round in (left, duty] has the lowest occupancy: the step point itself
@@ -129,6 +146,9 @@ std::optional<Round> FitRound(const std::vector<RoundMember>& members, int parti
         best_duty = d;
       }
     }
+    // Every later round is longer than this step: past the SLO it cannot fit, and with latencies
+    // that do not fall with the batch neither can one whose Σ L + d already reaches it.
+    if (duty >= min_slo || (monotone && duty + total >= min_slo)) break;
     left = duty;
   }
   if (best_duty <= 0) return std::nullopt;

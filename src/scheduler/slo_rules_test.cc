@@ -1,5 +1,9 @@
 #include "slo_rules.h"
 
+#include <algorithm>
+#include <cmath>
+#include <random>
+
 #include "gtest/gtest.h"
 #include "profile_fixtures_for_test.h"
 
@@ -77,6 +81,88 @@ TEST(SloRulesTest, RoundFailsWhenSloTooTight) {
   const ModelProfile a = LinearProfileForTest("a", 10, 1);
   std::vector<RoundMember> members = {{&a, 100, 15, 1}, {&a, 100, 15, 1}};
   EXPECT_FALSE(FitRound(members, 100, 1, 32).has_value());
+}
+
+// The straightforward search FitRound must agree with: every step duty 1000·k/r_j and every
+// SLO-capped duty between steps, each evaluated from the profile.
+std::optional<Round> ReferenceFitRound(const std::vector<RoundMember>& members, int pct,
+                                       double margin, int max_batch) {
+  std::vector<double> duties;
+  double min_slo = 1e300;
+  for (const RoundMember& m : members) {
+    min_slo = std::min(min_slo, m.slo_ms);
+    for (int k = 1; k <= max_batch; ++k) duties.push_back(1000.0 * k / m.rate_rps);
+  }
+  std::sort(duties.begin(), duties.end());
+  duties.erase(std::unique(duties.begin(), duties.end()), duties.end());
+  auto evaluate = [&](double d) -> std::optional<Round> {
+    Round r;
+    r.duty_ms = d;
+    double total = 0;
+    for (const RoundMember& m : members) {
+      const int b = std::max(1, static_cast<int>(std::ceil(d * m.rate_rps / 1000.0 - 1e-9)));
+      if (b > max_batch) return std::nullopt;
+      r.batches.push_back(b);
+      r.latencies_ms.push_back(
+          ScheduledLatencyMs(*m.profile, b, pct, m.interference_factor, margin));
+      total += r.latencies_ms.back();
+    }
+    if (total > d || total + d > min_slo) return std::nullopt;
+    r.occupancy = total / d;
+    return r;
+  };
+  std::optional<Round> best;
+  double left = 0;
+  for (double duty : duties) {
+    std::vector<double> candidates = {duty};
+    double total = 0;
+    for (const RoundMember& m : members) {
+      const int b = std::max(1, static_cast<int>(std::ceil(duty * m.rate_rps / 1000.0 - 1e-9)));
+      total += ScheduledLatencyMs(*m.profile, std::min(b, max_batch), pct, m.interference_factor,
+                                  margin);
+    }
+    const double capped = min_slo - total;
+    if (capped > left * (1 + 1e-9) && capped < duty) candidates.push_back(capped);
+    for (double d : candidates) {
+      auto r = evaluate(d);
+      if (r && (!best || r->occupancy < best->occupancy - 1e-12)) best = r;
+    }
+    left = duty;
+  }
+  return best;
+}
+
+TEST(SloRulesTest, FitRoundMatchesTheStraightforwardSearch) {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<double> unit(0, 1);
+  std::vector<ModelProfile> profiles;
+  for (int i = 0; i < 6; ++i) {
+    profiles.push_back(
+        LinearProfileForTest("m" + std::to_string(i), 0.2 + 5 * unit(rng), 0.05 + 2 * unit(rng)));
+  }
+  std::vector<std::vector<double>> tables(profiles.size());
+  int found = 0;
+  for (int trial = 0; trial < 400; ++trial) {
+    const int pct = std::vector<int>{20, 40, 50, 60, 80, 100}[trial % 6];
+    const bool with_tables = trial % 2 == 0;
+    std::vector<RoundMember> members;
+    const int n = 1 + trial % 3;
+    for (int j = 0; j < n; ++j) {
+      const size_t p = (trial * 7 + j * 3) % profiles.size();
+      tables[p].assign(33, 0);
+      for (int b = 1; b <= 32; ++b) tables[p][b] = profiles[p].LatencyMs(b, pct);
+      members.push_back({&profiles[p], 5 + 1500 * unit(rng) * unit(rng), 5 + 200 * unit(rng),
+                         1 + 0.3 * unit(rng), with_tables ? &tables[p] : nullptr});
+    }
+    const auto fast = FitRound(members, pct, 1.1, 32);
+    const auto reference = ReferenceFitRound(members, pct, 1.1, 32);
+    ASSERT_EQ(fast.has_value(), reference.has_value()) << "trial " << trial;
+    if (!fast) continue;
+    ++found;
+    EXPECT_DOUBLE_EQ(fast->duty_ms, reference->duty_ms) << "trial " << trial;
+    EXPECT_EQ(fast->batches, reference->batches) << "trial " << trial;
+  }
+  EXPECT_GT(found, 100);
 }
 
 }  // namespace
