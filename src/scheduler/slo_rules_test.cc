@@ -54,6 +54,25 @@ TEST(SloRulesTest, RoundOfTwoModels) {
   EXPECT_NEAR(round->occupancy, 13.5 / 35, 1e-12);
 }
 
+TEST(SloRulesTest, ShortRoundForTightSloAtLowRate) {
+  // L(1,100) = 0.5 + 0.5 = 1 ms, SLO 5 ms, 100 rps: a round of 1000/100 = 10 ms waits too long,
+  // but a 4 ms round with batch 1 meets 1 + 4 ≤ 5 (one request arrives per 2.5 rounds).
+  const ModelProfile lenet = LinearProfileForTest("lenet", 0.5, 0.5);
+  auto round = FitRound({{&lenet, 100, 5, 1}}, 100, 1, 32);
+  ASSERT_TRUE(round.has_value());
+  EXPECT_DOUBLE_EQ(round->duty_ms, 4);
+  EXPECT_EQ(round->batches, (std::vector<int>{1}));
+  EXPECT_DOUBLE_EQ(round->occupancy, 0.25);
+  // At 20 %: L = 5 ms, nothing fits.
+  EXPECT_FALSE(FitRound({{&lenet, 100, 5, 1}}, 20, 1, 32).has_value());
+  // At 500 rps the step at 2 ms (batch 1, L 1) fits and a capped 3.5 ms round needs batch 2
+  // (L 1.5): 1.5 + 3.5 = 5, occupancy 0.43 < 0.5.
+  round = FitRound({{&lenet, 500, 5, 1}}, 100, 1, 32);
+  ASSERT_TRUE(round.has_value());
+  EXPECT_DOUBLE_EQ(round->duty_ms, 3.5);
+  EXPECT_EQ(round->batches, (std::vector<int>{2}));
+}
+
 TEST(SloRulesTest, RoundFailsWhenSloTooTight) {
   const ModelProfile a = LinearProfileForTest("a", 10, 1);
   std::vector<RoundMember> members = {{&a, 100, 15, 1}, {&a, 100, 15, 1}};
