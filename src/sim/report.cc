@@ -58,10 +58,11 @@ std::string ModelJson(const ModelReport& m) {
       ", \"violation_pct\": ", Num(m.violation_pct), "}");
 }
 
-std::string ModelLine(const ModelReport& m) {
-  return absl::StrFormat("%-16s %7.1f %9.1f %9.1f %9.1f %8.2f %8.2f %8.2f %7.3f %7d\n", m.model,
-                         m.slo_ms, m.offered_rps, m.throughput_rps, m.goodput_rps, m.p50_ms,
-                         m.p99_ms, m.max_ms, m.violation_pct, m.dropped);
+std::string ModelLine(const ModelReport& m, bool total) {
+  const std::string slo = total ? "-" : absl::StrFormat("%.1f", m.slo_ms);
+  return absl::StrFormat("%-16s %7s %9.1f %9.1f %9.1f %8.2f %8.2f %8.2f %7.3f %7d\n", m.model, slo,
+                         m.offered_rps, m.throughput_rps, m.goodput_rps, m.p50_ms, m.p99_ms,
+                         m.max_ms, m.violation_pct, m.dropped);
 }
 
 }  // namespace
@@ -97,8 +98,8 @@ std::string ReportToText(const SimReport& report) {
   absl::StrAppendFormat(&out, "%-16s %7s %9s %9s %9s %8s %8s %8s %7s %7s\n", "model", "slo_ms",
                         "offered", "thruput", "goodput", "p50_ms", "p99_ms", "max_ms", "viol%",
                         "dropped");
-  for (const ModelReport& m : report.models) absl::StrAppend(&out, ModelLine(m));
-  absl::StrAppend(&out, ModelLine(report.total));
+  for (const ModelReport& m : report.models) absl::StrAppend(&out, ModelLine(m, false));
+  absl::StrAppend(&out, ModelLine(report.total, true));
   if (!report.epochs.empty()) {
     absl::StrAppendFormat(&out, "%9s %9s %5s %6s %9s %11s  %s\n", "epoch_s", "switch_s", "gpus",
                           "part%", "arrived", "violations", "action");
