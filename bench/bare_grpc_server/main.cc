@@ -1,0 +1,161 @@
+// tessera-bare-server: the floor for Tessera's frontend overhead (bench/frontend_overhead.py).
+//
+// A bare grpc++ callback server speaking just enough KServe v2 for tessera-bench and tritonclient:
+// ServerLive/Ready, ServerMetadata, ModelReady, ModelMetadata, ModelConfig and ModelInfer, which
+// answers every request at once with a copy of its first input as output "output" (same datatype
+// and shape), on the calling gRPC thread. No queue, no batching, no executor process: whatever
+// Tessera adds on top of this is its frontend, dispatch and IPC overhead. Server settings match
+// Tessera's frontend (callback API, INT32_MAX message size).
+
+#include <csignal>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "grpcpp/grpcpp.h"
+#include "inference/grpc_service.grpc.pb.h"
+
+namespace {
+
+using grpc::CallbackServerContext;
+using grpc::ServerUnaryReactor;
+
+struct Options {
+  std::string model = "identity";
+  std::string datatype = "FP32";
+  std::vector<int64_t> dims = {256};
+  int64_t max_batch_size = 8;
+};
+
+ServerUnaryReactor* Finish(CallbackServerContext* context, grpc::Status status) {
+  ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(std::move(status));
+  return reactor;
+}
+
+class BareService final : public inference::GRPCInferenceService::CallbackService {
+ public:
+  explicit BareService(Options options) : o_(std::move(options)) {}
+
+  ServerUnaryReactor* ServerLive(CallbackServerContext* c, const inference::ServerLiveRequest*,
+                                 inference::ServerLiveResponse* r) override {
+    r->set_live(true);
+    return Finish(c, grpc::Status::OK);
+  }
+  ServerUnaryReactor* ServerReady(CallbackServerContext* c, const inference::ServerReadyRequest*,
+                                  inference::ServerReadyResponse* r) override {
+    r->set_ready(true);
+    return Finish(c, grpc::Status::OK);
+  }
+  ServerUnaryReactor* ModelReady(CallbackServerContext* c, const inference::ModelReadyRequest* q,
+                                 inference::ModelReadyResponse* r) override {
+    r->set_ready(q->name() == o_.model);
+    return Finish(c, grpc::Status::OK);
+  }
+  ServerUnaryReactor* ServerMetadata(CallbackServerContext* c,
+                                     const inference::ServerMetadataRequest*,
+                                     inference::ServerMetadataResponse* r) override {
+    r->set_name("tessera-bare-server");
+    r->set_version("0");
+    return Finish(c, grpc::Status::OK);
+  }
+  ServerUnaryReactor* ModelMetadata(CallbackServerContext* c,
+                                    const inference::ModelMetadataRequest* q,
+                                    inference::ModelMetadataResponse* r) override {
+    if (q->name() != o_.model) return Finish(c, NotFound(q->name()));
+    r->set_name(o_.model);
+    r->add_versions("1");
+    r->set_platform("bare");
+    for (const char* name : {"input", "output"}) {
+      auto* t = std::string(name) == "input" ? r->add_inputs() : r->add_outputs();
+      t->set_name(name);
+      t->set_datatype(o_.datatype);
+      if (o_.max_batch_size > 0) t->add_shape(-1);
+      for (int64_t d : o_.dims) t->add_shape(d);
+    }
+    return Finish(c, grpc::Status::OK);
+  }
+  ServerUnaryReactor* ModelConfig(CallbackServerContext* c, const inference::ModelConfigRequest* q,
+                                  inference::ModelConfigResponse* r) override {
+    if (q->name() != o_.model) return Finish(c, NotFound(q->name()));
+    auto* config = r->mutable_config();
+    config->set_name(o_.model);
+    config->set_platform("bare");
+    config->set_max_batch_size(static_cast<int32_t>(o_.max_batch_size));
+    return Finish(c, grpc::Status::OK);
+  }
+  ServerUnaryReactor* ModelInfer(CallbackServerContext* c, const inference::ModelInferRequest* q,
+                                 inference::ModelInferResponse* r) override {
+    if (q->model_name() != o_.model) return Finish(c, NotFound(q->model_name()));
+    if (q->inputs_size() < 1 || q->raw_input_contents_size() < 1) {
+      return Finish(
+          c, {grpc::StatusCode::INVALID_ARGUMENT, "expected one input in raw_input_contents"});
+    }
+    r->set_model_name(o_.model);
+    r->set_model_version("1");
+    r->set_id(q->id());
+    auto* out = r->add_outputs();
+    out->set_name("output");
+    out->set_datatype(q->inputs(0).datatype());
+    *out->mutable_shape() = q->inputs(0).shape();
+    *r->add_raw_output_contents() = q->raw_input_contents(0);
+    return Finish(c, grpc::Status::OK);
+  }
+
+ private:
+  static grpc::Status NotFound(const std::string& name) {
+    return {grpc::StatusCode::NOT_FOUND, "unknown model '" + name + "'"};
+  }
+  Options o_;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options options;
+  std::string address = "0.0.0.0";
+  int port = 8101;
+  CLI::App app{
+      "tessera-bare-server: a bare grpc++ KServe v2 server whose ModelInfer copies the "
+      "input (the floor for frontend overhead)"};
+  app.add_option("--address", address, "Listen address");
+  app.add_option("--grpc-port", port, "gRPC port (0 = any; the chosen port is printed)");
+  app.add_option("--model", options.model, "The one model name served");
+  app.add_option("--datatype", options.datatype, "Input datatype reported by metadata");
+  app.add_option("--dims", options.dims, "Input dims without the batch dimension");
+  app.add_option("--max-batch-size", options.max_batch_size, "Reported max_batch_size");
+  CLI11_PARSE(app, argc, argv);
+
+  BareService service(options);
+  grpc::ServerBuilder builder;
+  int selected = 0;
+  builder.AddListeningPort(address + ":" + std::to_string(port), grpc::InsecureServerCredentials(),
+                           &selected);
+  builder.SetMaxReceiveMessageSize(INT32_MAX);
+  builder.SetMaxSendMessageSize(INT32_MAX);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (!server || selected == 0) {
+    std::cerr << "tessera-bare-server: error: cannot listen on " << address << ":" << port << "\n";
+    return 1;
+  }
+  std::cout << "tessera-bare-server: serving model '" << options.model << "' on " << address << ":"
+            << selected << std::endl;
+  // Stop on SIGTERM/SIGINT: a waiter thread sees the signal and shuts the server down.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  std::thread waiter([&] {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    server->Shutdown();
+  });
+  server->Wait();
+  waiter.join();
+  return 0;
+}

@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""Frontend overhead: the same tessera-bench load against (a) tessera-server serving an ONNX Identity
+model and (b) tessera-bare-server (bare grpc++, ModelInfer answers with a copy of the input), in one
+run; prints Tessera's throughput and p50/p99 latency next to the bare server's, with the ratios.
+
+Targets (issue 6): throughput >= 0.7x the bare server's, added median latency <= 100 us.
+
+Usage (from the repository root, after building tessera-server, tessera-executor, tessera-bench and
+tessera-bare-server):
+    .venv/bin/python bench/frontend_overhead.py --build-dir build [--output bench/results/x.md]
+
+Loads (each run `--repeats` times, servers interleaved, medians reported):
+  closed loop, concurrency 1   -> unloaded latency (the "added median latency" figure)
+  closed loop, concurrency 16  -> throughput at saturation
+The identity model has one instance, FP32 [1, --dims]; no dynamic batching unless --batching
+(then max_queue_delay_microseconds 0: whatever is queued runs as one batch).
+"""
+
+import argparse
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import benchlib  # noqa: E402
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--build-dir", default=str(benchlib.REPO / "build"))
+    p.add_argument("--dims", type=int, nargs="+", default=[256],
+                   help="input dims without the batch dim (default 256 FP32 = 1 KiB)")
+    p.add_argument("--concurrency", type=int, nargs="+", default=[1, 16])
+    p.add_argument("--duration-s", type=float, default=5)
+    p.add_argument("--warmup-s", type=float, default=1)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--batching", action="store_true",
+                   help="give the identity model dynamic_batching (max_queue_delay 0): queued "
+                        "requests run as one batch")
+    p.add_argument("--machine", default=None, help="machine class for the header")
+    p.add_argument("--output", help="also write the table (markdown) here")
+    args = p.parse_args()
+
+    build = Path(args.build_dir)
+    bench_bin = benchlib.find_bin(build, "tessera-bench")
+    server_bin = benchlib.find_bin(build, "tessera-server")
+    benchlib.find_bin(build, "tessera-executor")
+    bare_bin = benchlib.find_bin(build, "tessera-bare-server")
+    work = benchlib.temp_dir("tessera-overhead-")
+    repo = work / "models"
+    benchlib.write_identity_model(repo / "identity", args.dims, batching=args.batching)
+
+    tessera_port, bare_port = benchlib.free_port(), benchlib.free_port()
+    dims = [str(d) for d in args.dims]
+    servers = {
+        "bare": benchlib.Server("tessera-bare-server",
+                                [bare_bin, "--grpc-port", bare_port, "--model", "identity",
+                                 "--dims", *dims], work),
+        "tessera": benchlib.Server("tessera-server",
+                                   [server_bin, "--model-repository", repo, "--grpc-port",
+                                    tessera_port, "--metrics-port", "0",
+                                    "--model-control-mode", "none"], work),
+    }
+    urls = {"bare": f"127.0.0.1:{bare_port}", "tessera": f"127.0.0.1:{tessera_port}"}
+    results = {}  # (name, concurrency) -> list of overall summaries
+    try:
+        for s in servers.values():
+            s.start()
+        for name in ("bare", "tessera"):
+            benchlib.wait_model(bench_bin, servers[name], urls[name], "identity")
+        for c in args.concurrency:
+            for r in range(args.repeats):
+                for name in ("bare", "tessera"):
+                    servers[name].check_alive()
+                    report = benchlib.run_bench(
+                        bench_bin,
+                        ["-u", urls[name], "-m", "identity", "--concurrency-range", c,
+                         "--warmup-s", args.warmup_s, "--duration-s", args.duration_s,
+                         "--seed", r + 1],
+                        work / f"{name}-c{c}-{r}.json")
+                    overall = report["runs"][0]["overall"]
+                    if overall["error_count"] or overall["unfinished"]:
+                        benchlib.die(f"{name} had errors at concurrency {c}: {overall['errors']}")
+                    results.setdefault((name, c), []).append(overall)
+    finally:
+        for s in servers.values():
+            s.stop()
+
+    def med(name, c, key, sub=None):
+        values = [(o[key][sub] if sub else o[key]) for o in results[(name, c)]]
+        return statistics.median(values)
+
+    lines = [
+        "# Frontend overhead: tessera-server (identity model) vs bare grpc++ server",
+        "",
+        f"- date: {benchlib.today()}",
+        f"- machine: {args.machine or benchlib.machine_description()}",
+        f"- commit: {benchlib.commit_id()}",
+        f"- command: `.venv/bin/python bench/frontend_overhead.py --build-dir {args.build_dir} "
+        f"--dims {' '.join(dims)} --concurrency {' '.join(map(str, args.concurrency))} "
+        f"--duration-s {args.duration_s:g} --warmup-s {args.warmup_s:g} --repeats {args.repeats}"
+        f"{' --batching' if args.batching else ''}`",
+        f"- load: tessera-bench closed loop, one request = FP32 [1, {', '.join(dims)}], "
+        f"{args.repeats} interleaved runs per server and level, medians shown; client and server "
+        f"share the machine; identity model "
+        f"{'with dynamic batching (max_queue_delay 0)' if args.batching else 'without batching'}, "
+        f"one instance",
+        "",
+        "| concurrency | metric | bare grpc++ | tessera | tessera / bare |",
+        "|---|---|---|---|---|",
+    ]
+    for c in args.concurrency:
+        tb, tt = med("bare", c, "throughput"), med("tessera", c, "throughput")
+        rows = [("throughput (req/s)", tb, tt, f"{tt / tb:.2f}x")]
+        for key, label in (("p50", "p50 latency (ms)"), ("p99", "p99 latency (ms)")):
+            b, t = med("bare", c, "latency_ms", key), med("tessera", c, "latency_ms", key)
+            rows.append((label, b, t, f"{t / b:.2f}x (+{(t - b) * 1000:.0f} us)"))
+        for label, b, t, ratio in rows:
+            lines.append(f"| {c} | {label} | {b:.3f} | {t:.3f} | {ratio} |")
+    # Throughput is judged at the highest concurrency (saturation; at concurrency 1 it is just
+    # 1/latency), added median latency at the lowest (no queueing in either server).
+    c_hi, c_lo = max(args.concurrency), min(args.concurrency)
+    ratio = med("tessera", c_hi, "throughput") / med("bare", c_hi, "throughput")
+    added_us = (med("tessera", c_lo, "latency_ms", "p50") -
+                med("bare", c_lo, "latency_ms", "p50")) * 1000
+    verdicts = [
+        f"throughput at concurrency {c_hi}: {ratio:.2f}x bare "
+        f"({'meets' if ratio >= 0.7 else 'MISSES'} the >= 0.7x target)",
+        f"added median latency at concurrency {c_lo}: {added_us:.0f} us "
+        f"({'meets' if added_us <= 100 else 'MISSES'} the <= 100 us target)",
+    ]
+    lines += ["", "Targets (issue 6): throughput >= 0.7x bare, added median latency <= 100 us.", ""]
+    lines += [f"- {v}" for v in verdicts]
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if args.output:
+        Path(args.output).write_text(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# Compatibility check: Triton's perf_analyzer drives tessera-server over gRPC (KServe v2), and its
+# figures sit next to tessera-bench's for the same closed-loop load. Writes the whole output, with
+# date, machine, GPU and commit, to bench/results/<date>-perf-analyzer-<host>.txt.
+#
+# Where it runs: perf_analyzer's prebuilt binary needs glibc >= 2.38 (Ubuntu 24.04 class: the GPU
+# machines qualify, Debian 12 does not). The GPU image has no pip, so the binary is carried in as
+# the PyPI wheel and unpacked (a wheel is a zip; no installation needed):
+#
+#   # on a machine with pip and network (e.g. the dev VM):
+#   pip download perf-analyzer==2.60.0 --no-deps --only-binary=:all: \
+#       --platform manylinux_2_38_x86_64 --python-version 3.12 -d bench/gpu/wheels
+#   # on the GPU machine, from the repository root, with build/bin built:
+#   bench/gpu/perf_analyzer_compat.sh --wheel bench/gpu/wheels/perf_analyzer-*.whl
+#   # or with a perf_analyzer binary already there:
+#   PERF_ANALYZER=/path/to/perf_analyzer bench/gpu/perf_analyzer_compat.sh
+#
+# Options: --build-dir DIR (default build), --models "mlp small_cnn", --concurrency 1:4:1,
+# --interval-ms 3000, --output FILE. Exit 1 with a message saying what is missing when
+# perf_analyzer, glibc or the binaries are not there.
+set -euo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+BUILD_DIR="$REPO/build"
+MODELS="mlp small_cnn"
+CONCURRENCY="1:4:1"
+INTERVAL_MS=3000
+WHEEL=""
+OUTPUT=""
+
+die() { echo "perf_analyzer_compat: error: $*" >&2; exit 1; }
+
+while (($#)); do
+  case "$1" in
+    --build-dir) BUILD_DIR="$2"; shift 2 ;;
+    --models) MODELS="$2"; shift 2 ;;
+    --concurrency) CONCURRENCY="$2"; shift 2 ;;
+    --interval-ms) INTERVAL_MS="$2"; shift 2 ;;
+    --wheel) WHEEL="$2"; shift 2 ;;
+    --output) OUTPUT="$2"; shift 2 ;;
+    -h|--help) sed -n '2,24p' "${BASH_SOURCE[0]}"; exit 0 ;;
+    *) die "unknown argument '$1' (see --help)" ;;
+  esac
+done
+
+# ---- glibc -----------------------------------------------------------------------------------------
+glibc="$(getconf GNU_LIBC_VERSION 2>/dev/null | awk '{print $2}')"
+[[ -n "$glibc" ]] || die "cannot tell the glibc version (getconf GNU_LIBC_VERSION)"
+if [[ "$(printf '%s\n2.38\n' "$glibc" | sort -V | head -n1)" != "2.38" ]]; then
+  die "glibc $glibc < 2.38: perf_analyzer's prebuilt binary does not run here (Debian 12 has 2.36);" \
+      "run this on a GPU machine (Ubuntu 24.04 class)"
+fi
+
+# ---- perf_analyzer -----------------------------------------------------------------------------------
+WORK="$(mktemp -d /tmp/tessera-pa.XXXXXX)"
+SERVER_PID=""
+cleanup() {
+  if [[ -n "$SERVER_PID" ]] && kill -0 "$SERVER_PID" 2>/dev/null; then
+    kill -TERM "$SERVER_PID" 2>/dev/null || true
+    wait "$SERVER_PID" 2>/dev/null || true
+  fi
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+PA="${PERF_ANALYZER:-}"
+if [[ -z "$PA" && -n "$WHEEL" ]]; then
+  [[ -f "$WHEEL" ]] || die "wheel $WHEEL not found"
+  if command -v unzip >/dev/null 2>&1; then
+    unzip -q "$WHEEL" -d "$WORK/wheel"
+  else
+    python3 -m zipfile -e "$WHEEL" "$WORK/wheel" || die "cannot unpack $WHEEL (no unzip, no python3)"
+  fi
+  PA="$(find "$WORK/wheel" -type f -name perf_analyzer -path '*bin*' | head -n1)"
+  [[ -n "$PA" ]] || die "no bin/perf_analyzer inside $WHEEL (the 0.1.0 placeholder wheel? use 2.60.0)"
+  chmod +x "$PA"
+fi
+if [[ -z "$PA" ]]; then
+  PA="$(command -v perf_analyzer || true)"
+fi
+[[ -n "$PA" && -x "$PA" ]] || die "perf_analyzer not found: set PERF_ANALYZER=/path/to/perf_analyzer" \
+  "or pass --wheel perf_analyzer-2.60.0-...whl (see the header of this script for how to get it)"
+"$PA" --help >/dev/null 2>&1 || {
+  "$PA" --help 2>&1 | tail -n 5 >&2
+  die "$PA does not start here (missing libraries? see above)"
+}
+
+for bin in tessera-server tessera-executor tessera-bench; do
+  [[ -x "$BUILD_DIR/bin/$bin" ]] || die "$BUILD_DIR/bin/$bin not found: build first (scripts/test.sh or cmake --build)"
+done
+
+# ---- server ----------------------------------------------------------------------------------------
+port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+GRPC_PORT="$(port)"
+METRICS_PORT="$(port)"
+"$BUILD_DIR/bin/tessera-server" --model-repository "$REPO/configs/models" --grpc-port "$GRPC_PORT" \
+  --metrics-port "$METRICS_PORT" --model-control-mode none >"$WORK/server.log" 2>&1 &
+SERVER_PID=$!
+URL="127.0.0.1:$GRPC_PORT"
+for model in $MODELS; do
+  ready=0
+  for _ in $(seq 1 120); do
+    kill -0 "$SERVER_PID" 2>/dev/null || { tail -n 40 "$WORK/server.log" >&2; die "tessera-server exited"; }
+    if "$BUILD_DIR/bin/tessera-bench" -u "$URL" -m "$model" --concurrency-range 1 --warmup-s 0 \
+         --duration-s 0.05 --progress off --fail-on-error >/dev/null 2>&1; then
+      ready=1; break
+    fi
+    sleep 0.5
+  done
+  ((ready)) || { tail -n 40 "$WORK/server.log" >&2; die "model $model not ready at $URL"; }
+done
+
+# ---- runs ------------------------------------------------------------------------------------------
+HOST="$(hostname -s)"
+DATE="$(date -u +%Y-%m-%d)"
+OUTPUT="${OUTPUT:-$REPO/bench/results/$DATE-perf-analyzer-$HOST.txt}"
+COMMIT="$(git -C "$REPO" rev-parse --short=12 HEAD 2>/dev/null || echo unknown)"
+GPU="$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -n1 || true)"
+{
+  echo "# perf_analyzer against tessera-server (gRPC)"
+  echo "date: $DATE"
+  echo "machine: $(nproc) cores, $(. /etc/os-release && echo "$PRETTY_NAME"), glibc $glibc, GPU: ${GPU:-none}"
+  echo "commit: $COMMIT"
+  echo "perf_analyzer: $PA"
+  echo "server: tessera-server on configs/models (CPU executor unless a GPU backend is built)"
+  for model in $MODELS; do
+    echo
+    echo "## $model: perf_analyzer"
+    cmd=("$PA" -m "$model" -i grpc -u "$URL" --concurrency-range "$CONCURRENCY"
+         --measurement-interval "$INTERVAL_MS" -f "$WORK/$model.csv")
+    echo "\$ ${cmd[*]}"
+    "${cmd[@]}" 2>&1
+    echo "--- CSV"
+    cat "$WORK/$model.csv"
+    echo
+    echo "## $model: tessera-bench, same closed-loop load"
+    bcmd=("$BUILD_DIR/bin/tessera-bench" -u "$URL" -m "$model" --concurrency-range "$CONCURRENCY"
+          --warmup-s 1 --duration-s "$(awk "BEGIN{print $INTERVAL_MS/1000*3}")" --progress off)
+    echo "\$ ${bcmd[*]}"
+    "${bcmd[@]}" 2>&1
+  done
+} | tee "$OUTPUT"
+echo "perf_analyzer_compat: wrote $OUTPUT" >&2
