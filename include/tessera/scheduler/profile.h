@@ -1,7 +1,7 @@
 // Latency profiles L(b,p): how long one batch of a model takes on a partition of a device.
 //
-// A profile is the scheduler's whole knowledge of a model on one device kind (seed 001 §4.1, Tab. 1;
-// seed 000 §4.2): latency for batch b on a partition of p % of the device's compute, the model's
+// A profile is the scheduler's whole knowledge of a model on one device kind (seed 001 §4.1, Tab.
+// 1; seed 000 §4.2): latency for batch b on a partition of p % of the device's compute, the model's
 // device memory, and its standalone L2 / DRAM utilisation (the interference features of seed 001
 // §4.4). On disk: profiles/<device>/<model>.yaml plus profiles/<device>/device.yaml, documented in
 // docs/profile-format.md. tessera-profile writes measured ones; profiles/synthetic-2080ti/ holds a
@@ -76,9 +76,13 @@ class ModelProfile {
 };
 
 // The profile file, strict: unknown keys and bad values are "<source>:<line>: <key>: <reason>".
+// Format: docs/profile-format.md.
 StatusOr<ModelProfile> ParseProfileYaml(const std::string& text, std::string_view source);
 StatusOr<ModelProfile> LoadProfileFile(const std::filesystem::path& path);
-std::string ProfileToYaml(const ModelProfile& profile);
+// Parse(ProfileToYaml(p)) gives back equal tables (doubles are written in their shortest
+// round-trip form). `source`, when not empty, is written as the file's free-text `source:` key
+// (where the numbers come from); it is not part of ModelProfile.
+std::string ProfileToYaml(const ModelProfile& profile, std::string_view source = "");
 
 // What the scheduler needs to know about the device kind itself (profiles/<device>/device.yaml).
 struct DeviceInfo {
@@ -87,14 +91,20 @@ struct DeviceInfo {
   bool synthetic = false;
 };
 
+// device.yaml, strict like the profile files.
+StatusOr<DeviceInfo> ParseDeviceYaml(const std::string& text, std::string_view source);
+std::string DeviceToYaml(const DeviceInfo& device, std::string_view source = "");
+
 // Every profile of one device kind, keyed by model name.
 class ProfileSet {
  public:
   ProfileSet() = default;
   explicit ProfileSet(DeviceInfo device) : device_(std::move(device)) {}
 
-  // Reads <dir>/device.yaml and every other <dir>/*.yaml except interference.yaml as a model
-  // profile. NOT_FOUND for a missing directory or device.yaml; errors name the file.
+  // Reads <dir>/device.yaml and every other <dir>/*.yaml except interference*.yaml (the fitted
+  // interference.yaml and e.g. a simulator's interference_truth.yaml) as a model profile; a
+  // profile's file must be named <model>.yaml. NOT_FOUND for a missing directory or device.yaml;
+  // errors name the file.
   static StatusOr<ProfileSet> LoadDirectory(const std::filesystem::path& dir);
 
   // INVALID_ARGUMENT if a profile for that model exists already or is for another device.
