@@ -128,15 +128,20 @@ std::optional<Round> FastFitRound(const std::vector<FastMember>& members, double
                                   RoundChoice choice) {
   if (members.empty()) return std::nullopt;
   double min_slo = std::numeric_limits<double>::infinity();
-  std::vector<double> steps;
+  // Scratch reused across calls: the ideal search calls this hundreds of thousands of times.
+  thread_local std::vector<double> steps;
+  thread_local std::vector<int> batches;
+  steps.clear();
   for (const FastMember& m : members) {
     if (m.rate_rps <= 0) return std::nullopt;
     min_slo = std::min(min_slo, m.slo_ms);
+    // Each member's steps ascend; merging the runs is cheaper than sorting them.
+    const size_t run = steps.size();
     for (int k = 1; k <= m.table->max_batch; ++k) steps.push_back(1000.0 * k / m.rate_rps);
+    std::inplace_merge(steps.begin(), steps.begin() + run, steps.end());
   }
-  std::sort(steps.begin(), steps.end());
 
-  std::vector<int> batches(members.size());
+  batches.assign(members.size(), 0);
   // Σ L at duty d, with the batches it implies; negative when a batch exceeds its max.
   auto total_at = [&](double duty) {
     double total = 0;
@@ -170,6 +175,8 @@ std::optional<Round> FastFitRound(const std::vector<FastMember>& members, double
   double left = 0;  // batches are constant for duties in (left, step]
   for (double step : steps) {
     if (step == left) continue;  // FitRound drops duplicate steps
+    // Every duty beyond min SLO breaks Σ L + d ≤ SLO; FitRound would find nothing more.
+    if (left >= min_slo) break;
     const Verdict verdict = consider(step);
     if (verdict == Verdict::kDone) break;
     if (verdict == Verdict::kInfeasible) {
@@ -213,10 +220,7 @@ std::optional<std::vector<GpuletEval>> EvaluateWithFactors(const std::vector<Gpu
       eval.occupancy = 1;
       eval.batches = {s.batch};
       eval.latencies_ms = {s.latency_ms};
-      // rate·duty/1000 must not exceed the batch, even by a rounding error.
-      double rate = s.batch * 1000.0 / s.latency_ms;
-      while (rate * s.latency_ms / 1000.0 > s.batch) rate = std::nextafter(rate, 0.0);
-      eval.rates_rps = {rate};
+      eval.rates_rps = {s.throughput_rps};
       continue;
     }
     std::vector<FastMember> members;
@@ -283,6 +287,8 @@ std::optional<std::vector<GpuletEval>> EvaluateGpu(const std::vector<GpuletSpec>
     for (int pass = 0; pass < kMaxPasses; ++pass) {
       std::optional<std::vector<GpuletEval>> evals =
           EvaluateWithFactors(gpulets, factors, cache, options, choice);
+      // Without interference both choices find a round exactly when one exists: nothing to retry.
+      if (!evals && pass == 0) return std::nullopt;
       if (!evals) break;
       const Factors implied = ImpliedFactors(gpulets, *evals, cache, interference);
       bool settled = true;

@@ -101,7 +101,7 @@ std::optional<std::vector<Gpulet>> IdealSearch::Run() {
       for (const Member& m : slot.members) {
         spec.members.push_back({&demands_[m.model], m.saturated, m.rate_rps});
       }
-      out.push_back(MakeGpulet(g, spec, slot.eval));
+      out.push_back(MakeGpulet(g, spec, *slot.eval));
     }
   }
   return out;
@@ -134,7 +134,7 @@ bool IdealSearch::PlaceModel(int pos, int m, double remaining, int min_chunk_ind
     if (stats_.node_limit_hit) return false;
     State saved = state_;
     if (Apply(t, Member{m, true, 0, 1})) {
-      const double left = remaining - state_.gpus[t.gpu].slots[t.slot].eval.rates_rps[0];
+      const double left = remaining - state_.gpus[t.gpu].slots[t.slot].eval->rates_rps[0];
       bool found;
       if (left <= tolerance_) {
         state_.complete[m] = true;
@@ -151,11 +151,19 @@ bool IdealSearch::PlaceModel(int pos, int m, double remaining, int min_chunk_ind
 }
 
 bool IdealSearch::AloneFits(int m, int size, double rate, double* occupancy) {
-  const Demand& d = demands_[m];
-  std::optional<Round> round = FastFitRound({{&cache_.Get(d.profile, size), rate, d.slo_ms, 1.0}},
-                                            options_.latency_margin);
-  if (!round) return false;
-  if (occupancy) *occupancy = round->occupancy;
+  std::string key;
+  AppendBytes(&key, m);
+  AppendBytes(&key, size);
+  AppendBytes(&key, rate);
+  auto [it, inserted] = alone_cache_.try_emplace(std::move(key), -1.0);
+  if (inserted) {
+    const Demand& d = demands_[m];
+    std::optional<Round> round = FastFitRound(
+        {{&cache_.Get(d.profile, size), rate, d.slo_ms, 1.0}}, options_.latency_margin);
+    if (round) it->second = round->occupancy;
+  }
+  if (it->second < 0) return false;
+  if (occupancy) *occupancy = it->second;
   return true;
 }
 
@@ -174,7 +182,7 @@ std::vector<IdealSearch::Target> IdealSearch::ResidueTargets(int m, double rate)
         if (!AloneFits(m, slot.size, rate, nullptr)) continue;
         key = 10 + slot.size;  // empty gpulets already opened, smallest first
       } else {
-        key = -slot.eval.occupancy;  // time-share first, fullest gpulet first
+        key = -slot.eval->occupancy;  // time-share first, fullest gpulet first
       }
       if (!seen.insert(gpu_key + '#' + SlotKey(slot)).second) continue;
       targets.push_back({g, static_cast<int>(s), -1, slot.size, key});
@@ -237,7 +245,7 @@ std::vector<IdealSearch::Target> IdealSearch::ChunkTargets(int m, double remaini
 bool IdealSearch::Apply(const Target& t, const Member& member) {
   Gpu& gpu = state_.gpus[t.gpu];
   if (t.layout >= 0) {
-    for (int size : layouts_[t.layout]) gpu.slots.push_back(Slot{size, {}, {}});
+    for (int size : layouts_[t.layout]) gpu.slots.push_back(Slot{size, {}, nullptr});
     ++state_.opened;
   }
   Slot& slot = gpu.slots[t.slot];
@@ -259,7 +267,7 @@ bool IdealSearch::Propagate(std::vector<int> dirty) {
       const std::optional<std::vector<GpuletEval>>& evals = EvaluateCached(g);
       if (!evals) return false;
       Gpu& gpu = state_.gpus[g];
-      for (size_t s = 0; s < gpu.slots.size(); ++s) gpu.slots[s].eval = (*evals)[s];
+      for (size_t s = 0; s < gpu.slots.size(); ++s) gpu.slots[s].eval = &(*evals)[s];
     }
     dirty.clear();
     // Throughput a saturated gpulet lost to interference moves to its model's round share.
@@ -269,7 +277,7 @@ bool IdealSearch::Propagate(std::vector<int> dirty) {
       for (int g = 0; g < state_.opened; ++g) {
         for (const Slot& slot : state_.gpus[g].slots) {
           if (!slot.members.empty() && slot.members[0].saturated && slot.members[0].model == m) {
-            served += slot.eval.rates_rps[0];
+            served += slot.eval->rates_rps[0];
           }
         }
       }

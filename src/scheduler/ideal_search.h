@@ -71,7 +71,7 @@ class IdealSearch {
   struct Slot {
     int size = 0;
     std::vector<Member> members;
-    GpuletEval eval;
+    const GpuletEval* eval = nullptr;  // into eval_cache_ (stable); null while empty
   };
   struct Gpu {
     std::vector<Slot> slots;  // empty = not opened
@@ -131,6 +131,7 @@ class IdealSearch {
   std::vector<std::vector<double>> saturated_rps_;  // [demand][size index], no interference
   State state_;
   std::unordered_map<std::string, std::optional<std::vector<GpuletEval>>> eval_cache_;
+  std::unordered_map<std::string, double> alone_cache_;  // AloneFits: occupancy, −1 = no fit
   std::unordered_set<std::string> failed_;
   IdealStats stats_;
 };
