@@ -17,7 +17,6 @@ enum class EventType {
   kArrival,      // a: model index
   kRoundTimer,   // a: gpulet index; gen: the gpulet's timer generation
   kBatchFinish,  // a: batch id; gen: the batch's finish generation
-  kRateSample,   // end of a rate-counting interval
   kEpoch,        // re-planning decision
   kPlanSwitch,   // gen: the pending plan's number
 };

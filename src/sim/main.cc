@@ -11,7 +11,9 @@
 #include <chrono>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,6 +24,7 @@
 #include "peak_search.h"
 #include "schedulability.h"
 #include "sim_config.h"
+#include "tessera/scheduler/autoscaler.h"
 #include "tessera/scheduler/planner.h"
 #include "tessera/sim/simulator.h"
 
@@ -203,7 +206,28 @@ int RunCommand(const Common& common, const RunFlags& flags) {
     if (*headroom == Headroom::kPoisson99) d.rate_rps = Poisson99Rps(d.rate_rps);
     demands.push_back(d);
   }
-  StatusOr<scheduler::Plan> plan = planner->MakePlan(demands, gpus);
+  StatusOr<scheduler::Plan> plan;
+  std::optional<scheduler::Autoscaler> autoscaler;
+  if (scenario->epoch && scenario->epoch->autoscale) {
+    // Seed 001 Alg. 2: the autoscaler picks the GPU count, from initial_gpus up to the scenario's
+    // GPUs, at the start (offered rates) and every epoch (observed rates), adding its headroom.
+    const EpochConfig& e = *scenario->epoch;
+    scheduler::AutoscalerOptions autoscale;
+    autoscale.gpu_limit = gpus;
+    autoscale.initial_gpus = std::min(e.initial_gpus, gpus);
+    autoscale.poisson_headroom = e.headroom == Headroom::kPoisson99;
+    StatusOr<scheduler::Autoscaler> created =
+        scheduler::Autoscaler::Create(planner.get(), demands, autoscale);
+    if (!created.ok()) return Fail(created.status());
+    autoscaler.emplace(std::move(*created));
+    std::map<std::string, double> offered;
+    for (const SimModel& m : models) offered[m.demand.model] = m.demand.rate_rps;
+    StatusOr<scheduler::AutoscaleDecision> first = autoscaler->Step(0, offered);
+    if (!first.ok()) return Fail(first.status());
+    plan = std::move(first->plan);
+  } else {
+    plan = planner->MakePlan(demands, gpus);
+  }
   if (!plan.ok()) return Fail(plan.status());
 
   if (scenario->epoch) {
@@ -211,17 +235,35 @@ int RunCommand(const Common& common, const RunFlags& flags) {
     options.epoch.epoch_s = e.epoch_s;
     options.epoch.prepare_delay_s = e.prepare_s;
     options.epoch.rate_interval_s = e.rate_interval_s;
-    options.epoch.replan = [&planner, gpus, e](const scheduler::Plan& current,
-                                               const std::vector<scheduler::ModelDemand>& observed,
-                                               double) -> StatusOr<std::optional<scheduler::Plan>> {
-      std::vector<scheduler::ModelDemand> wanted = observed;
-      for (scheduler::ModelDemand& d : wanted) {
-        if (e.headroom == Headroom::kPoisson99) d.rate_rps = Poisson99Rps(d.rate_rps);
-      }
-      TESSERA_ASSIGN_OR_RETURN(scheduler::Plan next, planner->Replan(current, wanted, gpus));
-      if (SameShape(next, current)) return std::optional<scheduler::Plan>();
-      return std::optional<scheduler::Plan>(std::move(next));
-    };
+    if (autoscaler) {
+      options.epoch.replan = [&autoscaler](
+                                 const scheduler::Plan& current,
+                                 const std::vector<scheduler::ModelDemand>& observed,
+                                 double now_s) -> StatusOr<std::optional<scheduler::Plan>> {
+        std::map<std::string, double> rates;
+        for (const scheduler::ModelDemand& d : observed) rates[d.model] = d.rate_rps;
+        TESSERA_ASSIGN_OR_RETURN(scheduler::AutoscaleDecision decision,
+                                 autoscaler->Step(now_s * 1000.0, rates));
+        if (decision.event) std::cerr << "tessera-sim: " << decision.event->ToString() << "\n";
+        if (!decision.replanned || SameShape(decision.plan, current)) {
+          return std::optional<scheduler::Plan>();
+        }
+        return std::optional<scheduler::Plan>(std::move(decision.plan));
+      };
+    } else {
+      options.epoch.replan = [&planner, gpus, e](
+                                 const scheduler::Plan& current,
+                                 const std::vector<scheduler::ModelDemand>& observed,
+                                 double) -> StatusOr<std::optional<scheduler::Plan>> {
+        std::vector<scheduler::ModelDemand> wanted = observed;
+        for (scheduler::ModelDemand& d : wanted) {
+          if (e.headroom == Headroom::kPoisson99) d.rate_rps = Poisson99Rps(d.rate_rps);
+        }
+        TESSERA_ASSIGN_OR_RETURN(scheduler::Plan next, planner->Replan(current, wanted, gpus));
+        if (SameShape(next, current)) return std::optional<scheduler::Plan>();
+        return std::optional<scheduler::Plan>(std::move(next));
+      };
+    }
   }
   if (flags.print_plan && !flags.json) std::cout << scheduler::PlanToText(*plan);
   StatusOr<SimReport> report = Simulate(loaded->profiles, *plan, models, *truth, options);

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "tessera/scheduler/rate_monitor.h"
 
 namespace tessera::sim {
 
@@ -22,17 +23,8 @@ std::string_view HeadroomName(Headroom headroom) {
 
 double Poisson99Rps(double rate_rps) {
   if (!(rate_rps > 0)) return 0;
-  if (rate_rps > 550) return rate_rps * 1.1;
-  // Sum the pmf upwards; e^-550 ≈ 1e-239 is still a normal double, so no log space is needed.
-  double pmf = std::exp(-rate_rps);
-  double cdf = pmf;
-  int k = 0;
-  while (cdf < 0.99) {
-    ++k;
-    pmf *= rate_rps / k;
-    cdf += pmf;
-  }
-  return std::max<double>(k, rate_rps);
+  // Never below the mean: for a tiny mean the 99th percentile is 0, which would plan nothing.
+  return std::max(rate_rps, scheduler::PoissonHeadroomRps(rate_rps));
 }
 
 Status ValidateWorkload(const Workload& workload) {

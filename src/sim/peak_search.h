@@ -45,7 +45,8 @@ enum class Headroom {
 StatusOr<Headroom> ParseHeadroom(std::string_view name);
 std::string_view HeadroomName(Headroom headroom);
 
-// Smallest k with P(Poisson(rate) ≤ k) ≥ 0.99 for rate ≤ 550, else 1.1·rate; 0 for rate 0.
+// scheduler::PoissonHeadroomRps (smallest k with P(Poisson(rate) ≤ k) ≥ 0.99 for rate ≤ 550,
+// else 1.1·rate), but never below `rate`; 0 for rate 0.
 double Poisson99Rps(double rate_rps);
 
 // Per-model demands at `total_rps` (rate = total·weight/Σ weight), with headroom applied.

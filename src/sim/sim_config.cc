@@ -23,8 +23,8 @@ constexpr std::array<std::string_view, 2> kSegmentKeys = {"start_s", "rate_rps"}
 constexpr std::array<std::string_view, 7> kSimulationKeys = {
     "duration_s",    "warmup_s",         "seed", "jitter_sigma", "slo_drop",
     "wait_for_duty", "true_interference"};
-constexpr std::array<std::string_view, 4> kEpochKeys = {"epoch_s", "prepare_s", "rate_interval_s",
-                                                        "headroom"};
+constexpr std::array<std::string_view, 6> kEpochKeys = {"epoch_s",  "prepare_s", "rate_interval_s",
+                                                        "headroom", "autoscale", "initial_gpus"};
 constexpr std::array<std::string_view, 3> kArrivalKinds = {"poisson", "constant", "trace"};
 constexpr std::array<std::string_view, 2> kHeadrooms = {"none", "poisson99"};
 constexpr double kMaxRate = 1e7;
@@ -156,6 +156,8 @@ Status ReadEpoch(const YamlMap& root, Scenario& scenario) {
   std::string headroom(HeadroomName(e.headroom));
   TESSERA_RETURN_IF_ERROR(m.GetEnum("headroom", kHeadrooms, &headroom));
   e.headroom = *ParseHeadroom(headroom);
+  TESSERA_RETURN_IF_ERROR(m.GetBool("autoscale", &e.autoscale));
+  TESSERA_RETURN_IF_ERROR(m.GetInt("initial_gpus", 1, 1024, &e.initial_gpus));
   scenario.epoch = e;
   return absl::OkStatus();
 }

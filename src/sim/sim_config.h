@@ -30,6 +30,10 @@ struct EpochConfig {
   double prepare_s = 20;  // new partitions serve after this (seed 001 §4.6, Fig. 11)
   double rate_interval_s = 0.5;
   Headroom headroom = Headroom::kPoisson99;  // added to the observed rates before re-planning
+  // true: seed 001 Alg. 2 picks the GPU count (scheduler::Autoscaler, from initial_gpus up to the
+  // scenario's gpus); false: Planner::Replan on all the scenario's GPUs.
+  bool autoscale = true;
+  int initial_gpus = 1;
 };
 
 struct Scenario {

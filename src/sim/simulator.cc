@@ -12,6 +12,7 @@
 #include "dispatcher_model.h"
 #include "event_queue.h"
 #include "report_internal.h"
+#include "tessera/scheduler/rate_monitor.h"
 
 namespace tessera::sim {
 
@@ -97,10 +98,6 @@ Status CheckOptions(const SimOptions& o) {
       return absl::InvalidArgumentError(absl::StrCat("rate_interval_s ", e.rate_interval_s,
                                                      " must be in (0, epoch_s = ", e.epoch_s, "]"));
     }
-    if (!(e.ewma_alpha >= 0) || e.ewma_alpha > 1) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("ewma_alpha ", e.ewma_alpha, " must be in [0, 1]"));
-    }
     if (!(e.prepare_delay_s >= 0) || !std::isfinite(e.prepare_delay_s)) {
       return absl::InvalidArgumentError(
           absl::StrCat("prepare_delay_s ", e.prepare_delay_s, " must be ≥ 0"));
@@ -125,9 +122,7 @@ class Simulation : public RequestSink {
         options_(options),
         end_ms_(options.duration_s * 1000.0),
         warmup_ms_(options.warmup_s * 1000.0),
-        stats_(models.size()),
-        interval_counts_(models.size(), 0),
-        ewma_rps_(models.size(), 0) {
+        stats_(models.size()) {
     dispatcher_ = std::make_unique<DispatcherModel>(
         profiles, &index_, slowdown,
         DispatcherOptions{options.jitter_sigma, options.seed, options.slo_drop,
@@ -146,8 +141,10 @@ class Simulation : public RequestSink {
     const EpochOptions& e = options_.epoch;
     if (e.epoch_s > 0) {
       epoch_ms_ = e.epoch_s * 1000.0;
-      alpha_ = e.ewma_alpha > 0 ? e.ewma_alpha : 2.0 / (e.epoch_s / e.rate_interval_s + 1.0);
-      events_.Push(e.rate_interval_s * 1000.0, EventType::kRateSample);
+      // The server's own rate monitor, so the simulated control loop sees what the real one would.
+      monitor_ = std::make_unique<scheduler::RateMonitor>(
+          scheduler::RateMonitorOptions{e.rate_interval_s * 1000.0, epoch_ms_});
+      monitor_->Advance(0);  // windows start at time 0
       events_.Push(epoch_ms_, EventType::kEpoch);
     }
     while (!events_.empty() && events_.top().time_ms < end_ms_) {
@@ -207,8 +204,8 @@ class Simulation : public RequestSink {
         const int m = static_cast<int>(event.a);
         const Request r{next_request_id_++, m, now, now + models_[m].demand.slo_ms};
         if (Measured(r)) ++stats_[m].arrived;
-        ++interval_counts_[m];
-        if (epoch_ms_ > 0) {
+        if (monitor_) {
+          monitor_->Record(models_[m].demand.model, now);
           const size_t k = EpochOf(r);
           if (k >= epoch_arrivals_.size()) epoch_arrivals_.resize(k + 1, 0);
           ++epoch_arrivals_[k];
@@ -222,9 +219,6 @@ class Simulation : public RequestSink {
         break;
       case EventType::kBatchFinish:
         dispatcher_->OnBatchFinish(event.a, event.gen, now);
-        break;
-      case EventType::kRateSample:
-        SampleRates(now);
         break;
       case EventType::kEpoch:
         DecideEpoch(now);
@@ -240,23 +234,12 @@ class Simulation : public RequestSink {
     }
   }
 
-  // EWMA of per-interval rates (seed 001 §1.5 [R monitor_thread.cpp, EWMA.cpp]).
-  void SampleRates(double now_ms) {
-    const double interval_s = options_.epoch.rate_interval_s;
-    for (size_t m = 0; m < models_.size(); ++m) {
-      const double rate = interval_counts_[m] / interval_s;
-      ewma_rps_[m] = sampled_ ? alpha_ * rate + (1 - alpha_) * ewma_rps_[m] : rate;
-      interval_counts_[m] = 0;
-    }
-    sampled_ = true;
-    events_.Push(now_ms + interval_s * 1000.0, EventType::kRateSample);
-  }
-
   void DecideEpoch(double now_ms) {
+    monitor_->Advance(now_ms);
     std::vector<scheduler::ModelDemand> observed;
-    for (size_t m = 0; m < models_.size(); ++m) {
-      observed.push_back(models_[m].demand);
-      observed.back().rate_rps = ewma_rps_[m];
+    for (const SimModel& m : models_) {
+      observed.push_back(m.demand);
+      observed.back().rate_rps = monitor_->Rate(m.demand.model);
     }
     EpochRecord record;
     record.time_s = now_ms / 1000.0;
@@ -321,10 +304,7 @@ class Simulation : public RequestSink {
 
   // Epoch loop.
   double epoch_ms_ = 0;
-  double alpha_ = 0;
-  bool sampled_ = false;
-  std::vector<int64_t> interval_counts_;
-  std::vector<double> ewma_rps_;
+  std::unique_ptr<scheduler::RateMonitor> monitor_;
   std::optional<scheduler::Plan> pending_;
   uint64_t pending_gen_ = 0;
   int64_t replans_ = 0;

@@ -113,11 +113,10 @@ using ReplanFn = std::function<StatusOr<std::optional<scheduler::Plan>>(
     double now_s)>;
 
 struct EpochOptions {
-  double epoch_s = 0;            // re-plan every epoch_s seconds; 0 = no epoch loop
-  double rate_interval_s = 0.5;  // arrivals are counted per interval (the artifact's 500 ms)
-  // EWMA weight of the newest interval; 0 = 2/(N+1) with N = epoch_s / rate_interval_s, the
-  // gpulet artifact's choice (seed 001 §1.5 [R]).
-  double ewma_alpha = 0;
+  double epoch_s = 0;  // re-plan every epoch_s seconds; 0 = no epoch loop
+  // Arrivals are counted per interval into an EWMA with α = 2/(N+1), N = epoch_s /
+  // rate_interval_s: scheduler::RateMonitor, the server's own (seed 001 §1.5 [R]).
+  double rate_interval_s = 0.5;
   // Seconds from the decision until the new plan serves (partition preparation, seed 001 §1.3,
   // Fig. 11); the old plan serves meanwhile. A decision taken while another is pending replaces it.
   double prepare_delay_s = 0;
