@@ -32,11 +32,13 @@ StatusOr<SchedulabilityResult> CountSchedulable(const Workload& workload,
   SchedulabilityResult result;
   std::array<std::vector<double>, 2> times_ms;
   std::vector<size_t> digits(n, 0);
-  for (int64_t k = 1; k < total; ++k) {
-    // Next combination: increment the base-L counter (model 0 is the lowest digit).
-    for (size_t i = 0; i < n; ++i) {
-      if (++digits[i] < levels.size()) break;
-      digits[i] = 0;
+  for (int64_t k = 0; k < total; ++k) {
+    if (k > 0) {
+      // Next combination: increment the base-L counter (model 0 is the lowest digit).
+      for (size_t i = 0; i < n; ++i) {
+        if (++digits[i] < levels.size()) break;
+        digits[i] = 0;
+      }
     }
     std::vector<scheduler::ModelDemand> demands;
     for (size_t i = 0; i < n; ++i) {

@@ -28,16 +28,16 @@ struct PlanningTime {
 };
 
 struct SchedulabilityResult {
-  int64_t scenarios = 0;  // combinations tried (all-zero excluded)
+  int64_t scenarios = 0;  // combinations tried (all-zero ones excluded)
   std::array<int64_t, 2> schedulable = {0, 0};
   int64_t both = 0, only_first = 0, only_second = 0, neither = 0;
   std::array<PlanningTime, 2> planning;
 };
 
-// Scenario k (k = 1 .. L^n − 1, the all-zero one skipped) gives model i the level
-// rates[(k / L^i) mod L]; models at rate 0 are left out of the demands. INVALID_ARGUMENT for bad
-// levels (negative, none) or more than 10^7 scenarios; a planner error is returned as is, naming
-// the scenario.
+// Combination k (k = 0 .. L^n − 1) gives model i the level rates[(k / L^i) mod L]; models at rate 0
+// are left out of the demands, and a combination with every model at 0 is skipped. INVALID_ARGUMENT
+// for bad levels (negative, none) or more than 10^7 scenarios; a planner error is returned as is,
+// naming the scenario.
 StatusOr<SchedulabilityResult> CountSchedulable(const Workload& workload,
                                                 const std::array<PlanFn, 2>& planners,
                                                 const SchedulabilityOptions& options);

@@ -42,6 +42,14 @@ TEST(SchedulabilityTest, CountsEveryCombinationOnce) {
   EXPECT_TRUE(absl::StrContains(SchedulabilityToText(*result, {"sum", "max"}),
                                 "both 3, only sum 2, only max 0, neither 3"));
 
+  // Levels without 0: every combination counts, the first one (all at the lowest level) too.
+  options.rates_rps = {100, 200};
+  EXPECT_EQ(CountSchedulable(workload, {planner(true), planner(false)}, options)->scenarios, 4);
+  options.rates_rps = {200};
+  EXPECT_EQ(CountSchedulable(workload, {planner(true), planner(false)}, options)->schedulable[0],
+            0);
+
+  options.rates_rps = {0, 100, 200};
   options.limit = 2;
   EXPECT_EQ(CountSchedulable(workload, {planner(true), planner(false)}, options)->scenarios, 2);
 

@@ -38,7 +38,7 @@ simulation:
   slo_drop: true
   wait_for_duty: true
   true_interference: "1.2"
-epoch: {epoch_s: 10, prepare_s: 5, headroom: none}
+epoch: {epoch_s: 10, prepare_s: 5, headroom: none, autoscale: false, initial_gpus: 2}
 )");
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_EQ(s->name, "game");
@@ -61,6 +61,8 @@ epoch: {epoch_s: 10, prepare_s: 5, headroom: none}
   EXPECT_EQ(s->epoch->epoch_s, 10);
   EXPECT_EQ(s->epoch->prepare_s, 5);
   EXPECT_EQ(s->epoch->headroom, Headroom::kNone);
+  EXPECT_FALSE(s->epoch->autoscale);
+  EXPECT_EQ(s->epoch->initial_gpus, 2);
   const Workload w = s->ToWorkload();
   EXPECT_EQ(w.num_gpus, 4);
   EXPECT_EQ(w.models[1].model, "resnet50");
