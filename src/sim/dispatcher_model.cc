@@ -108,9 +108,10 @@ bool DispatcherModel::AllEmpty(const GpuletState& g) const {
   return true;
 }
 
-// The round rule (simulator.h): a round starts when the previous one has ended and either d has
-// passed since it started or every model already has a full batch; with nothing queued the
-// gpulet idles until the next arrival.
+// The round rule (simulator.h): a round starts when the previous one has ended and a request is
+// queued (work-conserving); with wait_for_duty, also not before d after the previous round's start
+// unless every model already has a full batch. With nothing queued the gpulet idles until the
+// next arrival.
 void DispatcherModel::MaybeStartRound(int gpulet, double now_ms) {
   GpuletState& g = gpulets_[gpulet];
   if (g.retired || g.phase == Phase::kRunning) return;
