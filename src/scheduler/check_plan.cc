@@ -5,6 +5,8 @@
 //    gpulet count (it holds SMs), but not toward memory (no executor process runs for it).
 //  - Comparisons allow a relative 1e-9 (plus 1e-9 absolute) of floating-point noise, and batches
 //    may fall short of rate·duty/1000 by 1e-6: planners derive duties as 1000·k/r, which rounds.
+//  - Non-exclusive plans (Triton-like) run one process per GPU: the per-gpulet overhead is
+//    charged once per GPU there.
 //  - Unknown device memory (neither options.gpu_memory_mb nor the profile set's device gives it)
 //    disables the memory rule rather than failing every plan.
 #include <algorithm>
@@ -119,10 +121,16 @@ Status CheckPlan(const Plan& plan, const std::vector<ModelDemand>& demands,
     }
     if (gpu_memory_mb > 0) {
       double used_mb = 0;
+      bool process_counted = false;
       for (size_t i : indices) {
         const Gpulet& g = plan.gpulets[i];
         if (g.models.empty()) continue;
-        used_mb += options.per_gpulet_overhead_mb;
+        // Without exclusive partitions (Triton-like) one server process per GPU holds every
+        // instance, so its overhead is paid once per GPU.
+        if (plan.partitions_exclusive || !process_counted) {
+          used_mb += options.per_gpulet_overhead_mb;
+        }
+        process_counted = true;
         for (const GpuletModel& m : g.models)
           used_mb += models.find(m.model)->second.profile->memory_mb();
       }
