@@ -38,13 +38,16 @@ struct RoundMember {
   double rate_rps = 0;
   double slo_ms = 0;
   double interference_factor = 1;
+  // Optional: profile->LatencyMs(b, partition_pct) at index b, precomputed by a caller that
+  // evaluates many rounds at one partition (same values, no interpolation).
+  const std::vector<double>* latency_by_batch = nullptr;
 };
 
 struct Round {
   double duty_ms = 0;
-  std::vector<int> batches;         // per member, in member order
-  std::vector<double> latencies_ms; // scheduled latency per member
-  double occupancy = 0;             // Σ latency / duty, in (0, 1]
+  std::vector<int> batches;          // per member, in member order
+  std::vector<double> latencies_ms;  // scheduled latency per member
+  double occupancy = 0;              // Σ latency / duty, in (0, 1]
 };
 
 // The feasible round with the lowest occupancy (ties: shorter duty), or nullopt when none exists.

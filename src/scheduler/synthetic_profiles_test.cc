@@ -81,7 +81,9 @@ TEST_F(SyntheticProfilesTest, LatencyNeverRisesWithThePartition) {
             << name << " batch " << b << " at " << part << " %";
       }
       // More work per batch never takes less time.
-      if (b > 1) ASSERT_GE(p.LatencyMs(b, 100), p.LatencyMs(b - 1, 100)) << name << " " << b;
+      if (b > 1) {
+        ASSERT_GE(p.LatencyMs(b, 100), p.LatencyMs(b - 1, 100)) << name << " " << b;
+      }
     }
   }
 }
@@ -96,7 +98,9 @@ TEST_F(SyntheticProfilesTest, EveryModelHasAKneeThatRisesWithTheBatch) {
     EXPECT_LE(KneePct(p, 1), knee16) << name;
     EXPECT_LE(knee16, KneePct(p, 32)) << name;
     // Below the knee it slows down steeply, except LeNet, too small to fill even 20 %.
-    if (name != "lenet") EXPECT_GT(p.LatencyMs(16, 20), 1.2 * p.LatencyMs(16, 100)) << name;
+    if (name != "lenet") {
+      EXPECT_GT(p.LatencyMs(16, 20), 1.2 * p.LatencyMs(16, 100)) << name;
+    }
   }
   // The big convnets need more of the device than the depthwise ones (seed 000 Table 4.2).
   EXPECT_GT(KneePct(*set_->Find("vgg16"), 32), KneePct(*set_->Find("mobilenet_v2"), 32));

@@ -76,13 +76,16 @@ std::vector<double> RelativeErrors(const InterferenceModel& model,
                                    const std::vector<CoLocationSample>& samples);
 
 // interference.yaml: `kind: linear` with the five coefficients, or `kind: constant` with
-// `slowdown`, or `kind: none`. Strict, errors "<source>:<line>: <key>: <reason>".
+// `slowdown`, or `kind: none` (plus free `synthetic`, `source`, `note`). Strict, errors
+// "<source>:<line>: <key>: <reason>". InterferenceToYaml writes `comment` as '#' lines on top.
 StatusOr<InterferenceModel> ParseInterferenceYaml(const std::string& text, std::string_view source);
 StatusOr<InterferenceModel> LoadInterferenceFile(const std::filesystem::path& path);
 std::string InterferenceToYaml(const InterferenceModel& model, std::string_view comment = "");
 
-// Samples CSV (header l2_self,l2_other,dram_self,dram_other,slowdown), as tessera-profile writes
-// and tessera-fit-interference reads. Errors name the file and line.
+// Samples CSV (header l2_self,l2_other,dram_self,dram_other,slowdown in any order, optionally with
+// the descriptive columns self_model, self_batch, self_partition, other_model, other_batch,
+// other_partition; '#' comment lines), as tessera-profile writes and tessera-fit-interference
+// reads. Errors name the file and line.
 StatusOr<std::vector<CoLocationSample>> ParseSamplesCsv(const std::string& text,
                                                         std::string_view source);
 
