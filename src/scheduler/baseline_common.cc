@@ -69,7 +69,8 @@ StatusOr<std::vector<Demand>> ResolveDemands(const std::vector<ModelDemand>& dem
           absl::StrCat("model '", d.model, "': SLO ", d.slo_ms, " ms must be > 0"));
     }
     TESSERA_ASSIGN_OR_RETURN(const ModelProfile* profile, profiles.Get(d.profile_name()));
-    out.push_back({d.model, profile, d.rate_rps, d.slo_ms, static_cast<int>(i)});
+    out.push_back({d.model, profile, d.rate_rps, d.slo_ms, static_cast<int>(i),
+                   std::max(0.0, d.rate_rps - options.rate_slack_rps)});
   }
   return out;
 }
@@ -84,8 +85,6 @@ double UsableMemoryMb(const ProfileSet& profiles, const PlannerOptions& options)
 int MaxBatch(const ModelProfile& profile, const PlannerOptions& options) {
   return std::min(options.max_batch, profile.max_batch());
 }
-
-double RateTolerance(const PlannerOptions& options) { return options.rate_slack_rps + 1e-6; }
 
 const PartitionTable& ProfileCache::Get(const ModelProfile* profile, int partition_pct) {
   auto [it, inserted] = tables_.try_emplace({profile, partition_pct});
@@ -343,7 +342,7 @@ std::vector<std::string> UncoveredModels(const std::vector<Demand>& demands,
                                          const std::vector<bool>& covered) {
   std::vector<std::string> out;
   for (size_t i = 0; i < demands.size(); ++i) {
-    if (demands[i].rate_rps > 0 && !covered[i]) out.push_back(demands[i].model);
+    if (demands[i].target_rps > kRateEpsilon && !covered[i]) out.push_back(demands[i].model);
   }
   return out;
 }
