@@ -164,8 +164,8 @@ std::optional<Round> FastFitRound(const std::vector<FastMember>& members, double
       round.batches = batches;
       round.occupancy = occupancy;
       for (size_t j = 0; j < members.size(); ++j) {
-        round.latencies_ms.push_back(members[j].table->latency_ms[batches[j]] *
-                                     members[j].factor * margin);
+        round.latencies_ms.push_back(members[j].table->latency_ms[batches[j]] * members[j].factor *
+                                     margin);
       }
       best = std::move(round);
     }
@@ -242,9 +242,8 @@ std::optional<std::vector<GpuletEval>> EvaluateWithFactors(const std::vector<Gpu
 
 // The factors the evaluated batches imply: per member, the max interference from the members of
 // the other non-empty gpulets on the GPU (seed 001 §4.4 [R]: max over co-runners), 1 if none.
-Factors ImpliedFactors(const std::vector<GpuletSpec>& gpulets,
-                       const std::vector<GpuletEval>& evals, ProfileCache& cache,
-                       const InterferenceModel& interference) {
+Factors ImpliedFactors(const std::vector<GpuletSpec>& gpulets, const std::vector<GpuletEval>& evals,
+                       ProfileCache& cache, const InterferenceModel& interference) {
   Factors factors(gpulets.size());
   for (size_t g = 0; g < gpulets.size(); ++g) {
     factors[g].assign(gpulets[g].members.size(), 1.0);
@@ -332,8 +331,8 @@ Gpulet MakeGpulet(int gpu, const GpuletSpec& spec, const GpuletEval& eval) {
   g.partition_pct = spec.partition_pct;
   g.duty_ms = eval.duty_ms;
   for (size_t j = 0; j < spec.members.size(); ++j) {
-    g.models.push_back({spec.members[j].demand->model, eval.batches[j], eval.rates_rps[j],
-                        eval.latencies_ms[j]});
+    g.models.push_back(
+        {spec.members[j].demand->model, eval.batches[j], eval.rates_rps[j], eval.latencies_ms[j]});
   }
   return g;
 }

@@ -55,7 +55,6 @@ std::unique_ptr<Planner> CreateTritonPlanner(const ProfileSet* profiles,
                                              InterferenceModel interference,
                                              PlannerOptions options);
 std::unique_ptr<Planner> CreateIdealPlanner(const ProfileSet* profiles,
-                                            InterferenceModel interference,
-                                            PlannerOptions options);
+                                            InterferenceModel interference, PlannerOptions options);
 
 }  // namespace tessera::scheduler

@@ -18,9 +18,9 @@ namespace {
 // seed 001 Table 3: the nine models and their SLOs (ms).
 const std::vector<std::pair<std::string, double>>& PaperModels() {
   static const std::vector<std::pair<std::string, double>> models = {
-      {"googlenet", 66},      {"lenet", 5},          {"resnet50", 108},
-      {"ssd_mobilenet", 202}, {"vgg16", 142},        {"mnasnet", 62},
-      {"mobilenet_v2", 64},   {"densenet161", 202},  {"bert_base", 22}};
+      {"googlenet", 66},      {"lenet", 5},         {"resnet50", 108},
+      {"ssd_mobilenet", 202}, {"vgg16", 142},       {"mnasnet", 62},
+      {"mobilenet_v2", 64},   {"densenet161", 202}, {"bert_base", 22}};
   return models;
 }
 
@@ -90,10 +90,10 @@ TEST(BaselinePlannersSyntheticTest, DISABLED_IdealOnTheScenarioSpace) {
         ADD_FAILURE() << "the ideal misses:\n" << PlanToText(t->schedulable() ? *t : *s);
       }
     }
-    std::printf("%d GPUs: schedulable of %d: ideal %d (mean %.2f ms, worst %.1f ms wall), "
-                "temporal %d, spatial %d\n",
-                gpus, kScenarios, ok_ideal, total_ms / kScenarios, worst_ms, ok_temporal,
-                ok_spatial);
+    std::printf(
+        "%d GPUs: schedulable of %d: ideal %d (mean %.2f ms, worst %.1f ms wall), "
+        "temporal %d, spatial %d\n",
+        gpus, kScenarios, ok_ideal, total_ms / kScenarios, worst_ms, ok_temporal, ok_spatial);
   }
 }
 
@@ -126,9 +126,10 @@ TEST(BaselinePlannersSyntheticTest, DISABLED_GpuletAgainstIdeal) {
         ADD_FAILURE() << "scenario " << k << ": the ideal misses\n" << PlanToText(*g);
       }
     }
-    std::printf("%d GPUs: schedulable of 19682: ideal %d, gpulet+int %d, ideal misses %d; "
-                "ideal mean %.2f ms, worst %.1f ms wall\n",
-                gpus, ok_ideal, ok_gpulet, misses, ideal_ms / 19682, worst_ms);
+    std::printf(
+        "%d GPUs: schedulable of 19682: ideal %d, gpulet+int %d, ideal misses %d; "
+        "ideal mean %.2f ms, worst %.1f ms wall\n",
+        gpus, ok_ideal, ok_gpulet, misses, ideal_ms / 19682, worst_ms);
   }
 }
 
@@ -146,18 +147,27 @@ TEST(BaselinePlannersSyntheticTest, DISABLED_MaxSchedulableRates) {
   };
   const std::vector<std::pair<std::string, std::vector<Member>>> mixes = {
       {"game",
-       {{"le1", "lenet", 108, 1}, {"le2", "lenet", 108, 1}, {"le3", "lenet", 108, 1},
-        {"le4", "lenet", 108, 1}, {"le5", "lenet", 108, 1}, {"le6", "lenet", 108, 1},
+       {{"le1", "lenet", 108, 1},
+        {"le2", "lenet", 108, 1},
+        {"le3", "lenet", 108, 1},
+        {"le4", "lenet", 108, 1},
+        {"le5", "lenet", 108, 1},
+        {"le6", "lenet", 108, 1},
         {"resnet50", "", 108, 1}}},
       {"traffic", {{"ssd_mobilenet", "", 90, 1}, {"googlenet", "", 112, 1}, {"vgg16", "", 112, 1}}},
       {"scen1",
-       {{"mobilenet_v2", "", 64, 1}, {"bert_base", "", 22, 2}, {"mnasnet", "", 62, 1},
+       {{"mobilenet_v2", "", 64, 1},
+        {"bert_base", "", 22, 2},
+        {"mnasnet", "", 62, 1},
         {"googlenet", "", 66, 2}}},
       {"scen2", {{"densenet161", "", 202, 1}, {"vgg16", "", 142, 1}}},
       {"scen3", {{"mobilenet_v2", "", 64, 1}, {"resnet50", "", 108, 1}, {"vgg16", "", 142, 1}}},
-      {"scen4", {{"ssd_mobilenet", "", 202, 1}, {"mnasnet", "", 62, 1}, {"densenet161", "", 202, 1}}},
+      {"scen4",
+       {{"ssd_mobilenet", "", 202, 1}, {"mnasnet", "", 62, 1}, {"densenet161", "", 202, 1}}},
       {"scen5",
-       {{"lenet", "", 5, 1}, {"ssd_mobilenet", "", 202, 1}, {"mnasnet", "", 62, 1},
+       {{"lenet", "", 5, 1},
+        {"ssd_mobilenet", "", 202, 1},
+        {"mnasnet", "", 62, 1},
         {"vgg16", "", 142, 1}}},
   };
   std::vector<std::unique_ptr<Planner>> planners;

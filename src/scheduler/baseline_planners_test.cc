@@ -28,10 +28,14 @@ class BaselinePlannersTest : public ::testing::Test {
   std::unique_ptr<Planner> Make(Policy policy,
                                 InterferenceModel interference = InterferenceModel::None()) {
     switch (policy) {
-      case Policy::kTemporal: return CreateTemporalPlanner(&profiles_, interference, options_);
-      case Policy::kSpatial: return CreateSpatialPlanner(&profiles_, interference, options_);
-      case Policy::kTriton: return CreateTritonPlanner(&profiles_, interference, options_);
-      default: return CreateIdealPlanner(&profiles_, interference, options_);
+      case Policy::kTemporal:
+        return CreateTemporalPlanner(&profiles_, interference, options_);
+      case Policy::kSpatial:
+        return CreateSpatialPlanner(&profiles_, interference, options_);
+      case Policy::kTriton:
+        return CreateTritonPlanner(&profiles_, interference, options_);
+      default:
+        return CreateIdealPlanner(&profiles_, interference, options_);
     }
   }
 
@@ -363,8 +367,8 @@ TEST(FastFitRoundTest, MatchesFitRound) {
 }
 
 // Random demand sets on the fixture profiles plus a few more shapes, under every interference
-// kind and several option sets: every plan passes CheckPlan, and the ideal schedules whatever temporal, spatial or gpulet
-// does.
+// kind and several option sets: every plan passes CheckPlan, and the ideal schedules whatever
+// temporal, spatial or gpulet does.
 TEST_F(BaselinePlannersTest, PropertyPlansAreValidAndIdealDominates) {
   ASSERT_TRUE(profiles_.Add(LinearProfileForTest("heavy", 8, 3, 2500, 0.5, 0.6)).ok());
   ASSERT_TRUE(profiles_.Add(KneeProfileForTest("small-knee", 1, 0.2, 30, 400)).ok());

@@ -1,7 +1,6 @@
 #include "ideal_search.h"
 
 #include <algorithm>
-#include <cstring>
 #include <limits>
 #include <set>
 
@@ -66,8 +65,7 @@ IdealSearch::IdealSearch(const std::vector<Demand>& demands, int num_gpus, Profi
       const PartitionTable& t = cache.Get(d.profile, sizes_[i]);
       const double sat = SaturatedOn(t, d.slo_ms, 1.0, margin).throughput_rps;
       saturated_rps_[m][i] = sat;
-      saturated_worst_rps_[m][i] =
-          SaturatedOn(t, d.slo_ms, worst_factor[m], margin).throughput_rps;
+      saturated_worst_rps_[m][i] = SaturatedOn(t, d.slo_ms, worst_factor[m], margin).throughput_rps;
       if (sat <= 0) continue;
       if (min_size_[m] < 0) min_size_[m] = sizes_[i];
       per_rps = std::min(per_rps, sizes_[i] / sat);
@@ -191,8 +189,8 @@ bool IdealSearch::AloneFits(int m, int size, double rate, double* occupancy) {
   auto [it, inserted] = alone_cache_.try_emplace(std::move(key), -1.0);
   if (inserted) {
     const Demand& d = demands_[m];
-    std::optional<Round> round = FastFitRound(
-        {{&cache_.Get(d.profile, size), rate, d.slo_ms, 1.0}}, options_.latency_margin);
+    std::optional<Round> round = FastFitRound({{&cache_.Get(d.profile, size), rate, d.slo_ms, 1.0}},
+                                              options_.latency_margin);
     if (round) it->second = round->occupancy;
   }
   if (it->second < 0) return false;
@@ -272,8 +270,8 @@ std::vector<IdealSearch::Target> IdealSearch::ChunkTargets(int m, double remaini
         const double sat = saturated(size);
         if (sat <= 0 || remaining <= threshold(size, layouts_[l].size() == 1)) continue;
         // Most throughput per % first; already opened GPUs before new ones.
-        targets.push_back({state_.opened, static_cast<int>(s), static_cast<int>(l), size,
-                           1.0 - sat / size});
+        targets.push_back(
+            {state_.opened, static_cast<int>(s), static_cast<int>(l), size, 1.0 - sat / size});
       }
     }
   }

@@ -45,7 +45,7 @@
 namespace tessera::scheduler::baseline {
 
 struct IdealStats {
-  int64_t nodes = 0;         // placements tried
+  int64_t nodes = 0;  // placements tried
   bool node_limit_hit = false;
 };
 
@@ -67,8 +67,8 @@ class IdealSearch {
   struct Member {
     int model = 0;  // demand index
     bool saturated = false;
-    double rate_rps = 0;          // round members
-    double alone_occupancy = 0;   // round members: cheapest occupancy of this share alone
+    double rate_rps = 0;         // round members
+    double alone_occupancy = 0;  // round members: cheapest occupancy of this share alone
   };
   struct Slot {
     int size = 0;
@@ -133,7 +133,7 @@ class IdealSearch {
   std::vector<int> order_;                 // demands with rate > 0, hardest first
   std::vector<double> need_units_;         // per demand: lower bound on Σ partition·occupancy
   std::vector<int> min_size_;              // per demand: smallest size it can run on at all
-  std::vector<std::vector<double>> saturated_rps_;  // [demand][size index], no interference
+  std::vector<std::vector<double>> saturated_rps_;        // [demand][size index], no interference
   std::vector<std::vector<double>> saturated_worst_rps_;  // the same under WorstFactors()
   State state_;
   std::unordered_map<std::string, std::optional<std::vector<GpuletEval>>> eval_cache_;

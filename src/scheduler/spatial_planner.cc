@@ -29,8 +29,7 @@ struct GpuState {
 
 class SpatialPlanner final : public Planner {
  public:
-  SpatialPlanner(const ProfileSet* profiles, InterferenceModel interference,
-                 PlannerOptions options)
+  SpatialPlanner(const ProfileSet* profiles, InterferenceModel interference, PlannerOptions options)
       : profiles_(profiles),
         interference_(std::move(interference)),
         options_(std::move(options)),

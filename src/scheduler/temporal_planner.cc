@@ -86,8 +86,8 @@ std::optional<std::vector<Node>> TemporalPlanner::Pack(const std::vector<int>& m
     const double memory = d.profile->memory_mb() + options_.per_gpulet_overhead_mb;
     if (memory > memory_limit_mb_) return std::nullopt;
     // Nexus: ⌊r/T⌋ GPUs at the saturated batch, then one residue (seed 001 §2.2, §2.4).
-    const baseline::Saturated sat = baseline::SaturatedOn(cache_.Get(d.profile, 100), d.slo_ms,
-                                                          1.0, options_.latency_margin);
+    const baseline::Saturated sat =
+        baseline::SaturatedOn(cache_.Get(d.profile, 100), d.slo_ms, 1.0, options_.latency_margin);
     if (sat.batch == 0) return std::nullopt;
     const int full = static_cast<int>(std::floor(d.target_rps / sat.throughput_rps));
     for (int i = 0; i < full; ++i) saturated.push_back({true, {m}, {}, memory, 1.0});
