@@ -1,6 +1,11 @@
 // The exhaustive search behind the "ideal" planner (seed 001 §5.2: every partition layout of ≤ 4
 // GPUs, stopping at the first viable schedule). Internal to src/scheduler.
 //
+// Stronger than the paper's ideal: the gpulet artifact's full search (standalone_scheduler
+// --full_search, seed 001 [R]) enumerates the layouts but fills each with the same greedy
+// assignment gpulet uses; this one also searches the assignments. "gpulet reaches x % of the
+// ideal" therefore compares against a higher bar than the paper's 92.6 %.
+//
 // What is searched, exactly:
 //  - Layouts. Each GPU is whole (one 100 % gpulet) or split into two gpulets (p, q): p ≤ q both
 //    allowed, q the largest allowed size ≤ 100 − p (with the default sizes: (20,80), (40,60),
