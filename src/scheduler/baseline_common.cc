@@ -69,7 +69,8 @@ StatusOr<std::vector<Demand>> ResolveDemands(const std::vector<ModelDemand>& dem
           absl::StrCat("model '", d.model, "': SLO ", d.slo_ms, " ms must be > 0"));
     }
     TESSERA_ASSIGN_OR_RETURN(const ModelProfile* profile, profiles.Get(d.profile_name()));
-    out.push_back({d.model, profile, d.rate_rps, d.slo_ms, static_cast<int>(i)});
+    out.push_back({d.model, profile, d.rate_rps, d.slo_ms, static_cast<int>(i),
+                   std::max(0.0, d.rate_rps - options.rate_slack_rps)});
   }
   return out;
 }
@@ -84,8 +85,6 @@ double UsableMemoryMb(const ProfileSet& profiles, const PlannerOptions& options)
 int MaxBatch(const ModelProfile& profile, const PlannerOptions& options) {
   return std::min(options.max_batch, profile.max_batch());
 }
-
-double RateTolerance(const PlannerOptions& options) { return options.rate_slack_rps + 1e-6; }
 
 const PartitionTable& ProfileCache::Get(const ModelProfile* profile, int partition_pct) {
   auto [it, inserted] = tables_.try_emplace({profile, partition_pct});
@@ -165,8 +164,8 @@ std::optional<Round> FastFitRound(const std::vector<FastMember>& members, double
       round.batches = batches;
       round.occupancy = occupancy;
       for (size_t j = 0; j < members.size(); ++j) {
-        round.latencies_ms.push_back(members[j].table->latency_ms[batches[j]] *
-                                     members[j].factor * margin);
+        round.latencies_ms.push_back(members[j].table->latency_ms[batches[j]] * members[j].factor *
+                                     margin);
       }
       best = std::move(round);
     }
@@ -243,9 +242,8 @@ std::optional<std::vector<GpuletEval>> EvaluateWithFactors(const std::vector<Gpu
 
 // The factors the evaluated batches imply: per member, the max interference from the members of
 // the other non-empty gpulets on the GPU (seed 001 §4.4 [R]: max over co-runners), 1 if none.
-Factors ImpliedFactors(const std::vector<GpuletSpec>& gpulets,
-                       const std::vector<GpuletEval>& evals, ProfileCache& cache,
-                       const InterferenceModel& interference) {
+Factors ImpliedFactors(const std::vector<GpuletSpec>& gpulets, const std::vector<GpuletEval>& evals,
+                       ProfileCache& cache, const InterferenceModel& interference) {
   Factors factors(gpulets.size());
   for (size_t g = 0; g < gpulets.size(); ++g) {
     factors[g].assign(gpulets[g].members.size(), 1.0);
@@ -333,8 +331,8 @@ Gpulet MakeGpulet(int gpu, const GpuletSpec& spec, const GpuletEval& eval) {
   g.partition_pct = spec.partition_pct;
   g.duty_ms = eval.duty_ms;
   for (size_t j = 0; j < spec.members.size(); ++j) {
-    g.models.push_back({spec.members[j].demand->model, eval.batches[j], eval.rates_rps[j],
-                        eval.latencies_ms[j]});
+    g.models.push_back(
+        {spec.members[j].demand->model, eval.batches[j], eval.rates_rps[j], eval.latencies_ms[j]});
   }
   return g;
 }
@@ -343,7 +341,7 @@ std::vector<std::string> UncoveredModels(const std::vector<Demand>& demands,
                                          const std::vector<bool>& covered) {
   std::vector<std::string> out;
   for (size_t i = 0; i < demands.size(); ++i) {
-    if (demands[i].rate_rps > 0 && !covered[i]) out.push_back(demands[i].model);
+    if (demands[i].target_rps > kRateEpsilon && !covered[i]) out.push_back(demands[i].model);
   }
   return out;
 }

@@ -28,7 +28,13 @@ struct Demand {
   double rate_rps = 0;
   double slo_ms = 0;
   int index = 0;  // position in the caller's demand list
+  // What a plan must route: rate − options.rate_slack_rps, at least 0 (the artifact's TRP_SLACK:
+  // that much left uncovered counts as served, seed 001 §2.4 [R]).
+  double target_rps = 0;
 };
+
+// Rates within this of each other are equal (float noise of rate arithmetic), rps.
+inline constexpr double kRateEpsilon = 1e-6;
 
 // The errors planner.h documents for MakePlan: INVALID_ARGUMENT for bad options, num_gpus < 1, a
 // duplicate model, a negative rate or a non-positive SLO; NOT_FOUND for a model with no profile.
@@ -43,10 +49,6 @@ double UsableMemoryMb(const ProfileSet& profiles, const PlannerOptions& options)
 
 // Largest batch of `profile` under `options`.
 int MaxBatch(const ModelProfile& profile, const PlannerOptions& options);
-
-// Demands whose rate is left uncovered by at most this much count as served (slack plus float
-// noise).
-double RateTolerance(const PlannerOptions& options);
 
 // Latency and utilisation of one model on one partition, per batch (index b = 1..max_batch;
 // index 0 unused). latency_ms is L(b,p) straight from the profile: scheduled latency is
@@ -138,7 +140,8 @@ double GpuMemoryMb(const std::vector<GpuletSpec>& gpulets, const PlannerOptions&
 // The plan's Gpulet for an evaluated spec.
 Gpulet MakeGpulet(int gpu, const GpuletSpec& spec, const GpuletEval& eval);
 
-// Names of `demands` with rate > 0 that `covered` marks false, in demand order.
+// Names of `demands` with a target above kRateEpsilon that `covered` marks false, in demand
+// order.
 std::vector<std::string> UncoveredModels(const std::vector<Demand>& demands,
                                          const std::vector<bool>& covered);
 

@@ -31,7 +31,8 @@
 //   admitted in demand order while they fit.
 //
 // ideal — exhaustive search, seed 001 §5.2, for num_gpus ≤ 4 (more is INVALID_ARGUMENT); see
-//   ideal_planner.cc's header for exactly what it searches and where it approximates.
+//   ideal_search.h for exactly what it searches and where it approximates. When no schedule
+//   exists the plan has no gpulets and lists every model with rate > 0 as unschedulable.
 //
 // Thread-safety: as Planner. `profiles` must outlive the planner.
 #pragma once
@@ -54,7 +55,6 @@ std::unique_ptr<Planner> CreateTritonPlanner(const ProfileSet* profiles,
                                              InterferenceModel interference,
                                              PlannerOptions options);
 std::unique_ptr<Planner> CreateIdealPlanner(const ProfileSet* profiles,
-                                            InterferenceModel interference,
-                                            PlannerOptions options);
+                                            InterferenceModel interference, PlannerOptions options);
 
 }  // namespace tessera::scheduler

@@ -1,10 +1,10 @@
 #include "baseline_planners.h"
 
-#include <chrono>
 #include <cstdio>
 #include <random>
 
 #include "baseline_common.h"
+#include "gpulet_planner.h"
 #include "gtest/gtest.h"
 #include "profile_fixtures_for_test.h"
 #include "slo_rules.h"
@@ -28,10 +28,14 @@ class BaselinePlannersTest : public ::testing::Test {
   std::unique_ptr<Planner> Make(Policy policy,
                                 InterferenceModel interference = InterferenceModel::None()) {
     switch (policy) {
-      case Policy::kTemporal: return CreateTemporalPlanner(&profiles_, interference, options_);
-      case Policy::kSpatial: return CreateSpatialPlanner(&profiles_, interference, options_);
-      case Policy::kTriton: return CreateTritonPlanner(&profiles_, interference, options_);
-      default: return CreateIdealPlanner(&profiles_, interference, options_);
+      case Policy::kTemporal:
+        return CreateTemporalPlanner(&profiles_, interference, options_);
+      case Policy::kSpatial:
+        return CreateSpatialPlanner(&profiles_, interference, options_);
+      case Policy::kTriton:
+        return CreateTritonPlanner(&profiles_, interference, options_);
+      default:
+        return CreateIdealPlanner(&profiles_, interference, options_);
     }
   }
 
@@ -363,7 +367,8 @@ TEST(FastFitRoundTest, MatchesFitRound) {
 }
 
 // Random demand sets on the fixture profiles plus a few more shapes, under every interference
-// kind: every plan passes CheckPlan, and the ideal schedules whatever temporal or spatial does.
+// kind and several option sets: every plan passes CheckPlan, and the ideal schedules whatever
+// temporal, spatial or gpulet does.
 TEST_F(BaselinePlannersTest, PropertyPlansAreValidAndIdealDominates) {
   ASSERT_TRUE(profiles_.Add(LinearProfileForTest("heavy", 8, 3, 2500, 0.5, 0.6)).ok());
   ASSERT_TRUE(profiles_.Add(KneeProfileForTest("small-knee", 1, 0.2, 30, 400)).ok());
@@ -376,6 +381,7 @@ TEST_F(BaselinePlannersTest, PropertyPlansAreValidAndIdealDominates) {
   std::uniform_int_distribution<int> models(1, 6), gpus(1, 4), shape(0, 4), kind(0, 2);
   std::uniform_real_distribution<double> slo(8, 150), unit(0, 1);
   int schedulable[4] = {0, 0, 0, 0};
+  int gpulet_schedulable = 0;
   constexpr int kTrials = 240;
   for (int trial = 0; trial < kTrials; ++trial) {
     std::vector<ModelDemand> demands;
@@ -385,11 +391,34 @@ TEST_F(BaselinePlannersTest, PropertyPlansAreValidAndIdealDominates) {
     }
     const int n = gpus(rng);
     const InterferenceModel& intf = interference[kind(rng)];
-    SCOPED_TRACE(::testing::Message() << "trial " << trial << ", " << n << " GPUs");
+    // Options vary too: the artifact's other size set, fewer models per gpulet, the artifact's
+    // 15 rps slack, its 1.1 latency margin, memory that binds.
+    options_ = PlannerOptions();
+    options_.latency_margin = unit(rng) < 0.5 ? 1 : 1.1;
+    if (unit(rng) < 0.3) options_.partitions_pct = {20, 40, 60, 80, 100};
+    options_.max_models_per_gpulet = unit(rng) < 0.3 ? 2 : 3;
+    if (unit(rng) < 0.3) options_.rate_slack_rps = 15;
+    if (unit(rng) < 0.3) options_.per_gpulet_overhead_mb = 3000;
+    ::testing::Message trace;
+    trace << "trial " << trial << ", " << n << " GPUs, interference kind "
+          << static_cast<int>(intf.kind()) << ", margin " << options_.latency_margin << ", "
+          << options_.partitions_pct.size() << " sizes, max models "
+          << options_.max_models_per_gpulet << ", slack " << options_.rate_slack_rps
+          << ", overhead " << options_.per_gpulet_overhead_mb << ", demands:";
+    for (const ModelDemand& d : demands) {
+      trace << " " << d.model << "/" << d.profile << "/" << d.rate_rps << "/" << d.slo_ms;
+    }
+    SCOPED_TRACE(trace);
     const Plan temporal = PlanFor(Policy::kTemporal, demands, n, intf);
     const Plan spatial = PlanFor(Policy::kSpatial, demands, n, intf);
     const Plan triton = PlanFor(Policy::kTriton, demands, n, intf);
     const Plan ideal = PlanFor(Policy::kIdeal, demands, n, intf);
+    auto gpulet = CreateGpuletPlanner(&profiles_, intf, options_)->MakePlan(demands, n);
+    ASSERT_TRUE(gpulet.ok()) << gpulet.status();
+    gpulet_schedulable += gpulet->schedulable();
+    if (gpulet->schedulable()) {
+      EXPECT_TRUE(ideal.schedulable()) << "gpulet found:\n" << PlanToText(*gpulet);
+    }
     schedulable[0] += temporal.schedulable();
     schedulable[1] += spatial.schedulable();
     schedulable[2] += triton.schedulable();
@@ -404,80 +433,9 @@ TEST_F(BaselinePlannersTest, PropertyPlansAreValidAndIdealDominates) {
   // The sets are neither all trivial nor all hopeless.
   EXPECT_GT(schedulable[0], kTrials / 10);
   EXPECT_LT(schedulable[3], kTrials);
-  std::printf("schedulable of %d: temporal %d, spatial %d, triton %d, ideal %d\n", kTrials,
-              schedulable[0], schedulable[1], schedulable[2], schedulable[3]);
-}
-
-// ---- the paper's scenario space (run by hand: --gtest_also_run_disabled_tests) ---------------
-
-// seed 001 Table 3: the nine models and their SLOs (ms).
-const std::vector<std::pair<std::string, double>>& PaperModels() {
-  static const std::vector<std::pair<std::string, double>> models = {
-      {"googlenet", 66},      {"lenet", 5},          {"resnet50", 108},
-      {"ssd_mobilenet", 202}, {"vgg16", 142},        {"mnasnet", 62},
-      {"mobilenet_v2", 64},   {"densenet161", 202},  {"bert_base", 22}};
-  return models;
-}
-
-// Scenario k in [1, 3⁹ − 1] of seed 001 §3.2 / §5.2: model i's rate is 100 × digit i of k in
-// base 3.
-std::vector<ModelDemand> Scenario(int k) {
-  std::vector<ModelDemand> demands;
-  for (const auto& [model, slo] : PaperModels()) {
-    demands.push_back({model, "", 100.0 * (k % 3), slo});
-    k /= 3;
-  }
-  return demands;
-}
-
-// Times the ideal on 500 random scenarios of the 19,682 on 1–4 GPUs of the synthetic 2080 Ti
-// set with its fitted interference, checking every plan and that the ideal schedules whatever
-// temporal or spatial does.
-TEST(BaselinePlannersSyntheticTest, DISABLED_IdealOnTheScenarioSpace) {
-  auto profiles = ProfileSet::LoadDirectory(std::string(TESSERA_SOURCE_DIR) +
-                                            "/profiles/synthetic-2080ti");
-  ASSERT_TRUE(profiles.ok()) << profiles.status();
-  auto interference = LoadInterferenceFile(std::string(TESSERA_SOURCE_DIR) +
-                                           "/profiles/synthetic-2080ti/interference.yaml");
-  ASSERT_TRUE(interference.ok()) << interference.status();
-  const PlannerOptions options;
-  auto ideal = CreateIdealPlanner(&*profiles, *interference, options);
-  auto temporal = CreateTemporalPlanner(&*profiles, *interference, options);
-  auto spatial = CreateSpatialPlanner(&*profiles, *interference, options);
-  std::mt19937 rng(1);
-  std::uniform_int_distribution<int> pick(1, 19682);
-  for (int gpus = 4; gpus >= 1; --gpus) {
-    constexpr int kScenarios = 500;
-    int ok_ideal = 0, ok_temporal = 0, ok_spatial = 0;
-    double worst_ms = 0, total_ms = 0;
-    for (int i = 0; i < kScenarios; ++i) {
-      const std::vector<ModelDemand> demands = Scenario(pick(rng));
-      const auto start = std::chrono::steady_clock::now();
-      auto plan = ideal->MakePlan(demands, gpus);
-      const double ms =
-          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-              .count();
-      ASSERT_TRUE(plan.ok()) << plan.status();
-      total_ms += ms;
-      worst_ms = std::max(worst_ms, ms);
-      auto t = temporal->MakePlan(demands, gpus);
-      auto s = spatial->MakePlan(demands, gpus);
-      for (const Plan* p : {&*plan, &*t, &*s}) {
-        Status valid = CheckPlan(*p, demands, *profiles, *interference, options);
-        EXPECT_TRUE(valid.ok()) << valid << "\n" << PlanToText(*p);
-      }
-      ok_ideal += plan->schedulable();
-      ok_temporal += t->schedulable();
-      ok_spatial += s->schedulable();
-      if ((t->schedulable() || s->schedulable()) && !plan->schedulable()) {
-        ADD_FAILURE() << "the ideal misses:\n" << PlanToText(t->schedulable() ? *t : *s);
-      }
-    }
-    std::printf("%d GPUs: schedulable of %d: ideal %d (mean %.2f ms, worst %.1f ms wall), "
-                "temporal %d, spatial %d\n",
-                gpus, kScenarios, ok_ideal, total_ms / kScenarios, worst_ms, ok_temporal,
-                ok_spatial);
-  }
+  std::printf("schedulable of %d: temporal %d, spatial %d, triton %d, gpulet %d, ideal %d\n",
+              kTrials, schedulable[0], schedulable[1], schedulable[2], gpulet_schedulable,
+              schedulable[3]);
 }
 
 }  // namespace

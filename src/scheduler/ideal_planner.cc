@@ -42,9 +42,10 @@ class IdealPlanner final : public Planner {
                                  baseline::UsableMemoryMb(*profiles_, options_));
     std::optional<std::vector<Gpulet>> gpulets = search.Run();
     if (search.stats().node_limit_hit) {
-      spdlog::warn("ideal planner: search stopped after {} placements without an answer; "
-                   "reporting unschedulable",
-                   search.stats().nodes);
+      spdlog::warn(
+          "ideal planner: search stopped after {} placements without an answer; "
+          "reporting unschedulable",
+          search.stats().nodes);
     }
     if (gpulets) {
       plan.gpulets = *std::move(gpulets);

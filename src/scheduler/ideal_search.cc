@@ -1,7 +1,6 @@
 #include "ideal_search.h"
 
 #include <algorithm>
-#include <cstring>
 #include <limits>
 #include <set>
 
@@ -25,8 +24,7 @@ IdealSearch::IdealSearch(const std::vector<Demand>& demands, int num_gpus, Profi
       cache_(cache),
       interference_(interference),
       options_(options),
-      memory_limit_mb_(memory_limit_mb),
-      tolerance_(RateTolerance(options)) {
+      memory_limit_mb_(memory_limit_mb) {
   std::vector<int> allowed = options.partitions_pct;
   std::sort(allowed.begin(), allowed.end());
   allowed.erase(std::unique(allowed.begin(), allowed.end()), allowed.end());
@@ -46,12 +44,17 @@ IdealSearch::IdealSearch(const std::vector<Demand>& demands, int num_gpus, Profi
   sizes_.erase(std::unique(sizes_.begin(), sizes_.end()), sizes_.end());
 
   const double margin = options.latency_margin;
+  for (size_t m = 0; m < demands.size(); ++m) {
+    if (demands[m].target_rps > kRateEpsilon) order_.push_back(static_cast<int>(m));
+  }
+  const std::vector<double> worst_factor = WorstFactors();
   need_units_.assign(demands.size(), 0);
   min_size_.assign(demands.size(), -1);
   saturated_rps_.assign(demands.size(), std::vector<double>(sizes_.size(), 0));
-  for (size_t m = 0; m < demands.size(); ++m) {
+  saturated_worst_rps_ = saturated_rps_;
+  for (int m : order_) {
     const Demand& d = demands[m];
-    if (d.rate_rps <= tolerance_) continue;
+    const double rate = d.target_rps;
     // Lower bound on the compute share (Σ partition·occupancy) any schedule gives this model:
     // alone, its cheapest round; with saturated gpulets, r at the best throughput per %
     // (a round member's occupancy is ≥ its rate / saturated throughput, seed 001 §2.4).
@@ -62,16 +65,16 @@ IdealSearch::IdealSearch(const std::vector<Demand>& demands, int num_gpus, Profi
       const PartitionTable& t = cache.Get(d.profile, sizes_[i]);
       const double sat = SaturatedOn(t, d.slo_ms, 1.0, margin).throughput_rps;
       saturated_rps_[m][i] = sat;
+      saturated_worst_rps_[m][i] = SaturatedOn(t, d.slo_ms, worst_factor[m], margin).throughput_rps;
       if (sat <= 0) continue;
       if (min_size_[m] < 0) min_size_[m] = sizes_[i];
       per_rps = std::min(per_rps, sizes_[i] / sat);
-      if (sat < d.rate_rps) may_split = true;
-      if (auto round = FastFitRound({{&t, d.rate_rps, d.slo_ms, 1.0}}, margin)) {
+      if (saturated_worst_rps_[m][i] < rate) may_split = true;
+      if (auto round = FastFitRound({{&t, rate, d.slo_ms, 1.0}}, margin)) {
         alone = std::min(alone, sizes_[i] * round->occupancy);
       }
     }
-    need_units_[m] = may_split ? std::min(alone, d.rate_rps * per_rps) : alone;
-    order_.push_back(static_cast<int>(m));
+    need_units_[m] = may_split ? std::min(alone, rate * per_rps) : alone;
   }
   // Fail first: the models needing the most compute are placed first.
   std::stable_sort(order_.begin(), order_.end(),
@@ -107,13 +110,41 @@ std::optional<std::vector<Gpulet>> IdealSearch::Run() {
   return out;
 }
 
+std::vector<double> IdealSearch::WorstFactors() {
+  std::vector<double> worst(demands_.size(), 1.0);
+  if (interference_.kind() == InterferenceModel::Kind::kNone) return worst;
+  if (interference_.kind() == InterferenceModel::Kind::kConstant) {
+    worst.assign(demands_.size(), interference_.Factor(0, 0, 0, 0));
+    return worst;
+  }
+  // factor = c1·l2_self + c2·l2_other + c3·dram_self + c4·dram_other + c5 (seed 001 §4.4): the
+  // max of the self terms plus the max of the other terms bounds it, whatever the signs.
+  const InterferenceCoefficients& c = interference_.coefficients();
+  auto max_terms = [&](int m, double c_l2, double c_dram) {
+    double best = -kInf;
+    for (int size : sizes_) {
+      const PartitionTable& t = cache_.Get(demands_[m].profile, size);
+      for (int b = 1; b <= t.max_batch; ++b) {
+        best = std::max(best, c_l2 * t.l2_util[b] + c_dram * t.dram_util[b]);
+      }
+    }
+    return best;
+  };
+  double other = -kInf;
+  for (int m : order_) other = std::max(other, max_terms(m, c.l2_other, c.dram_other));
+  for (int m : order_) {
+    worst[m] = std::max(1.0, max_terms(m, c.l2_self, c.dram_self) + other + c.constant);
+  }
+  return worst;
+}
+
 bool IdealSearch::Search(int pos) {
   if (pos == static_cast<int>(order_.size())) return true;
   if (!BoundHolds(pos)) return false;
   std::string key = StateKey(pos);
   if (failed_.count(key)) return false;
   const int m = order_[pos];
-  if (PlaceModel(pos, m, demands_[m].rate_rps, 0)) return true;
+  if (PlaceModel(pos, m, demands_[m].target_rps, 0)) return true;
   if (!stats_.node_limit_hit) failed_.insert(std::move(key));
   return false;
 }
@@ -136,7 +167,7 @@ bool IdealSearch::PlaceModel(int pos, int m, double remaining, int min_chunk_ind
     if (Apply(t, Member{m, true, 0, 1})) {
       const double left = remaining - state_.gpus[t.gpu].slots[t.slot].eval->rates_rps[0];
       bool found;
-      if (left <= tolerance_) {
+      if (left <= kRateEpsilon) {
         state_.complete[m] = true;
         found = Propagate({}) && Search(pos + 1);
       } else {
@@ -158,8 +189,8 @@ bool IdealSearch::AloneFits(int m, int size, double rate, double* occupancy) {
   auto [it, inserted] = alone_cache_.try_emplace(std::move(key), -1.0);
   if (inserted) {
     const Demand& d = demands_[m];
-    std::optional<Round> round = FastFitRound(
-        {{&cache_.Get(d.profile, size), rate, d.slo_ms, 1.0}}, options_.latency_margin);
+    std::optional<Round> round = FastFitRound({{&cache_.Get(d.profile, size), rate, d.slo_ms, 1.0}},
+                                              options_.latency_margin);
     if (round) it->second = round->occupancy;
   }
   if (it->second < 0) return false;
@@ -207,9 +238,16 @@ std::vector<IdealSearch::Target> IdealSearch::ResidueTargets(int m, double rate)
 std::vector<IdealSearch::Target> IdealSearch::ChunkTargets(int m, double remaining,
                                                            int min_chunk_index) {
   std::vector<Target> targets;
+  // Throughput of a saturated gpulet and the threshold above which one is worth trying: what it
+  // serves alone on a whole GPU, or under the worst interference a neighbour could cause on a
+  // split one (below that a round of all that is left serves at least as well).
   auto saturated = [&](int size) {
     const size_t i = std::lower_bound(sizes_.begin(), sizes_.end(), size) - sizes_.begin();
     return saturated_rps_[m][i];
+  };
+  auto threshold = [&](int size, bool whole_gpu) {
+    const size_t i = std::lower_bound(sizes_.begin(), sizes_.end(), size) - sizes_.begin();
+    return whole_gpu ? saturated_rps_[m][i] : saturated_worst_rps_[m][i];
   };
   std::set<std::string> seen;
   for (int g = 0; g < state_.opened; ++g) {
@@ -219,7 +257,7 @@ std::vector<IdealSearch::Target> IdealSearch::ChunkTargets(int m, double remaini
       const Slot& slot = gpu.slots[s];
       if (!slot.members.empty() || g * 2 + static_cast<int>(s) < min_chunk_index) continue;
       const double sat = saturated(slot.size);
-      if (sat <= 0 || remaining <= sat) continue;
+      if (sat <= 0 || remaining <= threshold(slot.size, gpu.slots.size() == 1)) continue;
       if (!seen.insert(gpu_key + '#' + SlotKey(slot)).second) continue;
       targets.push_back({g, static_cast<int>(s), -1, slot.size, -sat / slot.size});
     }
@@ -230,10 +268,10 @@ std::vector<IdealSearch::Target> IdealSearch::ChunkTargets(int m, double remaini
         const int size = layouts_[l][s];
         if (s > 0 && size == layouts_[l][s - 1]) continue;
         const double sat = saturated(size);
-        if (sat <= 0 || remaining <= sat) continue;
+        if (sat <= 0 || remaining <= threshold(size, layouts_[l].size() == 1)) continue;
         // Most throughput per % first; already opened GPUs before new ones.
-        targets.push_back({state_.opened, static_cast<int>(s), static_cast<int>(l), size,
-                           1.0 - sat / size});
+        targets.push_back(
+            {state_.opened, static_cast<int>(s), static_cast<int>(l), size, 1.0 - sat / size});
       }
     }
   }
@@ -281,9 +319,9 @@ bool IdealSearch::Propagate(std::vector<int> dirty) {
           }
         }
       }
-      const double need = demands_[m].rate_rps - served;
+      const double need = demands_[m].target_rps - served;
       if (state_.residue_gpu[m] < 0) {
-        if (need > tolerance_) return false;
+        if (need > kRateEpsilon) return false;
         continue;
       }
       if (need <= state_.residue_rate[m] + 1e-9) continue;

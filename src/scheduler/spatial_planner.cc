@@ -29,8 +29,7 @@ struct GpuState {
 
 class SpatialPlanner final : public Planner {
  public:
-  SpatialPlanner(const ProfileSet* profiles, InterferenceModel interference,
-                 PlannerOptions options)
+  SpatialPlanner(const ProfileSet* profiles, InterferenceModel interference, PlannerOptions options)
       : profiles_(profiles),
         interference_(std::move(interference)),
         options_(std::move(options)),
@@ -163,14 +162,13 @@ bool SpatialPlanner::PlaceModel(int m) {
     }
   }
   if (best_pct == 0) return false;  // no partition meets the SLO even at batch 1
-  const double tolerance = baseline::RateTolerance(options_);
-  double remaining = d.rate_rps;
+  double remaining = d.target_rps;
   while (remaining > best_throughput) {
     std::optional<double> served = Place(m, /*saturated=*/true, 0, best_pct);
     if (!served || *served <= 0) return false;
     remaining -= *served;
   }
-  if (remaining <= tolerance) return true;
+  if (remaining <= baseline::kRateEpsilon) return true;
   std::optional<int> min_pct = MinPartition(d, remaining);
   if (!min_pct) return false;
   return Place(m, /*saturated=*/false, remaining, *min_pct).has_value();
@@ -187,12 +185,12 @@ StatusOr<Plan> SpatialPlanner::MakePlan(const std::vector<ModelDemand>& demands,
   std::vector<std::pair<int, int>> order;  // (need, demand index)
   for (size_t i = 0; i < demands_.size(); ++i) {
     const Demand& d = demands_[i];
-    if (d.rate_rps <= 0) continue;
-    order.emplace_back(MinPartition(d, d.rate_rps).value_or(101), static_cast<int>(i));
+    if (d.target_rps <= baseline::kRateEpsilon) continue;
+    order.emplace_back(MinPartition(d, d.target_rps).value_or(101), static_cast<int>(i));
   }
   std::stable_sort(order.begin(), order.end(), [&](const auto& a, const auto& b) {
     if (a.first != b.first) return a.first > b.first;
-    return demands_[a.second].rate_rps > demands_[b.second].rate_rps;
+    return demands_[a.second].target_rps > demands_[b.second].target_rps;
   });
   std::vector<bool> covered(demands_.size(), false);
   for (const auto& [need, m] : order) {

@@ -79,7 +79,6 @@ std::optional<Node> TemporalPlanner::Merge(const Node& a, const Node& b) {
 }
 
 std::optional<std::vector<Node>> TemporalPlanner::Pack(const std::vector<int>& models) {
-  const double tolerance = baseline::RateTolerance(options_);
   std::vector<Node> saturated;
   std::vector<Node> residues;
   for (int m : models) {
@@ -87,13 +86,13 @@ std::optional<std::vector<Node>> TemporalPlanner::Pack(const std::vector<int>& m
     const double memory = d.profile->memory_mb() + options_.per_gpulet_overhead_mb;
     if (memory > memory_limit_mb_) return std::nullopt;
     // Nexus: ⌊r/T⌋ GPUs at the saturated batch, then one residue (seed 001 §2.2, §2.4).
-    const baseline::Saturated sat = baseline::SaturatedOn(cache_.Get(d.profile, 100), d.slo_ms,
-                                                          1.0, options_.latency_margin);
+    const baseline::Saturated sat =
+        baseline::SaturatedOn(cache_.Get(d.profile, 100), d.slo_ms, 1.0, options_.latency_margin);
     if (sat.batch == 0) return std::nullopt;
-    const int full = static_cast<int>(std::floor(d.rate_rps / sat.throughput_rps));
+    const int full = static_cast<int>(std::floor(d.target_rps / sat.throughput_rps));
     for (int i = 0; i < full; ++i) saturated.push_back({true, {m}, {}, memory, 1.0});
-    const double residue = d.rate_rps - full * sat.throughput_rps;
-    if (residue <= tolerance) continue;
+    const double residue = d.target_rps - full * sat.throughput_rps;
+    if (residue <= baseline::kRateEpsilon) continue;
     Node node{false, {m}, {residue}, memory, 1.0};
     std::optional<double> occupancy = RoundOccupancy(node.models, node.rates, memory);
     if (!occupancy) return std::nullopt;  // cannot happen below T, kept as a guard
@@ -161,7 +160,7 @@ StatusOr<Plan> TemporalPlanner::MakePlan(const std::vector<ModelDemand>& demands
   // Admission order when not everything fits: Alg. 1's rate×SLO ascending (seed 001 §4.3 l.2).
   std::vector<int> order;
   for (size_t i = 0; i < demands_.size(); ++i) {
-    if (demands_[i].rate_rps > 0) order.push_back(static_cast<int>(i));
+    if (demands_[i].target_rps > baseline::kRateEpsilon) order.push_back(static_cast<int>(i));
   }
   std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
     return demands_[a].rate_rps * demands_[a].slo_ms < demands_[b].rate_rps * demands_[b].slo_ms;

@@ -55,7 +55,9 @@ class TritonPlanner final : public Planner {
         plan.gpulets.push_back(std::move(g));
       }
     }
-    plan.unschedulable = baseline::UncoveredModels(resolved, covered);
+    for (size_t i = 0; i < resolved.size(); ++i) {
+      if (resolved[i].rate_rps > 0 && !covered[i]) plan.unschedulable.push_back(resolved[i].model);
+    }
     return plan;
   }
 
