@@ -116,9 +116,8 @@ Saturated SaturatedOn(const PartitionTable& table, double slo_ms, double factor,
 
 namespace {
 
-int BatchAt(double duty_ms, double rate_rps) {
-  // As FitRound: the epsilon keeps d = 1000·k/r from rounding up to k+1.
-  return std::max(1, static_cast<int>(std::ceil(duty_ms * rate_rps / 1000.0 - 1e-9)));
+int BatchAt(double duty_ms, double rate_rps, bool shared) {
+  return RoundBatch(duty_ms, rate_rps, shared);
 }
 
 }  // namespace
@@ -131,12 +130,15 @@ std::optional<Round> FastFitRound(const std::vector<FastMember>& members, double
   thread_local std::vector<double> steps;
   thread_local std::vector<int> batches;
   steps.clear();
+  const bool shared = members.size() > 1;
   for (const FastMember& m : members) {
     if (m.rate_rps <= 0) return std::nullopt;
     min_slo = std::min(min_slo, m.slo_ms);
     // Each member's steps ascend; merging the runs is cheaper than sorting them.
     const size_t run = steps.size();
-    for (int k = 1; k <= m.table->max_batch; ++k) steps.push_back(1000.0 * k / m.rate_rps);
+    for (int k = 1; k <= m.table->max_batch; ++k) {
+      steps.push_back(1000.0 * RoundBatchMaxMean(k, shared) / m.rate_rps);
+    }
     std::inplace_merge(steps.begin(), steps.begin() + run, steps.end());
   }
 
@@ -146,7 +148,7 @@ std::optional<Round> FastFitRound(const std::vector<FastMember>& members, double
     double total = 0;
     for (size_t j = 0; j < members.size(); ++j) {
       const FastMember& m = members[j];
-      batches[j] = BatchAt(duty, m.rate_rps);
+      batches[j] = BatchAt(duty, m.rate_rps, shared);
       if (batches[j] > m.table->max_batch) return -1.0;
       total += m.table->latency_ms[batches[j]] * m.factor * margin;
     }

@@ -94,8 +94,8 @@ struct FastMember {
 // packing), or the shortest duty (smallest batches, so the least interference on the neighbour).
 enum class RoundChoice { kMinOccupancy, kMinDuty };
 
-// FitRound's rules and candidate duties over cached tables (seed 001 §2.4): b_j = ⌈d·r_j/1000⌉,
-// Σ L_j ≤ d, Σ L_j + d ≤ SLO_j. Same result as FitRound for kMinOccupancy.
+// FitRound's rules and candidate duties over cached tables (seed 001 §2.4): b_j = RoundBatch(d,
+// r_j), Σ L_j ≤ d, Σ L_j + d ≤ SLO_j. Same result as FitRound for kMinOccupancy.
 std::optional<Round> FastFitRound(const std::vector<FastMember>& members, double margin,
                                   RoundChoice choice = RoundChoice::kMinOccupancy);
 

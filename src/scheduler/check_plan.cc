@@ -4,7 +4,9 @@
 //  - A gpulet with no models is a reserved but idle partition: it counts toward a GPU's Σ % and
 //    gpulet count (it holds SMs), but not toward memory (no executor process runs for it).
 //  - Comparisons allow a relative 1e-9 (plus 1e-9 absolute) of floating-point noise, and batches
-//    may fall short of rate·duty/1000 by 1e-6: planners derive duties as 1000·k/r, which rounds.
+//    are checked at rate·duty/1000 − 1e-6: planners derive duties as 1000·k/r, which rounds.
+//  - A round's batch must be at least RoundBatch's (slo_rules.h: b ≥ rate·duty/1000, plus a spare
+//    slot for tiny batches in rounds of two or more models).
 //  - Non-exclusive plans (Triton-like) run one process per GPU: the per-gpulet overhead is
 //    charged once per GPU there.
 //  - Unknown device memory (neither options.gpu_memory_mb nor the profile set's device gives it)
@@ -169,12 +171,16 @@ Status CheckPlan(const Plan& plan, const std::vector<ModelDemand>& demands,
             ScheduledLatencyMs(self, m.batch, g.partition_pct, factor, options.latency_margin);
         latencies.push_back(latency);
         total += latency;
-        if (m.batch + kBatchTolerance < m.rate_rps * g.duty_ms / 1000.0) {
+        // The batch rule (RoundBatch: a spare slot in time-shared rounds), evaluated a hair
+        // below the planned mean.
+        const double mean = m.rate_rps * g.duty_ms / 1000.0;
+        const int needed =
+            RoundBatch(std::max(0.0, mean - kBatchTolerance), 1000.0, g.models.size() > 1);
+        if (m.rate_rps > 0 && m.batch < needed) {
           return Violation(absl::StrFormat(
-              "%s: model '%s': batch %d does not hold the %.3f requests that arrive in one "
-              "%.3f ms round at %.2f rps",
-              Name(plan, i), m.model, m.batch, m.rate_rps * g.duty_ms / 1000.0, g.duty_ms,
-              m.rate_rps));
+              "%s: model '%s': batch %d is below the %d the round rule asks for %.3f requests "
+              "arriving per %.3f ms round at %.2f rps (RoundBatch: Poisson bursts)",
+              Name(plan, i), m.model, m.batch, needed, mean, g.duty_ms, m.rate_rps));
         }
       }
       if (!AtMost(total, g.duty_ms)) {

@@ -14,7 +14,7 @@ class CheckPlanTest : public ::testing::Test {
     EXPECT_TRUE(profiles_.Add(LinearProfileForTest("a", 2, 1, 100)).ok());
     EXPECT_TRUE(profiles_.Add(LinearProfileForTest("b", 4, 0.5, 3000)).ok());
     options_.latency_margin = 1;
-    demands_ = {{"a", "", 100, 50}, {"b", "", 200, 60}};
+    demands_ = {{"a", "", 50, 50}, {"b", "", 200, 60}};
   }
 
   // gpu 0: a alone on 40 % in 20 ms rounds (batch 2, L = 2·(2+2)... see Valid).
@@ -23,9 +23,10 @@ class CheckPlanTest : public ::testing::Test {
     Plan plan;
     plan.policy = "test";
     plan.num_gpus = 2;
-    // L(2, 40 %) = (2 + 2)·100/40 = 10 ms ≤ 20; 10 + 20 = 30 ≤ 50; batch 2 ≥ 100·20/1000 = 2.
-    plan.gpulets.push_back({0, 40, 20, {{"a", 2, 100, 10}}});
-    // L(4, 100 %) = 4 + 2 = 6 ≤ 20; 6 + 20 ≤ 60; batch 4 ≥ 200·20/1000 = 4.
+    // L(2, 40 %) = (2 + 2)·100/40 = 10 ms ≤ 20; 10 + 20 = 30 ≤ 50; m = 50·20/1000 = 1 arrival per
+    // round: RoundBatch adds a spare slot for m ≤ 2, batch 2 = ⌈1⌉ + 1.
+    plan.gpulets.push_back({0, 40, 20, {{"a", 2, 50, 10}}});
+    // L(4, 100 %) = 4 + 2 = 6 ≤ 20; 6 + 20 ≤ 60; m = 200·20/1000 = 4 > 2: batch ⌈4⌉ = 4.
     plan.gpulets.push_back({1, 100, 20, {{"b", 4, 200, 6}}});
     return plan;
   }
@@ -154,7 +155,26 @@ TEST_F(CheckPlanTest, LatencyPlusDutyWithinSlo) {
 TEST_F(CheckPlanTest, BatchMustHoldOneRound) {
   Plan plan = Valid();
   plan.gpulets[1].models[0].batch = 3;  // 200 rps · 20 ms = 4 requests per round
-  ExpectViolation(Check(plan), "batch 3 does not hold the 4.000 requests");
+  ExpectViolation(Check(plan), "batch 3 is below the 4 the round rule asks for 4.000 requests");
+  // A lone model needs only ⌈m⌉: a at 75 rps is m = 1.5 per 20 ms round, batch 2 holds it.
+  plan = Valid();
+  plan.gpulets[0].models[0].rate_rps = 75;
+  EXPECT_TRUE(Check(plan).ok()) << Check(plan);
+  // Time-shared, the burst slot (RoundBatch): a and b in one 20 ms round on gpu 1 (100 %),
+  // a at m = 1.5 needs ⌈1.5⌉ + 1 = 3; b at m = 4 > 2 needs 4. With a at batch 3:
+  // L = 5 + 6 = 11 ≤ 20, 11 + 20 = 31 ≤ 50.
+  plan.gpulets.erase(plan.gpulets.begin());
+  plan.gpulets[0].models.insert(plan.gpulets[0].models.begin(), {"a", 2, 75, 4});
+  ExpectViolation(Check(plan), "batch 2 is below the 3 the round rule asks for 1.500 requests");
+  plan.gpulets[0].models[0].batch = 3;
+  EXPECT_TRUE(Check(plan).ok()) << Check(plan);
+  // At m = 5·20/1000 = 0.1 ≤ 0.1486, P(N ≤ 1) = e^−0.1·1.1 = 0.9953 ≥ 0.99: batch 1 suffices.
+  plan.gpulets[0].models[0] = {"a", 1, 5, 3};
+  demands_[0].rate_rps = 5;
+  EXPECT_TRUE(Check(plan).ok()) << Check(plan);
+  // At m = 8·20/1000 = 0.16 it does not (P(N ≤ 1) = 0.9885): batch 2.
+  plan.gpulets[0].models[0].rate_rps = 8;
+  ExpectViolation(Check(plan), "batch 1 is below the 2 the round rule asks for 0.160 requests");
 }
 
 TEST_F(CheckPlanTest, LatencyMarginApplies) {

@@ -43,6 +43,42 @@ int MaxResidueBatch(const ModelProfile& profile, int partition_pct, double rate_
 
 namespace {
 
+// The largest mean m with P(N ≤ 1) = e^−m·(1 + m) ≥ kBurstQuantile, N ~ Poisson(m): below it a
+// round rarely sees a second request and batch 1 stays. P falls with m; bisection on [0, 1]
+// (at m = 1, P = 2/e ≈ 0.74 is below any quantile worth using).
+double SingleRequestMaxMean() {
+  static const double max_mean = [] {
+    double lo = 0;
+    double hi = 1;
+    for (int i = 0; i < 100; ++i) {
+      const double mid = 0.5 * (lo + hi);
+      (std::exp(-mid) * (1 + mid) >= kBurstQuantile ? lo : hi) = mid;
+    }
+    return lo;
+  }();
+  return max_mean;
+}
+
+}  // namespace
+
+int RoundBatch(double duty_ms, double rate_rps, bool shared) {
+  const double mean = duty_ms * rate_rps / 1000.0;
+  // The epsilons keep a duty at a step point, d = 1000·RoundBatchMaxMean(k)/r, at batch k.
+  const int mean_batch = std::max(1, static_cast<int>(std::ceil(mean - 1e-9)));
+  if (!shared || mean_batch > kSpareSlotMaxBatch) return mean_batch;
+  if (mean <= SingleRequestMaxMean() * (1 + 1e-9) + 1e-12) return 1;
+  return mean_batch + 1;
+}
+
+double RoundBatchMaxMean(int k, bool shared) {
+  if (!shared) return k;
+  if (k <= 1) return SingleRequestMaxMean();
+  if (k <= kSpareSlotMaxBatch) return k - 1;  // ⌈m⌉ + 1 ≤ k
+  return k;  // k = kSpareSlotMaxBatch + 1 also holds every m in (kSpareSlotMaxBatch − 1, k]
+}
+
+namespace {
+
 // Scheduled latencies of the members, computed once per (member, batch): FitRound visits up to
 // members × max_batch duties and the planners call it in their inner loops.
 class LatencyCache {
@@ -78,17 +114,11 @@ class LatencyCache {
   std::vector<std::vector<double>> latencies_;
 };
 
-// A batch must hold every request that arrives during one round; the epsilon keeps d = 1000·k/r
-// from rounding up to k+1.
-int RoundBatch(double duty_ms, double rate_rps) {
-  return std::max(1, static_cast<int>(std::ceil(duty_ms * rate_rps / 1000.0 - 1e-9)));
-}
-
 // Σ latency of the round of length `duty_ms`, or -1 when a batch exceeds its cap.
 double TotalLatency(const std::vector<RoundMember>& members, LatencyCache& cache, double duty_ms) {
   double total = 0;
   for (size_t i = 0; i < members.size(); ++i) {
-    const int batch = RoundBatch(duty_ms, members[i].rate_rps);
+    const int batch = RoundBatch(duty_ms, members[i].rate_rps, members.size() > 1);
     if (batch > cache.cap(i)) return -1;
     total += cache.Latency(i, batch);
   }
@@ -116,8 +146,9 @@ std::optional<Round> FitRound(const std::vector<RoundMember>& members, int parti
     for (int b = 2; b <= cap && monotone; ++b) monotone = (*table)[b] >= (*table)[b - 1];
   }
   LatencyCache cache(members, partition_pct, margin, max_batch);
-  // Candidate step points d = 1000·k/r_j in ascending order, k = 1..max_batch per member: a merge
-  // of the members' sequences (equal values once).
+  const bool shared = members.size() > 1;
+  // Candidate step points d = 1000·RoundBatchMaxMean(k)/r_j in ascending order, k = 1..max_batch
+  // per member: a merge of the members' sequences (equal values once).
   std::vector<int> next_k(members.size(), 1);
   double best_duty = 0;
   double best_occupancy = 2;
@@ -125,11 +156,16 @@ std::optional<Round> FitRound(const std::vector<RoundMember>& members, int parti
   while (true) {
     double duty = std::numeric_limits<double>::infinity();
     for (size_t j = 0; j < members.size(); ++j) {
-      if (next_k[j] <= max_batch) duty = std::min(duty, 1000.0 * next_k[j] / members[j].rate_rps);
+      if (next_k[j] <= max_batch) {
+        duty = std::min(duty, 1000.0 * RoundBatchMaxMean(next_k[j], shared) / members[j].rate_rps);
+      }
     }
     if (!std::isfinite(duty)) break;
     for (size_t j = 0; j < members.size(); ++j) {
-      if (next_k[j] <= max_batch && 1000.0 * next_k[j] / members[j].rate_rps == duty) ++next_k[j];
+      if (next_k[j] <= max_batch &&
+          1000.0 * RoundBatchMaxMean(next_k[j], shared) / members[j].rate_rps == duty) {
+        ++next_k[j];
+      }
     }
     const double total = TotalLatency(members, cache, duty);
     if (total < 0) break;  // longer rounds need even larger batches
@@ -156,7 +192,7 @@ std::optional<Round> FitRound(const std::vector<RoundMember>& members, int parti
   round.duty_ms = best_duty;
   double total = 0;
   for (size_t i = 0; i < members.size(); ++i) {
-    const int batch = RoundBatch(best_duty, members[i].rate_rps);
+    const int batch = RoundBatch(best_duty, members[i].rate_rps, members.size() > 1);
     round.batches.push_back(batch);
     round.latencies_ms.push_back(cache.Latency(i, batch));
     total += round.latencies_ms.back();

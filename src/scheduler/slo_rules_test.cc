@@ -77,21 +77,81 @@ TEST(SloRulesTest, ShortRoundForTightSloAtLowRate) {
   EXPECT_EQ(round->batches, (std::vector<int>{2}));
 }
 
+TEST(SloRulesTest, RoundBatchAddsASpareSlotForTinySharedBatches) {
+  // m₁: e^−m·(1 + m) = 0.99 at m = 0.148555.
+  EXPECT_NEAR(RoundBatchMaxMean(1, true), 0.148555, 1e-6);
+  EXPECT_EQ(RoundBatchMaxMean(2, true), 1);
+  EXPECT_EQ(RoundBatchMaxMean(3, true), 3);
+  EXPECT_EQ(RoundBatchMaxMean(7, true), 7);
+  EXPECT_EQ(RoundBatchMaxMean(1, false), 1);
+  // Shared rounds, m = d·r/1000 with r = 1000 rps: P(N ≤ 1) = e^−0.1·1.1 = 0.9953 → 1;
+  // e^−0.16·1.16 = 0.9885 → ⌈0.16⌉ + 1 = 2; m = 1 → 2; 1.5 and 2 → 3; above 2, ⌈m⌉.
+  EXPECT_EQ(RoundBatch(0.1, 1000, true), 1);
+  EXPECT_EQ(RoundBatch(0.16, 1000, true), 2);
+  EXPECT_EQ(RoundBatch(1, 1000, true), 2);
+  EXPECT_EQ(RoundBatch(1.5, 1000, true), 3);
+  EXPECT_EQ(RoundBatch(2, 1000, true), 3);
+  EXPECT_EQ(RoundBatch(2.5, 1000, true), 3);
+  EXPECT_EQ(RoundBatch(4.2, 1000, true), 5);
+  // A step duty d = 1000·m₁/r stays at batch 1 despite rounding.
+  EXPECT_EQ(RoundBatch(1000 * RoundBatchMaxMean(1, true) / 86, 86, true), 1);
+  // A lone model: ⌈m⌉.
+  EXPECT_EQ(RoundBatch(0.5, 1000, false), 1);
+  EXPECT_EQ(RoundBatch(1.5, 1000, false), 2);
+}
+
+TEST(SloRulesTest, SharedRoundPlansTheSpareSlot) {
+  // L(b) = 2 + b, two members at 100 rps, SLO 30. Candidate duties 1000·M(k)/100:
+  //   d = 1.49 (b 1, 1): Σ L = 6 > d; capped 30 − 6 = 24 is not below the step: no round.
+  //   d = 10   (b 2, 2): Σ L = 8 ≤ 10, 8 + 10 = 18 ≤ 30: occupancy 0.8.
+  //   d = 30   (b 3, 3): Σ L = 10, 10 + 30 > 30; capped d = 30 − 10 = 20 in (10, 30):
+  //            m = 2 → b = 3 each, Σ L = 10 ≤ 20, 10 + 20 = 30 ≤ 30: occupancy 0.5, the best.
+  // (The paper's b = ⌈m⌉ takes d = 20 with batches 2, occupancy 0.4.)
+  const ModelProfile a = LinearProfileForTest("a", 2, 1);
+  std::optional<Round> round = FitRound({{&a, 100, 30, 1}, {&a, 100, 30, 1}}, 100, 1, 32);
+  ASSERT_TRUE(round.has_value());
+  EXPECT_DOUBLE_EQ(round->duty_ms, 20);
+  EXPECT_EQ(round->batches, (std::vector<int>{3, 3}));
+  EXPECT_DOUBLE_EQ(round->occupancy, 0.5);
+  // Alone, the same model keeps ⌈m⌉: d = 20, b = 2, L = 4, 4 + 20 ≤ 30 (d = 30: 5 + 30 > 30).
+  round = FitRound({{&a, 100, 30, 1}}, 100, 1, 32);
+  ASSERT_TRUE(round.has_value());
+  EXPECT_DOUBLE_EQ(round->duty_ms, 20);
+  EXPECT_EQ(round->batches, (std::vector<int>{2}));
+}
+
 TEST(SloRulesTest, RoundFailsWhenSloTooTight) {
   const ModelProfile a = LinearProfileForTest("a", 10, 1);
   std::vector<RoundMember> members = {{&a, 100, 15, 1}, {&a, 100, 15, 1}};
   EXPECT_FALSE(FitRound(members, 100, 1, 32).has_value());
 }
 
-// The straightforward search FitRound must agree with: every step duty 1000·k/r_j and every
-// SLO-capped duty between steps, each evaluated from the profile.
+// The straightforward search FitRound must agree with: every duty where a batch may step
+// (1000·k/r_j, and 1000·m₁/r_j where the burst slot starts) and every SLO-capped duty between
+// them, each evaluated from the profile with the burst rule written from its definition
+// (slo_rules.h): ⌈m⌉, plus one in a shared round when ⌈m⌉ ≤ 2 and P(N ≤ 1) < 0.99.
 std::optional<Round> ReferenceFitRound(const std::vector<RoundMember>& members, int pct,
                                        double margin, int max_batch) {
+  const bool shared = members.size() > 1;
+  auto p_at_most_one = [](double mean) { return std::exp(-mean) * (1 + mean); };
+  double m1_lo = 0;
+  double m1_hi = 1;
+  for (int i = 0; i < 200; ++i) {
+    const double mid = 0.5 * (m1_lo + m1_hi);
+    (p_at_most_one(mid) >= 0.99 ? m1_lo : m1_hi) = mid;
+  }
+  auto batch_at = [&](double d, const RoundMember& m) {
+    const double mean = d * m.rate_rps / 1000.0;
+    int b = std::max(1, static_cast<int>(std::ceil(mean - 1e-9)));
+    if (shared && b <= 2 && p_at_most_one(mean) < 0.99 * (1 - 1e-9)) ++b;
+    return b;
+  };
   std::vector<double> duties;
   double min_slo = 1e300;
   for (const RoundMember& m : members) {
     min_slo = std::min(min_slo, m.slo_ms);
     for (int k = 1; k <= max_batch; ++k) duties.push_back(1000.0 * k / m.rate_rps);
+    if (shared) duties.push_back(1000.0 * m1_lo / m.rate_rps);
   }
   std::sort(duties.begin(), duties.end());
   duties.erase(std::unique(duties.begin(), duties.end()), duties.end());
@@ -100,7 +160,7 @@ std::optional<Round> ReferenceFitRound(const std::vector<RoundMember>& members, 
     r.duty_ms = d;
     double total = 0;
     for (const RoundMember& m : members) {
-      const int b = std::max(1, static_cast<int>(std::ceil(d * m.rate_rps / 1000.0 - 1e-9)));
+      const int b = batch_at(d, m);
       if (b > max_batch) return std::nullopt;
       r.batches.push_back(b);
       r.latencies_ms.push_back(
@@ -117,7 +177,7 @@ std::optional<Round> ReferenceFitRound(const std::vector<RoundMember>& members, 
     std::vector<double> candidates = {duty};
     double total = 0;
     for (const RoundMember& m : members) {
-      const int b = std::max(1, static_cast<int>(std::ceil(duty * m.rate_rps / 1000.0 - 1e-9)));
+      const int b = batch_at(duty, m);
       total += ScheduledLatencyMs(*m.profile, std::min(b, max_batch), pct, m.interference_factor,
                                   margin);
     }
