@@ -1,13 +1,23 @@
 // The CPU implementation of Model and LoadOnnxModel: import, check every node against its kernel,
-// fold constant subgraphs, then interpret the remaining nodes in order on each Run.
+// fold constant subgraphs, then interpret the remaining nodes in order on each Run. The first Run
+// with a given tuple of input shapes allocates every activation and records sizes and aliases;
+// from that a liveness plan (memory_planner.h) is cached, and later Runs with those shapes place
+// kernel outputs in one reused arena. Graph outputs are in the arena too, live to the end and are
+// copied into the returned Tensors; graph inputs stay caller-owned, weights stay in graph_.
+#include <algorithm>
+#include <chrono>
 #include <cstring>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <unordered_set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/base/thread_annotations.h"
 #include "engine/cpu/ops.h"
 #include "engine/graph.h"
+#include "engine/memory_planner.h"
 #include "engine/onnx_import.h"
 #include "engine/thread_pool.h"
 #include "tessera/engine/engine.h"
@@ -50,10 +60,33 @@ Status FoldConstants(Graph* graph) {
   return absl::OkStatus();
 }
 
+// What a Run without a plan learns about each value, so a plan can be built from it.
+struct Recording {
+  explicit Recording(size_t values) : bytes(values, 0), root(values, -1), def_step(values, -1) {}
+  std::vector<uint64_t> bytes;  // per value: bytes its kernel allocated with NewOutput, else 0
+  std::vector<int> root;        // per value: the allocated value whose bytes it uses, or -1
+  std::vector<int> def_step;    // per value: the node index that produced it
+};
+
+// Where each activation lives in the arena for one tuple of input shapes.
+struct ActivationPlan {
+  std::vector<int64_t> offset;  // per value id: arena offset, or -1 when not in the arena
+  std::vector<uint64_t> bytes;  // per value id: planned bytes (when offset >= 0)
+  uint64_t arena_bytes = 0;
+  uint64_t naive_bytes = 0;
+  int num_values = 0;
+};
+
+// Plans are cached per input-shape tuple; past this many (distinct batch sizes, in practice),
+// new shapes run unplanned rather than growing the cache without bound.
+constexpr size_t kMaxCachedPlans = 64;
+
 class CpuModel final : public Model {
  public:
-  CpuModel(Graph graph, int num_threads)
-      : graph_(std::move(graph)), pool_(std::make_unique<ThreadPool>(num_threads)) {
+  CpuModel(Graph graph, int num_threads, bool plan_memory)
+      : graph_(std::move(graph)),
+        plan_memory_(plan_memory),
+        pool_(std::make_unique<ThreadPool>(num_threads)) {
     const size_t values = graph_.value_names.size();
     last_use_.assign(values, -1);
     keep_.assign(values, false);
@@ -72,16 +105,39 @@ class CpuModel final : public Model {
   uint64_t weight_bytes() const override { return weight_bytes_; }
 
   Status Run(const std::vector<TensorView>& inputs, std::vector<Tensor>* outputs) override {
+    return GuardedRun(inputs, outputs, nullptr);
+  }
+
+  Status RunTimed(const std::vector<TensorView>& inputs, std::vector<Tensor>* outputs,
+                  std::vector<LayerTiming>* timings) override {
+    if (timings == nullptr) return absl::InvalidArgumentError("RunTimed needs a timings vector");
+    timings->clear();
+    return GuardedRun(inputs, outputs, timings);
+  }
+
+  StatusOr<MemoryPlanInfo> PlanMemory(int64_t batch) const override;
+
+ private:
+  Status GuardedRun(const std::vector<TensorView>& inputs, std::vector<Tensor>* outputs,
+                    std::vector<LayerTiming>* timings) {
     try {
-      return RunImpl(inputs, outputs);
+      return RunImpl(inputs, outputs, timings);
     } catch (const std::bad_alloc&) {
       return absl::ResourceExhaustedError("out of memory allocating activations");
     }
   }
-
- private:
   Status ValidateInputs(const std::vector<TensorView>& views, std::vector<Value>* slots) const;
-  Status RunImpl(const std::vector<TensorView>& inputs, std::vector<Tensor>* outputs);
+  Status RunImpl(const std::vector<TensorView>& inputs, std::vector<Tensor>* outputs,
+                 std::vector<LayerTiming>* timings);
+  // Interprets the nodes on `slots` (graph inputs already set). With `plan`, kernel outputs go to
+  // `arena` at the planned offsets; with `recording`, what a plan needs is written there.
+  Status Execute(std::vector<Value>* slots, ThreadPool* pool, const ActivationPlan* plan,
+                 std::byte* arena, Recording* recording, std::vector<LayerTiming>* timings) const;
+  Status CopyOutputs(const std::vector<Value>& slots, std::vector<Tensor>* outputs) const;
+  StatusOr<std::shared_ptr<const ActivationPlan>> BuildPlan(const Recording& recording) const;
+  std::vector<Shape> InputShapes(const std::vector<Value>& slots) const;
+  std::shared_ptr<const ActivationPlan> FindPlan(const std::vector<Shape>& key) const;
+  void StorePlan(const std::vector<Shape>& key, std::shared_ptr<const ActivationPlan> plan) const;
 
   const Value* Lookup(const std::vector<Value>& slots, int id) const {
     if (graph_.IsConstant(id)) return &*graph_.constants[id];
@@ -89,11 +145,17 @@ class CpuModel final : public Model {
   }
 
   const Graph graph_;
+  const bool plan_memory_;
   std::vector<const cpu::OpDef*> ops_;  // parallel to graph_.nodes
   std::vector<int> last_use_;           // per value: index of the last node reading it, or -1
   std::vector<bool> keep_;              // per value: a graph output, never released early
   uint64_t weight_bytes_ = 0;
   std::unique_ptr<ThreadPool> pool_;
+  Value arena_;  // activation arena, grown to the largest plan run so far; used by Run only
+
+  mutable std::mutex plans_mu_;
+  mutable std::map<std::vector<Shape>, std::shared_ptr<const ActivationPlan>> plans_
+      ABSL_GUARDED_BY(plans_mu_);
 };
 
 Status CpuModel::ValidateInputs(const std::vector<TensorView>& views,
@@ -149,22 +211,20 @@ Status CpuModel::ValidateInputs(const std::vector<TensorView>& views,
   return absl::OkStatus();
 }
 
-Status CpuModel::RunImpl(const std::vector<TensorView>& inputs, std::vector<Tensor>* outputs) {
-  // Memory planner goes here: today every activation is a fresh allocation, freed after its last
-  // reader (last_use_). A planner would assign each value an offset in one arena per batch size
-  // from the same liveness intervals, so a Run allocates nothing.
-  std::vector<Value> slots(graph_.value_names.size());
-  TESSERA_RETURN_IF_ERROR(ValidateInputs(inputs, &slots));
-
+Status CpuModel::Execute(std::vector<Value>* slots, ThreadPool* pool, const ActivationPlan* plan,
+                         std::byte* arena, Recording* recording,
+                         std::vector<LayerTiming>* timings) const {
   cpu::OpContext ctx;
-  ctx.pool = pool_.get();
+  ctx.pool = pool;
   cpu::Inputs node_inputs;
   std::vector<Value> node_outputs;
+  std::vector<Value> planned;
+  std::vector<bool> allocated;
   for (size_t n = 0; n < graph_.nodes.size(); ++n) {
     const Node& node = graph_.nodes[n];
     node_inputs.clear();
     for (int id : node.inputs) {
-      const Value* v = id == kNoValue ? nullptr : Lookup(slots, id);
+      const Value* v = id == kNoValue ? nullptr : Lookup(*slots, id);
       if (id != kNoValue && v == nullptr) {
         return absl::InternalError(absl::StrCat(node.Describe(graph_.value_names), ": input \"",
                                                 graph_.value_names[id], "\" was never computed"));
@@ -172,16 +232,66 @@ Status CpuModel::RunImpl(const std::vector<TensorView>& inputs, std::vector<Tens
       node_inputs.push_back(v);
     }
     node_outputs.assign(node.outputs.size(), Value());
+    if (plan != nullptr) {
+      planned.assign(node.outputs.size(), Value());
+      for (size_t i = 0; i < node.outputs.size(); ++i) {
+        const int id = node.outputs[i];
+        if (plan->offset[id] < 0) continue;
+        planned[i] = Value::Borrow(DataType::kUint8, {static_cast<int64_t>(plan->bytes[id])},
+                                   arena + plan->offset[id]);
+      }
+      ctx.planned_outputs = &planned;
+    }
+    if (recording != nullptr) {
+      allocated.assign(node.outputs.size(), false);
+      ctx.allocated_outputs = &allocated;
+    }
+    std::chrono::steady_clock::time_point start;
+    if (timings != nullptr) start = std::chrono::steady_clock::now();
     Status status = ops_[n]->run(ctx, node, node_inputs, &node_outputs);
+    if (timings != nullptr) {
+      const auto elapsed = std::chrono::steady_clock::now() - start;
+      timings->push_back(LayerTiming{
+          node.name, node.op_type,
+          static_cast<uint64_t>(
+              std::chrono::duration_cast<std::chrono::nanoseconds>(elapsed).count())});
+    }
     if (!status.ok()) return Prefixed(status, node.Describe(graph_.value_names));
+    if (recording != nullptr) {
+      for (size_t i = 0; i < node.outputs.size(); ++i) {
+        const int id = node.outputs[i];
+        const Value& out = node_outputs[i];
+        recording->def_step[id] = static_cast<int>(n);
+        if (allocated[i]) {
+          recording->root[id] = id;
+          recording->bytes[id] = out.byte_size();
+          continue;
+        }
+        // Not allocated by the kernel: an alias of an input (Reshape, Flatten, ...) shares that
+        // input's buffer, whose lifetime must then cover the alias's readers too.
+        for (size_t j = 0; j < node.inputs.size(); ++j) {
+          const int in = node.inputs[j];
+          if (in == kNoValue || node_inputs[j] == nullptr || recording->root[in] < 0) continue;
+          if (out.byte_size() > 0 && out.raw() == node_inputs[j]->raw()) {
+            recording->root[id] = recording->root[in];
+            break;
+          }
+        }
+      }
+    }
     for (size_t i = 0; i < node.outputs.size(); ++i) {
-      slots[node.outputs[i]] = std::move(node_outputs[i]);
+      (*slots)[node.outputs[i]] = std::move(node_outputs[i]);
     }
     for (int id : node.inputs) {
-      if (id != kNoValue && last_use_[id] == static_cast<int>(n) && !keep_[id]) slots[id] = Value();
+      if (id != kNoValue && last_use_[id] == static_cast<int>(n) && !keep_[id]) {
+        (*slots)[id] = Value();
+      }
     }
   }
+  return absl::OkStatus();
+}
 
+Status CpuModel::CopyOutputs(const std::vector<Value>& slots, std::vector<Tensor>* outputs) const {
   outputs->clear();
   for (size_t i = 0; i < graph_.output_ids.size(); ++i) {
     const Value* v = Lookup(slots, graph_.output_ids[i]);
@@ -199,6 +309,128 @@ Status CpuModel::RunImpl(const std::vector<TensorView>& inputs, std::vector<Tens
     outputs->push_back(std::move(tensor));
   }
   return absl::OkStatus();
+}
+
+StatusOr<std::shared_ptr<const ActivationPlan>> CpuModel::BuildPlan(
+    const Recording& recording) const {
+  const int num_steps = static_cast<int>(graph_.nodes.size());
+  const size_t values = recording.root.size();
+  // Lifetime of each allocated buffer: from its producer to the last reader of any alias of it.
+  // Graph outputs live to the end: they are copied out after the last node.
+  std::vector<int> last(values, -1);
+  for (size_t v = 0; v < values; ++v) {
+    const int root = recording.root[v];
+    if (root < 0) continue;
+    const int until = keep_[v] ? num_steps : last_use_[v];
+    last[root] = std::max({last[root], until, recording.def_step[root]});
+  }
+  std::vector<BufferRequest> requests;
+  std::vector<int> ids;
+  for (size_t v = 0; v < values; ++v) {
+    if (recording.root[v] != static_cast<int>(v) || recording.bytes[v] == 0) continue;
+    requests.push_back(BufferRequest{recording.bytes[v], recording.def_step[v], last[v]});
+    ids.push_back(static_cast<int>(v));
+  }
+  TESSERA_ASSIGN_OR_RETURN(ArenaPlan arena, PlanArena(requests));
+  auto plan = std::make_shared<ActivationPlan>();
+  plan->offset.assign(values, -1);
+  plan->bytes.assign(values, 0);
+  for (size_t r = 0; r < ids.size(); ++r) {
+    plan->offset[ids[r]] = static_cast<int64_t>(arena.offsets[r]);
+    plan->bytes[ids[r]] = requests[r].bytes;
+  }
+  plan->arena_bytes = arena.arena_bytes;
+  plan->naive_bytes = arena.naive_bytes;
+  plan->num_values = static_cast<int>(ids.size());
+  return std::shared_ptr<const ActivationPlan>(std::move(plan));
+}
+
+std::vector<Shape> CpuModel::InputShapes(const std::vector<Value>& slots) const {
+  std::vector<Shape> shapes;
+  for (int id : graph_.input_ids) shapes.push_back(slots[id].shape());
+  return shapes;
+}
+
+std::shared_ptr<const ActivationPlan> CpuModel::FindPlan(const std::vector<Shape>& key) const {
+  std::lock_guard<std::mutex> lock(plans_mu_);
+  auto it = plans_.find(key);
+  return it == plans_.end() ? nullptr : it->second;
+}
+
+void CpuModel::StorePlan(const std::vector<Shape>& key,
+                         std::shared_ptr<const ActivationPlan> plan) const {
+  std::lock_guard<std::mutex> lock(plans_mu_);
+  if (plans_.size() < kMaxCachedPlans) plans_.emplace(key, std::move(plan));
+}
+
+Status CpuModel::RunImpl(const std::vector<TensorView>& inputs, std::vector<Tensor>* outputs,
+                         std::vector<LayerTiming>* timings) {
+  std::vector<Value> slots(graph_.value_names.size());
+  TESSERA_RETURN_IF_ERROR(ValidateInputs(inputs, &slots));
+  if (!plan_memory_) {
+    TESSERA_RETURN_IF_ERROR(Execute(&slots, pool_.get(), nullptr, nullptr, nullptr, timings));
+    return CopyOutputs(slots, outputs);
+  }
+  const std::vector<Shape> key = InputShapes(slots);
+  std::shared_ptr<const ActivationPlan> plan = FindPlan(key);
+  if (plan == nullptr) {
+    // First Run with these shapes: run on fresh allocations, learning the sizes to plan from.
+    Recording recording(slots.size());
+    TESSERA_RETURN_IF_ERROR(Execute(&slots, pool_.get(), nullptr, nullptr, &recording, timings));
+    TESSERA_RETURN_IF_ERROR(CopyOutputs(slots, outputs));
+    TESSERA_ASSIGN_OR_RETURN(plan, BuildPlan(recording));
+    StorePlan(key, std::move(plan));
+    return absl::OkStatus();
+  }
+  if (arena_.byte_size() < plan->arena_bytes) {
+    arena_ = Value();  // free the old arena before allocating the larger one
+    arena_ = Value::Allocate(DataType::kUint8, {static_cast<int64_t>(plan->arena_bytes)});
+  }
+  TESSERA_RETURN_IF_ERROR(Execute(&slots, pool_.get(), plan.get(),
+                                  arena_.mutable_data<std::byte>(), nullptr, timings));
+  return CopyOutputs(slots, outputs);
+}
+
+StatusOr<MemoryPlanInfo> CpuModel::PlanMemory(int64_t batch) const {
+  if (batch < 1) return absl::InvalidArgumentError(absl::StrCat("batch ", batch, " < 1"));
+  // Zero-filled inputs with every dynamic dim set to `batch`.
+  std::vector<Tensor> tensors;
+  for (size_t i = 0; i < graph_.inputs.size(); ++i) {
+    const TensorInfo& info = graph_.inputs[i];
+    if (!graph_.input_rank_known[i]) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("input \"", info.name, "\" has no declared shape to plan from"));
+    }
+    Tensor t;
+    t.name = info.name;
+    t.dtype = info.dtype;
+    t.shape = info.shape;
+    for (int64_t& d : t.shape) {
+      if (d < 0) d = batch;
+    }
+    t.bytes.assign(static_cast<size_t>(ElementCount(t.shape)) * DataTypeByteSize(t.dtype),
+                   std::byte{0});
+    tensors.push_back(std::move(t));
+  }
+  std::vector<TensorView> views;
+  for (Tensor& t : tensors) views.push_back(t.View());
+  std::shared_ptr<const ActivationPlan> plan;
+  try {
+    std::vector<Value> slots(graph_.value_names.size());
+    TESSERA_RETURN_IF_ERROR(ValidateInputs(views, &slots));
+    const std::vector<Shape> key = InputShapes(slots);
+    plan = FindPlan(key);
+    if (plan == nullptr) {
+      // Single-threaded (null pool) and arena-free, so it cannot disturb a concurrent Run.
+      Recording recording(slots.size());
+      TESSERA_RETURN_IF_ERROR(Execute(&slots, nullptr, nullptr, nullptr, &recording, nullptr));
+      TESSERA_ASSIGN_OR_RETURN(plan, BuildPlan(recording));
+      StorePlan(key, plan);
+    }
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError("out of memory planning activations");
+  }
+  return MemoryPlanInfo{batch, plan->arena_bytes, plan->naive_bytes, plan->num_values};
 }
 
 }  // namespace
@@ -240,7 +472,8 @@ StatusOr<std::unique_ptr<Model>> LoadOnnxModel(const std::string& path,
     Status folded = FoldConstants(&graph);
     if (!folded.ok()) return Prefixed(folded, path);
     return std::unique_ptr<Model>(
-        std::make_unique<CpuModel>(std::move(graph), std::max(1, options.num_threads)));
+        std::make_unique<CpuModel>(std::move(graph), std::max(1, options.num_threads),
+                                   options.plan_memory));
   } catch (const std::bad_alloc&) {
     return absl::ResourceExhaustedError(absl::StrCat(path, ": out of memory loading the model"));
   }

@@ -2,8 +2,8 @@
 //
 // A Model is created once per (model version, executor) and then run many times. Run() is
 // thread-compatible: one caller at a time per Model (an executor instance runs one batch at a time);
-// weights are immutable after Load and may be shared by Models loaded from the same file in a
-// later engine version.
+// weights are immutable after Load. Two Models loaded from the same file today hold separate
+// copies of the weights (no cross-instance sharing yet); within one Model every Run shares them.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +24,24 @@ struct ModelOptions {
   Backend backend = Backend::kCpu;
   // CPU threads for intra-op parallelism; set from the partition the executor runs in.
   int num_threads = 1;
+  // Reuse activation memory by liveness (one arena per input shape, planned at the first Run with
+  // that shape). Off = every activation is a fresh allocation on every Run (the reference path).
+  bool plan_memory = true;
+};
+
+// The activation memory plan for one batch size (see Model::PlanMemory).
+struct MemoryPlanInfo {
+  int64_t batch = 0;
+  uint64_t arena_bytes = 0;  // bytes of the one arena the planned activations share
+  uint64_t naive_bytes = 0;  // sum of the same activations allocated separately (64-byte aligned)
+  int num_values = 0;        // activations placed in the arena (aliases such as Reshape excluded)
+};
+
+// Wall time of one node of one Run (see Model::RunTimed).
+struct LayerTiming {
+  std::string node;  // node name from the model file (may be empty)
+  std::string op;    // ONNX op type
+  uint64_t ns = 0;   // wall-clock nanoseconds of the kernel call
 };
 
 // A graph input or output as the model file declares it. Dynamic dims are -1.
@@ -49,6 +67,24 @@ class Model {
   // Errors (missing input, wrong dtype/shape, a kernel failure) come back as a Status naming the
   // tensor or node; the Model stays usable afterwards.
   virtual Status Run(const std::vector<TensorView>& inputs, std::vector<Tensor>* outputs) = 0;
+
+  // Run() that also appends one LayerTiming per executed node, in execution order, to `timings`
+  // (cleared first; required). Same results and errors as Run(); Run() itself does not time.
+  // Implementations without the hook return UNIMPLEMENTED.
+  virtual Status RunTimed(const std::vector<TensorView>& /*inputs*/,
+                          std::vector<Tensor>* /*outputs*/,
+                          std::vector<LayerTiming>* /*timings*/) {
+    return absl::UnimplementedError("per-layer timing is not supported by this model");
+  }
+
+  // The activation plan for inputs whose dynamic dims are all `batch` (the batch dim is the only
+  // dynamic one in supported models). Planning needs each activation's shape: when Run() has not
+  // yet seen this shape, the model is run once on zeros (single-threaded) to learn them, and the
+  // plan is cached for later Runs. Thread-safe against a concurrent Run(). UNIMPLEMENTED where the
+  // model has no planner; INVALID_ARGUMENT for batch < 1 or an input of unknown rank.
+  virtual StatusOr<MemoryPlanInfo> PlanMemory(int64_t /*batch*/) const {
+    return absl::UnimplementedError("memory planning is not supported by this model");
+  }
 };
 
 // Parses and prepares an ONNX model file. Every problem is reported here, never at first Run:

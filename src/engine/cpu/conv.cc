@@ -194,7 +194,7 @@ Status RunConv(const OpContext& ctx, const Node& node, const Inputs& inputs,
   TESSERA_ASSIGN_OR_RETURN(int64_t ow, WindowOutputSize(w, kw, win.stride_w, win.dilation_w,
                                                         win.pad_left, win.pad_right, false));
   Shape out_shape = spatial_rank == 2 ? Shape{batch, cout, oh, ow} : Shape{batch, cout, ow};
-  Value y = Value::Allocate(DataType::kFp32, out_shape);
+  Value y = ctx.NewOutput(0, DataType::kFp32, out_shape);
   Conv2d(x->data<float>(), batch, cin, h, w, wt->data<float>(),
          bias != nullptr ? bias->data<float>() : nullptr, cout, groups, win,
          y.mutable_data<float>(), oh, ow, ctx.pool);

@@ -67,7 +67,7 @@ Status RunBinary(const OpContext& ctx, const Inputs& inputs, std::vector<Value>*
                            RequireInput(inputs, 0, "A", {DataType::kFp32, DataType::kInt64}));
   TESSERA_ASSIGN_OR_RETURN(const Value* b, RequireInput(inputs, 1, "B", {a->dtype()}));
   TESSERA_ASSIGN_OR_RETURN(Shape out_shape, BroadcastShapes(a->shape(), b->shape()));
-  Value y = Value::Allocate(a->dtype(), out_shape);
+  Value y = ctx.NewOutput(0, a->dtype(), out_shape);
   if (a->dtype() == DataType::kFp32) {
     BinaryLoop<float>(*a, *b, out_shape, y.mutable_data<float>(), float_op, ctx.pool);
   } else {
@@ -80,7 +80,7 @@ Status RunBinary(const OpContext& ctx, const Inputs& inputs, std::vector<Value>*
 template <typename F>
 Status RunUnary(const OpContext& ctx, const Inputs& inputs, std::vector<Value>* outputs, F f) {
   TESSERA_ASSIGN_OR_RETURN(const Value* x, RequireInput(inputs, 0, "X", {DataType::kFp32}));
-  Value y = Value::Allocate(DataType::kFp32, x->shape());
+  Value y = ctx.NewOutput(0, DataType::kFp32, x->shape());
   const float* in = x->data<float>();
   float* out = y.mutable_data<float>();
   const int64_t total = x->num_elements();

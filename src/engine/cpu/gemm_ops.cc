@@ -26,7 +26,7 @@ Status RunGemm(const OpContext& ctx, const Node& node, const Inputs& inputs,
     return absl::InvalidArgumentError(absl::StrCat("inner dims differ: A ", DescribeValue(*a),
                                                    " and B ", DescribeValue(*b)));
   }
-  Value y = Value::Allocate(DataType::kFp32, {m, n});
+  Value y = ctx.NewOutput(0, DataType::kFp32, {m, n});
   float* out = y.mutable_data<float>();
   const Value* c = inputs.size() > 2 ? inputs[2] : nullptr;
   float gemm_beta = 0.0f;
@@ -75,7 +75,7 @@ Status RunMatMul(const OpContext& ctx, const Node& node, const Inputs& inputs,
   Shape out_shape = batch;
   if (!a_vector) out_shape.push_back(m);
   if (!b_vector) out_shape.push_back(n);
-  Value y = Value::Allocate(DataType::kFp32, out_shape);
+  Value y = ctx.NewOutput(0, DataType::kFp32, out_shape);
   const float* ad = a->data<float>();
   const float* bd = b->data<float>();
   float* yd = y.mutable_data<float>();

@@ -46,7 +46,7 @@ Status RunSoftmax(const OpContext& ctx, const Node& node, const Inputs& inputs,
   } else {
     for (int d = axis; d < rank; ++d) axis_len *= x->dim(d);
   }
-  Value y = Value::Allocate(DataType::kFp32, x->shape());
+  Value y = ctx.NewOutput(0, DataType::kFp32, x->shape());
   const float* in = x->data<float>();
   float* out = y.mutable_data<float>();
   // Rows are independent: split the outer dim across threads when there is enough of it.
@@ -96,7 +96,7 @@ Status RunBatchNormalization(const OpContext& ctx, const Node& node, const Input
   }
   int64_t spatial = 1;
   for (int d = 2; d < x->rank(); ++d) spatial *= x->dim(d);
-  Value y = Value::Allocate(DataType::kFp32, x->shape());
+  Value y = ctx.NewOutput(0, DataType::kFp32, x->shape());
   const float* in = x->data<float>();
   float* out = y.mutable_data<float>();
   const int64_t planes = x->dim(0) * channels;

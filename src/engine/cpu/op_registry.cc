@@ -43,6 +43,22 @@ const std::map<std::string, OpDef>& Registry() {
 
 }  // namespace
 
+Value OpContext::NewOutput(size_t index, DataType dtype, Shape shape) const {
+  if (allocated_outputs != nullptr && index < allocated_outputs->size()) {
+    (*allocated_outputs)[index] = true;
+  }
+  if (planned_outputs != nullptr && index < planned_outputs->size()) {
+    const Value& slot = (*planned_outputs)[index];
+    const size_t bytes = static_cast<size_t>(ElementCount(shape)) * DataTypeByteSize(dtype);
+    // A size mismatch (the shapes changed against the plan) falls back to a fresh allocation:
+    // the planned bytes simply stay unused, other values are unaffected.
+    if (slot.defined() && slot.byte_size() == bytes && bytes > 0) {
+      return Value::Borrow(dtype, std::move(shape), slot.mutable_data<void>());
+    }
+  }
+  return Value::Allocate(dtype, std::move(shape));
+}
+
 const OpDef* FindOp(const std::string& op_type) {
   auto it = Registry().find(op_type);
   return it == Registry().end() ? nullptr : &it->second;

@@ -76,6 +76,16 @@ Status CheckWindowAttributes(const Node& node);
 
 struct OpContext {
   ThreadPool* pool = nullptr;  // null = run on the calling thread
+  // Memory planner hooks, both optional (null = every output is a fresh allocation).
+  // planned_outputs: per node output, a view of its planned arena bytes (undefined = none).
+  const std::vector<Value>* planned_outputs = nullptr;
+  // allocated_outputs: set to true for each output index NewOutput was called for, so the CPU
+  // model learns which outputs are kernel-allocated (plannable) rather than aliases or constants.
+  std::vector<bool>* allocated_outputs = nullptr;
+
+  // Storage for output `index` of the running node: the planned arena bytes when a plan gives
+  // exactly this many bytes, else a fresh 64-byte aligned allocation. Uninitialised either way.
+  Value NewOutput(size_t index, DataType dtype, Shape shape) const;
 };
 
 using KernelFn = Status (*)(const OpContext& ctx, const Node& node, const Inputs& inputs,

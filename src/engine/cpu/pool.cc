@@ -94,7 +94,7 @@ Status RunPool(PoolKind kind, const OpContext& ctx, const Node& node, const Inpu
   Shape out_shape = {x->dim(0), x->dim(1)};
   if (spatial_rank == 2) out_shape.push_back(oh);
   out_shape.push_back(ow);
-  Value y = Value::Allocate(DataType::kFp32, out_shape);
+  Value y = ctx.NewOutput(0, DataType::kFp32, out_shape);
   Pool2d(kind, x->data<float>(), x->dim(0) * x->dim(1), h, w, win, y.mutable_data<float>(), oh,
          ow, ctx.pool);
   (*outputs)[0] = std::move(y);
@@ -127,7 +127,7 @@ Status RunGlobalAveragePool(const OpContext& ctx, const Node& node, const Inputs
     spatial *= x->dim(d);
     out_shape.push_back(1);
   }
-  Value y = Value::Allocate(DataType::kFp32, out_shape);
+  Value y = ctx.NewOutput(0, DataType::kFp32, out_shape);
   const float* in = x->data<float>();
   float* out = y.mutable_data<float>();
   const int64_t planes = x->dim(0) * x->dim(1);

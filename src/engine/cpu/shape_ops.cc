@@ -146,7 +146,7 @@ Status RunShape(const OpContext&, const Node& node, const Inputs& inputs,
   return absl::OkStatus();
 }
 
-Status RunGather(const OpContext&, const Node& node, const Inputs& inputs,
+Status RunGather(const OpContext& ctx, const Node& node, const Inputs& inputs,
                  std::vector<Value>* outputs) {
   TESSERA_ASSIGN_OR_RETURN(const Value* data, RequireInput(inputs, 0, "data", kAnyType));
   TESSERA_ASSIGN_OR_RETURN(const Value* indices,
@@ -163,7 +163,7 @@ Status RunGather(const OpContext&, const Node& node, const Inputs& inputs,
   for (int d = axis + 1; d < data->rank(); ++d) inner *= data->dim(d);
   const size_t elem = DataTypeByteSize(data->dtype());
   const size_t slice = static_cast<size_t>(inner) * elem;
-  Value y = Value::Allocate(data->dtype(), out_shape);
+  Value y = ctx.NewOutput(0, data->dtype(), out_shape);
   const auto* src = static_cast<const std::byte*>(data->raw());
   auto* dst = y.mutable_data<std::byte>();
   const int64_t* idx = indices->data<int64_t>();
@@ -227,7 +227,7 @@ Status RunSqueeze(const OpContext&, const Node& node, const Inputs& inputs,
   return absl::OkStatus();
 }
 
-Status RunConcat(const OpContext&, const Node& node, const Inputs& inputs,
+Status RunConcat(const OpContext& ctx, const Node& node, const Inputs& inputs,
                  std::vector<Value>* outputs) {
   TESSERA_ASSIGN_OR_RETURN(const Value* first, RequireInput(inputs, 0, "inputs", kAnyType));
   if (first->rank() == 0) return absl::InvalidArgumentError("Concat of scalars");
@@ -250,7 +250,7 @@ Status RunConcat(const OpContext&, const Node& node, const Inputs& inputs,
   for (int d = 0; d < axis; ++d) outer *= out_shape[d];
   for (int d = axis + 1; d < first->rank(); ++d) inner *= out_shape[d];
   const size_t elem = DataTypeByteSize(first->dtype());
-  Value y = Value::Allocate(first->dtype(), out_shape);
+  Value y = ctx.NewOutput(0, first->dtype(), out_shape);
   auto* dst = y.mutable_data<std::byte>();
   const size_t out_row = static_cast<size_t>(out_shape[axis] * inner) * elem;
   size_t offset = 0;
@@ -296,7 +296,7 @@ void TransposeLoop(const T* src, const Shape& in_shape, const std::vector<int>& 
 
 }  // namespace
 
-Status RunTranspose(const OpContext&, const Node& node, const Inputs& inputs,
+Status RunTranspose(const OpContext& ctx, const Node& node, const Inputs& inputs,
                     std::vector<Value>* outputs) {
   TESSERA_ASSIGN_OR_RETURN(const Value* x, RequireInput(inputs, 0, "data", kAnyType));
   const int rank = x->rank();
@@ -320,7 +320,7 @@ Status RunTranspose(const OpContext&, const Node& node, const Inputs& inputs,
   }
   Shape out_shape(rank);
   for (int d = 0; d < rank; ++d) out_shape[d] = x->dim(perm[d]);
-  Value y = Value::Allocate(x->dtype(), out_shape);
+  Value y = ctx.NewOutput(0, x->dtype(), out_shape);
   if (x->num_elements() > 0) {
     if (DataTypeByteSize(x->dtype()) == 4) {
       TransposeLoop(x->data<uint32_t>(), x->shape(), perm, y.mutable_data<uint32_t>());
