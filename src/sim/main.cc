@@ -103,9 +103,8 @@ StatusOr<std::unique_ptr<scheduler::Planner>> MakePlanner(const PolicySpec& spec
   std::unique_ptr<scheduler::Planner> planner = scheduler::CreatePlanner(
       spec.policy, &loaded.profiles,
       spec.interference_aware ? loaded.planner_model : scheduler::InterferenceModel::None());
-  if (!planner) {
-    return absl::UnimplementedError(
-        absl::StrCat("policy '", spec.name, "' has no planner in this build"));
+  if (!planner) {  // CreatePlanner covers every Policy; a null here is a broken invariant
+    return absl::InternalError(absl::StrCat("no planner for policy '", spec.name, "'"));
   }
   return planner;
 }
