@@ -34,6 +34,10 @@ class BatchRunner {
   virtual StatusOr<std::vector<Response>> Run(const std::vector<const Request*>& batch) = 0;
   // For log and error messages: "mlp/1 on executor 0".
   virtual std::string Describe() const = 0;
+  // Called when `request` is routed to this runner ahead of its batch (planned lanes only), on the
+  // enqueuing thread. May copy the inputs into the runner's input pool and set request.staged;
+  // must not fail the request: with no pool space it leaves it unstaged and Run gathers instead.
+  virtual void Stage(Request& /*request*/) {}
 };
 
 struct ModelQueueOptions {

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,14 @@ struct Response {
 // Called exactly once per request, from any thread.
 using CompletionCallback = std::function<void(StatusOr<Response>)>;
 
+// A request's inputs copied ahead of its batch into an executor's input pool (E²bird, seed 002):
+// made by BatchRunner::Stage, read by the same runner's Run. Destroying it gives the pool space
+// back, so a request dropped or moved to another runner never leaks a slot. Opaque to the queue.
+class StagedInputs {
+ public:
+  virtual ~StagedInputs() = default;
+};
+
 struct Request {
   // One view per model input, in the model's declared input order, already validated by the
   // frontend (dtype, shape, byte size). Non-owning: the caller keeps the bytes alive until `done`.
@@ -46,6 +55,9 @@ struct Request {
   int64_t batch_size = 1;
   uint64_t arrival_ns = 0;  // MonotonicNs() at arrival
   CompletionCallback done;
+  // Set by the runner the request was routed to, when it copied the inputs ahead; null otherwise
+  // (Run then gathers from `inputs`).
+  std::unique_ptr<StagedInputs> staged;
 };
 
 }  // namespace tessera::dispatch
