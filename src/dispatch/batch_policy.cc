@@ -57,4 +57,36 @@ BatchDecision DecideBatch(const std::vector<PendingRequest>& pending, uint64_t n
   return decision;
 }
 
+BatchDecision DecideDutyCycleBatch(const std::vector<PendingRequest>& pending, uint64_t now_ns,
+                                   uint64_t build_start_ns, const DutyCyclePolicy& policy) {
+  BatchDecision decision;
+  if (pending.empty()) return decision;
+  const int64_t max_rows = std::max<int64_t>(policy.max_rows, 1);
+  int64_t rows = 0;
+  size_t count = 0;
+  bool blocked = false;
+  for (const PendingRequest& request : pending) {
+    if (request.shape_key != pending.front().shape_key ||
+        (count > 0 && rows + request.rows > max_rows)) {
+      blocked = true;
+      break;
+    }
+    rows += request.rows;
+    ++count;
+    if (rows >= max_rows) break;
+  }
+  const uint64_t round_end = build_start_ns + policy.duty_ns;
+  if (blocked || rows >= max_rows || policy.duty_ns == 0 || now_ns >= round_end) {
+    decision.count = count;
+    return decision;
+  }
+  decision.wake_at_ns = round_end;
+  return decision;
+}
+
+bool MissesSlo(uint64_t arrival_ns, uint64_t now_ns, uint64_t slo_ns, uint64_t expected_run_ns) {
+  if (slo_ns == 0 || expected_run_ns == 0) return false;
+  return now_ns + expected_run_ns > arrival_ns + slo_ns;
+}
+
 }  // namespace tessera::dispatch

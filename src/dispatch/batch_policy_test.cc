@@ -69,5 +69,51 @@ TEST(BatchPolicyTest, OversizedRequestStillRunsAlone) {
   EXPECT_EQ(d.count, 1u);
 }
 
+TEST(DutyCycleBatchTest, WaitsForTheRoundWhileTheBatchIsNotFull) {
+  DutyCyclePolicy policy{4, 10'000'000};
+  BatchDecision d = DecideDutyCycleBatch(Rows({1, 1}), 3'000'000, 1'000'000, policy);
+  EXPECT_EQ(d.count, 0u);
+  EXPECT_EQ(d.wake_at_ns, 11'000'000u);  // the round started at 1 ms and lasts 10 ms
+}
+
+TEST(DutyCycleBatchTest, DispatchesAtTheEndOfTheRoundWithWhatItHas) {
+  DutyCyclePolicy policy{4, 10'000'000};
+  BatchDecision d = DecideDutyCycleBatch(Rows({1, 1}), 11'000'000, 1'000'000, policy);
+  EXPECT_EQ(d.count, 2u);
+}
+
+TEST(DutyCycleBatchTest, DispatchesAsSoonAsThePlannedBatchIsFull) {
+  DutyCyclePolicy policy{4, 10'000'000};
+  BatchDecision d = DecideDutyCycleBatch(Rows({1, 2, 1, 1, 1}), 2'000'000, 1'000'000, policy);
+  EXPECT_EQ(d.count, 3u);  // 1 + 2 + 1 = 4 rows; the rest waits for the next round
+}
+
+TEST(DutyCycleBatchTest, NeverExceedsThePlannedRowsExceptForOneOversizedRequest) {
+  DutyCyclePolicy policy{2, 10'000'000};
+  EXPECT_EQ(DecideDutyCycleBatch(Rows({1, 2}), 0, 0, policy).count, 1u);
+  EXPECT_EQ(DecideDutyCycleBatch(Rows({5, 1}), 0, 0, policy).count, 1u);
+}
+
+TEST(DutyCycleBatchTest, ADifferentShapeClosesTheBatch) {
+  DutyCyclePolicy policy{8, 10'000'000};
+  auto pending = Rows({1, 1, 1});
+  pending[2].shape_key = 9;
+  EXPECT_EQ(DecideDutyCycleBatch(pending, 0, 0, policy).count, 2u);
+}
+
+TEST(DutyCycleBatchTest, NoRoundMeansDispatchNow) {
+  DutyCyclePolicy policy{8, 0};
+  EXPECT_EQ(DecideDutyCycleBatch(Rows({1}), 0, 0, policy).count, 1u);
+  EXPECT_EQ(DecideDutyCycleBatch({}, 0, 0, policy).count, 0u);
+}
+
+TEST(MissesSloTest, JudgesTheFinishTimeAgainstTheDeadline) {
+  // Arrived at 0 with a 10 ms SLO; the batch runs 4 ms.
+  EXPECT_FALSE(MissesSlo(0, 6'000'000, 10'000'000, 4'000'000));
+  EXPECT_TRUE(MissesSlo(0, 6'000'001, 10'000'000, 4'000'000));
+  EXPECT_FALSE(MissesSlo(0, 60'000'000, 0, 4'000'000));   // no SLO
+  EXPECT_FALSE(MissesSlo(0, 60'000'000, 10'000'000, 0));  // no planned latency
+}
+
 }  // namespace
 }  // namespace tessera::dispatch

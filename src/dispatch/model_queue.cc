@@ -4,6 +4,7 @@
 
 #include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "spdlog/spdlog.h"
 
 namespace tessera::dispatch {
@@ -23,36 +24,144 @@ uint64_t ShapeKey(const Request& request, bool leading_batch_dim) {
 ModelQueue::ModelQueue(ModelQueueOptions options, std::vector<std::unique_ptr<BatchRunner>> runners,
                        std::shared_ptr<ModelStats> stats, const Clock* clock)
     : options_(std::move(options)),
-      runners_(std::move(runners)),
       stats_(std::move(stats)),
-      clock_(clock ? clock : &default_clock_) {
-  workers_.reserve(runners_.size());
-  for (const auto& runner : runners_) {
-    workers_.emplace_back([this, r = runner.get()] { WorkerLoop(r); });
-  }
+      clock_(clock ? clock : &default_clock_),
+      batched_(options_.policy.batching && options_.policy.max_batch_size > 0) {
+  Lane lane;
+  lane.plan.label = "instances";
+  for (auto& runner : runners) lane.runners.push_back(std::shared_ptr<BatchRunner>(std::move(runner)));
+  LanePtr state = MakeLane(std::move(lane));
+  std::lock_guard lock(mu_);
+  StartWorkers(state);
+  lanes_.push_back(std::move(state));
 }
 
 ModelQueue::~ModelQueue() { Shutdown(); }
 
+ModelQueue::LanePtr ModelQueue::MakeLane(Lane lane) {
+  auto state = std::make_shared<LaneState>();
+  state->plan = std::move(lane.plan);
+  if (state->plan.weight <= 0) state->plan.weight = 1;
+  state->runners = std::move(lane.runners);
+  return state;
+}
+
+void ModelQueue::StartWorkers(const LanePtr& lane) {
+  for (const auto& runner : lane->runners) {
+    lane->workers.emplace_back([this, lane, r = runner.get()] { WorkerLoop(lane, r); });
+  }
+}
+
+ModelQueue::LanePtr ModelQueue::Route() {
+  if (lanes_.size() == 1) return lanes_.front();
+  // Smooth weighted round robin: every lane gains its weight, the richest is chosen and pays the
+  // total, so a 3:1 split interleaves A A B A ... instead of sending bursts.
+  double total = 0;
+  LanePtr chosen;
+  for (const LanePtr& lane : lanes_) {
+    lane->wrr_current += lane->plan.weight;
+    total += lane->plan.weight;
+    if (!chosen || lane->wrr_current > chosen->wrr_current) chosen = lane;
+  }
+  chosen->wrr_current -= total;
+  return chosen;
+}
+
 Status ModelQueue::Enqueue(std::unique_ptr<Request>&& request) {
-  const bool batched = options_.policy.batching && options_.policy.max_batch_size > 0;
-  uint64_t key = ShapeKey(*request, batched);
+  const uint64_t key = ShapeKey(*request, batched_);
+  auto refused = [this] {
+    return absl::AbortedError(
+        absl::StrCat("model '", options_.model_label, "' is not accepting requests (unloading)"));
+  };
+  std::unique_lock lock(mu_);
+  if (!accepting_ || stopping_) return refused();
+  if (options_.max_queue_size > 0 && queued_ >= options_.max_queue_size) {
+    return absl::UnavailableError(absl::StrCat("queue of model '", options_.model_label,
+                                               "' is full (max_queue_size ",
+                                               options_.max_queue_size, ")"));
+  }
+  LanePtr lane = Route();
+  if (lane->runners.size() == 1) {
+    // Copy the inputs into the runner's pool now, off the batch's critical path, without holding
+    // the queue (other requests and the workers go on meanwhile).
+    std::shared_ptr<BatchRunner> runner = lane->runners.front();
+    lock.unlock();
+    runner->Stage(*request);
+    lock.lock();
+    if (!accepting_ || stopping_) {
+      request->staged.reset();
+      return refused();
+    }
+    if (lane->retired) {  // switched away while staging: the pool was the old runner's
+      request->staged.reset();
+      lane = Route();
+    }
+  }
+  lane->queue.push_back(Queued{std::move(request), key});
+  ++queued_;
+  lock.unlock();
+  stats_->AddPending(1);
+  stats_->RecordArrival();
+  lane->cv.notify_one();
+  return absl::OkStatus();
+}
+
+StatusOr<LaneSwap> ModelQueue::ReplaceLanes(std::vector<Lane> lanes) {
+  if (lanes.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model '", options_.model_label, "': a switch needs at least one lane"));
+  }
+  for (const Lane& lane : lanes) {
+    if (lane.runners.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("model '", options_.model_label, "': lane '",
+                                                     lane.plan.label, "' has no runner"));
+    }
+  }
+  std::lock_guard lifecycle(lifecycle_mu_);
+  if (shut_down_) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("model '", options_.model_label, "' is shut down"));
+  }
+  std::vector<LanePtr> fresh;
+  for (Lane& lane : lanes) fresh.push_back(MakeLane(std::move(lane)));
+
+  LaneSwap swap;
+  std::vector<LanePtr> old;
+  uint64_t switched_ns = 0;
   {
     std::lock_guard lock(mu_);
-    if (!accepting_ || stopping_) {
-      return absl::AbortedError(
-          absl::StrCat("model '", options_.model_label, "' is not accepting requests (unloading)"));
+    for (const LanePtr& lane : fresh) StartWorkers(lane);
+    const uint64_t start_ns = clock_->NowNs();
+    old.swap(lanes_);
+    lanes_ = fresh;
+    for (const LanePtr& lane : old) {
+      lane->retired = true;
+      for (Queued& queued : lane->queue) {
+        queued.request->staged.reset();  // it was staged in the old runner's pool
+        LanePtr target = Route();
+        target->queue.push_back(std::move(queued));
+        ++swap.moved_requests;
+      }
+      lane->queue.clear();
     }
-    if (options_.max_queue_size > 0 && queue_.size() >= options_.max_queue_size) {
-      return absl::UnavailableError(absl::StrCat("queue of model '", options_.model_label,
-                                                 "' is full (max_queue_size ",
-                                                 options_.max_queue_size, ")"));
-    }
-    queue_.push_back(Queued{std::move(request), key});
+    switched_ns = clock_->NowNs();
+    swap.gap_ns = switched_ns - start_ns;
   }
-  stats_->AddPending(1);
-  work_cv_.notify_all();
-  return absl::OkStatus();
+  for (const LanePtr& lane : fresh) lane->cv.notify_all();
+  for (const LanePtr& lane : old) {
+    lane->cv.notify_all();
+    for (std::thread& worker : lane->workers) worker.join();  // after their running batch
+    lane->workers.clear();
+  }
+  swap.drain_ns = clock_->NowNs() - switched_ns;
+  return swap;
+}
+
+std::vector<std::string> ModelQueue::LaneLabels() const {
+  std::lock_guard lock(mu_);
+  std::vector<std::string> labels;
+  for (const LanePtr& lane : lanes_) labels.push_back(lane->plan.label);
+  return labels;
 }
 
 void ModelQueue::StopAccepting() {
@@ -60,26 +169,36 @@ void ModelQueue::StopAccepting() {
   accepting_ = false;
 }
 
+bool ModelQueue::IdleLocked() const { return queued_ == 0 && running_batches_ == 0; }
+
 bool ModelQueue::WaitIdle(int64_t timeout_ms) {
   std::unique_lock lock(mu_);
   return idle_cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms),
-                           [this] { return queue_.empty() && running_batches_ == 0; });
+                           [this] { return IdleLocked(); });
 }
 
 void ModelQueue::Shutdown(const std::string& reason) {
-  std::deque<Queued> abandoned;
+  std::lock_guard lifecycle(lifecycle_mu_);
+  if (shut_down_) return;
+  shut_down_ = true;
+  std::vector<Queued> abandoned;
+  std::vector<LanePtr> lanes;
   {
     std::lock_guard lock(mu_);
-    if (stopping_ && workers_.empty()) return;
     stopping_ = true;
     accepting_ = false;
-    abandoned.swap(queue_);
+    lanes = lanes_;
+    for (const LanePtr& lane : lanes_) {
+      for (Queued& queued : lane->queue) abandoned.push_back(std::move(queued));
+      lane->queue.clear();
+    }
+    queued_ = 0;
   }
-  work_cv_.notify_all();
-  for (std::thread& worker : workers_) {
-    if (worker.joinable()) worker.join();
+  for (const LanePtr& lane : lanes) {
+    lane->cv.notify_all();
+    for (std::thread& worker : lane->workers) worker.join();
+    lane->workers.clear();
   }
-  workers_.clear();
   for (Queued& queued : abandoned) {
     stats_->AddPending(-1);
     uint64_t waited = clock_->NowNs() - queued.request->arrival_ns;
@@ -92,92 +211,120 @@ void ModelQueue::Shutdown(const std::string& reason) {
 
 size_t ModelQueue::pending() const {
   std::lock_guard lock(mu_);
-  return queue_.size();
+  return queued_;
 }
 
-std::vector<std::unique_ptr<Request>> ModelQueue::TakeBatch(std::unique_lock<std::mutex>& lock) {
-  std::vector<std::unique_ptr<Request>> batch;
-  // A request has >= 1 row, so more than max_batch_size + 1 entries never matter to the decision.
-  size_t scan = queue_.size();
-  if (options_.policy.max_batch_size > 0) {
-    scan = std::min(scan, static_cast<size_t>(options_.policy.max_batch_size) + 1);
-  }
+ModelQueue::Taken ModelQueue::TakeBatch(LaneState& lane, std::unique_lock<std::mutex>& lock) {
+  Taken taken;
+  // A request has >= 1 row, so more than max rows + 1 entries never matter to the decision.
+  int64_t max_rows = lane.plan.duty_cycle ? lane.plan.duty.max_rows : options_.policy.max_batch_size;
+  size_t scan = lane.queue.size();
+  if (max_rows > 0) scan = std::min(scan, static_cast<size_t>(max_rows) + 1);
   std::vector<PendingRequest> pending;
   pending.reserve(scan);
   for (size_t i = 0; i < scan; ++i) {
+    const Request& request = *lane.queue[i].request;
     pending.push_back(
-        PendingRequest{queue_[i].request->batch_size, queue_[i].request->arrival_ns,
-                       queue_[i].shape_key});
+        PendingRequest{request.batch_size, request.arrival_ns, lane.queue[i].shape_key});
   }
-  uint64_t now = clock_->NowNs();
-  BatchDecision decision = DecideBatch(pending, now, options_.policy);
+  const uint64_t now = clock_->NowNs();
+  BatchDecision decision;
+  if (lane.plan.duty_cycle) {
+    const uint64_t build_start = std::max(lane.last_dispatch_ns, pending.front().arrival_ns);
+    decision = DecideDutyCycleBatch(pending, now, build_start, lane.plan.duty);
+  } else {
+    decision = DecideBatch(pending, now, options_.policy);
+  }
   if (decision.count == 0) {
     if (decision.wake_at_ns > now) {
-      work_cv_.wait_for(lock, std::chrono::nanoseconds(decision.wake_at_ns - now));
+      lane.cv.wait_for(lock, std::chrono::nanoseconds(decision.wake_at_ns - now));
     } else {
-      work_cv_.wait(lock);
+      lane.cv.wait(lock);
     }
-    return batch;
+    return taken;
   }
+  const bool may_drop = options_.slo_drop && options_.slo_ns > 0 && lane.plan.expected_run_ns > 0;
   for (size_t i = 0; i < decision.count; ++i) {
-    batch.push_back(std::move(queue_.front().request));
-    queue_.pop_front();
+    std::unique_ptr<Request> request = std::move(lane.queue.front().request);
+    lane.queue.pop_front();
+    if (may_drop &&
+        MissesSlo(request->arrival_ns, now, options_.slo_ns, lane.plan.expected_run_ns)) {
+      taken.dropped.push_back(std::move(request));
+    } else {
+      taken.batch.push_back(std::move(request));
+    }
   }
-  return batch;
+  queued_ -= decision.count;
+  lane.last_dispatch_ns = now;
+  return taken;
 }
 
-void ModelQueue::WorkerLoop(BatchRunner* runner) {
+void ModelQueue::Drop(std::vector<std::unique_ptr<Request>> dropped, const LanePlan& plan) {
+  const uint64_t now = clock_->NowNs();
+  for (const auto& request : dropped) {
+    const uint64_t waited = now - request->arrival_ns;
+    stats_->RecordSloDrop(waited);
+    request->done(absl::UnavailableError(absl::StrFormat(
+        "model '%s': request dropped: it can no longer meet its SLO of %.1f ms (queued %.1f ms; "
+        "a batch on %s takes %.1f ms)",
+        options_.model_label, options_.slo_ns / 1e6, waited / 1e6, plan.label,
+        plan.expected_run_ns / 1e6)));
+  }
+}
+
+void ModelQueue::WorkerLoop(LanePtr lane, BatchRunner* runner) {
   std::unique_lock lock(mu_);
-  while (!stopping_) {
-    if (queue_.empty()) {
-      work_cv_.wait(lock);
+  while (!stopping_ && !lane->retired) {
+    if (lane->queue.empty()) {
+      lane->cv.wait(lock);
       continue;
     }
-    std::vector<std::unique_ptr<Request>> batch = TakeBatch(lock);
-    if (batch.empty()) continue;
+    Taken taken = TakeBatch(*lane, lock);
+    if (taken.batch.empty() && taken.dropped.empty()) continue;
     ++running_batches_;
-    const bool more_waiting = !queue_.empty();
+    const bool more_waiting = !lane->queue.empty();
     lock.unlock();
-    if (more_waiting) work_cv_.notify_one();  // another idle instance may take the rest
-    stats_->AddPending(-static_cast<int64_t>(batch.size()));
-
-    const uint64_t start_ns = clock_->NowNs();
-    std::vector<const Request*> views;
-    int64_t rows = 0;
-    for (const auto& request : batch) {
-      views.push_back(request.get());
-      rows += request->batch_size;
-    }
-    StatusOr<std::vector<Response>> result = runner->Run(views);
-    const uint64_t end_ns = clock_->NowNs();
-
-    if (result.ok() && result->size() != batch.size()) {
-      result = absl::InternalError(absl::StrCat(runner->Describe(), " returned ", result->size(),
-                                                " responses for ", batch.size(), " requests"));
-    }
-    if (result.ok()) {
-      stats_->RecordExecution(rows, result->front().timing);
-      for (size_t i = 0; i < batch.size(); ++i) {
-        Response& response = (*result)[i];
-        response.timing.queue_ns = start_ns - batch[i]->arrival_ns;
-        response.batch_size = rows;
-        stats_->RecordSuccess(batch[i]->batch_size, end_ns - batch[i]->arrival_ns,
-                              response.timing);
-        batch[i]->done(std::move(response));
-      }
-    } else {
-      spdlog::warn("batch of {} request(s) on {} failed: {}", batch.size(), runner->Describe(),
-                   result.status().message());
-      for (const auto& request : batch) {
-        stats_->RecordFailure("BACKEND", end_ns - request->arrival_ns);
-        request->done(result.status());
-      }
-    }
-    batch.clear();
-
+    if (more_waiting) lane->cv.notify_one();  // another idle runner of the lane may take the rest
+    stats_->AddPending(-static_cast<int64_t>(taken.batch.size() + taken.dropped.size()));
+    if (!taken.dropped.empty()) Drop(std::move(taken.dropped), lane->plan);
+    if (!taken.batch.empty()) RunBatch(runner, std::move(taken.batch));
     lock.lock();
     --running_batches_;
-    if (queue_.empty() && running_batches_ == 0) idle_cv_.notify_all();
+    if (IdleLocked()) idle_cv_.notify_all();
+  }
+}
+
+void ModelQueue::RunBatch(BatchRunner* runner, std::vector<std::unique_ptr<Request>> batch) {
+  const uint64_t start_ns = clock_->NowNs();
+  std::vector<const Request*> views;
+  int64_t rows = 0;
+  for (const auto& request : batch) {
+    views.push_back(request.get());
+    rows += request->batch_size;
+  }
+  StatusOr<std::vector<Response>> result = runner->Run(views);
+  const uint64_t end_ns = clock_->NowNs();
+
+  if (result.ok() && result->size() != batch.size()) {
+    result = absl::InternalError(absl::StrCat(runner->Describe(), " returned ", result->size(),
+                                              " responses for ", batch.size(), " requests"));
+  }
+  if (result.ok()) {
+    stats_->RecordExecution(rows, result->front().timing);
+    for (size_t i = 0; i < batch.size(); ++i) {
+      Response& response = (*result)[i];
+      response.timing.queue_ns = start_ns - batch[i]->arrival_ns;
+      response.batch_size = rows;
+      stats_->RecordSuccess(batch[i]->batch_size, end_ns - batch[i]->arrival_ns, response.timing);
+      batch[i]->done(std::move(response));
+    }
+  } else {
+    spdlog::warn("batch of {} request(s) on {} failed: {}", batch.size(), runner->Describe(),
+                 result.status().message());
+    for (const auto& request : batch) {
+      stats_->RecordFailure("BACKEND", end_ns - request->arrival_ns);
+      request->done(result.status());
+    }
   }
 }
 

@@ -43,6 +43,18 @@ void ModelStats::AddPending(int64_t delta) {
   stats_.pending = static_cast<uint64_t>(static_cast<int64_t>(stats_.pending) + delta);
 }
 
+void ModelStats::RecordArrival() {
+  std::lock_guard lock(mu_);
+  ++stats_.arrivals;
+}
+
+void ModelStats::RecordSloDrop(uint64_t request_ns) {
+  std::lock_guard lock(mu_);
+  Add(stats_.fail, request_ns);
+  ++stats_.failures_by_reason["REJECTED"];
+  ++stats_.slo_dropped;
+}
+
 ModelStatsSnapshot ModelStats::Snapshot() const {
   std::lock_guard lock(mu_);
   return stats_;

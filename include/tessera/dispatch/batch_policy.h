@@ -34,4 +34,24 @@ struct BatchDecision {
 BatchDecision DecideBatch(const std::vector<PendingRequest>& pending, uint64_t now_ns,
                           const BatchPolicyOptions& options);
 
+// A planned gpulet lane's round (seed 001 §2.2, Fig. 2; docs/architecture.md "Round"): the batch
+// that builds while the previous one runs collects requests for at most `duty_ns`, or until it
+// holds `max_rows` rows (the plan's batch size), whichever comes first.
+struct DutyCyclePolicy {
+  int64_t max_rows = 1;  // planned batch size, ≥ 1
+  uint64_t duty_ns = 0;  // round length; 0 = no round: dispatch as soon as the lane is free
+};
+
+// The duty-cycle decision for a lane whose runner is free now. `build_start_ns` is when the batch
+// now building began collecting: the later of the lane's previous dispatch and the oldest pending
+// arrival. Requests join in arrival order while shapes agree and rows stay ≤ max_rows; a single
+// request larger than max_rows still runs, alone (the frontend bounds it by max_batch_size).
+BatchDecision DecideDutyCycleBatch(const std::vector<PendingRequest>& pending, uint64_t now_ns,
+                                   uint64_t build_start_ns, const DutyCyclePolicy& policy);
+
+// SLO-aware dropping: true when a request that arrived at `arrival_ns` can no longer finish within
+// `slo_ns` if its batch starts now and runs for `expected_run_ns`. Never with slo_ns == 0 (no SLO)
+// or expected_run_ns == 0 (no planned latency to judge by).
+bool MissesSlo(uint64_t arrival_ns, uint64_t now_ns, uint64_t slo_ns, uint64_t expected_run_ns);
+
 }  // namespace tessera::dispatch

@@ -1,8 +1,12 @@
 // One model version's request queue and its batch workers.
 //
-// Requests are enqueued by the frontend; one worker thread per instance (a BatchRunner, e.g. a model
-// instance in an executor process) takes batches chosen by DecideBatch and runs them, so at most one
-// batch runs per instance at a time. Thread-safe.
+// Requests are enqueued by the frontend and routed to one of the version's lanes (weighted, when
+// the plan spreads the model over several gpulets). Each lane has its own queue; one worker thread
+// per runner (a BatchRunner: a model instance in an executor process) takes batches by the lane's
+// rule — Triton's dynamic batcher (DecideBatch) or a planned gpulet's duty cycle
+// (DecideDutyCycleBatch) — so one batch builds while one runs per runner. With slo_drop, a request
+// that can no longer meet the model's SLO is answered UNAVAILABLE at dispatch instead of being run
+// late. The lanes can be replaced while serving (ReplaceLanes). Thread-safe.
 #pragma once
 
 #include <condition_variable>
@@ -42,12 +46,45 @@ class BatchRunner {
 
 struct ModelQueueOptions {
   std::string model_label;  // "mlp/1", for messages
-  BatchPolicyOptions policy;
-  uint32_t max_queue_size = 0;  // 0 = unbounded
+  BatchPolicyOptions policy;  // the rules of lanes that have no duty cycle (Triton-like)
+  uint32_t max_queue_size = 0;  // 0 = unbounded; counts requests queued in every lane
+  uint64_t slo_ns = 0;          // the model's latency SLO; 0 = none
+  bool slo_drop = false;        // drop requests that can no longer meet slo_ns (see LanePlan)
+};
+
+// How one lane batches and how much of the model's traffic it takes.
+struct LanePlan {
+  // Share of the model's requests routed to this lane, by smooth weighted round robin over the
+  // lanes (the plan's rate_rps on the gpulet). ≤ 0 counts as 1.
+  double weight = 1;
+  // true: rounds of a planned gpulet (DecideDutyCycleBatch); false: options.policy (DecideBatch).
+  bool duty_cycle = false;
+  DutyCyclePolicy duty;
+  // Planned run time of one batch, for SLO-aware dropping; 0 = this lane never drops.
+  uint64_t expected_run_ns = 0;
+  std::string label;  // "gpulet 2 (cpu cores 0-1, 100 %)", for logs
+};
+
+// A lane: its own request queue and the runners (one worker thread each) that take batches from
+// it. A planned gpulet is a lane with one runner; the Triton-like default is one lane with a runner
+// per instance.
+struct Lane {
+  LanePlan plan;
+  std::vector<std::shared_ptr<BatchRunner>> runners;
+};
+
+// What ReplaceLanes did, for the control loop's logs and metrics.
+struct LaneSwap {
+  // How long dispatching was held for the switch: routing changed and queued requests were moved
+  // while no lane could take a batch (GSLICE's swap gap, seed 000 §4.6).
+  uint64_t gap_ns = 0;
+  size_t moved_requests = 0;  // queued in the old lanes, re-routed to the new ones
+  uint64_t drain_ns = 0;      // until the old lanes' running batches finished
 };
 
 class ModelQueue {
  public:
+  // One lane with `runners` under options.policy.
   ModelQueue(ModelQueueOptions options, std::vector<std::unique_ptr<BatchRunner>> runners,
              std::shared_ptr<ModelStats> stats, const Clock* clock = nullptr);
   ~ModelQueue();  // Shutdown()
@@ -61,6 +98,15 @@ class ModelQueue {
   // caller may look the model up again and retry on the new version).
   Status Enqueue(std::unique_ptr<Request>&& request);
 
+  // Active/shadow switch (GSLICE §4.6): `lanes` (already loaded and warm) take over at a batch
+  // boundary. New requests and every request still queued in the old lanes go to the new lanes;
+  // batches already running on the old lanes finish there; then their workers exit. Blocks until
+  // they have. No request fails because of a switch. INVALID_ARGUMENT for no lanes or a lane
+  // without runners; FAILED_PRECONDITION after Shutdown.
+  StatusOr<LaneSwap> ReplaceLanes(std::vector<Lane> lanes);
+  // The labels of the lanes serving now, in order.
+  std::vector<std::string> LaneLabels() const;
+
   // Stops taking new requests; queued and running ones still complete.
   void StopAccepting();
   // Blocks until nothing is queued or running, or until `timeout_ms`; true when idle.
@@ -71,28 +117,53 @@ class ModelQueue {
   size_t pending() const;
 
  private:
-  void WorkerLoop(BatchRunner* runner);
-  std::vector<std::unique_ptr<Request>> TakeBatch(std::unique_lock<std::mutex>& lock)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-
-  const ModelQueueOptions options_;
-  const std::vector<std::unique_ptr<BatchRunner>> runners_;
-  const std::shared_ptr<ModelStats> stats_;
-  SteadyClock default_clock_;
-  const Clock* clock_;
-
-  mutable std::mutex mu_;
-  std::condition_variable work_cv_;  // new request, stop, or a wake time passed
-  std::condition_variable idle_cv_;  // a batch finished or the queue emptied
   struct Queued {
     std::unique_ptr<Request> request;
     uint64_t shape_key = 0;
   };
-  std::deque<Queued> queue_ ABSL_GUARDED_BY(mu_);
+  struct LaneState {
+    LanePlan plan;
+    std::vector<std::shared_ptr<BatchRunner>> runners;
+    std::deque<Queued> queue;
+    std::condition_variable cv;  // a request arrived, the lane retired, or stop
+    double wrr_current = 0;      // smooth weighted round robin state
+    uint64_t last_dispatch_ns = 0;
+    int running = 0;
+    bool retired = false;
+    std::vector<std::thread> workers;
+  };
+  struct Taken {
+    std::vector<std::unique_ptr<Request>> batch;
+    std::vector<std::unique_ptr<Request>> dropped;  // missed their SLO
+  };
+
+  using LanePtr = std::shared_ptr<LaneState>;  // shared: an enqueue may hold one while it stages
+
+  static LanePtr MakeLane(Lane lane);
+  void StartWorkers(const LanePtr& lane) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  LanePtr Route() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void WorkerLoop(LanePtr lane, BatchRunner* runner);
+  Taken TakeBatch(LaneState& lane, std::unique_lock<std::mutex>& lock)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RunBatch(BatchRunner* runner, std::vector<std::unique_ptr<Request>> batch);
+  void Drop(std::vector<std::unique_ptr<Request>> dropped, const LanePlan& plan);
+  bool IdleLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const ModelQueueOptions options_;
+  const std::shared_ptr<ModelStats> stats_;
+  SteadyClock default_clock_;
+  const Clock* clock_;
+  const bool batched_;
+
+  std::mutex lifecycle_mu_;  // serializes ReplaceLanes and Shutdown (both join workers)
+  mutable std::mutex mu_;
+  std::condition_variable idle_cv_;  // a batch finished or the queue emptied
+  std::vector<LanePtr> lanes_ ABSL_GUARDED_BY(mu_);  // serving now
+  bool shut_down_ = false;                          // guarded by lifecycle_mu_
+  size_t queued_ ABSL_GUARDED_BY(mu_) = 0;  // over every lane
   int running_batches_ ABSL_GUARDED_BY(mu_) = 0;
   bool accepting_ ABSL_GUARDED_BY(mu_) = true;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  std::vector<std::thread> workers_;
 };
 
 // Hash of the non-batch dims of every input: requests with equal keys can share a batch.

@@ -36,6 +36,8 @@ struct ModelStatsSnapshot {
   std::map<int64_t, BatchStats> batch_stats;       // by executed batch size
   std::map<std::string, uint64_t> failures_by_reason;  // REJECTED, BACKEND, OTHER, ...
   uint64_t pending = 0;                            // enqueued, not yet executing
+  uint64_t arrivals = 0;     // requests accepted into the queue (the control loop's rate source)
+  uint64_t slo_dropped = 0;  // requests dropped because they could no longer meet the SLO
 };
 
 class ModelStats {
@@ -46,6 +48,9 @@ class ModelStats {
   void RecordFailure(const std::string& reason, uint64_t request_ns);
   void RecordExecution(int64_t batch_size, const RequestTiming& batch_timing);
   void AddPending(int64_t delta);
+  void RecordArrival();
+  // A request dropped by the SLO rule: a REJECTED failure, also counted in slo_dropped.
+  void RecordSloDrop(uint64_t request_ns);
 
   ModelStatsSnapshot Snapshot() const;
 
