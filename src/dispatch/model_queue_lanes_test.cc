@@ -181,7 +181,7 @@ TEST(ModelQueueLanesTest, SwitchMovesQueuedRequestsAndLetsTheRunningBatchFinish)
   auto queue = MakeQueue(stats, Options());
   auto active = std::make_shared<FakeLaneRunnerForTest>(milliseconds(100), /*stage=*/true);
   std::vector<Lane> first;
-  first.push_back(DutyLane(active, 1, 2, 0, "active"));
+  first.push_back(DutyLane(active, 1, 2, 50'000'000, "active"));  // collects a full batch of 2
   ASSERT_TRUE(queue->ReplaceLanes(std::move(first)).ok());
 
   std::vector<Submitted> submitted(10);
