@@ -32,7 +32,8 @@ constexpr std::array<std::string_view, 3> kRepositoryKeys = {"path", "control_mo
 constexpr std::array<std::string_view, 7> kExecutorKeys = {
     "binary",           "devices",           "cpu_executors",      "threads_per_executor",
     "input_ring_bytes", "output_ring_bytes", "partition_mechanism"};
-constexpr std::array<std::string_view, 1> kSchedulerKeys = {"policy"};
+constexpr std::array<std::string_view, 5> kSchedulerKeys = {"policy", "profiles", "epoch_secs",
+                                                            "rate_window_ms", "slo_drop"};
 constexpr std::array<std::string_view, 1> kShutdownKeys = {"drain_secs"};
 constexpr std::array<std::string_view, 1> kLogKeys = {"verbose"};
 
@@ -81,8 +82,19 @@ Status ParseInto(const YAML::Node& doc, std::string_view source, ServerConfig& c
             m.GetInt("output_ring_bytes", kMinRingBytes, INT64_MAX, &config.output_ring_bytes));
         return m.GetEnum("partition_mechanism", kPartitionMechanisms, &config.partition_mechanism);
       }));
-  TESSERA_RETURN_IF_ERROR(Section(root, "scheduler", kSchedulerKeys, [&](const YamlMap& m) {
-    return m.GetEnum("policy", kSchedulerPolicies, &config.scheduler_policy);
+  TESSERA_RETURN_IF_ERROR(Section(root, "scheduler", kSchedulerKeys, [&](const YamlMap& m) -> Status {
+    TESSERA_RETURN_IF_ERROR(m.GetEnum("policy", kSchedulerPolicies, &config.scheduler_policy));
+    TESSERA_RETURN_IF_ERROR(m.GetString("profiles", &config.scheduler_profiles));
+    TESSERA_RETURN_IF_ERROR(m.GetDouble("epoch_secs", 0.1, 86400, &config.scheduler_epoch_secs));
+    TESSERA_RETURN_IF_ERROR(
+        m.GetInt("rate_window_ms", 10, 600000, &config.scheduler_rate_window_ms));
+    TESSERA_RETURN_IF_ERROR(m.GetBool("slo_drop", &config.scheduler_slo_drop));
+    if (config.scheduler_rate_window_ms > config.scheduler_epoch_secs * 1000) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          std::string(source), ": scheduler.rate_window_ms (", config.scheduler_rate_window_ms,
+          ") must not be longer than scheduler.epoch_secs (", config.scheduler_epoch_secs, " s)"));
+    }
+    return absl::OkStatus();
   }));
   TESSERA_RETURN_IF_ERROR(Section(root, "shutdown", kShutdownKeys, [&](const YamlMap& m) {
     return m.GetInt("drain_secs", 0, INT32_MAX, &config.shutdown_drain_secs);

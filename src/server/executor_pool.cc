@@ -8,7 +8,9 @@
 namespace tessera::server {
 
 ExecutorPool::ExecutorPool(const ExecutorPoolOptions& options)
-    : options_(options), slots_(options.executors) {}
+    : options_(options), slots_(options.executors) {
+  for (Slot& slot : slots_) slot.launch = options.launch;
+}
 
 StatusOr<std::unique_ptr<ExecutorPool>> ExecutorPool::Start(const ExecutorPoolOptions& options) {
   if (options.executors < 1) {
@@ -27,7 +29,11 @@ StatusOr<std::unique_ptr<ExecutorPool>> ExecutorPool::Start(const ExecutorPoolOp
 ExecutorPool::~ExecutorPool() { Stop(); }
 
 StatusOr<std::shared_ptr<ExecutorProcess>> ExecutorPool::Launch(int slot, int generation) {
-  ExecutorLaunchOptions launch = options_.launch;
+  ExecutorLaunchOptions launch;
+  {
+    std::lock_guard lock(mu_);
+    launch = slots_.at(slot).launch;
+  }
   launch.executor_id = slot;
   launch.generation = generation;
   // Runs on the process's reader thread: only flag the slot; the supervisor does the work.
@@ -45,7 +51,7 @@ void ExecutorPool::SupervisorLoop() {
   while (!stopping_) {
     int slot = -1;
     for (int i = 0; i < static_cast<int>(slots_.size()); ++i) {
-      if (slots_[i].needs_restart) slot = i;
+      if (slots_[i].needs_restart && !slots_[i].removed) slot = i;
     }
     if (slot < 0) {
       changed_cv_.wait(lock);
@@ -83,6 +89,39 @@ void ExecutorPool::SupervisorLoop() {
   }
 }
 
+StatusOr<int> ExecutorPool::AddExecutor(const ExecutorLaunchOptions& launch) {
+  int slot = 0;
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) return absl::UnavailableError("server is shutting down");
+    slot = static_cast<int>(slots_.size());
+    slots_.emplace_back();
+    slots_.back().launch = launch;
+    slots_.back().removed = true;  // not usable until it started
+  }
+  auto process = Launch(slot, 0);
+  std::lock_guard lock(mu_);
+  if (!process.ok()) return process.status();
+  slots_[slot].process = std::move(process).value();
+  slots_[slot].removed = false;
+  return slot;
+}
+
+void ExecutorPool::RemoveExecutor(int slot) {
+  std::shared_ptr<ExecutorProcess> process;
+  {
+    std::lock_guard lock(mu_);
+    if (slot < options_.executors || slot >= static_cast<int>(slots_.size())) return;
+    Slot& s = slots_[slot];
+    s.removed = true;
+    s.needs_restart = false;
+    s.instances.clear();
+    process = std::move(s.process);
+  }
+  changed_cv_.notify_all();
+  if (process) process->Stop(5000);
+}
+
 Status ExecutorPool::LoadInstance(int slot, const ipc::LoadModel& load) {
   std::shared_ptr<ExecutorProcess> process;
   {
@@ -115,13 +154,14 @@ StatusOr<std::shared_ptr<ExecutorProcess>> ExecutorPool::Acquire(int slot,
   std::unique_lock lock(mu_);
   auto ready = [&] {
     const Slot& s = slots_.at(slot);
-    return stopping_ || (s.process && s.process->alive() && !s.needs_restart);
+    return stopping_ || s.removed || (s.process && s.process->alive() && !s.needs_restart);
   };
   if (!changed_cv_.wait_for(lock, std::chrono::milliseconds(options_.restart_wait_ms), ready)) {
     return absl::UnavailableError(absl::StrCat("executor ", slot, " is restarting and not back after ",
                                                options_.restart_wait_ms, " ms"));
   }
   if (stopping_) return absl::UnavailableError("server is shutting down");
+  if (slots_[slot].removed) return absl::UnavailableError(absl::StrCat("executor ", slot, " was removed"));
   if (!slots_[slot].instances.count(instance_key)) {
     return absl::UnavailableError(absl::StrCat("'", instance_key, "' is not loaded on executor ", slot));
   }

@@ -31,7 +31,16 @@ class ExecutorPool {
   static StatusOr<std::unique_ptr<ExecutorPool>> Start(const ExecutorPoolOptions& options);
   ~ExecutorPool();  // Stop()
 
-  int size() const { return static_cast<int>(slots_.size()); }
+  // The executors started with the pool (slots 0..size()-1); model instances of the repository's
+  // configs are placed on these.
+  int size() const { return options_.executors; }
+  const ExecutorLaunchOptions& base_launch() const { return options_.launch; }
+
+  // Starts one more executor with its own launch settings (a gpulet's partition), supervised like
+  // the others, and returns its slot. The slot's executor_id/generation are set here.
+  StatusOr<int> AddExecutor(const ExecutorLaunchOptions& launch);
+  // Stops an executor added by AddExecutor (its instances must be drained); its slot is not reused.
+  void RemoveExecutor(int slot);
 
   // Loads an instance on executor `slot` and remembers it, so a restarted executor gets it back.
   Status LoadInstance(int slot, const ipc::LoadModel& load);
@@ -45,6 +54,8 @@ class ExecutorPool {
 
  private:
   struct Slot {
+    ExecutorLaunchOptions launch;
+    bool removed = false;
     std::shared_ptr<ExecutorProcess> process;  // null while restarting
     int generation = 0;
     bool needs_restart = false;

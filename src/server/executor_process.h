@@ -37,6 +37,7 @@ struct ExecutorLaunchOptions {
   std::string binary;             // path of tessera-executor
   std::string device = "cpu";
   int threads = 1;
+  std::vector<std::string> extra_args;  // appended to the executor's command line (partition flags)
   uint64_t input_ring_bytes = 64ull << 20;
   uint64_t output_ring_bytes = 64ull << 20;
   int log_verbose = 0;

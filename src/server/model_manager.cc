@@ -1,5 +1,7 @@
 #include "model_manager.h"
 
+#include "executor_batch_runner.h"
+
 #include <algorithm>
 #include <set>
 
@@ -10,37 +12,6 @@
 
 namespace tessera::server {
 namespace {
-
-// Runs batches of one model instance on one executor of the pool.
-class ExecutorBatchRunner final : public dispatch::BatchRunner {
- public:
-  ExecutorBatchRunner(ExecutorPool* pool, int slot, std::string key,
-                      std::shared_ptr<const repository::ModelConfig> config)
-      : pool_(pool), slot_(slot), key_(std::move(key)), config_(std::move(config)) {}
-
-  StatusOr<std::vector<dispatch::Response>> Run(
-      const std::vector<const dispatch::Request*>& batch) override {
-    TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<ExecutorProcess> process,
-                             pool_->Acquire(slot_, key_));
-    return process->RunBatch(key_, *config_, batch);
-  }
-
-  std::string Describe() const override { return absl::StrCat(key_, " on executor ", slot_); }
-
- private:
-  ExecutorPool* pool_;
-  int slot_;
-  std::string key_;
-  std::shared_ptr<const repository::ModelConfig> config_;
-};
-
-ipc::TensorSpec ToSpec(const repository::TensorConfig& tensor) {
-  ipc::TensorSpec spec;
-  spec.set_name(tensor.name);
-  spec.set_data_type(static_cast<int>(tensor.data_type));
-  for (int64_t dim : tensor.dims) spec.add_dims(dim);
-  return spec;
-}
 
 }  // namespace
 
@@ -63,6 +34,7 @@ StatusOr<std::shared_ptr<ModelManager::LoadedVersion>> ModelManager::LoadVersion
     const repository::ModelConfig& config, const repository::ModelVersion& version) {
   auto loaded = std::make_shared<LoadedVersion>();
   loaded->version = version.version;
+  loaded->model_path = version.model_path;
   loaded->config = std::make_shared<const repository::ModelConfig>(config);
   loaded->stats = std::make_shared<dispatch::ModelStats>();
 
@@ -74,15 +46,9 @@ StatusOr<std::shared_ptr<ModelManager::LoadedVersion>> ModelManager::LoadVersion
   Status status;
   for (int i = 0; i < count && status.ok(); ++i) {
     const int slot = static_cast<int>(next_slot_++ % static_cast<uint32_t>(pool_->size()));
-    ipc::LoadModel load;
-    load.set_instance_key(
+    ipc::LoadModel load = BuildLoadModel(
+        config, version.version, version.model_path,
         absl::StrCat(config.name, "/", version.version, "#", next_instance_id_++));
-    load.set_model_name(config.name);
-    load.set_version(version.version);
-    load.set_model_path(version.model_path);
-    load.set_max_batch_size(config.max_batch_size);
-    for (const auto& tensor : config.inputs) *load.add_inputs() = ToSpec(tensor);
-    for (const auto& tensor : config.outputs) *load.add_outputs() = ToSpec(tensor);
     status = pool_->LoadInstance(slot, load);
     if (status.ok()) {
       loaded->instances.push_back({slot, load.instance_key()});
@@ -111,6 +77,8 @@ StatusOr<std::shared_ptr<ModelManager::LoadedVersion>> ModelManager::LoadVersion
   queue_options.policy.max_queue_delay_ns =
       config.dynamic_batching.max_queue_delay_microseconds * 1000;
   queue_options.max_queue_size = config.dynamic_batching.max_queue_size;
+  queue_options.slo_ns = static_cast<uint64_t>(config.slo_ms * 1e6);
+  queue_options.slo_drop = options_.slo_drop;
   loaded->queue = std::make_shared<dispatch::ModelQueue>(queue_options, std::move(runners),
                                                          loaded->stats);
   return loaded;
@@ -341,6 +309,37 @@ StatusOr<frontend::ReadyModel> ModelManager::GetReadyModel(const std::string& na
   return model;
 }
 
+std::vector<ServedModel> ModelManager::ServedModels() const {
+  std::lock_guard lock(mu_);
+  std::vector<ServedModel> served;
+  for (const auto& [name, record] : models_) {
+    if (record.versions.empty()) continue;
+    const LoadedVersion& latest = *record.versions.rbegin()->second;
+    ServedModel model;
+    model.name = name;
+    model.version = latest.version;
+    model.model_path = latest.model_path;
+    model.config = latest.config;
+    model.queue = latest.queue;
+    model.stats_by_version.reserve(record.versions.size());
+    for (const auto& [number, version] : record.versions) {
+      model.stats_by_version.push_back(version->stats);
+    }
+    for (const Instance& instance : latest.instances) {
+      model.base_lane.runners.push_back(
+          std::make_shared<ExecutorBatchRunner>(pool_, instance.slot, instance.key, latest.config));
+    }
+    model.base_lane.plan.label = "instances";
+    served.push_back(std::move(model));
+  }
+  return served;
+}
+
+void ModelManager::SetPlanNotes(std::map<std::string, std::string> notes) {
+  std::lock_guard lock(mu_);
+  plan_notes_ = std::move(notes);
+}
+
 std::vector<frontend::ModelIndexEntry> ModelManager::RepositoryIndex(bool ready_only) const {
   std::set<std::string> names;
   if (auto scan = repository::ScanRepository(options_.repository_root); scan.ok()) {
@@ -360,8 +359,13 @@ std::vector<frontend::ModelIndexEntry> ModelManager::RepositoryIndex(bool ready_
       if (!ready_only) index.push_back({name, "", record.state, record.reason});
       continue;
     }
+    auto note = plan_notes_.find(name);
+    std::string reason = record.reason;
+    if (note != plan_notes_.end()) {
+      reason = reason.empty() ? note->second : absl::StrCat(reason, "; ", note->second);
+    }
     for (const auto& [number, version] : record.versions) {
-      index.push_back({name, absl::StrCat(number), "READY", record.reason});
+      index.push_back({name, absl::StrCat(number), "READY", reason});
     }
   }
   return index;

@@ -25,6 +25,19 @@ struct ModelManagerOptions {
   std::string repository_root;
   ModelControlMode control_mode = ModelControlMode::kPoll;
   int64_t drain_timeout_ms = 30000;  // how long an old version may finish its work on reload/unload
+  bool slo_drop = false;  // SLO-aware dropping on planned lanes (server.yaml scheduler.slo_drop)
+};
+
+// A model as the control loop sees it: its newest ready version, the queue serving it, and the
+// lane of its configured instances (what it falls back to when the plan gives it no gpulet).
+struct ServedModel {
+  std::string name;
+  int64_t version = 0;
+  std::string model_path;
+  std::shared_ptr<const repository::ModelConfig> config;
+  std::shared_ptr<dispatch::ModelQueue> queue;
+  std::vector<std::shared_ptr<dispatch::ModelStats>> stats_by_version;  // every ready version
+  dispatch::Lane base_lane;
 };
 
 class ModelManager final : public frontend::ServerCore {
@@ -44,6 +57,12 @@ class ModelManager final : public frontend::ServerCore {
   bool WaitIdle(int64_t timeout_ms);
   void UnloadAll();
 
+  // Every model with a ready version (the control loop's view).
+  std::vector<ServedModel> ServedModels() const;
+  // Scheduler notes shown as the READY models' reason in the repository index (e.g.
+  // "unschedulable: 130.0 rps do not fit on 1 device"); replaces the previous notes.
+  void SetPlanNotes(std::map<std::string, std::string> notes);
+
   // frontend::ServerCore
   bool IsReady() const override;
   StatusOr<frontend::ReadyModel> GetReadyModel(const std::string& name,
@@ -61,6 +80,7 @@ class ModelManager final : public frontend::ServerCore {
   };
   struct LoadedVersion {
     int64_t version = 0;
+    std::string model_path;
     std::shared_ptr<const repository::ModelConfig> config;
     std::shared_ptr<dispatch::ModelQueue> queue;
     std::shared_ptr<dispatch::ModelStats> stats;
@@ -94,6 +114,7 @@ class ModelManager final : public frontend::ServerCore {
 
   mutable std::mutex mu_;  // guards the table that inference reads
   std::map<std::string, ModelRecord> models_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::string> plan_notes_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace tessera::server

@@ -34,6 +34,15 @@ struct ServerConfig {
   std::string partition_mechanism = "auto";  // auto | mps | green | none
   std::string scheduler_policy = "triton";   // gpulet | temporal | spatial | triton
 
+  // Control loop (policies other than triton): profiles folder (profiles/<device>, read by the
+  // planner; "" = none, the loop then leaves every model on its configured instances), epoch
+  // length, rate-counting window, and whether requests that can no longer meet their SLO are
+  // dropped at dispatch.
+  std::string scheduler_profiles;
+  double scheduler_epoch_secs = 20;
+  int scheduler_rate_window_ms = 500;
+  bool scheduler_slo_drop = true;
+
   // Shutdown.
   int shutdown_drain_secs = 30;
 

@@ -1,0 +1,89 @@
+#include "executor_batch_runner.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "tessera/common/data_type.h"
+
+namespace tessera::server {
+namespace {
+
+ipc::TensorSpec ToSpec(const repository::TensorConfig& tensor) {
+  ipc::TensorSpec spec;
+  spec.set_name(tensor.name);
+  spec.set_data_type(static_cast<int>(tensor.data_type));
+  for (int64_t dim : tensor.dims) spec.add_dims(dim);
+  return spec;
+}
+
+}  // namespace
+
+ipc::LoadModel BuildLoadModel(const repository::ModelConfig& config, int64_t version,
+                              const std::string& model_path, const std::string& instance_key) {
+  ipc::LoadModel load;
+  load.set_instance_key(instance_key);
+  load.set_model_name(config.name);
+  load.set_version(version);
+  load.set_model_path(model_path);
+  load.set_max_batch_size(config.max_batch_size);
+  for (const auto& tensor : config.inputs) *load.add_inputs() = ToSpec(tensor);
+  for (const auto& tensor : config.outputs) *load.add_outputs() = ToSpec(tensor);
+  return load;
+}
+
+StatusOr<std::vector<dispatch::Response>> ExecutorBatchRunner::Run(
+    const std::vector<const dispatch::Request*>& batch) {
+  TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<ExecutorProcess> process, pool_->Acquire(slot_, key_));
+  return process->RunBatch(key_, *config_, batch);
+}
+
+std::string ExecutorBatchRunner::Describe() const {
+  return absl::StrCat(key_, " on executor ", slot_);
+}
+
+StatusOr<std::vector<dispatch::Response>> GpuletBatchRunner::Run(
+    const std::vector<const dispatch::Request*>& batch) {
+  std::lock_guard turn(*round_gate_);
+  return ExecutorBatchRunner::Run(batch);
+}
+
+void GpuletBatchRunner::Stage(dispatch::Request& request) {
+  // The input pool (E²bird) arrives with ExecutorProcess::Stage; until then Run gathers.
+  (void)request;
+}
+
+std::string GpuletBatchRunner::Describe() const {
+  return absl::StrCat(key_, " on ", gpulet_label_, " (executor ", slot_, ")");
+}
+
+Status WarmUp(ExecutorProcess& process, const std::string& instance_key,
+              const repository::ModelConfig& config, int64_t rows) {
+  const bool batched = config.max_batch_size > 0;
+  rows = batched ? std::clamp<int64_t>(rows, 1, config.max_batch_size) : 1;
+  std::vector<std::string> buffers;
+  buffers.reserve(config.inputs.size());  // views point into these: no reallocation
+  dispatch::Request request;
+  request.batch_size = rows;
+  for (const repository::TensorConfig& input : config.inputs) {
+    Shape shape;
+    if (batched) shape.push_back(rows);
+    for (int64_t dim : input.dims) {
+      if (dim < 0) return absl::OkStatus();
+      shape.push_back(dim);
+    }
+    int64_t elements = 1;
+    for (int64_t dim : shape) elements *= dim;
+    buffers.emplace_back(static_cast<size_t>(elements) * DataTypeByteSize(input.data_type), '\0');
+    request.inputs.push_back(TensorView{input.name, input.data_type, shape, buffers.back().data(),
+                                        buffers.back().size()});
+  }
+  std::vector<const dispatch::Request*> batch = {&request};
+  auto result = process.RunBatch(instance_key, config, batch);
+  if (!result.ok()) {
+    return absl::Status(result.status().code(), absl::StrCat("warm-up of ", instance_key, " (batch ",
+                                                             rows, "): ", result.status().message()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace tessera::server
