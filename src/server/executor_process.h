@@ -42,6 +42,10 @@ struct ExecutorLaunchOptions {
   int log_verbose = 0;
   int64_t handshake_timeout_ms = 20000;
   int64_t batch_timeout_ms = 300000;  // a batch not answered by then marks the executor hung
+  // From the executor's partition (partition::ExecutorPlacement): "K=V" entries added to (or
+  // replacing those of) the server's environment, and arguments appended to the command line.
+  std::vector<std::string> extra_env;
+  std::vector<std::string> extra_args;
 };
 
 class ExecutorProcess {
