@@ -17,7 +17,7 @@ namespace tessera::partition {
 inline constexpr int kCuAttrMultiprocessorCount = 16;
 inline constexpr int kCuAttrComputeCapabilityMajor = 75;
 inline constexpr int kCuAttrComputeCapabilityMinor = 76;
-inline constexpr int kCuDevResourceTypeSm = 1;     // CU_DEV_RESOURCE_TYPE_SM
+inline constexpr int kCuDevResourceTypeSm = 1;           // CU_DEV_RESOURCE_TYPE_SM
 inline constexpr unsigned kCuGreenCtxDefaultStream = 1;  // CU_GREEN_CTX_DEFAULT_STREAM
 
 // CUdevResource: 144 bytes in CUDA 12.4-12.x (type, 92 bytes padding, 48-byte union) and 13.x

@@ -14,9 +14,9 @@ namespace tessera::partition {
 class FakeSystemProbeForTest : public SystemProbe {
  public:
   std::vector<int> cpus = {0, 1, 2, 3};
-  DriverFacts driver;                     // default: no GPU
-  std::set<std::string> mps_running;      // pipe directories with a live daemon
-  std::set<std::string> on_path;          // executable names found on PATH (as /usr/bin/<name>)
+  DriverFacts driver;                 // default: no GPU
+  std::set<std::string> mps_running;  // pipe directories with a live daemon
+  std::set<std::string> on_path;      // executable names found on PATH (as /usr/bin/<name>)
 
   // Adds `count` GPUs of `sm_count` SMs and compute capability `major`.0 with `driver_version`.
   void AddGpus(int count, int sm_count, int major, int driver_version) {

@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstring>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <thread>
 
@@ -22,8 +22,8 @@ std::string DefaultMpsPipeDirectory() {
 }
 
 std::string GpuList(const DriverFacts& d) {
-  std::string out = absl::StrCat(d.gpus.size(), " GPU(s), driver ",
-                                 DriverVersionString(d.driver_version));
+  std::string out =
+      absl::StrCat(d.gpus.size(), " GPU(s), driver ", DriverVersionString(d.driver_version));
   return out;
 }
 
@@ -60,8 +60,8 @@ PartitionManager::~PartitionManager() { StopMpsDaemon(); }
 Status PartitionManager::Choose(const PartitionOptions& options) {
   const std::string& want = options.mechanism;
   if (want != "auto" && want != "mps" && want != "green" && want != "none") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "partition mechanism must be auto, mps, green or none, got \"", want, "\""));
+    return absl::InvalidArgumentError(
+        absl::StrCat("partition mechanism must be auto, mps, green or none, got \"", want, "\""));
   }
   cpus_ = probe_->AllowedCpus();
   if (cpus_.empty()) return absl::InternalError("this process may run on no CPU core");
@@ -114,22 +114,20 @@ Status PartitionManager::Choose(const PartitionOptions& options) {
       "driver ", DriverVersionString(driver_.driver_version), green_ok ? " >= " : " < ",
       DriverVersionString(kGreenContextMinDriverVersion), " needed for green contexts");
   if (want == "green" && !green_ok) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("partition_mechanism green is not available: ", green_why,
-                     "; use mps, none or auto"));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "partition_mechanism green is not available: ", green_why, "; use mps, none or auto"));
   }
   if (green_ok) {
     mechanism_ = Mechanism::kGreen;
-    reason_ = want == "green"
-                  ? absl::StrCat("partition_mechanism green (", GpuList(driver_), ")")
-                  : absl::StrCat(why_not_mps, "; green contexts: ", green_why, " (",
-                                 GpuList(driver_), ")");
+    reason_ = want == "green" ? absl::StrCat("partition_mechanism green (", GpuList(driver_), ")")
+                              : absl::StrCat(why_not_mps, "; green contexts: ", green_why, " (",
+                                             GpuList(driver_), ")");
     return absl::OkStatus();
   }
   mechanism_ = Mechanism::kNone;
-  reason_ = absl::StrCat(why_not_mps, "; no green contexts: ", green_why,
-                         " => time sharing only, partitions are NOT capped (", GpuList(driver_),
-                         ")");
+  reason_ =
+      absl::StrCat(why_not_mps, "; no green contexts: ", green_why,
+                   " => time sharing only, partitions are NOT capped (", GpuList(driver_), ")");
   return absl::OkStatus();
 }
 
@@ -142,8 +140,8 @@ Status PartitionManager::TryMps(const PartitionOptions& options, bool explicit_m
   if (probe_->MpsDaemonRunning(pipe)) {
     mechanism_ = Mechanism::kMps;
     mps_pipe_directory_ = pipe;
-    reason_ = absl::StrCat("MPS control daemon running at ", pipe, "/control (",
-                           GpuList(driver_), ")");
+    reason_ =
+        absl::StrCat("MPS control daemon running at ", pipe, "/control (", GpuList(driver_), ")");
     return absl::OkStatus();
   }
   std::string binary;
@@ -187,13 +185,13 @@ Status PartitionManager::StartMpsDaemon(const PartitionOptions& options,
   Status run = runner_->Run({binary, "-d"}, env, "");
   if (run.ok()) {
     // -d returns once the daemon forked; its control socket appears shortly after.
-    const auto deadline = std::chrono::steady_clock::now() +
-                          std::chrono::milliseconds(options.mps_start_timeout_ms);
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(options.mps_start_timeout_ms);
     while (!probe_->MpsDaemonRunning(pipe)) {
       if (std::chrono::steady_clock::now() >= deadline) {
-        run = absl::DeadlineExceededError(absl::StrCat(
-            binary, " -d started but no control socket appeared at ", pipe, "/control within ",
-            options.mps_start_timeout_ms, " ms (log: ", log, ")"));
+        run = absl::DeadlineExceededError(
+            absl::StrCat(binary, " -d started but no control socket appeared at ", pipe,
+                         "/control within ", options.mps_start_timeout_ms, " ms (log: ", log, ")"));
         break;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -262,9 +260,9 @@ StatusOr<ExecutorPlacement> PartitionManager::Place(int device, int percent) {
       case Mechanism::kGreen: {
         p.green_sms = RoundGreenSms(percent / 100.0 * gpu.sm_count, gpu);
         p.args = {"--green-sms", absl::StrCat(p.green_sms)};
-        p.describe = absl::StrCat("green ", p.green_sms, " of ", gpu.sm_count, " SMs of GPU ",
-                                  device, " (", percent, " % asked, groups of ",
-                                  gpu.green_sm_step, ")");
+        p.describe =
+            absl::StrCat("green ", p.green_sms, " of ", gpu.sm_count, " SMs of GPU ", device, " (",
+                         percent, " % asked, groups of ", gpu.green_sm_step, ")");
         break;
       }
       default:
@@ -280,8 +278,8 @@ StatusOr<ExecutorPlacement> PartitionManager::Place(int device, int percent) {
 
 StatusOr<ExecutorPlacement> PartitionManager::PlaceCpu(int percent) {
   const int n = static_cast<int>(cpus_.size());
-  const int want = std::clamp(
-      static_cast<int>(std::lround(percent / 100.0 * static_cast<double>(n))), 1, n);
+  const int want =
+      std::clamp(static_cast<int>(std::lround(percent / 100.0 * static_cast<double>(n))), 1, n);
   // Least used cores first, then lower numbers: concurrent placements stay disjoint while cores
   // last, and a placement made while another is briefly alive (a shadow during a swap) overlaps
   // as little as possible.

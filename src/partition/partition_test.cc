@@ -1,3 +1,5 @@
+#include "tessera/partition/partition.h"
+
 #include <sched.h>
 #include <stdlib.h>
 
@@ -11,7 +13,6 @@
 #include "partition/cuda_driver.h"
 #include "partition/fake_system_probe_for_test.h"
 #include "partition/green_context.h"
-#include "tessera/partition/partition.h"
 
 namespace tessera::partition {
 namespace {
@@ -79,7 +80,8 @@ TEST(PartitionAutoTest, RunningMpsDaemonWins) {
   auto made = Make(Opts("auto"), probe);
   ASSERT_TRUE(made.ok()) << made.status();
   EXPECT_EQ(made->manager->mechanism(), Mechanism::kMps);
-  EXPECT_THAT(made->manager->reason(), HasSubstr("MPS control daemon running at /fake/mps/control"));
+  EXPECT_THAT(made->manager->reason(),
+              HasSubstr("MPS control daemon running at /fake/mps/control"));
   EXPECT_FALSE(made->manager->started_mps_daemon());
   EXPECT_TRUE(made->calls->empty());
 }
@@ -321,12 +323,12 @@ TEST(PartitionPlaceTest, GreenRoundsToTheSmGroupGranularity) {
   auto made = Make(Opts("green"), H100());  // 132 SMs, groups of 8
   ASSERT_TRUE(made.ok());
   PartitionManager& m = *made->manager;
-  for (auto [percent, sms] : std::vector<std::pair<int, int>>{
-           {50, 64},    // 66 -> 64
-           {1, 8},      // 1.32 -> the minimum group
-           {10, 16},    // 13.2 -> 16
-           {100, 128},  // 132 -> at most the whole groups
-           {35, 48}}) {  // 46.2 -> 48
+  for (auto [percent, sms] :
+       std::vector<std::pair<int, int>>{{50, 64},     // 66 -> 64
+                                        {1, 8},       // 1.32 -> the minimum group
+                                        {10, 16},     // 13.2 -> 16
+                                        {100, 128},   // 132 -> at most the whole groups
+                                        {35, 48}}) {  // 46.2 -> 48
     auto p = m.Place(0, percent);
     ASSERT_TRUE(p.ok());
     EXPECT_EQ(p->green_sms, sms) << percent << " %";

@@ -169,9 +169,9 @@ class RealCommandRunner : public CommandRunner {
     if (WIFEXITED(status) && WEXITSTATUS(status) == 127) {
       return absl::UnavailableError(absl::StrCat(shown, ": cannot execute ", argv[0]));
     }
-    return absl::InternalError(absl::StrCat(
-        shown, WIFEXITED(status) ? " exited with status " : " was killed by signal ",
-        WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status)));
+    return absl::InternalError(
+        absl::StrCat(shown, WIFEXITED(status) ? " exited with status " : " was killed by signal ",
+                     WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status)));
   }
 };
 
@@ -218,9 +218,8 @@ StatusOr<std::vector<int>> ParseCpuList(std::string_view text) {
   std::set<int> cpus;
   const std::string whole(text);
   auto bad = [&](absl::string_view part, const char* why) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("bad CPU list \"", whole, "\": \"", part, "\" ", why,
-                     " (expected e.g. 0,2,4-7)"));
+    return absl::InvalidArgumentError(absl::StrCat("bad CPU list \"", whole, "\": \"", part, "\" ",
+                                                   why, " (expected e.g. 0,2,4-7)"));
   };
   if (whole.empty()) return bad("", "is empty");
   for (absl::string_view part : absl::StrSplit(whole, ',')) {
@@ -273,14 +272,14 @@ Status PinCurrentThreadToCpus(const std::vector<int>& cpus) {
     }
   }
   if (!refused.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "cannot pin to core(s) ", FormatCpuList(refused), ": this process may only use ",
-        FormatCpuList([&] {
-          std::vector<int> v;
-          for (int i = 0; i < CPU_SETSIZE; ++i)
-            if (CPU_ISSET(i, &allowed)) v.push_back(i);
-          return v;
-        }())));
+    return absl::InvalidArgumentError(absl::StrCat("cannot pin to core(s) ", FormatCpuList(refused),
+                                                   ": this process may only use ",
+                                                   FormatCpuList([&] {
+                                                     std::vector<int> v;
+                                                     for (int i = 0; i < CPU_SETSIZE; ++i)
+                                                       if (CPU_ISSET(i, &allowed)) v.push_back(i);
+                                                     return v;
+                                                   }())));
   }
   if (sched_setaffinity(0, sizeof(set), &set) != 0) {
     return absl::InvalidArgumentError(

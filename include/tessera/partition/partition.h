@@ -60,9 +60,9 @@ GpuFacts WithGreenGranularity(GpuFacts facts);
 std::string DriverVersionString(int driver_version);
 
 struct DriverFacts {
-  int driver_version = 0;     // cuDriverGetVersion; 0 = no driver
+  int driver_version = 0;      // cuDriverGetVersion; 0 = no driver
   std::vector<GpuFacts> gpus;  // empty = no GPU
-  std::string no_gpu_reason;  // why `gpus` is empty ("libcuda.so.1 not found: ..."), for logs
+  std::string no_gpu_reason;   // why `gpus` is empty ("libcuda.so.1 not found: ..."), for logs
 };
 
 // Facts about the machine. The real one (CreateSystemProbe) reads sched_getaffinity, loads
@@ -87,8 +87,8 @@ class CommandRunner {
   // Runs `argv` (argv[0] a path) with `extra_env` ("K=V") added to this process's environment and
   // `stdin_text` on its standard input. Non-OK when it cannot start, times out, or exits non-zero;
   // the message names the command and its exit status.
-  virtual Status Run(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env,
-                     const std::string& stdin_text) = 0;
+  virtual Status Run(const std::vector<std::string>& argv,
+                     const std::vector<std::string>& extra_env, const std::string& stdin_text) = 0;
 };
 std::unique_ptr<CommandRunner> CreateCommandRunner();
 
@@ -107,8 +107,8 @@ struct PartitionOptions {
 struct ExecutorPlacement {
   int64_t id = 0;  // pass to Release
   Mechanism mechanism = Mechanism::kNone;
-  int device = -1;  // GPU ordinal; -1 for the CPU
-  int percent = 0;  // the share asked for
+  int device = -1;                // GPU ordinal; -1 for the CPU
+  int percent = 0;                // the share asked for
   std::vector<std::string> env;   // "K=V" added to the executor's environment
   std::vector<std::string> args;  // added to the executor's command line
   int compute_threads = 0;        // CPU compute threads; 0 = not decided by the partition (GPU)
@@ -164,13 +164,13 @@ class PartitionManager {
   DriverFacts driver_;
   std::vector<int> cpus_;
   std::string mps_pipe_directory_;
-  std::string mps_control_binary_;  // full path, when this manager started the daemon
+  std::string mps_control_binary_;     // full path, when this manager started the daemon
   std::string private_mps_directory_;  // created by this manager; removed after quit
   bool started_daemon_ = false;
 
   std::mutex mu_;
   int64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
-  std::map<int, int> cpu_users_ ABSL_GUARDED_BY(mu_);  // core -> placements using it
+  std::map<int, int> cpu_users_ ABSL_GUARDED_BY(mu_);              // core -> placements using it
   std::map<int64_t, std::vector<int>> live_ ABSL_GUARDED_BY(mu_);  // id -> cores (empty on GPU)
 };
 
