@@ -29,9 +29,10 @@ constexpr std::array<std::string_view, 7> kSections = {
 constexpr std::array<std::string_view, 3> kGrpcKeys = {"address", "port", "max_message_bytes"};
 constexpr std::array<std::string_view, 2> kMetricsKeys = {"address", "port"};
 constexpr std::array<std::string_view, 3> kRepositoryKeys = {"path", "control_mode", "poll_secs"};
-constexpr std::array<std::string_view, 7> kExecutorKeys = {
-    "binary",           "devices",           "cpu_executors",      "threads_per_executor",
-    "input_ring_bytes", "output_ring_bytes", "partition_mechanism"};
+constexpr std::array<std::string_view, 8> kExecutorKeys = {
+    "binary",           "devices",           "cpu_executors",       "threads_per_executor",
+    "input_ring_bytes", "output_ring_bytes", "partition_mechanism", "mps"};
+constexpr std::array<std::string_view, 2> kMpsKeys = {"start_daemon", "pipe_directory"};
 constexpr std::array<std::string_view, 5> kSchedulerKeys = {"policy", "profiles", "epoch_secs",
                                                             "rate_window_ms", "slo_drop"};
 constexpr std::array<std::string_view, 1> kShutdownKeys = {"drain_secs"};
@@ -80,7 +81,12 @@ Status ParseInto(const YAML::Node& doc, std::string_view source, ServerConfig& c
             m.GetInt("input_ring_bytes", kMinRingBytes, INT64_MAX, &config.input_ring_bytes));
         TESSERA_RETURN_IF_ERROR(
             m.GetInt("output_ring_bytes", kMinRingBytes, INT64_MAX, &config.output_ring_bytes));
-        return m.GetEnum("partition_mechanism", kPartitionMechanisms, &config.partition_mechanism);
+        TESSERA_RETURN_IF_ERROR(
+            m.GetEnum("partition_mechanism", kPartitionMechanisms, &config.partition_mechanism));
+        return Section(m, "mps", kMpsKeys, [&](const YamlMap& mps) -> Status {
+          TESSERA_RETURN_IF_ERROR(mps.GetBool("start_daemon", &config.mps_start_daemon));
+          return mps.GetString("pipe_directory", &config.mps_pipe_directory);
+        });
       }));
   TESSERA_RETURN_IF_ERROR(Section(root, "scheduler", kSchedulerKeys, [&](const YamlMap& m) -> Status {
     TESSERA_RETURN_IF_ERROR(m.GetEnum("policy", kSchedulerPolicies, &config.scheduler_policy));

@@ -43,6 +43,8 @@ void ExpectDefaults(const ServerConfig& c) {
   EXPECT_EQ(c.input_ring_bytes, 64 << 20);
   EXPECT_EQ(c.output_ring_bytes, 64 << 20);
   EXPECT_EQ(c.partition_mechanism, "auto");
+  EXPECT_FALSE(c.mps_start_daemon);
+  EXPECT_EQ(c.mps_pipe_directory, "");
   EXPECT_EQ(c.scheduler_policy, "triton");
   EXPECT_EQ(c.shutdown_drain_secs, 30);
   EXPECT_EQ(c.log_verbose, 0);
@@ -70,6 +72,7 @@ executors:
   input_ring_bytes: 1048576
   output_ring_bytes: 2097152
   partition_mechanism: mps
+  mps: { start_daemon: true, pipe_directory: /run/tessera-mps }
 scheduler: { policy: gpulet }
 shutdown: { drain_secs: 0 }
 log: { verbose: 2 }
@@ -91,6 +94,8 @@ log: { verbose: 2 }
   EXPECT_EQ(c->input_ring_bytes, 1048576);
   EXPECT_EQ(c->output_ring_bytes, 2097152);
   EXPECT_EQ(c->partition_mechanism, "mps");
+  EXPECT_TRUE(c->mps_start_daemon);
+  EXPECT_EQ(c->mps_pipe_directory, "/run/tessera-mps");
   EXPECT_EQ(c->scheduler_policy, "gpulet");
   EXPECT_EQ(c->shutdown_drain_secs, 0);
   EXPECT_EQ(c->log_verbose, 2);
@@ -108,6 +113,7 @@ TEST(ServerConfigTest, UnknownKeys) {
   ExpectError("grpc: { port: 1 }\ngrcp: { port: 2 }\n", 2, "grcp", "unknown key");
   ExpectError("log:\n  verbose: 1\n  level: info\n", 3, "log.level", "unknown key");
   ExpectError("executors:\n  devices: cpu\n  device: gpu\n", 3, "executors.device", "unknown key");
+  ExpectError("executors:\n  mps:\n    start: true\n", 3, "executors.mps.start", "unknown key");
   ExpectError("log: { verbose: 1 }\nlog: { verbose: 2 }\n", 2, "log",
               "duplicate key (first at line 1)");
 }
@@ -126,6 +132,9 @@ TEST(ServerConfigTest, WrongTypesAndRanges) {
               "must be >= 4096");
   ExpectError("shutdown:\n  drain_secs: -1\n", 2, "shutdown.drain_secs", "must be >= 0, got -1");
   ExpectError("- grpc\n", 1, "", "expected a map, got a list");
+  ExpectError("executors:\n  mps:\n    start_daemon: maybe\n", 3, "executors.mps.start_daemon",
+              "maybe");
+  ExpectError("executors:\n  mps: on\n", 2, "executors.mps", "expected a map");
 }
 
 TEST(ServerConfigTest, BadEnumValues) {

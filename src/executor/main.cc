@@ -3,13 +3,16 @@
 // cannot start or the control stream is corrupt.
 #include <signal.h>
 
+#include <cstdio>
 #include <string>
 
 #include "CLI/CLI.hpp"
 #include "executor/executor.h"
+#include "partition/green_context.h"
 #include "spdlog/spdlog.h"
 #include "tessera/common/logging.h"
 #include "tessera/engine/engine.h"
+#include "tessera/partition/partition.h"
 
 namespace {
 
@@ -23,6 +26,8 @@ int Main(int argc, char** argv) {
   std::string device = "cpu";
   int threads = 1;
   int log_verbose = 0;
+  std::string cpus;
+  int green_sms = 0;
 
   CLI::App app{"Tessera executor: runs model batches for tessera-server"};
   app.add_option("--executor-id", executor_id, "Executor id assigned by the server")->required();
@@ -34,9 +39,23 @@ int Main(int argc, char** argv) {
   app.add_option("--device", device, "Device: cpu or cuda:N")->capture_default_str();
   app.add_option("--threads", threads, "CPU threads per model instance")->capture_default_str();
   app.add_option("--log-verbose", log_verbose, "0 info, 1 debug, 2 trace")->capture_default_str();
+  app.add_option("--cpus", cpus, "CPU partition: pin to these cores (e.g. 0,1 or 0-3)");
+  app.add_option("--green-sms", green_sms, "GPU partition: run in a green context of N SMs");
   CLI11_PARSE(app, argc, argv);
 
+  // Pin before anything starts a thread (logging, the engine's pool): threads inherit the
+  // affinity of the thread that creates them, so pinning main pins the whole executor.
+  tessera::Status pinned = absl::OkStatus();
+  if (!cpus.empty()) {
+    auto list = tessera::partition::ParseCpuList(cpus);
+    pinned = list.ok() ? tessera::partition::PinCurrentThreadToCpus(*list) : list.status();
+  }
   tessera::InitLogging(log_verbose, "executor-" + std::to_string(executor_id));
+  if (!pinned.ok()) {
+    spdlog::error("--cpus {}: {}", cpus, pinned.ToString());
+    return 1;
+  }
+  if (!cpus.empty()) spdlog::info("pinned to cores {}", cpus);
   // Sends use MSG_NOSIGNAL already; this also covers anything else that writes to a dead pipe.
   signal(SIGPIPE, SIG_IGN);
 
@@ -50,6 +69,21 @@ int Main(int argc, char** argv) {
     return 1;
   }
   model_options.num_threads = threads > 0 ? threads : 1;
+  if (green_sms != 0) {
+    // The context is current on this thread; the CPU engine ignores it.
+    int ordinal = -1;
+    if (model_options.backend != tessera::engine::Backend::kCuda ||
+        std::sscanf(device.c_str(), "cuda:%d", &ordinal) != 1) {
+      spdlog::error("--green-sms needs --device cuda:N, got --device {}", device);
+      return 1;
+    }
+    auto granted = tessera::partition::EnterGreenContext(ordinal, green_sms);
+    if (!granted.ok()) {
+      spdlog::error("--green-sms {}: {}", green_sms, granted.status().ToString());
+      return 1;
+    }
+    spdlog::info("green context of {} SMs on GPU {} (asked {})", *granted, ordinal, green_sms);
+  }
 
   auto input = tessera::ipc::SharedMemoryRegion::Open(input_shm, input_bytes);
   if (!input.ok()) {

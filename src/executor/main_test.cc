@@ -1,5 +1,6 @@
 // The real tessera-executor binary with the real engine, driven the way tessera-server drives it.
 #include <poll.h>
+#include <sched.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -7,6 +8,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <optional>
 #include <string>
 #include <thread>
@@ -52,6 +55,7 @@ class ExecutorProcessTest : public ::testing::Test {
                                      "cpu",
                                      "--threads",
                                      "2"};
+    for (const std::string& arg : ExtraArgs()) args.push_back(arg);
     pid_ = fork();
     ASSERT_GE(pid_, 0);
     if (pid_ == 0) {
@@ -77,6 +81,9 @@ class ExecutorProcessTest : public ::testing::Test {
       waitpid(pid_, nullptr, 0);
     }
   }
+
+  // Added to the executor's command line by fixtures that test a flag.
+  virtual std::vector<std::string> ExtraArgs() const { return {}; }
 
   std::optional<ControlMessage> Next(int timeout_ms = 10000) {
     pollfd pfd{channel_->fd(), POLLIN, 0};
@@ -195,6 +202,104 @@ TEST_F(ExecutorProcessTest, ConfigMismatchAndMissingFileAreLoadErrors) {
 TEST_F(ExecutorProcessTest, ExitsWhenTheServerCloses) {
   channel_.reset();
   EXPECT_EQ(WaitExit(std::chrono::seconds(10)), 0);
+}
+
+// The first core this test may use (core 0 on an unrestricted machine).
+int FirstAllowedCpu() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  sched_getaffinity(0, sizeof(set), &set);
+  for (int i = 0; i < CPU_SETSIZE; ++i) {
+    if (CPU_ISSET(i, &set)) return i;
+  }
+  return 0;
+}
+
+// A CPU partition: `--cpus N` must pin the executor (and so its engine threads) to core N.
+class PinnedExecutorProcessTest : public ExecutorProcessTest {
+ protected:
+  std::vector<std::string> ExtraArgs() const override {
+    return {"--cpus", std::to_string(FirstAllowedCpu())};
+  }
+};
+
+// The kernel's view of a thread's allowed cores, e.g. "0" or "0-1".
+std::string CpusAllowedList(const std::string& status_path) {
+  std::ifstream in(status_path);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("Cpus_allowed_list:", 0) == 0) {
+      std::string value = line.substr(line.find(':') + 1);
+      value.erase(0, value.find_first_not_of(" \t"));
+      return value;
+    }
+  }
+  return "";
+}
+
+TEST_F(PinnedExecutorProcessTest, CpusPinsTheProcessAndItsThreads) {
+  // After Hello the executor runs; a loaded model has started the engine's threads too.
+  ASSERT_TRUE(channel_->Send(MlpLoad(64)).ok());
+  auto loaded = Next();
+  ASSERT_TRUE(loaded.has_value() && loaded->has_load_result());
+  ASSERT_TRUE(loaded->load_result().ok()) << loaded->load_result().error();
+  const std::string proc = "/proc/" + std::to_string(pid_);
+  const std::string core = std::to_string(FirstAllowedCpu());
+  EXPECT_EQ(CpusAllowedList(proc + "/status"), core);
+  int threads = 0;
+  for (const auto& task : std::filesystem::directory_iterator(proc + "/task")) {
+    EXPECT_EQ(CpusAllowedList(task.path().string() + "/status"), core) << task.path();
+    ++threads;
+  }
+  EXPECT_GE(threads, 1);
+}
+
+// A bad --cpus list is a clear error exit before the executor connects anywhere.
+TEST(ExecutorFlagsTest, BadCpuListAndGreenWithoutGpuExitWithAnError) {
+  for (std::vector<std::string> extra :
+       {std::vector<std::string>{"--cpus", "0-x"}, std::vector<std::string>{"--cpus", "1000"},
+        std::vector<std::string>{"--green-sms", "8"},
+        std::vector<std::string>{"--device", "cuda:0", "--green-sms", "8"}}) {
+    std::vector<std::string> args = {TESSERA_EXECUTOR_BINARY, "--executor-id", "1",
+                                     "--control-socket", "/nonexistent/tessera.sock",
+                                     "--input-shm", "/tessera-none-in", "--input-bytes", "4096",
+                                     "--output-shm", "/tessera-none-out", "--output-bytes", "4096"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    int err[2];
+    ASSERT_EQ(pipe(err), 0);
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      dup2(err[1], STDOUT_FILENO);
+      dup2(err[1], STDERR_FILENO);
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+    close(err[1]);
+    std::string output;
+    char buf[512];
+    for (ssize_t n; (n = read(err[0], buf, sizeof(buf))) > 0;) output.append(buf, n);
+    close(err[0]);
+    int wstatus = 0;
+    ASSERT_EQ(waitpid(pid, &wstatus, 0), pid);
+    ASSERT_TRUE(WIFEXITED(wstatus));
+    EXPECT_EQ(WEXITSTATUS(wstatus), 1) << output;
+    if (extra[1] == "0-x") EXPECT_NE(output.find("bad CPU list"), std::string::npos) << output;
+    if (extra[1] == "1000") EXPECT_NE(output.find("cannot pin"), std::string::npos) << output;
+    if (extra[0] == "--green-sms") {
+      EXPECT_NE(output.find("--green-sms needs --device cuda:N"), std::string::npos) << output;
+    }
+    if (extra[0] == "--device") {
+      // Without a driver: a clear error. With one, the green context is made and the executor
+      // fails later (no control socket), still with status 1.
+      EXPECT_TRUE(output.find("--green-sms 8: UNAVAILABLE") != std::string::npos ||
+                  output.find("green context of") != std::string::npos)
+          << output;
+    }
+  }
 }
 
 }  // namespace

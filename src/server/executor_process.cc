@@ -60,9 +60,26 @@ Status ExecutorProcess::Spawn() {
                                    "--device", options_.device,
                                    "--threads", absl::StrCat(options_.threads),
                                    "--log-verbose", absl::StrCat(options_.log_verbose)};
+  args.insert(args.end(), options_.extra_args.begin(), options_.extra_args.end());
   std::vector<char*> argv;
   for (std::string& arg : args) argv.push_back(arg.data());
   argv.push_back(nullptr);
+  // The server's environment with the partition's entries (MPS percentage, pipe directory) put
+  // over it; built before fork, as the child may only make async-signal-safe calls.
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string_view entry(*e);
+    const std::string_view key = entry.substr(0, entry.find('='));
+    bool replaced = false;
+    for (const std::string& extra : options_.extra_env) {
+      replaced = replaced || std::string_view(extra).substr(0, extra.find('=')) == key;
+    }
+    if (!replaced) env.emplace_back(entry);
+  }
+  env.insert(env.end(), options_.extra_env.begin(), options_.extra_env.end());
+  std::vector<char*> envp;
+  for (std::string& entry : env) envp.push_back(entry.data());
+  envp.push_back(nullptr);
 
   const pid_t parent = getpid();
   pid_t pid = fork();
@@ -72,7 +89,7 @@ Status ExecutorProcess::Spawn() {
     // server: an orphan would hold GPU memory and shared memory forever.
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(1);
-    execv(argv[0], argv.data());
+    execve(argv[0], argv.data(), envp.data());
     _exit(127);
   }
   pid_ = pid;

@@ -37,12 +37,15 @@ struct ExecutorLaunchOptions {
   std::string binary;             // path of tessera-executor
   std::string device = "cpu";
   int threads = 1;
-  std::vector<std::string> extra_args;  // appended to the executor's command line (partition flags)
   uint64_t input_ring_bytes = 64ull << 20;
   uint64_t output_ring_bytes = 64ull << 20;
   int log_verbose = 0;
   int64_t handshake_timeout_ms = 20000;
   int64_t batch_timeout_ms = 300000;  // a batch not answered by then marks the executor hung
+  // From the executor's partition (partition::ExecutorPlacement): "K=V" entries added to (or
+  // replacing those of) the server's environment, and arguments appended to the command line.
+  std::vector<std::string> extra_env;
+  std::vector<std::string> extra_args;
 };
 
 class ExecutorProcess {

@@ -32,6 +32,8 @@ struct ServerConfig {
   int64_t input_ring_bytes = 64ll << 20;
   int64_t output_ring_bytes = 64ll << 20;
   std::string partition_mechanism = "auto";  // auto | mps | green | none
+  bool mps_start_daemon = false;     // start nvidia-cuda-mps-control -d when none runs
+  std::string mps_pipe_directory;    // "" = $CUDA_MPS_PIPE_DIRECTORY, else /tmp/nvidia-mps
   std::string scheduler_policy = "triton";   // gpulet | temporal | spatial | triton
 
   // Control loop (policies other than triton): profiles folder (profiles/<device>, read by the
