@@ -126,9 +126,10 @@ int Main(int argc, char** argv) {
   std::printf("model %s, %d requests x 1 row (%llu input bytes each, %llu per batch), %d batches\n",
               model.c_str(), num_requests, static_cast<unsigned long long>(request_bytes),
               static_cast<unsigned long long>(request_bytes * num_requests), batches);
-  std::printf("batch prep (RunBatch start -> InferBatch ready), median: gathered %.2f us, pooled "
-              "%.2f us, ratio %.1fx\n",
-              MedianUs(prep[0]), MedianUs(prep[1]), MedianUs(prep[0]) / MedianUs(prep[1]));
+  std::printf(
+      "batch prep (RunBatch start -> InferBatch ready), median: gathered %.2f us, pooled "
+      "%.2f us, ratio %.1fx\n",
+      MedianUs(prep[0]), MedianUs(prep[1]), MedianUs(prep[0]) / MedianUs(prep[1]));
   std::printf("whole RunBatch, median: gathered %.1f us, pooled %.1f us, ratio %.3fx\n",
               MedianUs(whole[0]), MedianUs(whole[1]), MedianUs(whole[0]) / MedianUs(whole[1]));
   std::printf("Stage per request (enqueuing thread, off the batch path), median: %.2f us\n",

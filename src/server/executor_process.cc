@@ -30,7 +30,8 @@ std::string DescribeWaitStatus(int status) {
 // Bytes of the input ring kept for the input pool: the configured fraction, in whole pages.
 uint64_t InputPoolBytes(const ExecutorLaunchOptions& options) {
   const double fraction = std::clamp(options.input_pool_fraction, 0.0, 1.0);
-  const auto bytes = static_cast<uint64_t>(static_cast<double>(options.input_ring_bytes) * fraction);
+  const auto bytes =
+      static_cast<uint64_t>(static_cast<double>(options.input_ring_bytes) * fraction);
   return std::min(bytes / 4096 * 4096, options.input_ring_bytes);
 }
 
@@ -268,7 +269,9 @@ std::unique_ptr<dispatch::StagedInputs> ExecutorProcess::Stage(
   // The slots are this handle's alone until it is destroyed: no lock needed for the copy.
   auto* base = reinterpret_cast<char*>(input_ring_->data());
   for (size_t k = 0; k < bytes.size(); ++k) {
-    if (bytes[k] > 0) std::memcpy(base + staged->slots()[k].offset, request.inputs[k].data, bytes[k]);
+    if (bytes[k] > 0) {
+      std::memcpy(base + staged->slots()[k].offset, request.inputs[k].data, bytes[k]);
+    }
   }
   return staged;
 }
@@ -298,8 +301,9 @@ StatusOr<uint64_t> ExecutorProcess::AllocateInput(uint64_t bytes) {
   std::unique_lock lock(ring_mu_);
   if (input_allocator_.RoundUp(bytes) > input_allocator_.capacity()) {
     return absl::ResourceExhaustedError(absl::StrCat(
-        "batch input of ", bytes, " bytes does not fit the executor input ring of ",
-        input_allocator_.capacity(), " bytes (raise executors.input_ring_bytes)"));
+        "batch input of ", bytes, " bytes does not fit the gather part of the executor input ",
+        "ring (", input_allocator_.capacity(), " of ", options_.input_ring_bytes,
+        " bytes; the rest is the input pool): raise executors.input_ring_bytes"));
   }
   std::optional<uint64_t> offset;
   const bool got = ring_cv_.wait_for(lock, std::chrono::seconds(30), [&] {

@@ -50,9 +50,7 @@ bool InputPool::AddInstance(const std::string& key, const std::vector<PoolInputS
   std::lock_guard lock(mu_);
   if (FindLocked(key) != nullptr) return false;
   const uint64_t region_bytes =
-      regions_.empty() ? 0
-                          : options_.bytes / regions_.size() / kRegionAlignment *
-                                kRegionAlignment;
+      regions_.empty() ? 0 : options_.bytes / regions_.size() / kRegionAlignment * kRegionAlignment;
   for (size_t j = 0; j < regions_.size(); ++j) {
     Region& region = regions_[j];
     if (region.carve_id != 0 || region.live != 0) continue;

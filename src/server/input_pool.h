@@ -1,7 +1,7 @@
 // One executor's input pool (E²bird, seed 002 §1.2), the bookkeeping half: which bytes of the
 // executor's shared-memory input ring hold which request's inputs. A request's inputs are copied
-// into the pool as soon as it is routed to the executor (ExecutorProcess::Stage), so that a batch of
-// requests staged one after the other is already one contiguous tensor per input and goes to the
+// into the pool as soon as it is routed to the executor (ExecutorProcess::Stage), so that a batch
+// of requests staged one after the other is already one contiguous tensor per input and goes to the
 // executor without the gather copy at batch time.
 //
 // Layout. The pool is the ring range [base, base + bytes), split into `regions` equal
@@ -13,8 +13,8 @@
 //
 // Slots. Reserve takes one slot per input in all sub-rings at once, so every input has the same
 // request order. A slot is exactly the input's bytes (sub-rings are aligned to the element size,
-// never padded), so slot i + 1 starts where slot i ends -- except when it does not fit at the end of
-// its sub-ring and starts over at the sub-ring's start (wrap-around), which breaks the run.
+// never padded), so slot i + 1 starts where slot i ends -- except when it does not fit at the end
+// of its sub-ring and starts over at the sub-ring's start (wrap-around), which breaks the run.
 // ContiguousRun says whether a batch's slots form one run per input. Destroying a PooledInputs
 // handle releases its slots, in any order; space comes back in ring order (RingAllocator).
 //
@@ -75,12 +75,12 @@ class PooledInputs final : public dispatch::StagedInputs {
 struct InputPoolOptions {
   uint64_t base = 0;   // first byte of the pool in the input ring
   uint64_t bytes = 0;  // 0 = no pool (every Reserve gives nullptr)
-  int regions = 4;  // instances that can be pooled at once; each gets bytes / regions
+  int regions = 4;     // instances that can be pooled at once; each gets bytes / regions
 };
 
 struct InputPoolStats {
-  int instances = 0;           // instances with a region
-  uint64_t live_slots = 0;     // requests staged and not yet released
+  int instances = 0;        // instances with a region
+  uint64_t live_slots = 0;  // requests staged and not yet released
   uint64_t requests_staged = 0;
   uint64_t requests_not_staged = 0;  // Reserve gave nullptr: full, unknown instance or no region
 };

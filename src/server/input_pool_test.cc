@@ -144,7 +144,7 @@ TEST(InputPoolTest, RegionsAreAFixedBudgetPerInstance) {
   ASSERT_TRUE(pool->AddInstance("b", kMlpInputs));
   EXPECT_FALSE(pool->AddInstance("c", kMlpInputs));  // no region left: not pooled
   EXPECT_FALSE(pool->AddInstance("a", kMlpInputs));  // already has one
-  EXPECT_FALSE(pool->AddInstance("s", {{0, 0}}));      // strings cannot be pooled
+  EXPECT_FALSE(pool->AddInstance("s", {{0, 0}}));    // strings cannot be pooled
   EXPECT_EQ(pool->SubRing("b", 0)->offset, 2048u);
   EXPECT_EQ(pool->Reserve("c", {256}), nullptr);
   EXPECT_EQ(pool->Reserve("a", {4096}), nullptr);  // more than its half
