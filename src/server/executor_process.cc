@@ -5,12 +5,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "spdlog/spdlog.h"
 #include "tessera/common/clock.h"
+#include "tessera/common/data_type.h"
 
 namespace tessera::server {
 namespace {
@@ -24,13 +27,31 @@ std::string DescribeWaitStatus(int status) {
   return absl::StrCat("ended with wait status ", status);
 }
 
+// Bytes of the input ring kept for the input pool: the configured fraction, in whole pages.
+uint64_t InputPoolBytes(const ExecutorLaunchOptions& options) {
+  const double fraction = std::clamp(options.input_pool_fraction, 0.0, 1.0);
+  const auto bytes =
+      static_cast<uint64_t>(static_cast<double>(options.input_ring_bytes) * fraction);
+  return std::min(bytes / 4096 * 4096, options.input_ring_bytes);
+}
+
+InputPoolOptions PoolOptions(const ExecutorLaunchOptions& options) {
+  InputPoolOptions pool;
+  pool.base = 0;
+  pool.bytes = InputPoolBytes(options);
+  pool.regions = options.input_pool_instances;
+  return pool;
+}
+
 }  // namespace
 
 ExecutorProcess::ExecutorProcess(const ExecutorLaunchOptions& options,
                                  std::function<void(const std::string&)> on_exit)
     : options_(options),
       on_exit_(std::move(on_exit)),
-      input_allocator_(options.input_ring_bytes) {}
+      input_pool_(InputPool::Create(PoolOptions(options))),
+      gather_base_(InputPoolBytes(options)),
+      input_allocator_(options.input_ring_bytes - InputPoolBytes(options)) {}
 
 StatusOr<std::unique_ptr<ExecutorProcess>> ExecutorProcess::Start(
     const ExecutorLaunchOptions& options, std::function<void(const std::string&)> on_exit) {
@@ -232,10 +253,62 @@ Status ExecutorProcess::Load(const ipc::LoadModel& load, int64_t timeout_ms) {
                                                     load.instance_key(), "' within ",
                                                     timeout_ms, " ms"));
   }
-  return future.get();
+  Status loaded = future.get();
+  if (loaded.ok()) {
+    std::vector<PoolInputSpec> inputs;
+    for (const ipc::TensorSpec& spec : load.inputs()) {
+      PoolInputSpec input;
+      input.element_bytes = DataTypeByteSize(static_cast<DataType>(spec.data_type()));
+      input.row_bytes = input.element_bytes;
+      for (int64_t dim : spec.dims()) input.row_bytes = dim >= 0 ? input.row_bytes * dim : 0;
+      inputs.push_back(input);
+    }
+    if (!input_pool_->AddInstance(load.instance_key(), inputs)) {
+      spdlog::info("{}: '{}' has no input pool region; its batches are gathered", Describe(),
+                   load.instance_key());
+    }
+  }
+  return loaded;
+}
+
+std::unique_ptr<dispatch::StagedInputs> ExecutorProcess::Stage(
+    const std::string& instance_key, const repository::ModelConfig& config,
+    const dispatch::Request& request) {
+  if (!alive_ || request.inputs.size() != config.inputs.size()) return nullptr;
+  std::vector<uint64_t> bytes;
+  bytes.reserve(request.inputs.size());
+  for (const TensorView& input : request.inputs) {
+    if (input.data == nullptr && input.byte_size > 0) return nullptr;
+    bytes.push_back(input.byte_size);
+  }
+  std::unique_ptr<PooledInputs> staged = input_pool_->Reserve(instance_key, bytes);
+  if (!staged) return nullptr;
+  // The slots are this handle's alone until it is destroyed: no lock needed for the copy.
+  auto* base = reinterpret_cast<char*>(input_ring_->data());
+  for (size_t k = 0; k < bytes.size(); ++k) {
+    if (bytes[k] > 0) {
+      std::memcpy(base + staged->slots()[k].offset, request.inputs[k].data, bytes[k]);
+    }
+  }
+  return staged;
+}
+
+InputPoolCounters ExecutorProcess::input_pool_counters() const {
+  InputPoolStats stats = input_pool_->stats();
+  InputPoolCounters counters;
+  counters.batches_pooled = batches_pooled_.load();
+  counters.batches_gathered = batches_gathered_.load();
+  counters.requests_staged = stats.requests_staged;
+  counters.requests_not_staged = stats.requests_not_staged;
+  counters.gather_bytes = gather_bytes_.load();
+  counters.prep_ns_pooled = prep_ns_pooled_.load();
+  counters.prep_ns_gathered = prep_ns_gathered_.load();
+  return counters;
 }
 
 void ExecutorProcess::Unload(const std::string& instance_key) {
+  // Slots still held by queued requests stay valid; the region is reused once they are gone.
+  input_pool_->RemoveInstance(instance_key);
   ipc::ControlMessage message;
   message.mutable_unload()->set_instance_key(instance_key);
   channel_->Send(message).IgnoreError();  // a dead executor holds nothing to unload
@@ -245,8 +318,9 @@ StatusOr<uint64_t> ExecutorProcess::AllocateInput(uint64_t bytes) {
   std::unique_lock lock(ring_mu_);
   if (input_allocator_.RoundUp(bytes) > input_allocator_.capacity()) {
     return absl::ResourceExhaustedError(absl::StrCat(
-        "batch input of ", bytes, " bytes does not fit the executor input ring of ",
-        input_allocator_.capacity(), " bytes (raise executors.input_ring_bytes)"));
+        "batch input of ", bytes, " bytes does not fit the gather part of the executor input ",
+        "ring (", input_allocator_.capacity(), " of ", options_.input_ring_bytes,
+        " bytes; the rest is the input pool): raise executors.input_ring_bytes"));
   }
   std::optional<uint64_t> offset;
   const bool got = ring_cv_.wait_for(lock, std::chrono::seconds(30), [&] {
@@ -277,7 +351,21 @@ StatusOr<std::vector<dispatch::Response>> ExecutorProcess::RunBatch(
   int64_t total_rows = 0;
   for (const dispatch::Request* request : batch) total_rows += request->batch_size;
 
-  // Gather: each input becomes one contiguous tensor in the input ring, requests in batch order.
+  // Pooled: every request was staged here, back to back per input, so the pool already holds each
+  // input as one tensor. Otherwise gather: each input becomes one contiguous tensor in the gather
+  // part of the input ring, requests in batch order.
+  std::optional<std::vector<PoolRange>> pooled;
+  {
+    std::vector<const PooledInputs*> staged;
+    staged.reserve(batch.size());
+    for (const dispatch::Request* request : batch) {
+      const auto* handle = dynamic_cast<const PooledInputs*>(request->staged.get());
+      if (handle == nullptr) break;
+      staged.push_back(handle);
+    }
+    if (staged.size() == batch.size()) pooled = input_pool_->ContiguousRun(instance_key, staged);
+    if (pooled && pooled->size() != config.inputs.size()) pooled.reset();
+  }
   ipc::InferBatch infer;
   const uint64_t batch_id = next_batch_id_++;
   infer.set_batch_id(batch_id);
@@ -286,19 +374,27 @@ StatusOr<std::vector<dispatch::Response>> ExecutorProcess::RunBatch(
   auto release_inputs = [&] {
     for (uint64_t offset : allocations) ReleaseInput(offset);
   };
+  uint64_t gathered_bytes = 0;
   for (size_t k = 0; k < config.inputs.size(); ++k) {
     uint64_t bytes = 0;
     for (const dispatch::Request* request : batch) bytes += request->inputs[k].byte_size;
-    auto offset = AllocateInput(bytes);
-    if (!offset.ok()) {
-      release_inputs();
-      return offset.status();
-    }
-    allocations.push_back(*offset);
-    auto* dst = reinterpret_cast<char*>(input_ring_->data()) + *offset;
-    for (const dispatch::Request* request : batch) {
-      std::memcpy(dst, request->inputs[k].data, request->inputs[k].byte_size);
-      dst += request->inputs[k].byte_size;
+    uint64_t ring_offset;
+    if (pooled) {
+      ring_offset = (*pooled)[k].offset;
+    } else {
+      auto offset = AllocateInput(bytes);
+      if (!offset.ok()) {
+        release_inputs();
+        return offset.status();
+      }
+      allocations.push_back(*offset);
+      ring_offset = gather_base_ + *offset;
+      auto* dst = reinterpret_cast<char*>(input_ring_->data()) + ring_offset;
+      for (const dispatch::Request* request : batch) {
+        std::memcpy(dst, request->inputs[k].data, request->inputs[k].byte_size);
+        dst += request->inputs[k].byte_size;
+      }
+      gathered_bytes += bytes;
     }
     const TensorView& first = batch.front()->inputs[k];
     auto* tensor = infer.add_inputs();
@@ -307,8 +403,14 @@ StatusOr<std::vector<dispatch::Response>> ExecutorProcess::RunBatch(
     for (size_t d = 0; d < first.shape.size(); ++d) {
       tensor->add_shape(batched && d == 0 ? total_rows : first.shape[d]);
     }
-    tensor->set_offset(*offset);
+    tensor->set_offset(ring_offset);
     tensor->set_byte_size(bytes);
+  }
+  if (pooled) {
+    ++batches_pooled_;
+  } else {
+    ++batches_gathered_;
+    gather_bytes_ += gathered_bytes;
   }
 
   std::future<StatusOr<ipc::BatchResult>> future;
@@ -321,6 +423,7 @@ StatusOr<std::vector<dispatch::Response>> ExecutorProcess::RunBatch(
     future = pending_batches_[batch_id].get_future();
   }
   const uint64_t gather_ns = MonotonicNs() - gather_start;
+  (pooled ? prep_ns_pooled_ : prep_ns_gathered_) += gather_ns;
   ipc::ControlMessage message;
   *message.mutable_infer() = std::move(infer);
   Status sent = channel_->Send(message);
@@ -341,7 +444,9 @@ StatusOr<std::vector<dispatch::Response>> ExecutorProcess::RunBatch(
     kill(pid_, SIGKILL);
   }
   StatusOr<ipc::BatchResult> result = future.get();
-  release_inputs();  // the executor is done reading inputs once it answered
+  // The executor is done reading inputs once it answered (or died). Pooled slots are released
+  // later, when the queue destroys the requests after this call returns.
+  release_inputs();
   if (!result.ok()) return result.status();
   if (!result->ok()) {
     return absl::InternalError(absl::StrCat("model '", config.name, "' failed on ", Describe(),

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "input_pool.h"
 #include "tessera/common/status.h"
 #include "tessera/dispatch/request.h"
 #include "tessera/executor.pb.h"
@@ -46,6 +47,24 @@ struct ExecutorLaunchOptions {
   // replacing those of) the server's environment, and arguments appended to the command line.
   std::vector<std::string> extra_env;
   std::vector<std::string> extra_args;
+  // Share of the input ring kept as the input pool (input_pool.h); the rest is for batches
+  // gathered at batch time. 0 disables the pool.
+  double input_pool_fraction = 0.5;
+  // The pool is split into this many equal regions, one per loaded instance; instances loaded
+  // beyond that are not pooled.
+  int input_pool_instances = 4;
+};
+
+// What the input pool did, for tests and metrics. Counts since the process started.
+struct InputPoolCounters {
+  uint64_t batches_pooled = 0;        // sent pointing at pooled bytes, no gather copy
+  uint64_t batches_gathered = 0;      // copied into the ring at batch time
+  uint64_t requests_staged = 0;       // Stage copied the inputs into the pool
+  uint64_t requests_not_staged = 0;   // Stage found no room (or no region for the instance)
+  uint64_t gather_bytes = 0;          // bytes copied at batch time
+  // Summed batch-time critical path, RunBatch's start to InferBatch ready to send, in ns.
+  uint64_t prep_ns_pooled = 0;
+  uint64_t prep_ns_gathered = 0;
 };
 
 class ExecutorProcess {
@@ -63,7 +82,17 @@ class ExecutorProcess {
   Status Load(const ipc::LoadModel& load, int64_t timeout_ms);
   void Unload(const std::string& instance_key);
 
-  // Runs `batch` on instance `instance_key`: gathers inputs into the input ring, waits for the
+  // Copies `request`'s inputs into the instance's part of the input pool, on the caller's thread,
+  // ahead of its batch. nullptr when the pool has no room, the instance is not pooled, the request
+  // does not match `config`'s inputs, or the process is not running: never an error, RunBatch then
+  // gathers. The handle releases the pool slots when destroyed; it may outlive this process.
+  std::unique_ptr<dispatch::StagedInputs> Stage(const std::string& instance_key,
+                                                const repository::ModelConfig& config,
+                                                const dispatch::Request& request);
+
+  // Runs `batch` on instance `instance_key`. When every request was staged here for this instance
+  // and their pool slots are back to back in batch order, the batch is sent pointing at the pooled
+  // bytes; otherwise inputs are gathered into the (non-pool part of the) input ring. Waits for the
   // result, splits outputs per request (filtered to each request's requested outputs).
   StatusOr<std::vector<dispatch::Response>> RunBatch(const std::string& instance_key,
                                                      const repository::ModelConfig& config,
@@ -71,6 +100,8 @@ class ExecutorProcess {
 
   // Asks the executor to exit, waits up to `timeout_ms`, then kills it.
   void Stop(int64_t timeout_ms);
+
+  InputPoolCounters input_pool_counters() const;
 
   bool alive() const { return alive_.load(); }
   pid_t pid() const { return pid_; }
@@ -98,6 +129,15 @@ class ExecutorProcess {
   std::atomic<bool> stopping_{false};
   std::atomic<uint64_t> next_batch_id_{1};
   std::thread reader_;
+
+  // The input ring is [0, pool bytes) for the input pool, then the gather ring from gather_base_.
+  std::shared_ptr<InputPool> input_pool_;
+  uint64_t gather_base_ = 0;
+  std::atomic<uint64_t> batches_pooled_{0};
+  std::atomic<uint64_t> batches_gathered_{0};
+  std::atomic<uint64_t> gather_bytes_{0};
+  std::atomic<uint64_t> prep_ns_pooled_{0};
+  std::atomic<uint64_t> prep_ns_gathered_{0};
 
   std::mutex ring_mu_;
   std::condition_variable ring_cv_;  // input ring space was released

@@ -1,0 +1,187 @@
+#include "input_pool.h"
+
+namespace tessera::server {
+namespace {
+
+// Sub-rings start on a cache line; inside one, slots are aligned to the element size only so that
+// consecutive slots stay back to back.
+constexpr uint64_t kSubRingAlignment = 64;
+constexpr uint64_t kRegionAlignment = 256;
+
+uint64_t AlignUp(uint64_t value, uint64_t alignment) {
+  return (value + alignment - 1) / alignment * alignment;
+}
+
+}  // namespace
+
+PooledInputs::~PooledInputs() { pool_->Release(carve_id_, slots_); }
+
+std::shared_ptr<InputPool> InputPool::Create(const InputPoolOptions& options) {
+  std::shared_ptr<InputPool> pool(new InputPool(options));
+  const int count = options.regions > 0 && options.bytes > 0 ? options.regions : 0;
+  std::lock_guard lock(pool->mu_);
+  pool->regions_.resize(static_cast<size_t>(count));
+  return pool;
+}
+
+InputPool::Region* InputPool::FindLocked(const std::string& key) {
+  for (Region& region : regions_) {
+    if (region.carve_id != 0 && region.key == key) return &region;
+  }
+  return nullptr;
+}
+
+const InputPool::Region* InputPool::FindLocked(const std::string& key) const {
+  for (const Region& region : regions_) {
+    if (region.carve_id != 0 && region.key == key) return &region;
+  }
+  return nullptr;
+}
+
+bool InputPool::AddInstance(const std::string& key, const std::vector<PoolInputSpec>& inputs) {
+  if (inputs.empty() || key.empty()) return false;
+  uint64_t total_row_bytes = 0;
+  bool rows_known = true;
+  for (const PoolInputSpec& input : inputs) {
+    if (input.element_bytes == 0) return false;
+    if (input.row_bytes == 0) rows_known = false;
+    total_row_bytes += input.row_bytes;
+  }
+  std::lock_guard lock(mu_);
+  if (FindLocked(key) != nullptr) return false;
+  const uint64_t region_bytes =
+      regions_.empty() ? 0 : options_.bytes / regions_.size() / kRegionAlignment * kRegionAlignment;
+  for (size_t j = 0; j < regions_.size(); ++j) {
+    Region& region = regions_[j];
+    if (region.carve_id != 0 || region.live != 0) continue;
+    const uint64_t begin = options_.base + j * region_bytes;
+    // Input k gets the share [cut(k), cut(k + 1)) of the region, by bytes per row when known.
+    auto cut = [&](size_t k) -> uint64_t {
+      if (k == inputs.size()) return region_bytes;
+      if (!rows_known || total_row_bytes == 0) return region_bytes / inputs.size() * k;
+      unsigned __int128 before = 0;
+      for (size_t i = 0; i < k; ++i) before += inputs[i].row_bytes;
+      return static_cast<uint64_t>(before * region_bytes / total_row_bytes);
+    };
+    std::vector<PoolRange> sub_rings;
+    std::vector<ipc::RingAllocator> rings;
+    for (size_t k = 0; k < inputs.size(); ++k) {
+      const uint64_t start = AlignUp(begin + cut(k), kSubRingAlignment);
+      const uint64_t end = begin + cut(k + 1);
+      const uint64_t elem = inputs[k].element_bytes;
+      const uint64_t size = end > start ? (end - start) / elem * elem : 0;
+      if (size == 0) return false;  // too many inputs for the region: not pooled
+      sub_rings.push_back(PoolRange{start, size});
+      rings.emplace_back(size, elem);
+    }
+    region.carve_id = next_carve_id_++;
+    region.key = key;
+    region.sub_rings = std::move(sub_rings);
+    region.rings = std::move(rings);
+    return true;
+  }
+  return false;
+}
+
+void InputPool::RemoveInstance(const std::string& key) {
+  std::lock_guard lock(mu_);
+  Region* region = FindLocked(key);
+  if (region == nullptr) return;
+  region->key.clear();
+  if (region->live == 0) *region = Region{};
+  // Otherwise the region stays carved (keyless) until its last slot is released.
+}
+
+std::unique_ptr<PooledInputs> InputPool::Reserve(const std::string& key,
+                                                 const std::vector<uint64_t>& bytes) {
+  std::lock_guard lock(mu_);
+  Region* region = FindLocked(key);
+  if (region == nullptr || bytes.size() != region->rings.size()) {
+    ++not_staged_;
+    return nullptr;
+  }
+  std::vector<PoolRange> slots;
+  for (size_t k = 0; k < bytes.size(); ++k) {
+    std::optional<uint64_t> offset = region->rings[k].Allocate(bytes[k]);
+    if (!offset) {
+      // Undo the inputs already taken: they are the newest ranges, so they retract at once.
+      for (size_t i = 0; i < slots.size(); ++i) {
+        region->rings[i].Release(slots[i].offset - region->sub_rings[i].offset);
+      }
+      ++not_staged_;
+      return nullptr;
+    }
+    slots.push_back(PoolRange{region->sub_rings[k].offset + *offset, bytes[k]});
+  }
+  ++region->live;
+  ++staged_;
+  return std::unique_ptr<PooledInputs>(
+      new PooledInputs(shared_from_this(), region->carve_id, std::move(slots)));
+}
+
+void InputPool::Release(uint64_t carve_id, const std::vector<PoolRange>& slots) {
+  std::lock_guard lock(mu_);
+  for (Region& region : regions_) {
+    if (region.carve_id != carve_id) continue;
+    for (size_t k = 0; k < slots.size() && k < region.rings.size(); ++k) {
+      region.rings[k].Release(slots[k].offset - region.sub_rings[k].offset);
+    }
+    --region.live;
+    if (region.live == 0 && region.key.empty()) region = Region{};
+    return;
+  }
+}
+
+std::optional<std::vector<PoolRange>> InputPool::ContiguousRun(
+    const std::string& key, const std::vector<const PooledInputs*>& handles) const {
+  if (handles.empty()) return std::nullopt;
+  uint64_t carve_id = 0;
+  {
+    std::lock_guard lock(mu_);
+    const Region* region = FindLocked(key);
+    if (region == nullptr) return std::nullopt;
+    carve_id = region->carve_id;
+  }
+  // A handle's slots never change, and the handles are alive: no lock needed below.
+  const size_t inputs = handles.front() ? handles.front()->slots().size() : 0;
+  std::vector<PoolRange> runs(inputs);
+  for (size_t i = 0; i < handles.size(); ++i) {
+    const PooledInputs* handle = handles[i];
+    if (handle == nullptr || handle->pool() != this || handle->carve_id_ != carve_id ||
+        handle->slots().size() != inputs) {
+      return std::nullopt;
+    }
+    for (size_t k = 0; k < inputs; ++k) {
+      const PoolRange& slot = handle->slots()[k];
+      if (i == 0) {
+        runs[k] = slot;
+      } else if (slot.offset != runs[k].offset + runs[k].bytes) {
+        return std::nullopt;
+      } else {
+        runs[k].bytes += slot.bytes;
+      }
+    }
+  }
+  return runs;
+}
+
+InputPoolStats InputPool::stats() const {
+  std::lock_guard lock(mu_);
+  InputPoolStats stats;
+  for (const Region& region : regions_) {
+    if (region.carve_id != 0 && !region.key.empty()) ++stats.instances;
+    stats.live_slots += region.live;
+  }
+  stats.requests_staged = staged_;
+  stats.requests_not_staged = not_staged_;
+  return stats;
+}
+
+std::optional<PoolRange> InputPool::SubRing(const std::string& key, size_t k) const {
+  std::lock_guard lock(mu_);
+  const Region* region = FindLocked(key);
+  if (region == nullptr || k >= region->sub_rings.size()) return std::nullopt;
+  return region->sub_rings[k];
+}
+
+}  // namespace tessera::server

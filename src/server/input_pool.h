@@ -1,0 +1,136 @@
+// One executor's input pool (E²bird, seed 002 §1.2), the bookkeeping half: which bytes of the
+// executor's shared-memory input ring hold which request's inputs. A request's inputs are copied
+// into the pool as soon as it is routed to the executor (ExecutorProcess::Stage), so that a batch
+// of requests staged one after the other is already one contiguous tensor per input and goes to the
+// executor without the gather copy at batch time.
+//
+// Layout. The pool is the ring range [base, base + bytes), split into `regions` equal
+// regions (a fixed per-instance byte budget). Each instance added gets the first free region
+// and splits it into one sub-ring per model input, in proportion to the input's bytes per row (an
+// equal split when a dim is dynamic), so consecutive requests of one instance are back to back in
+// every input. Instances beyond `regions` are not pooled: Reserve gives nullptr and their batches
+// gather. A removed instance's region is reused only once its last slot is released.
+//
+// Slots. Reserve takes one slot per input in all sub-rings at once, so every input has the same
+// request order. A slot is exactly the input's bytes (sub-rings are aligned to the element size,
+// never padded), so slot i + 1 starts where slot i ends -- except when it does not fit at the end
+// of its sub-ring and starts over at the sub-ring's start (wrap-around), which breaks the run.
+// ContiguousRun says whether a batch's slots form one run per input. Destroying a PooledInputs
+// handle releases its slots, in any order; space comes back in ring order (RingAllocator).
+//
+// Only offsets are managed here; ExecutorProcess writes the bytes. Handles share the pool's state
+// (shared_ptr), so a handle that outlives its ExecutorProcess (crash and restart) releases safely.
+//
+// Thread-safety: all public methods are thread-safe; a handle may be destroyed on any thread.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "tessera/dispatch/request.h"
+#include "tessera/ipc/ring_allocator.h"
+
+namespace tessera::server {
+
+class InputPool;
+
+// A byte range of the input ring (absolute offset).
+struct PoolRange {
+  uint64_t offset = 0;
+  uint64_t bytes = 0;
+};
+
+// What the pool needs to know about one model input to carve its sub-ring.
+struct PoolInputSpec {
+  uint64_t element_bytes = 0;  // 0: not a fixed-size type; the instance is not pooled
+  uint64_t row_bytes = 0;      // bytes per batch row; 0 when a dim is dynamic
+};
+
+// One request's slots, one per model input in declared order. Destroying it releases them.
+class PooledInputs final : public dispatch::StagedInputs {
+ public:
+  ~PooledInputs() override;
+  PooledInputs(const PooledInputs&) = delete;
+  PooledInputs& operator=(const PooledInputs&) = delete;
+
+  const InputPool* pool() const { return pool_.get(); }
+  const std::vector<PoolRange>& slots() const { return slots_; }
+
+ private:
+  friend class InputPool;
+  PooledInputs(std::shared_ptr<InputPool> pool, uint64_t carve_id, std::vector<PoolRange> slots)
+      : pool_(std::move(pool)), carve_id_(carve_id), slots_(std::move(slots)) {}
+
+  std::shared_ptr<InputPool> pool_;
+  uint64_t carve_id_;  // which AddInstance the slots belong to
+  std::vector<PoolRange> slots_;
+};
+
+struct InputPoolOptions {
+  uint64_t base = 0;   // first byte of the pool in the input ring
+  uint64_t bytes = 0;  // 0 = no pool (every Reserve gives nullptr)
+  int regions = 4;     // instances that can be pooled at once; each gets bytes / regions
+};
+
+struct InputPoolStats {
+  int instances = 0;        // instances with a region
+  uint64_t live_slots = 0;  // requests staged and not yet released
+  uint64_t requests_staged = 0;
+  uint64_t requests_not_staged = 0;  // Reserve gave nullptr: full, unknown instance or no region
+};
+
+class InputPool : public std::enable_shared_from_this<InputPool> {
+ public:
+  static std::shared_ptr<InputPool> Create(const InputPoolOptions& options);
+
+  // Gives `key` a region; false (and nothing changes) when none is free, an input is not of a
+  // fixed-size type, there are no inputs, or `key` already has one.
+  bool AddInstance(const std::string& key, const std::vector<PoolInputSpec>& inputs);
+  // Takes the region away from `key`; its space is reused once its live slots are released.
+  void RemoveInstance(const std::string& key);
+
+  // One slot per input of `key` with `bytes[k]` bytes each, or nullptr when the instance has no
+  // region, the number of inputs differs, or a sub-ring has no room right now.
+  std::unique_ptr<PooledInputs> Reserve(const std::string& key, const std::vector<uint64_t>& bytes);
+
+  // Per input, the one range the handles' slots make back to back in the given order, or nullopt
+  // when a handle is null, from another pool or carve of `key`, or a slot does not start where the
+  // previous one ended (wrap-around, a request staged by another thread in between, ...).
+  std::optional<std::vector<PoolRange>> ContiguousRun(
+      const std::string& key, const std::vector<const PooledInputs*>& handles) const;
+
+  InputPoolStats stats() const;
+
+  // The sub-ring of input `k` of `key` (for tests and logs), or nullopt.
+  std::optional<PoolRange> SubRing(const std::string& key, size_t k) const;
+
+ private:
+  struct Region {
+    uint64_t carve_id = 0;  // 0 = free
+    std::string key;        // empty once removed
+    std::vector<PoolRange> sub_rings;
+    std::vector<ipc::RingAllocator> rings;  // offsets relative to the sub-ring start
+    uint64_t live = 0;
+  };
+
+  explicit InputPool(const InputPoolOptions& options) : options_(options) {}
+  friend class PooledInputs;
+  void Release(uint64_t carve_id, const std::vector<PoolRange>& slots);
+  Region* FindLocked(const std::string& key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  const Region* FindLocked(const std::string& key) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const InputPoolOptions options_;
+  mutable std::mutex mu_;
+  std::vector<Region> regions_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_carve_id_ ABSL_GUARDED_BY(mu_) = 1;
+  uint64_t staged_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t not_staged_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace tessera::server

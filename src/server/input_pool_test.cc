@@ -1,0 +1,196 @@
+#include "input_pool.h"
+
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace tessera::server {
+namespace {
+
+// One fp32 input of 64 floats per row (the mlp): 256 bytes per row.
+const std::vector<PoolInputSpec> kMlpInputs = {{4, 256}};
+
+std::shared_ptr<InputPool> MakePool(uint64_t bytes, int regions, uint64_t base = 0) {
+  InputPoolOptions options;
+  options.base = base;
+  options.bytes = bytes;
+  options.regions = regions;
+  return InputPool::Create(options);
+}
+
+std::vector<const PooledInputs*> Views(const std::vector<std::unique_ptr<PooledInputs>>& handles) {
+  std::vector<const PooledInputs*> views;
+  for (const auto& handle : handles) views.push_back(handle.get());
+  return views;
+}
+
+TEST(InputPoolTest, ConsecutiveRequestsAreOneContiguousRun) {
+  auto pool = MakePool(4096, 1, /*base=*/8192);
+  ASSERT_TRUE(pool->AddInstance("mlp/1#0", kMlpInputs));
+  std::vector<std::unique_ptr<PooledInputs>> handles;
+  for (uint64_t rows : {1, 3, 2}) {
+    handles.push_back(pool->Reserve("mlp/1#0", {rows * 256}));
+    ASSERT_NE(handles.back(), nullptr);
+  }
+  EXPECT_EQ(handles[0]->slots()[0].offset, 8192u);  // the pool's base, not 0
+  EXPECT_EQ(handles[1]->slots()[0].offset, 8192u + 256);
+  EXPECT_EQ(handles[2]->slots()[0].offset, 8192u + 1024);
+  auto run = pool->ContiguousRun("mlp/1#0", Views(handles));
+  ASSERT_TRUE(run.has_value());
+  ASSERT_EQ(run->size(), 1u);
+  EXPECT_EQ((*run)[0].offset, 8192u);
+  EXPECT_EQ((*run)[0].bytes, 6u * 256);
+  // A sub-range of the batch in order is a run too; the wrong order is not.
+  EXPECT_TRUE(pool->ContiguousRun("mlp/1#0", {handles[1].get(), handles[2].get()}).has_value());
+  EXPECT_FALSE(pool->ContiguousRun("mlp/1#0", {handles[1].get(), handles[0].get()}).has_value());
+  EXPECT_FALSE(pool->ContiguousRun("mlp/1#0", {handles[0].get(), handles[2].get()}).has_value());
+  EXPECT_FALSE(pool->ContiguousRun("other", Views(handles)).has_value());
+  EXPECT_EQ(pool->stats().requests_staged, 3u);
+  EXPECT_EQ(pool->stats().live_slots, 3u);
+}
+
+TEST(InputPoolTest, SlotsAreUnpaddedSoOddSizesStayContiguous) {
+  auto pool = MakePool(4096, 1);
+  ASSERT_TRUE(pool->AddInstance("m", {{4, 12}}));  // 3 floats per row: not a multiple of 64
+  auto a = pool->Reserve("m", {12});
+  auto b = pool->Reserve("m", {24});
+  ASSERT_TRUE(a && b);
+  EXPECT_EQ(b->slots()[0].offset, a->slots()[0].offset + 12);
+  auto run = pool->ContiguousRun("m", {a.get(), b.get()});
+  ASSERT_TRUE(run.has_value());
+  EXPECT_EQ((*run)[0].bytes, 36u);
+}
+
+TEST(InputPoolTest, WrapAroundBreaksContiguity) {
+  auto pool = MakePool(1024, 1);
+  ASSERT_TRUE(pool->AddInstance("m", kMlpInputs));
+  auto a = pool->Reserve("m", {512});
+  auto b = pool->Reserve("m", {256});
+  ASSERT_TRUE(a && b);
+  a.reset();  // [0, 512) free again; tail [768, 1024) is only 256 bytes
+  auto c = pool->Reserve("m", {512});
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->slots()[0].offset, 0u);  // did not fit at the end: starts over
+  EXPECT_FALSE(pool->ContiguousRun("m", {b.get(), c.get()}).has_value());
+  EXPECT_TRUE(pool->ContiguousRun("m", {c.get()}).has_value());
+}
+
+TEST(InputPoolTest, FullPoolGivesNullAndCountsIt) {
+  auto pool = MakePool(1024, 1);
+  ASSERT_TRUE(pool->AddInstance("m", kMlpInputs));
+  auto a = pool->Reserve("m", {1024});
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(pool->Reserve("m", {4}), nullptr);
+  EXPECT_EQ(pool->Reserve("m", {4096}), nullptr);  // can never fit
+  EXPECT_EQ(pool->Reserve("unknown", {4}), nullptr);
+  EXPECT_EQ(pool->Reserve("m", {4, 4}), nullptr);  // wrong number of inputs
+  EXPECT_EQ(pool->stats().requests_not_staged, 4u);
+  a.reset();
+  EXPECT_NE(pool->Reserve("m", {1024}), nullptr);
+}
+
+TEST(InputPoolTest, OutOfOrderReleaseFreesSpaceInRingOrder) {
+  auto pool = MakePool(1024, 1);
+  ASSERT_TRUE(pool->AddInstance("m", kMlpInputs));
+  auto a = pool->Reserve("m", {256});
+  auto b = pool->Reserve("m", {256});
+  auto c = pool->Reserve("m", {256});
+  auto d = pool->Reserve("m", {256});
+  ASSERT_TRUE(a && b && c && d);
+  b.reset();  // not the oldest: its space waits behind a
+  EXPECT_EQ(pool->Reserve("m", {256}), nullptr);
+  a.reset();  // a and b come back together
+  auto e = pool->Reserve("m", {512});
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->slots()[0].offset, 0u);
+  EXPECT_EQ(pool->stats().live_slots, 3u);
+}
+
+TEST(InputPoolTest, MultiInputSubRingsFollowRowBytesAndShareOrder) {
+  auto pool = MakePool(4096, 1);
+  // Input 0: 3 rows' worth per 1 of input 1.
+  ASSERT_TRUE(pool->AddInstance("m", {{4, 768}, {4, 256}}));
+  auto ring0 = pool->SubRing("m", 0);
+  auto ring1 = pool->SubRing("m", 1);
+  ASSERT_TRUE(ring0 && ring1);
+  EXPECT_EQ(ring0->offset, 0u);
+  EXPECT_EQ(ring0->bytes, 3072u);
+  EXPECT_EQ(ring1->offset, 3072u);
+  EXPECT_EQ(ring1->bytes, 1024u);
+  auto a = pool->Reserve("m", {768, 256});
+  auto b = pool->Reserve("m", {768, 256});
+  ASSERT_TRUE(a && b);
+  auto run = pool->ContiguousRun("m", {a.get(), b.get()});
+  ASSERT_TRUE(run.has_value());
+  EXPECT_EQ((*run)[0].offset, 0u);
+  EXPECT_EQ((*run)[0].bytes, 1536u);
+  EXPECT_EQ((*run)[1].offset, 3072u);
+  EXPECT_EQ((*run)[1].bytes, 512u);
+  // Input 1 is full after two more; a failed Reserve must give input 0's slot back.
+  auto c = pool->Reserve("m", {768, 512});
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(pool->Reserve("m", {768, 256}), nullptr);
+  c.reset();
+  auto d = pool->Reserve("m", {768, 256});
+  ASSERT_NE(d, nullptr);
+  EXPECT_EQ(d->slots()[0].offset, 1536u);  // input 0 did not leak the failed attempt's slot
+}
+
+TEST(InputPoolTest, RegionsAreAFixedBudgetPerInstance) {
+  auto pool = MakePool(4096, 2);
+  ASSERT_TRUE(pool->AddInstance("a", kMlpInputs));
+  ASSERT_TRUE(pool->AddInstance("b", kMlpInputs));
+  EXPECT_FALSE(pool->AddInstance("c", kMlpInputs));  // no region left: not pooled
+  EXPECT_FALSE(pool->AddInstance("a", kMlpInputs));  // already has one
+  EXPECT_FALSE(pool->AddInstance("s", {{0, 0}}));    // strings cannot be pooled
+  EXPECT_EQ(pool->SubRing("b", 0)->offset, 2048u);
+  EXPECT_EQ(pool->Reserve("c", {256}), nullptr);
+  EXPECT_EQ(pool->Reserve("a", {4096}), nullptr);  // more than its half
+
+  // A removed instance's region is reused only after its last slot is gone.
+  auto held = pool->Reserve("a", {256});
+  ASSERT_NE(held, nullptr);
+  pool->RemoveInstance("a");
+  EXPECT_EQ(pool->Reserve("a", {256}), nullptr);
+  EXPECT_FALSE(pool->AddInstance("c", kMlpInputs));
+  EXPECT_EQ(pool->stats().instances, 1);
+  held.reset();
+  EXPECT_TRUE(pool->AddInstance("c", kMlpInputs));
+  EXPECT_EQ(pool->SubRing("c", 0)->offset, 0u);
+}
+
+TEST(InputPoolTest, HandlesFromAnotherCarveOrPoolAreNotARun) {
+  auto pool = MakePool(4096, 2);
+  auto other = MakePool(4096, 2);
+  ASSERT_TRUE(pool->AddInstance("m", kMlpInputs));
+  ASSERT_TRUE(other->AddInstance("m", kMlpInputs));
+  auto a = pool->Reserve("m", {256});
+  auto foreign = other->Reserve("m", {256});
+  EXPECT_FALSE(pool->ContiguousRun("m", {a.get(), foreign.get()}).has_value());
+  EXPECT_FALSE(pool->ContiguousRun("m", {foreign.get()}).has_value());
+  EXPECT_FALSE(pool->ContiguousRun("m", {nullptr}).has_value());
+  // Unload and reload under the same key: old handles belong to the old carve.
+  pool->RemoveInstance("m");
+  ASSERT_TRUE(pool->AddInstance("m", kMlpInputs));
+  EXPECT_FALSE(pool->ContiguousRun("m", {a.get()}).has_value());
+}
+
+TEST(InputPoolTest, HandleOutlivesItsOwner) {
+  auto pool = MakePool(4096, 1);
+  ASSERT_TRUE(pool->AddInstance("m", kMlpInputs));
+  std::unique_ptr<PooledInputs> handle = pool->Reserve("m", {256});
+  ASSERT_NE(handle, nullptr);
+  pool.reset();  // the executor that owned the pool is gone
+  std::thread([h = std::move(handle)]() mutable { h.reset(); }).join();  // no crash, no leak (ASan)
+}
+
+TEST(InputPoolTest, EmptyPoolStagesNothing) {
+  auto pool = MakePool(0, 4);
+  EXPECT_FALSE(pool->AddInstance("m", kMlpInputs));
+  EXPECT_EQ(pool->Reserve("m", {256}), nullptr);
+}
+
+}  // namespace
+}  // namespace tessera::server
