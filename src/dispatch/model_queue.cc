@@ -81,22 +81,11 @@ Status ModelQueue::Enqueue(std::unique_ptr<Request>&& request) {
                                                options_.max_queue_size, ")"));
   }
   LanePtr lane = Route();
-  if (lane->runners.size() == 1) {
-    // Copy the inputs into the runner's pool now, off the batch's critical path, without holding
-    // the queue (other requests and the workers go on meanwhile).
-    std::shared_ptr<BatchRunner> runner = lane->runners.front();
-    lock.unlock();
-    runner->Stage(*request);
-    lock.lock();
-    if (!accepting_ || stopping_) {
-      request->staged.reset();
-      return refused();
-    }
-    if (lane->retired) {  // switched away while staging: the pool was the old runner's
-      request->staged.reset();
-      lane = Route();
-    }
-  }
+  // A single-runner lane copies the inputs into its runner's pool now, off the batch's critical
+  // path. Under the lock on purpose: slots are then taken in queue order, so a batch is a
+  // contiguous run of them (out-of-order slots would make the runner gather instead); a copy
+  // costs microseconds (~1.4 µs for a 12 KB request).
+  if (lane->runners.size() == 1) lane->runners.front()->Stage(*request);
   lane->queue.push_back(Queued{std::move(request), key});
   ++queued_;
   lock.unlock();

@@ -2,6 +2,7 @@
 
 #include <exception>
 #include <functional>
+#include <map>
 
 #include "absl/strings/str_cat.h"
 #include "prometheus/collectable.h"
@@ -18,7 +19,8 @@ using prometheus::MetricType;
 // Reads every ready model's statistics on each scrape, so nothing is double-counted or stale.
 class ModelStatsCollector final : public prometheus::Collectable {
  public:
-  explicit ModelStatsCollector(const ServerCore* core) : core_(core) {}
+  ModelStatsCollector(const ServerCore* core, MetricsSource extra)
+      : core_(core), extra_(std::move(extra)) {}
 
   std::vector<MetricFamily> Collect() const override {
     struct FamilySpec {
@@ -46,6 +48,9 @@ class ModelStatsCollector final : public prometheus::Collectable {
          MetricType::Counter, [](const auto& s) { return s.compute_infer.ns / 1e3; }},
         {"nv_inference_compute_output_duration_us", "Cumulative output extraction duration",
          MetricType::Counter, [](const auto& s) { return s.compute_output.ns / 1e3; }},
+        {"tessera_slo_dropped_total",
+         "Requests answered UNAVAILABLE because they could no longer meet the model's SLO",
+         MetricType::Counter, [](const auto& s) { return double(s.slo_dropped); }},
     };
 
     auto entries = core_->Statistics("", "");
@@ -87,11 +92,35 @@ class ModelStatsCollector final : public prometheus::Collectable {
       }
     }
     families.push_back(std::move(failures));
+    if (extra_) AppendExtra(extra_(), families);
     return families;
   }
 
  private:
+  static void AppendExtra(const std::vector<MetricSample>& samples,
+                          std::vector<MetricFamily>& families) {
+    std::map<std::string, size_t> index;
+    for (const MetricSample& sample : samples) {
+      auto [it, fresh] = index.try_emplace(sample.name, families.size());
+      if (fresh) {
+        families.push_back(MetricFamily{sample.name, sample.help,
+                                        sample.counter ? MetricType::Counter : MetricType::Gauge,
+                                        {}});
+      }
+      MetricFamily& family = families[it->second];
+      ClientMetric metric;
+      for (const auto& [key, value] : sample.labels) metric.label.push_back({key, value});
+      if (family.type == MetricType::Counter) {
+        metric.counter.value = sample.value;
+      } else {
+        metric.gauge.value = sample.value;
+      }
+      family.metric.push_back(std::move(metric));
+    }
+  }
+
   const ServerCore* core_;
+  MetricsSource extra_;
 };
 
 class PrometheusMetricsEndpoint final : public MetricsEndpoint {
@@ -112,7 +141,8 @@ class PrometheusMetricsEndpoint final : public MetricsEndpoint {
 
 StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(const std::string& address,
                                                                   int port,
-                                                                  const ServerCore* core) {
+                                                                  const ServerCore* core,
+                                                                  MetricsSource extra) {
   std::unique_ptr<prometheus::Exposer> exposer;
   try {
     // civetweb takes "host:port"; it throws when the port cannot be bound.
@@ -122,7 +152,7 @@ StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(const std::str
         absl::StrCat("cannot start the metrics endpoint on ", address, ":", port, ": ", e.what()));
   }
   return std::unique_ptr<MetricsEndpoint>(std::make_unique<PrometheusMetricsEndpoint>(
-      std::move(exposer), std::make_shared<ModelStatsCollector>(core)));
+      std::move(exposer), std::make_shared<ModelStatsCollector>(core, std::move(extra))));
 }
 
 }  // namespace tessera::frontend

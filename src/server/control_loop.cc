@@ -76,14 +76,17 @@ void ControlLoop::Start() {
                options_.epoch_ms / 1000, options_.window_ms);
 }
 
-void ControlLoop::Stop() {
+void ControlLoop::StopLoop() {
   {
     std::lock_guard lock(mu_);
-    if (stopping_ && !thread_.joinable()) return;
     stopping_ = true;
   }
   stop_cv_.notify_all();
   if (thread_.joinable()) thread_.join();
+}
+
+void ControlLoop::Stop() {
+  StopLoop();
   applier_.Shutdown();
 }
 
@@ -210,6 +213,49 @@ void ControlLoop::EpochOnce(double now_ms) {
 ControlStatus ControlLoop::status() const {
   std::lock_guard lock(mu_);
   return status_;
+}
+
+std::vector<frontend::MetricSample> ControlMetrics(const ControlStatus& status) {
+  std::vector<frontend::MetricSample> samples = {
+      {"tessera_control_epochs_total", "Control-loop epochs run", true, {}, double(status.epochs)},
+      {"tessera_plan_generation", "Bumped each time the applied plan changed", false, {},
+       double(status.plan_generation)},
+      {"tessera_lane_switches_total",
+       "Active/shadow switches of a model's lanes (gpulets started, resized or left)", true, {},
+       double(status.switches)},
+      {"tessera_switch_gap_seconds", "Dispatch pause of the last lane switch", false, {},
+       status.last_switch_gap_ns / 1e9},
+      {"tessera_switch_gap_max_seconds", "Longest dispatch pause of any lane switch", false, {},
+       status.max_switch_gap_ns / 1e9},
+      {"tessera_plan_apply_errors_total", "Gpulets that could not be started, plans that failed",
+       true, {}, double(status.apply_errors)},
+      {"tessera_unschedulable_events_total", "Epochs whose load did not fit the devices", true, {},
+       double(status.unschedulable_events)},
+      {"tessera_unschedulable_models", "Models the current plan could not cover", false, {},
+       double(status.unschedulable.size())},
+      {"tessera_plan_seconds", "Planner time of the last epoch", false, {}, status.last_plan_ms / 1e3},
+      {"tessera_plan_apply_seconds", "Time to apply the last changed plan", false, {},
+       status.last_apply_ms / 1e3},
+  };
+  for (const auto& [model, rate] : status.rates_rps) {
+    samples.push_back({"tessera_model_rate_rps", "Measured request rate (EWMA) the planner used",
+                       false, {{"model", model}}, rate});
+  }
+  for (const AppliedGpulet& gpulet : status.gpulets) {
+    for (const scheduler::GpuletModel& m : gpulet.models) {
+      samples.push_back({"tessera_gpulet_rate_rps",
+                         "Request rate routed to a model on a running gpulet by the plan",
+                         false,
+                         {{"gpulet", gpulet.label},
+                          {"device", absl::StrCat(gpulet.device)},
+                          {"partition_pct", absl::StrCat(gpulet.partition_pct)},
+                          {"model", m.model},
+                          {"batch", absl::StrCat(m.batch)},
+                          {"duty_ms", absl::StrFormat("%.3f", gpulet.duty_ms)}},
+                         m.rate_rps});
+    }
+  }
+  return samples;
 }
 
 }  // namespace tessera::server

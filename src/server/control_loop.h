@@ -26,6 +26,7 @@
 #include "absl/base/thread_annotations.h"
 #include "model_manager.h"
 #include "plan_applier.h"
+#include "tessera/frontend/metrics.h"
 #include "tessera/scheduler/autoscaler.h"
 #include "tessera/scheduler/planner.h"
 #include "tessera/scheduler/profile.h"
@@ -66,7 +67,9 @@ class ControlLoop {
   ~ControlLoop();  // Stop()
 
   void Start();
-  // Stops the loop and its gpulet executors: call after the model queues were shut down.
+  // Stops the loop thread (waits for an epoch in progress); gpulets keep serving.
+  void StopLoop();
+  // StopLoop, then stops the gpulet executors: call after the model queues were shut down.
   void Stop();
 
   void SampleOnce(double now_ms);
@@ -100,5 +103,11 @@ class ControlLoop {
   ControlStatus status_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;
 };
+
+// The loop's state as Prometheus samples (tessera_plan_generation, tessera_lane_switches_total,
+// tessera_switch_gap_seconds, tessera_gpulet_rate_rps{gpulet,device,partition_pct,model,batch},
+// tessera_model_rate_rps{model}, tessera_unschedulable_models, ...): docs/metrics in
+// docs/architecture.md.
+std::vector<frontend::MetricSample> ControlMetrics(const ControlStatus& status);
 
 }  // namespace tessera::server

@@ -48,8 +48,9 @@ StatusOr<std::vector<dispatch::Response>> GpuletBatchRunner::Run(
 }
 
 void GpuletBatchRunner::Stage(dispatch::Request& request) {
-  // The input pool (E²bird) arrives with ExecutorProcess::Stage; until then Run gathers.
-  (void)request;
+  // Never waits: a restarting executor means this request gathers at batch time instead.
+  std::shared_ptr<ExecutorProcess> process = pool_->Current(slot_);
+  if (process) request.staged = process->Stage(key_, *config_, request);
 }
 
 std::string GpuletBatchRunner::Describe() const {

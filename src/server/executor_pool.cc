@@ -168,6 +168,14 @@ StatusOr<std::shared_ptr<ExecutorProcess>> ExecutorPool::Acquire(int slot,
   return slots_[slot].process;
 }
 
+std::shared_ptr<ExecutorProcess> ExecutorPool::Current(int slot) const {
+  std::lock_guard lock(mu_);
+  if (slot < 0 || slot >= static_cast<int>(slots_.size())) return nullptr;
+  const Slot& s = slots_[slot];
+  if (s.removed || s.needs_restart || !s.process || !s.process->alive()) return nullptr;
+  return s.process;
+}
+
 uint64_t ExecutorPool::restarts() const {
   std::lock_guard lock(mu_);
   return restarts_;

@@ -49,6 +49,9 @@ class ExecutorPool {
   // The running executor of `slot` with `instance_key` loaded; waits while it restarts.
   StatusOr<std::shared_ptr<ExecutorProcess>> Acquire(int slot, const std::string& instance_key);
 
+  // The running executor of `slot` now, without waiting; null while it restarts or was removed.
+  std::shared_ptr<ExecutorProcess> Current(int slot) const;
+
   uint64_t restarts() const;
   void Stop();
 

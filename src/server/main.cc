@@ -11,6 +11,7 @@
 #include <mutex>
 #include <thread>
 
+#include "control_loop.h"
 #include "executor_pool.h"
 #include "tessera/frontend/metrics.h"
 #include "model_manager.h"
@@ -18,6 +19,7 @@
 #include "tessera/common/logging.h"
 #include "tessera/common/server_config.h"
 #include "tessera/frontend/grpc_frontend.h"
+#include "tessera/partition/partition.h"
 
 namespace {
 
@@ -87,6 +89,17 @@ int Run(int argc, char** argv) {
   }
   spdlog::info("serving on the CPU ({} executor(s)); the GPU path arrives with the CUDA backend",
                config.cpu_executors);
+  tessera::partition::PartitionOptions partition_options;
+  partition_options.mechanism = config.partition_mechanism;
+  partition_options.devices = config.devices;
+  partition_options.mps_start_daemon = config.mps_start_daemon;
+  partition_options.mps_pipe_directory = config.mps_pipe_directory;
+  auto partitions = tessera::partition::PartitionManager::Create(partition_options);
+  if (!partitions.ok()) {
+    spdlog::error("{}", partitions.status().message());
+    return 2;
+  }
+  spdlog::info("partitions: {}", (*partitions)->reason());
 
   // Block the stop signals in every thread; the main thread takes them with sigwait below.
   sigset_t stop_signals;
@@ -118,8 +131,43 @@ int Run(int argc, char** argv) {
   manager_options.repository_root = config.model_repository;
   manager_options.control_mode = config.model_control_mode;
   manager_options.drain_timeout_ms = int64_t{config.shutdown_drain_secs} * 1000;
+  manager_options.slo_drop = config.scheduler_slo_drop;
   tessera::server::ModelManager manager(manager_options, pool->get());
   manager.LoadAtStartup(load_models);
+
+  std::unique_ptr<tessera::server::ControlLoop> control;
+  if (config.scheduler_policy != "triton") {
+    tessera::server::ControlLoopOptions control_options;
+    control_options.policy = config.scheduler_policy;
+    control_options.profiles_dir = config.scheduler_profiles;
+    control_options.epoch_ms = config.scheduler_epoch_secs * 1000;
+    control_options.window_ms = config.scheduler_rate_window_ms;
+    control_options.devices = 1;  // the CPU; GPU devices come with the CUDA backend
+    tessera::partition::PartitionManager* partition_manager = partitions->get();
+    control_options.applier.cpu_cores = static_cast<int>(partition_manager->allowed_cpus().size());
+    control_options.applier.place = [partition_manager](int device, int pct)
+        -> tessera::StatusOr<tessera::server::GpuletPlacement> {
+      TESSERA_ASSIGN_OR_RETURN(tessera::partition::ExecutorPlacement placed,
+                               partition_manager->Place(device, pct));
+      tessera::server::GpuletPlacement placement;
+      placement.id = placed.id;
+      placement.threads = std::max(1, placed.compute_threads);
+      placement.extra_env = placed.env;
+      placement.extra_args = placed.args;
+      placement.describe = placed.describe;
+      return placement;
+    };
+    control_options.applier.release = [partition_manager](int64_t id) {
+      partition_manager->Release(id).IgnoreError();
+    };
+    auto created = tessera::server::ControlLoop::Create(control_options, &manager, pool->get());
+    if (!created.ok()) {
+      spdlog::error("{}", created.status().message());
+      return 2;
+    }
+    control = std::move(created).value();
+    control->Start();
+  }
 
   tessera::frontend::FrontendOptions frontend_options;
   frontend_options.grpc_address = config.grpc_address;
@@ -133,8 +181,12 @@ int Run(int argc, char** argv) {
   }
   std::unique_ptr<tessera::frontend::MetricsEndpoint> metrics;
   if (config.metrics_port > 0) {
-    auto started =
-        tessera::frontend::MetricsEndpoint::Start(config.metrics_address, config.metrics_port, &manager);
+    tessera::frontend::MetricsSource control_metrics;
+    if (control) {
+      control_metrics = [c = control.get()] { return tessera::server::ControlMetrics(c->status()); };
+    }
+    auto started = tessera::frontend::MetricsEndpoint::Start(
+        config.metrics_address, config.metrics_port, &manager, std::move(control_metrics));
     if (!started.ok()) {
       spdlog::error("{}", started.status().message());
       return 1;
@@ -170,11 +222,13 @@ int Run(int argc, char** argv) {
   }
   poll_cv.notify_all();
   if (poller.joinable()) poller.join();
+  if (control) control->StopLoop();
   manager.BeginShutdown();
   const bool drained = manager.WaitIdle(int64_t{config.shutdown_drain_secs} * 1000);
   (*frontend)->Shutdown(2000);
   metrics.reset();
   manager.UnloadAll();
+  if (control) control->Stop();
   (*pool)->Stop();
   spdlog::info("stopped{}", drained ? "" : " (some requests did not finish in time)");
   return 0;

@@ -58,11 +58,19 @@ StatusOr<std::shared_ptr<PlanApplier::Binding>> PlanApplier::StartGpulet(
 
   TESSERA_ASSIGN_OR_RETURN(GpuletPlacement placement, Place(gpulet.gpu, gpulet.partition_pct));
   applied.placement = placement.describe;
+  applied.placement_id = placement.id;
   ExecutorLaunchOptions launch = pool_->base_launch();
   launch.threads = placement.threads;
   launch.extra_args.insert(launch.extra_args.end(), placement.extra_args.begin(),
                            placement.extra_args.end());
-  TESSERA_ASSIGN_OR_RETURN(applied.executor_slot, pool_->AddExecutor(launch));
+  launch.extra_env.insert(launch.extra_env.end(), placement.extra_env.begin(),
+                          placement.extra_env.end());
+  auto slot = pool_->AddExecutor(launch);
+  if (!slot.ok()) {
+    StopGpulet(*binding);
+    return slot.status();
+  }
+  applied.executor_slot = *slot;
 
   Status status;
   for (const scheduler::GpuletModel& m : gpulet.models) {
@@ -94,6 +102,9 @@ void PlanApplier::StopGpulet(const Binding& binding) {
     pool_->UnloadInstance(binding.gpulet.executor_slot, key);
   }
   if (binding.gpulet.executor_slot >= 0) pool_->RemoveExecutor(binding.gpulet.executor_slot);
+  if (binding.gpulet.placement_id >= 0 && options_.release) {
+    options_.release(binding.gpulet.placement_id);
+  }
 }
 
 ApplyReport PlanApplier::Apply(const scheduler::Plan& plan, const std::vector<ServedModel>& models) {

@@ -30,7 +30,9 @@ namespace tessera::server {
 
 // How a gpulet's executor is placed in its partition: launch settings added to the pool's base.
 struct GpuletPlacement {
+  int64_t id = -1;                       // handed back to PlanApplierOptions::release
   int threads = 1;                       // compute threads of the executor
+  std::vector<std::string> extra_env;    // e.g. CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=40
   std::vector<std::string> extra_args;   // e.g. --cpus 0-1
   std::string describe;                  // "cpu 50 % (1 thread)"
 };
@@ -39,6 +41,8 @@ struct PlanApplierOptions {
   // Places a partition of `partition_pct` % of device `device`. The default (when empty) is CPU
   // core shares by thread count: max(1, round(pct/100 · cpu_cores)) threads.
   std::function<StatusOr<GpuletPlacement>(int device, int partition_pct)> place;
+  // Gives a placement back when its gpulet stopped (not called for the default placement).
+  std::function<void(int64_t placement_id)> release;
   int cpu_cores = 1;
   int64_t load_timeout_ms = 120000;
 };
@@ -50,6 +54,7 @@ struct AppliedGpulet {
   int partition_pct = 100;
   double duty_ms = 0;
   int executor_slot = -1;
+  int64_t placement_id = -1;
   std::string placement;
   std::vector<scheduler::GpuletModel> models;
 };

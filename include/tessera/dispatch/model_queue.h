@@ -38,8 +38,8 @@ class BatchRunner {
   virtual StatusOr<std::vector<Response>> Run(const std::vector<const Request*>& batch) = 0;
   // For log and error messages: "mlp/1 on executor 0".
   virtual std::string Describe() const = 0;
-  // Called when `request` is routed to this runner ahead of its batch (planned lanes only), on the
-  // enqueuing thread. May copy the inputs into the runner's input pool and set request.staged;
+  // Called when `request` is routed to this runner ahead of its batch (single-runner lanes), on
+  // the enqueuing thread with the queue locked (keep it short, never block). May copy the inputs into the runner's input pool and set request.staged;
   // must not fail the request: with no pool space it leaves it unstaged and Run gathers instead.
   virtual void Stage(Request& /*request*/) {}
 };
@@ -137,7 +137,7 @@ class ModelQueue {
     std::vector<std::unique_ptr<Request>> dropped;  // missed their SLO
   };
 
-  using LanePtr = std::shared_ptr<LaneState>;  // shared: an enqueue may hold one while it stages
+  using LanePtr = std::shared_ptr<LaneState>;  // shared with the lane's worker threads
 
   static LanePtr MakeLane(Lane lane);
   void StartWorkers(const LanePtr& lane) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -2,19 +2,33 @@
 // §3.1), computed at scrape time from the same ModelStats the ModelStatistics RPC reads.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "tessera/common/status.h"
 #include "tessera/frontend/server_core.h"
 
 namespace tessera::frontend {
 
+// One sample of a server-wide metric (the control loop's plans and switches), read at scrape time.
+struct MetricSample {
+  std::string name;  // samples with one name form one family; help/counter from its first sample
+  std::string help;
+  bool counter = false;  // false: gauge
+  std::vector<std::pair<std::string, std::string>> labels;
+  double value = 0;
+};
+using MetricsSource = std::function<std::vector<MetricSample>()>;
+
 class MetricsEndpoint {
  public:
-  // Binds `address:port`; `core` must outlive the endpoint.
+  // Binds `address:port`; `core` (and what `extra` reads) must outlive the endpoint.
   static StatusOr<std::unique_ptr<MetricsEndpoint>> Start(const std::string& address, int port,
-                                                          const ServerCore* core);
+                                                          const ServerCore* core,
+                                                          MetricsSource extra = {});
   virtual ~MetricsEndpoint() = default;
 };
 
