@@ -4,7 +4,7 @@
 //
 //   tessera-profile --model-repository configs/models --out profiles/cpu-2core
 //       [--models mlp,small_cnn] [--device-name NAME] [--partitions 50,100] [--batches 1,2,4,8]
-//       [--warmup 5] [--iterations 30] [--note TEXT]
+//       [--warmup 5] [--iterations 30] [--rounds 1] [--note TEXT]
 //
 // Exit status: 0 written, 1 a measurement failed (engine error), 2 bad flags or inputs (unknown
 // model, missing repository, unusable config).
@@ -112,6 +112,10 @@ int Run(int argc, char** argv) {
   app.add_option("--iterations", options.iterations,
                  "Timed runs per (partition, batch); latency = their median (default 30)")
       ->check(CLI::PositiveNumber);
+  app.add_option("--rounds", options.rounds,
+                 "Sweeps over the whole table; a cell is the median of rounds x iterations runs "
+                 "(default 1; more resists bursts of load on a shared machine)")
+      ->check(CLI::PositiveNumber);
   app.add_option("--note", note, "Free text appended to every model file's note:");
   CLI11_PARSE(app, argc, argv);
 
@@ -152,10 +156,12 @@ int Run(int argc, char** argv) {
   device.memory_mb = PhysicalMemoryMb();
   WriteOptions write;
   write.model_source = absl::StrCat(kTool, " on ", host, ", ", date, ", median of ",
-                                    options.iterations, " runs");
-  write.device_source =
-      absl::StrCat(kTool, " on ", host, ", ", date, ", ", n, " core(s) (CPUs ",
-                   absl::StrJoin(*cpus, ","), "), memory_mb = physical RAM (MB = 2^20 bytes)");
+                                    options.rounds * options.iterations, " runs");
+  const std::string cpu_model = CpuModelName();
+  write.device_source = absl::StrCat(
+      kTool, " on ", host, ", ", date, ", ", n, " core(s) (CPUs ", absl::StrJoin(*cpus, ","),
+      cpu_model.empty() ? "" : absl::StrCat("; ", cpu_model),
+      "), memory_mb = physical RAM (MB = 2^20 bytes)");
   write.extra_note = note;
   if (Status s = WriteProfileDirectory(out_dir, device, measured, write); !s.ok()) {
     return Fail(1, s);

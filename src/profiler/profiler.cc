@@ -27,6 +27,9 @@ namespace {
 
 using scheduler::ModelProfile;
 
+constexpr double kStepsPerMs = 1e4;  // latencies are written in steps of 0.1 µs
+constexpr double kResolutionMs = 1 / kStepsPerMs;
+
 // Pins the calling thread to a set of CPUs for its lifetime and restores the previous mask after.
 // Threads the thread creates meanwhile inherit the pinned mask (Linux clone semantics), which is
 // how the engine's pool workers end up on the partition's cores.
@@ -261,10 +264,10 @@ StatusOr<MeasuredModel> ProfileModel(const repository::ModelEntry& entry,
   if (options.device_name.empty()) {
     return absl::InvalidArgumentError("profile options: device_name is empty");
   }
-  if (options.warmup < 0 || options.iterations < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("profile options: warmup (", options.warmup,
-                                                   ") must be >= 0 and iterations (",
-                                                   options.iterations, ") >= 1"));
+  if (options.warmup < 0 || options.iterations < 1 || options.rounds < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "profile options: warmup (", options.warmup, ") must be >= 0, iterations (",
+        options.iterations, ") and rounds (", options.rounds, ") >= 1"));
   }
   const repository::ModelVersion* version = entry.FindVersion(entry.selected_versions.back());
   if (version == nullptr) {
@@ -299,47 +302,61 @@ StatusOr<MeasuredModel> ProfileModel(const repository::ModelEntry& entry,
   raw.batches = batches;
   std::vector<int> cores_per_partition;
   double memory_bytes = 0;
-  for (int p : partitions) {
-    const int cores = CoresForPartition(p, num_cores);
-    cores_per_partition.push_back(cores);
-    const std::string where = absl::StrCat("model '", name, "' on ", cores, " of ", num_cores,
-                                           " cores (partition ", p, " %)");
-    // Declared before the model so the model (and its pool's threads) goes first.
-    TESSERA_ASSIGN_OR_RETURN(
-        auto pin, ScopedAffinity::Create(std::vector<int>(cpus.begin(), cpus.begin() + cores)));
-    engine::ModelOptions model_options;
-    model_options.num_threads = cores;
-    auto model = engine::LoadOnnxModel(version->model_path, model_options);
-    if (!model.ok()) return WithContext(model.status(), where);
+  for (int p : partitions) cores_per_partition.push_back(CoresForPartition(p, num_cores));
+  // samples[i][j]: every timed run of batches[j] on partitions[i], over all rounds.
+  std::vector<std::vector<std::vector<double>>> samples(
+      partitions.size(), std::vector<std::vector<double>>(batches.size()));
+  // Rounds sweep the whole table one after another, so a burst of load from other processes
+  // inflates one round's share of a cell's samples rather than the whole cell.
+  for (int round = 0; round < options.rounds; ++round) {
+    for (size_t i = 0; i < partitions.size(); ++i) {
+      const int cores = cores_per_partition[i];
+      const std::string where = absl::StrCat("model '", name, "' on ", cores, " of ", num_cores,
+                                             " cores (partition ", partitions[i], " %)");
+      // Declared before the model so the model (and its pool's threads) goes first.
+      TESSERA_ASSIGN_OR_RETURN(
+          auto pin, ScopedAffinity::Create(std::vector<int>(cpus.begin(), cpus.begin() + cores)));
+      engine::ModelOptions model_options;
+      model_options.num_threads = cores;
+      auto model = engine::LoadOnnxModel(version->model_path, model_options);
+      if (!model.ok()) return WithContext(model.status(), where);
 
+      std::vector<Tensor> outputs;
+      for (size_t j = 0; j < batches.size(); ++j) {
+        TESSERA_ASSIGN_OR_RETURN(std::vector<Tensor> inputs,
+                                 MakeInputs(config, batches[j], &rng));
+        std::vector<TensorView> views;
+        for (Tensor& t : inputs) views.push_back(t.View());
+        const std::string at = absl::StrCat(where, ", batch ", batches[j]);
+        for (int k = 0; k < options.warmup; ++k) {
+          if (Status s = (*model)->Run(views, &outputs); !s.ok()) return WithContext(s, at);
+        }
+        for (int k = 0; k < options.iterations; ++k) {
+          const auto start = std::chrono::steady_clock::now();
+          Status s = (*model)->Run(views, &outputs);
+          const auto end = std::chrono::steady_clock::now();
+          if (!s.ok()) return WithContext(s, at);
+          samples[i][j].push_back(std::chrono::duration<double, std::milli>(end - start).count());
+        }
+      }
+
+      if (round == 0 && partitions[i] == 100) {
+        // Weights plus the activation arena at the largest batch: what one instance holds.
+        auto plan = (*model)->PlanMemory(max_batch);
+        if (!plan.ok()) return WithContext(plan.status(), absl::StrCat(where, ", memory plan"));
+        memory_bytes = static_cast<double>((*model)->weight_bytes() + plan->arena_bytes);
+      }
+    }
+  }
+  for (const auto& partition_samples : samples) {
     std::vector<double> row;
-    std::vector<Tensor> outputs;
-    for (int b : batches) {
-      TESSERA_ASSIGN_OR_RETURN(std::vector<Tensor> inputs, MakeInputs(config, b, &rng));
-      std::vector<TensorView> views;
-      for (Tensor& t : inputs) views.push_back(t.View());
-      const std::string at = absl::StrCat(where, ", batch ", b);
-      for (int i = 0; i < options.warmup; ++i) {
-        if (Status s = (*model)->Run(views, &outputs); !s.ok()) return WithContext(s, at);
-      }
-      std::vector<double> times_ms;
-      for (int i = 0; i < options.iterations; ++i) {
-        const auto start = std::chrono::steady_clock::now();
-        Status s = (*model)->Run(views, &outputs);
-        const auto end = std::chrono::steady_clock::now();
-        if (!s.ok()) return WithContext(s, at);
-        times_ms.push_back(std::chrono::duration<double, std::milli>(end - start).count());
-      }
-      row.push_back(Median(std::move(times_ms)));
+    for (const auto& cell : partition_samples) {
+      // 0.1 µs is below what a timed Run resolves; rounding keeps the files readable. (Divided
+      // by the power of ten, not multiplied by its inexact inverse, so the value prints short.)
+      row.push_back(
+          std::max(kResolutionMs, std::round(Median(cell) * kStepsPerMs) / kStepsPerMs));
     }
     raw.latency_ms.push_back(std::move(row));
-
-    if (p == 100) {
-      // Weights plus the activation arena at the largest batch: what one instance holds.
-      auto plan = (*model)->PlanMemory(max_batch);
-      if (!plan.ok()) return WithContext(plan.status(), absl::StrCat(where, ", memory plan"));
-      memory_bytes = static_cast<double>((*model)->weight_bytes() + plan->arena_bytes);
-    }
   }
 
   ModelProfile::Table table = raw;
@@ -349,9 +366,9 @@ StatusOr<MeasuredModel> ProfileModel(const repository::ModelEntry& entry,
   TESSERA_ASSIGN_OR_RETURN(ModelProfile profile,
                            ModelProfile::Create(name, options.device_name, std::move(table),
                                                 memory_mb, {}, /*synthetic=*/false));
-  return MeasuredModel{std::move(profile), std::move(raw),         adjusted,
-                       num_cores,          cores_per_partition, options.iterations,
-                       options.warmup};
+  return MeasuredModel{std::move(profile),  std::move(raw),     adjusted,
+                       num_cores,           cores_per_partition, options.iterations,
+                       options.warmup,      options.rounds};
 }
 
 std::string MeasuredProfileYaml(const MeasuredModel& m, const std::string& source,
@@ -362,8 +379,10 @@ std::string MeasuredProfileYaml(const MeasuredModel& m, const std::string& sourc
     splits.push_back(absl::StrCat(t.partitions_pct[i], " % = ", m.cores_per_partition[i]));
   }
   std::string note = absl::StrCat(
-      "CPU latency of Run (inputs ready, no batching or queueing), median of ", m.iterations,
-      " timed runs after ", m.warmup, " warm-up runs per cell; partition = cores of ", m.num_cores,
+      "CPU latency of Run (inputs ready, no batching or queueing), median of ",
+      m.rounds * m.iterations, " timed runs per cell (", m.rounds, " round(s) over the table of ",
+      m.iterations, " runs, each after ", m.warmup, " warm-up runs); partition = cores of ",
+      m.num_cores,
       " with that many engine threads pinned to them (", absl::StrJoin(splits, ", "),
       "). Cleanup to be monotone (never slower with more cores, never faster with a larger "
       "batch) adjusted ",
@@ -390,6 +409,18 @@ double PhysicalMemoryMb() {
   if (pages <= 0 || page_size <= 0) return 0;
   return std::floor(static_cast<double>(pages) * static_cast<double>(page_size) /
                     (1024.0 * 1024.0));
+}
+
+std::string CpuModelName() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) != 0) continue;
+    const size_t colon = line.find(':');
+    if (colon == std::string::npos) break;
+    return std::string(absl::StripAsciiWhitespace(line.substr(colon + 1)));
+  }
+  return "";
 }
 
 std::string HostName() {

@@ -6,7 +6,7 @@
 // ProfileModel loads the model once per partition with num_threads = the partition's cores while
 // the calling thread is pinned to those cores (the engine's worker threads are created at load and
 // inherit the affinity), times Run on random inputs for each batch, and restores the caller's
-// affinity afterwards. Latency is the median of the timed runs after warm-up.
+// affinity afterwards. Latency is the median of the timed runs after warm-up (over all rounds).
 //
 // Measurements on a busy CPU are noisy; MakeMonotone turns the raw medians into a table the
 // scheduler accepts (never slower with more cores, never faster with a larger batch) and counts the
@@ -69,7 +69,11 @@ struct ProfileOptions {
   // that does not batch) are skipped; must contain 1.
   std::vector<int> batches;
   int warmup = 5;       // untimed runs before each (partition, batch) measurement, ≥ 0
-  int iterations = 30;  // timed runs; latency = their median, ≥ 1
+  int iterations = 30;  // timed runs per cell and round, ≥ 1
+  // Sweeps over the whole table, ≥ 1; a cell's latency is the median of its rounds · iterations
+  // timed runs (in steps of 0.1 µs). More rounds spread a cell's runs over time, so a burst of
+  // load from other processes moves the median less.
+  int rounds = 1;
 };
 
 // One measured model.
@@ -81,6 +85,7 @@ struct MeasuredModel {
   std::vector<int> cores_per_partition;  // parallel to raw.partitions_pct
   int iterations = 0;
   int warmup = 0;
+  int rounds = 0;
 };
 
 // Profiles the servable model `entry` (its config and latest selected version) on this CPU.
@@ -98,6 +103,9 @@ std::string MeasuredProfileYaml(const MeasuredModel& measured, const std::string
 
 // Physical RAM of this machine in MB (2^20 bytes), for device.yaml's memory_mb.
 double PhysicalMemoryMb();
+
+// The CPU's model name from /proc/cpuinfo ("" when unknown), for device.yaml's `source:`.
+std::string CpuModelName();
 
 // The host name, for `source:` texts ("unknown-host" when it cannot be had).
 std::string HostName();

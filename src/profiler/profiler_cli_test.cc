@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "tessera/scheduler/profile.h"
@@ -46,7 +47,7 @@ TEST(ProfilerCliTest, ProfilesTheBundledModelsIntoALoadableFolder) {
   const fs::path out = FreshTempDir("all");
   const Result r = RunProfile("--model-repository " + kModels + " --out " + out.string() +
                               " --partitions 50,100 --batches 1,2 --warmup 1 --iterations 3" +
-                              " --device-name cpu-cli-test");
+                              " --rounds 2 --device-name cpu-cli-test");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("wrote " + out.string()));
 
@@ -61,6 +62,11 @@ TEST(ProfilerCliTest, ProfilesTheBundledModelsIntoALoadableFolder) {
     EXPECT_EQ(p->table().batches, (std::vector<int>{1, 2}));
     EXPECT_FALSE(p->synthetic());
   }
+  std::ifstream in(out / "mlp.yaml");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_THAT(text, ::testing::MatchesRegex(
+                        "(.|\n)*source: \"tessera-profile on .*, [0-9-]+, median of 6 runs\""
+                        "(.|\n)*"));
 }
 
 TEST(ProfilerCliTest, DefaultDeviceNameCountsTheCores) {

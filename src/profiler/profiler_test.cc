@@ -142,6 +142,7 @@ TEST(ProfileModelTest, ProfilesTheBundledMlpAndTheFolderLoadsBack) {
   options.batches = {1, 2};
   options.warmup = 1;
   options.iterations = 3;
+  options.rounds = 2;
   auto measured = ProfileModel(*entry, options);
   ASSERT_TRUE(measured.ok()) << measured.status();
   EXPECT_EQ(ThreadAffinity(), before) << "the caller's affinity must be restored";
@@ -177,7 +178,7 @@ TEST(ProfileModelTest, ProfilesTheBundledMlpAndTheFolderLoadsBack) {
   std::ifstream in(dir / "mlp.yaml");
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_THAT(text, HasSubstr("source: \"tessera-profile on test\""));
-  EXPECT_THAT(text, HasSubstr("median of 3 timed runs after 1 warm-up"));
+  EXPECT_THAT(text, HasSubstr("median of 6 timed runs per cell (2 round(s) over the table of 3 runs, each after 1 warm-up"));
   EXPECT_THAT(text, HasSubstr("a test run"));
   EXPECT_THAT(text, HasSubstr("# raw medians"));
 }
@@ -231,6 +232,33 @@ TEST(ProfileModelTest, RejectsBadOptions) {
   options.partitions_pct = {};
   options.iterations = 0;
   EXPECT_EQ(ProfileModel(*entry, options).status().code(), absl::StatusCode::kInvalidArgument);
+  options.iterations = 1;
+  options.rounds = 0;
+  EXPECT_EQ(ProfileModel(*entry, options).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace tessera::profiler
+
+namespace tessera::profiler {
+namespace {
+
+// The committed measured set (profiles/cpu-2core/, docs/profile-format.md) loads and is what
+// tessera-profile writes: measured, both bundled models, partitions by the 2-core default.
+TEST(CommittedProfilesTest, Cpu2CoreLoadsAsAMeasuredSet) {
+  auto set = scheduler::ProfileSet::LoadDirectory(std::string(TESSERA_SOURCE_DIR) +
+                                                  "/profiles/cpu-2core");
+  ASSERT_TRUE(set.ok()) << set.status();
+  EXPECT_EQ(set->device().name, "cpu-2core");
+  EXPECT_FALSE(set->device().synthetic);
+  EXPECT_EQ(set->models(), (std::vector<std::string>{"mlp", "small_cnn"}));
+  for (const std::string& model : set->models()) {
+    const ModelProfile* p = set->Find(model);
+    EXPECT_FALSE(p->synthetic());
+    EXPECT_THAT(p->table().partitions_pct, ElementsAre(60, 100)) << model;
+    EXPECT_THAT(p->table().batches, ElementsAre(1, 2, 4, 8)) << model;
+    EXPECT_GT(p->memory_mb(), 0) << model;
+  }
 }
 
 }  // namespace
