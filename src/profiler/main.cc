@@ -158,16 +158,16 @@ int Run(int argc, char** argv) {
   write.model_source = absl::StrCat(kTool, " on ", host, ", ", date, ", median of ",
                                     options.rounds * options.iterations, " runs");
   const std::string cpu_model = CpuModelName();
-  write.device_source = absl::StrCat(
-      kTool, " on ", host, ", ", date, ", ", n, " core(s) (CPUs ", absl::StrJoin(*cpus, ","),
-      cpu_model.empty() ? "" : absl::StrCat("; ", cpu_model),
-      "), memory_mb = physical RAM (MB = 2^20 bytes)");
+  write.device_source = absl::StrCat(kTool, " on ", host, ", ", date, ", ", n, " core(s) (CPUs ",
+                                     absl::StrJoin(*cpus, ","),
+                                     cpu_model.empty() ? "" : absl::StrCat("; ", cpu_model),
+                                     "), memory_mb = physical RAM (MB = 2^20 bytes)");
   write.extra_note = note;
   if (Status s = WriteProfileDirectory(out_dir, device, measured, write); !s.ok()) {
     return Fail(1, s);
   }
-  std::cout << "wrote " << out_dir << " (" << measured.size() << " model(s), device "
-            << device.name << ")\n";
+  std::cout << "wrote " << out_dir << " (" << measured.size() << " model(s), device " << device.name
+            << ")\n";
   return 0;
 }
 

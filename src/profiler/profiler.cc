@@ -30,38 +30,6 @@ using scheduler::ModelProfile;
 constexpr double kStepsPerMs = 1e4;  // latencies are written in steps of 0.1 µs
 constexpr double kResolutionMs = 1 / kStepsPerMs;
 
-// Pins the calling thread to a set of CPUs for its lifetime and restores the previous mask after.
-// Threads the thread creates meanwhile inherit the pinned mask (Linux clone semantics), which is
-// how the engine's pool workers end up on the partition's cores.
-class ScopedAffinity {
- public:
-  static StatusOr<std::unique_ptr<ScopedAffinity>> Create(const std::vector<int>& cpus) {
-    auto pin = std::unique_ptr<ScopedAffinity>(new ScopedAffinity());
-    if (pthread_getaffinity_np(pthread_self(), sizeof(cpu_set_t), &pin->saved_) != 0) {
-      return absl::InternalError("cannot read the calling thread's CPU affinity");
-    }
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    for (int cpu : cpus) CPU_SET(cpu, &set);
-    if (int err = pthread_setaffinity_np(pthread_self(), sizeof(cpu_set_t), &set); err != 0) {
-      return absl::InternalError(absl::StrCat("cannot pin the calling thread to CPUs ",
-                                              absl::StrJoin(cpus, ","), ": ", std::strerror(err)));
-    }
-    pin->active_ = true;
-    return pin;
-  }
-  ~ScopedAffinity() {
-    if (active_) pthread_setaffinity_np(pthread_self(), sizeof(cpu_set_t), &saved_);
-  }
-  ScopedAffinity(const ScopedAffinity&) = delete;
-  ScopedAffinity& operator=(const ScopedAffinity&) = delete;
-
- private:
-  ScopedAffinity() { CPU_ZERO(&saved_); }
-  cpu_set_t saved_;
-  bool active_ = false;
-};
-
 double Median(std::vector<double> values) {
   std::sort(values.begin(), values.end());
   const size_t n = values.size();
@@ -73,9 +41,9 @@ double Median(std::vector<double> values) {
 Status FillRandom(DataType dtype, std::mt19937* rng, std::vector<std::byte>* bytes) {
   const size_t size = DataTypeByteSize(dtype);
   if (size == 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("data type ", std::string(DataTypeToConfigName(dtype)),
-                     " cannot be filled with random values"));
+    return absl::InvalidArgumentError(absl::StrCat("data type ",
+                                                   std::string(DataTypeToConfigName(dtype)),
+                                                   " cannot be filled with random values"));
   }
   const size_t count = bytes->size() / size;
   std::uniform_real_distribution<float> real(-1.0f, 1.0f);
@@ -132,18 +100,18 @@ StatusOr<std::vector<Tensor>> MakeInputs(const repository::ModelConfig& config, 
     if (config.max_batch_size > 0) t.shape.push_back(batch);
     for (size_t d = 0; d < in.dims.size(); ++d) {
       if (in.dims[d] < 0) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "model '", config.name, "': input '", in.name, "' has a variable dim (dims[", d,
-            "] = -1 in ", ShapeToString(in.dims),
-            "); tessera-profile needs a fixed shape: set that dim in config.yaml"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("model '", config.name, "': input '", in.name,
+                         "' has a variable dim (dims[", d, "] = -1 in ", ShapeToString(in.dims),
+                         "); tessera-profile needs a fixed shape: set that dim in config.yaml"));
       }
       t.shape.push_back(in.dims[d]);
     }
     const size_t size = DataTypeByteSize(in.data_type);
     if (size == 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("model '", config.name, "': input '", in.name, "' has data type ",
-                       std::string(DataTypeToConfigName(in.data_type)), ", which tessera-profile cannot fill"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "model '", config.name, "': input '", in.name, "' has data type ",
+          std::string(DataTypeToConfigName(in.data_type)), ", which tessera-profile cannot fill"));
     }
     t.bytes.resize(static_cast<size_t>(ElementCount(t.shape)) * size);
     TESSERA_RETURN_IF_ERROR(FillRandom(in.data_type, rng, &t.bytes));
@@ -166,12 +134,33 @@ Status WriteText(const std::filesystem::path& path, const std::string& text) {
 
 }  // namespace
 
+StatusOr<std::unique_ptr<ScopedAffinity>> ScopedAffinity::Create(const std::vector<int>& cpus) {
+  auto pin = std::unique_ptr<ScopedAffinity>(new ScopedAffinity());
+  if (pthread_getaffinity_np(pthread_self(), sizeof(cpu_set_t), &pin->saved_) != 0) {
+    return absl::InternalError("cannot read the calling thread's CPU affinity");
+  }
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (int cpu : cpus) CPU_SET(cpu, &set);
+  if (int err = pthread_setaffinity_np(pthread_self(), sizeof(cpu_set_t), &set); err != 0) {
+    return absl::InternalError(absl::StrCat("cannot pin the calling thread to CPUs ",
+                                            absl::StrJoin(cpus, ","), ": ", std::strerror(err)));
+  }
+  pin->active_ = true;
+  return pin;
+}
+
+ScopedAffinity::ScopedAffinity() { CPU_ZERO(&saved_); }
+
+ScopedAffinity::~ScopedAffinity() {
+  if (active_) pthread_setaffinity_np(pthread_self(), sizeof(cpu_set_t), &saved_);
+}
+
 StatusOr<std::vector<int>> AllowedCpus() {
   cpu_set_t set;
   CPU_ZERO(&set);
   if (sched_getaffinity(0, sizeof(set), &set) != 0) {
-    return absl::InternalError(
-        absl::StrCat("sched_getaffinity failed: ", std::strerror(errno)));
+    return absl::InternalError(absl::StrCat("sched_getaffinity failed: ", std::strerror(errno)));
   }
   std::vector<int> cpus;
   for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
@@ -219,8 +208,8 @@ StatusOr<std::vector<int>> ParseIntList(const std::string& text, const std::stri
           absl::StrCat(flag, " '", text, "': '", item, "' is not an integer"));
     }
     if (value < min_value || value > max_value) {
-      return absl::InvalidArgumentError(absl::StrCat(flag, " '", text, "': ", value,
-                                                     " is outside ", min_value, "..", max_value));
+      return absl::InvalidArgumentError(
+          absl::StrCat(flag, " '", text, "': ", value, " is outside ", min_value, "..", max_value));
     }
     if (!seen.insert(value).second) {
       return absl::InvalidArgumentError(
@@ -229,8 +218,8 @@ StatusOr<std::vector<int>> ParseIntList(const std::string& text, const std::stri
     values.push_back(value);
   }
   if (!seen.count(required)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        flag, " '", text, "': must contain ", required, " (every profile needs it)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag, " '", text, "': must contain ", required, " (every profile needs it)"));
   }
   std::sort(values.begin(), values.end());
   return values;
@@ -265,9 +254,9 @@ StatusOr<MeasuredModel> ProfileModel(const repository::ModelEntry& entry,
     return absl::InvalidArgumentError("profile options: device_name is empty");
   }
   if (options.warmup < 0 || options.iterations < 1 || options.rounds < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "profile options: warmup (", options.warmup, ") must be >= 0, iterations (",
-        options.iterations, ") and rounds (", options.rounds, ") >= 1"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("profile options: warmup (", options.warmup, ") must be >= 0, iterations (",
+                     options.iterations, ") and rounds (", options.rounds, ") >= 1"));
   }
   const repository::ModelVersion* version = entry.FindVersion(entry.selected_versions.back());
   if (version == nullptr) {
@@ -323,8 +312,7 @@ StatusOr<MeasuredModel> ProfileModel(const repository::ModelEntry& entry,
 
       std::vector<Tensor> outputs;
       for (size_t j = 0; j < batches.size(); ++j) {
-        TESSERA_ASSIGN_OR_RETURN(std::vector<Tensor> inputs,
-                                 MakeInputs(config, batches[j], &rng));
+        TESSERA_ASSIGN_OR_RETURN(std::vector<Tensor> inputs, MakeInputs(config, batches[j], &rng));
         std::vector<TensorView> views;
         for (Tensor& t : inputs) views.push_back(t.View());
         const std::string at = absl::StrCat(where, ", batch ", batches[j]);
@@ -353,8 +341,7 @@ StatusOr<MeasuredModel> ProfileModel(const repository::ModelEntry& entry,
     for (const auto& cell : partition_samples) {
       // 0.1 µs is below what a timed Run resolves; rounding keeps the files readable. (Divided
       // by the power of ten, not multiplied by its inexact inverse, so the value prints short.)
-      row.push_back(
-          std::max(kResolutionMs, std::round(Median(cell) * kStepsPerMs) / kStepsPerMs));
+      row.push_back(std::max(kResolutionMs, std::round(Median(cell) * kStepsPerMs) / kStepsPerMs));
     }
     raw.latency_ms.push_back(std::move(row));
   }
@@ -366,9 +353,8 @@ StatusOr<MeasuredModel> ProfileModel(const repository::ModelEntry& entry,
   TESSERA_ASSIGN_OR_RETURN(ModelProfile profile,
                            ModelProfile::Create(name, options.device_name, std::move(table),
                                                 memory_mb, {}, /*synthetic=*/false));
-  return MeasuredModel{std::move(profile),  std::move(raw),     adjusted,
-                       num_cores,           cores_per_partition, options.iterations,
-                       options.warmup,      options.rounds};
+  return MeasuredModel{std::move(profile),  std::move(raw),     adjusted,       num_cores,
+                       cores_per_partition, options.iterations, options.warmup, options.rounds};
 }
 
 std::string MeasuredProfileYaml(const MeasuredModel& m, const std::string& source,
@@ -382,8 +368,7 @@ std::string MeasuredProfileYaml(const MeasuredModel& m, const std::string& sourc
       "CPU latency of Run (inputs ready, no batching or queueing), median of ",
       m.rounds * m.iterations, " timed runs per cell (", m.rounds, " round(s) over the table of ",
       m.iterations, " runs, each after ", m.warmup, " warm-up runs); partition = cores of ",
-      m.num_cores,
-      " with that many engine threads pinned to them (", absl::StrJoin(splits, ", "),
+      m.num_cores, " with that many engine threads pinned to them (", absl::StrJoin(splits, ", "),
       "). Cleanup to be monotone (never slower with more cores, never faster with a larger "
       "batch) adjusted ",
       m.adjusted_cells, " of ", t.partitions_pct.size() * t.batches.size(),
@@ -429,8 +414,7 @@ std::string HostName() {
   return name;
 }
 
-Status WriteProfileDirectory(const std::filesystem::path& dir,
-                             const scheduler::DeviceInfo& device,
+Status WriteProfileDirectory(const std::filesystem::path& dir, const scheduler::DeviceInfo& device,
                              const std::vector<MeasuredModel>& models,
                              const WriteOptions& options) {
   std::error_code ec;

@@ -17,7 +17,10 @@
 // and do not rely on that thread's affinity meanwhile.
 #pragma once
 
+#include <sched.h>
+
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -32,6 +35,24 @@ inline constexpr int kCandidatePartitions[] = {20, 40, 50, 60, 80, 100};
 
 // The CPU ids this process may run on (sched_getaffinity), ascending. INTERNAL if the call fails.
 StatusOr<std::vector<int>> AllowedCpus();
+
+// Pins the calling thread to `cpus` for the object's lifetime and restores the thread's previous
+// mask in the destructor (destroy it on the thread that created it). Threads the pinned thread
+// creates meanwhile inherit the mask (Linux), which is how the engine's pool workers, created at
+// LoadOnnxModel, end up on a partition's cores. INTERNAL when the mask cannot be read or set
+// (e.g. a CPU outside the process's allowed set).
+class ScopedAffinity {
+ public:
+  static StatusOr<std::unique_ptr<ScopedAffinity>> Create(const std::vector<int>& cpus);
+  ~ScopedAffinity();
+  ScopedAffinity(const ScopedAffinity&) = delete;
+  ScopedAffinity& operator=(const ScopedAffinity&) = delete;
+
+ private:
+  ScopedAffinity();
+  cpu_set_t saved_;
+  bool active_ = false;
+};
 
 // Cores of a partition of `partition_pct` % of `num_cores` cores: max(1, round(p/100 · n)),
 // halves rounded up. partition_pct in 1..100, num_cores ≥ 1.
@@ -56,15 +77,15 @@ StatusOr<std::vector<int>> ParseIntList(const std::string& text, const std::stri
 
 // Makes `table` acceptable as a profile, in place: first along the partition, for each batch,
 // L(b, larger p) = min(itself, L(b, smaller p)); then along the batch, for each partition,
-// L(larger b, p) = max(itself, L(smaller b, p)). The second step keeps the first's property. Returns
-// how many cells differ from their input value. `table` must be rectangular (latency_ms has one row
-// per partition and one value per batch) with partitions and batches ascending.
+// L(larger b, p) = max(itself, L(smaller b, p)). The second step keeps the first's property.
+// Returns how many cells differ from their input value. `table` must be rectangular (latency_ms has
+// one row per partition and one value per batch) with partitions and batches ascending.
 int MakeMonotone(scheduler::ModelProfile::Table* table);
 
 struct ProfileOptions {
-  std::string device_name;         // the profile's `device:`; required
-  std::vector<int> cpus;           // the n cores partitions are cut from; empty = AllowedCpus()
-  std::vector<int> partitions_pct; // empty = DefaultPartitions(n); must contain 100
+  std::string device_name;          // the profile's `device:`; required
+  std::vector<int> cpus;            // the n cores partitions are cut from; empty = AllowedCpus()
+  std::vector<int> partitions_pct;  // empty = DefaultPartitions(n); must contain 100
   // Empty = DefaultBatches(max_batch_size). Batches above the model's max batch (1 for a model
   // that does not batch) are skipped; must contain 1.
   std::vector<int> batches;
@@ -113,12 +134,11 @@ std::string HostName();
 // Writes <dir>/device.yaml and one <dir>/<model>.yaml per measured model (creating `dir`).
 // INTERNAL naming the file on a write error.
 struct WriteOptions {
-  std::string model_source;  // each model file's `source:`
-  std::string device_source; // device.yaml's `source:`
-  std::string extra_note;    // appended to each model file's `note:`
+  std::string model_source;   // each model file's `source:`
+  std::string device_source;  // device.yaml's `source:`
+  std::string extra_note;     // appended to each model file's `note:`
 };
-Status WriteProfileDirectory(const std::filesystem::path& dir,
-                             const scheduler::DeviceInfo& device,
+Status WriteProfileDirectory(const std::filesystem::path& dir, const scheduler::DeviceInfo& device,
                              const std::vector<MeasuredModel>& models, const WriteOptions& options);
 
 }  // namespace tessera::profiler

@@ -82,8 +82,8 @@ TEST(ProfilerCliTest, DefaultDeviceNameCountsTheCores) {
 
 TEST(ProfilerCliTest, UnknownModelIsAClearError) {
   const fs::path out = FreshTempDir("unknown");
-  const Result r = RunProfile("--model-repository " + kModels + " --models mlp,resnet999 --out " +
-                              out.string());
+  const Result r =
+      RunProfile("--model-repository " + kModels + " --models mlp,resnet999 --out " + out.string());
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_THAT(r.output, HasSubstr("no model 'resnet999' in repository"));
   EXPECT_THAT(r.output, HasSubstr("mlp, small_cnn"));

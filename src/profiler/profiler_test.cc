@@ -7,9 +7,11 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
+#include "tessera/engine/engine.h"
 #include "tessera/repository/repository.h"
 #include "tessera/scheduler/profile.h"
 
@@ -70,11 +72,10 @@ TEST(ParseIntListTest, RejectsBadListsNamingTheProblem) {
     const char* text;
     const char* message;
   };
-  for (const Case& c : {Case{"50,abc,100", "'abc' is not an integer"},
-                        Case{"0,100", "0 is outside 1..100"},
-                        Case{"50,150", "150 is outside 1..100"},
-                        Case{"50,50,100", "50 is listed twice"},
-                        Case{"50", "must contain 100"}, Case{"", "'' is not an integer"}}) {
+  for (const Case& c :
+       {Case{"50,abc,100", "'abc' is not an integer"}, Case{"0,100", "0 is outside 1..100"},
+        Case{"50,150", "150 is outside 1..100"}, Case{"50,50,100", "50 is listed twice"},
+        Case{"50", "must contain 100"}, Case{"", "'' is not an integer"}}) {
     auto parsed = ParseIntList(c.text, "--partitions", 1, 100, 100);
     ASSERT_FALSE(parsed.ok()) << c.text;
     EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument);
@@ -129,6 +130,49 @@ std::vector<int> ThreadAffinity() {
   return cpus;
 }
 
+// Cpus_allowed_list of every thread of this process, by thread id.
+std::map<std::string, std::string> ThreadCpuLists() {
+  std::map<std::string, std::string> lists;
+  for (const auto& task : fs::directory_iterator("/proc/self/task")) {
+    std::ifstream status(task.path() / "status");
+    std::string line;
+    while (std::getline(status, line)) {
+      if (line.rfind("Cpus_allowed_list:", 0) == 0) {
+        lists[task.path().filename().string()] = line.substr(line.find_first_not_of(" \t", 18));
+      }
+    }
+  }
+  return lists;
+}
+
+TEST(ScopedAffinityTest, EngineWorkersCreatedWhilePinnedInheritThePin) {
+  const std::vector<int> before = ThreadAffinity();
+  const int cpu = before.back();
+  {
+    auto pin = ScopedAffinity::Create({cpu});
+    ASSERT_TRUE(pin.ok()) << pin.status();
+    EXPECT_THAT(ThreadAffinity(), ElementsAre(cpu));
+    engine::ModelOptions options;
+    options.num_threads = 3;  // the caller + 2 pool workers, created at load
+    auto model = engine::LoadOnnxModel(kModels + "/mlp/1/model.onnx", options);
+    ASSERT_TRUE(model.ok()) << model.status();
+    const auto lists = ThreadCpuLists();
+    EXPECT_GE(lists.size(), 3u);
+    for (const auto& [tid, list] : lists) {
+      EXPECT_EQ(list, std::to_string(cpu)) << "thread " << tid;
+    }
+  }
+  EXPECT_EQ(ThreadAffinity(), before) << "the destructor restores the mask";
+}
+
+TEST(ScopedAffinityTest, ACpuOutsideTheAllowedSetIsAnError) {
+  const std::vector<int> before = ThreadAffinity();
+  auto pin = ScopedAffinity::Create({CPU_SETSIZE - 1});
+  ASSERT_FALSE(pin.ok());
+  EXPECT_THAT(std::string(pin.status().message()), HasSubstr("cannot pin"));
+  EXPECT_EQ(ThreadAffinity(), before);
+}
+
 TEST(ProfileModelTest, ProfilesTheBundledMlpAndTheFolderLoadsBack) {
   auto entry = repository::ScanModel(kModels, "mlp");
   ASSERT_TRUE(entry.ok()) << entry.status();
@@ -178,7 +222,8 @@ TEST(ProfileModelTest, ProfilesTheBundledMlpAndTheFolderLoadsBack) {
   std::ifstream in(dir / "mlp.yaml");
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_THAT(text, HasSubstr("source: \"tessera-profile on test\""));
-  EXPECT_THAT(text, HasSubstr("median of 6 timed runs per cell (2 round(s) over the table of 3 runs, each after 1 warm-up"));
+  EXPECT_THAT(text, HasSubstr("median of 6 timed runs per cell (2 round(s) over the table of 3 "
+                              "runs, each after 1 warm-up"));
   EXPECT_THAT(text, HasSubstr("a test run"));
   EXPECT_THAT(text, HasSubstr("# raw medians"));
 }
@@ -246,8 +291,8 @@ namespace {
 // The committed measured set (profiles/cpu-2core/, docs/profile-format.md) loads and is what
 // tessera-profile writes: measured, both bundled models, partitions by the 2-core default.
 TEST(CommittedProfilesTest, Cpu2CoreLoadsAsAMeasuredSet) {
-  auto set = scheduler::ProfileSet::LoadDirectory(std::string(TESSERA_SOURCE_DIR) +
-                                                  "/profiles/cpu-2core");
+  auto set =
+      scheduler::ProfileSet::LoadDirectory(std::string(TESSERA_SOURCE_DIR) + "/profiles/cpu-2core");
   ASSERT_TRUE(set.ok()) << set.status();
   EXPECT_EQ(set->device().name, "cpu-2core");
   EXPECT_FALSE(set->device().synthetic);
