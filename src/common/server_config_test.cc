@@ -188,5 +188,29 @@ TEST(ServerConfigTest, ShippedFileHoldsDefaults) {
   ExpectDefaults(*c);
 }
 
+TEST(ServerConfigTest, SchedulerControlLoopKeys) {
+  StatusOr<ServerConfig> c = ParseServerConfig(
+      "scheduler:\n  policy: gpulet\n  profiles: profiles/cpu-2core\n  epoch_secs: 2.5\n"
+      "  rate_window_ms: 250\n  slo_drop: false\n",
+      kSource);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->scheduler_profiles, "profiles/cpu-2core");
+  EXPECT_DOUBLE_EQ(c->scheduler_epoch_secs, 2.5);
+  EXPECT_EQ(c->scheduler_rate_window_ms, 250);
+  EXPECT_FALSE(c->scheduler_slo_drop);
+
+  StatusOr<ServerConfig> defaults = ParseServerConfig("", kSource);
+  ASSERT_TRUE(defaults.ok());
+  EXPECT_DOUBLE_EQ(defaults->scheduler_epoch_secs, 20);
+  EXPECT_EQ(defaults->scheduler_rate_window_ms, 500);
+  EXPECT_TRUE(defaults->scheduler_slo_drop);
+
+  StatusOr<ServerConfig> window_past_epoch =
+      ParseServerConfig("scheduler:\n  epoch_secs: 1\n  rate_window_ms: 2000\n", kSource);
+  ASSERT_FALSE(window_past_epoch.ok());
+  EXPECT_NE(window_past_epoch.status().message().find("rate_window_ms"), std::string::npos);
+  ExpectError("scheduler:\n  epoch_secs: 0\n", 2, "scheduler.epoch_secs", "");
+}
+
 }  // namespace
 }  // namespace tessera

@@ -219,7 +219,19 @@ ModelQueue::Taken ModelQueue::TakeBatch(LaneState& lane, std::unique_lock<std::m
   const uint64_t now = clock_->NowNs();
   BatchDecision decision;
   if (lane.plan.duty_cycle) {
-    const uint64_t build_start = std::max(lane.last_dispatch_ns, pending.front().arrival_ns);
+    uint64_t build_start = std::max(lane.last_dispatch_ns, pending.front().arrival_ns);
+    // A plan makes duty + latency ≤ SLO exactly (seed 001 §2.4), so a request that arrived as the
+    // round began would finish right at its deadline, and any wake-up jitter would push it over.
+    // Close the round early enough for the oldest request to finish with a guard to spare.
+    const uint64_t run_ns = lane.plan.expected_run_ns;
+    if (options_.slo_ns > 0 && run_ns > 0 && lane.plan.duty.duty_ns > 0) {
+      const uint64_t guard_ns = std::min<uint64_t>(1'000'000, options_.slo_ns / 20);
+      const uint64_t deadline = pending.front().arrival_ns + options_.slo_ns;
+      const uint64_t latest_start = deadline > run_ns + guard_ns ? deadline - run_ns - guard_ns : 0;
+      if (latest_start < build_start + lane.plan.duty.duty_ns) {
+        build_start = latest_start > lane.plan.duty.duty_ns ? latest_start - lane.plan.duty.duty_ns : 0;
+      }
+    }
     decision = DecideDutyCycleBatch(pending, now, build_start, lane.plan.duty);
   } else {
     decision = DecideBatch(pending, now, options_.policy);

@@ -162,6 +162,26 @@ TEST(ModelQueueLanesTest, RequestsThatCanNoLongerMeetTheSloAreDroppedWithAClearS
   EXPECT_EQ(snap.pending, 0u);
 }
 
+TEST(ModelQueueLanesTest, ARoundClosesEarlyEnoughForItsOldestRequestToMeetTheSlo) {
+  auto stats = std::make_shared<ModelStats>();
+  ModelQueueOptions options = Options();
+  options.slo_ns = 100'000'000;  // 100 ms
+  options.slo_drop = true;
+  auto queue = MakeQueue(stats, options);
+  std::vector<Lane> lanes;
+  // The plan's edge case: duty 90 ms + a 10 ms batch = exactly the SLO.
+  lanes.push_back(DutyLane(std::make_shared<FakeLaneRunnerForTest>(milliseconds(0)), 1, 8,
+                           90'000'000, "edge", 10'000'000));
+  ASSERT_TRUE(queue->ReplaceLanes(std::move(lanes)).ok());
+  std::vector<Submitted> submitted(20);
+  for (auto& s : submitted) {
+    ASSERT_TRUE(queue->Enqueue(MakeRequest(s)).ok());
+    std::this_thread::sleep_for(milliseconds(20));  // never a full batch: every round runs out
+  }
+  for (auto& s : submitted) EXPECT_TRUE(s.promise.get_future().get().ok());
+  EXPECT_EQ(stats->Snapshot().slo_dropped, 0u);
+}
+
 TEST(ModelQueueLanesTest, WithoutSloDropLateRequestsStillRun) {
   auto stats = std::make_shared<ModelStats>();
   ModelQueueOptions options = Options();

@@ -221,7 +221,7 @@ std::vector<frontend::MetricSample> ControlMetrics(const ControlStatus& status) 
       {"tessera_plan_generation", "Bumped each time the applied plan changed", false, {},
        double(status.plan_generation)},
       {"tessera_lane_switches_total",
-       "Active/shadow switches of a model's lanes (gpulets started, resized or left)", true, {},
+       "Switches of a model's lanes at a batch boundary: to a new (shadow) gpulet, back to its instances, or to new batch/duty/rate numbers", true, {},
        double(status.switches)},
       {"tessera_switch_gap_seconds", "Dispatch pause of the last lane switch", false, {},
        status.last_switch_gap_ns / 1e9},

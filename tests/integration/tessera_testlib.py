@@ -217,8 +217,9 @@ class RequestStream:
     Each outcome is (t_start, t_end, model, error or None); a success is checked against the
     expected output for its own input."""
 
-    def __init__(self, server, models, threads_per_model=1, client_timeout=20.0):
+    def __init__(self, server, models, threads_per_model=1, client_timeout=20.0, pause_s=0.0):
         self.server = server
+        self.pause_s = pause_s  # sleep between a thread's requests (paces the rate)
         self.models = models
         self.client_timeout = client_timeout
         self.outcomes = []
@@ -262,6 +263,8 @@ class RequestStream:
                     time.sleep(0.05)  # don't spin while the server recovers
                 with self._lock:
                     self.outcomes.append((t0, time.monotonic(), model, error))
+                if self.pause_s:
+                    time.sleep(self.pause_s)
         finally:
             client.close()
 
