@@ -6,7 +6,8 @@
 #   scripts/serve.sh --grpc-port 8001 --metrics-port 8002 --log-verbose 1
 # Build output goes to stderr, as does the server's log.
 #
-# Environment: TESSERA_CUDA=ON|OFF (default ON), TESSERA_BUILD_DIR=DIR (default <repo>/build).
+# Environment: TESSERA_CUDA=ON|OFF (default ON), TESSERA_BUILD_DIR=DIR (default <repo>/build),
+#   TESSERA_CONFIG=FILE (default configs/server.yaml).
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -34,4 +35,4 @@ fi
 cmake --build "$BUILD_DIR" -j "$(nproc)" --target tessera-server tessera-executor >&2
 
 cd "$REPO"
-exec "$BUILD_DIR/bin/tessera-server" --config configs/server.yaml "$@"
+exec "$BUILD_DIR/bin/tessera-server" --config "${TESSERA_CONFIG:-configs/server.yaml}" "$@"
