@@ -176,6 +176,19 @@ std::shared_ptr<ExecutorProcess> ExecutorPool::Current(int slot) const {
   return s.process;
 }
 
+std::map<int, InputPoolCounters> ExecutorPool::input_pool_counters() const {
+  std::vector<std::pair<int, std::shared_ptr<ExecutorProcess>>> running;
+  {
+    std::lock_guard lock(mu_);
+    for (int slot = 0; slot < static_cast<int>(slots_.size()); ++slot) {
+      if (!slots_[slot].removed && slots_[slot].process) running.push_back({slot, slots_[slot].process});
+    }
+  }
+  std::map<int, InputPoolCounters> counters;
+  for (const auto& [slot, process] : running) counters[slot] = process->input_pool_counters();
+  return counters;
+}
+
 uint64_t ExecutorPool::restarts() const {
   std::lock_guard lock(mu_);
   return restarts_;

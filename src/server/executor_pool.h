@@ -53,6 +53,8 @@ class ExecutorPool {
   std::shared_ptr<ExecutorProcess> Current(int slot) const;
 
   uint64_t restarts() const;
+  // Input-pool counters of every running executor, by slot (they restart from 0 with the process).
+  std::map<int, InputPoolCounters> input_pool_counters() const;
   void Stop();
 
  private:

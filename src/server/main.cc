@@ -181,12 +181,26 @@ int Run(int argc, char** argv) {
   }
   std::unique_ptr<tessera::frontend::MetricsEndpoint> metrics;
   if (config.metrics_port > 0) {
-    tessera::frontend::MetricsSource control_metrics;
-    if (control) {
-      control_metrics = [c = control.get()] { return tessera::server::ControlMetrics(c->status()); };
-    }
+    auto server_metrics = [c = control.get(), p = pool->get()] {
+      std::vector<tessera::frontend::MetricSample> samples;
+      if (c) samples = tessera::server::ControlMetrics(c->status());
+      for (const auto& [slot, counters] : p->input_pool_counters()) {
+        const std::string executor = std::to_string(slot);
+        for (const auto& [path, batches] :
+             {std::pair{"pooled", counters.batches_pooled}, {"gathered", counters.batches_gathered}}) {
+          samples.push_back({"tessera_input_pool_batches_total",
+                             "Batches sent from the executor's input pool (no copy at batch time) "
+                             "or gathered into its input ring at batch time",
+                             true, {{"executor", executor}, {"path", path}}, double(batches)});
+        }
+        samples.push_back({"tessera_input_pool_unstaged_requests_total",
+                           "Requests routed to a gpulet that found no room in its input pool", true,
+                           {{"executor", executor}}, double(counters.requests_not_staged)});
+      }
+      return samples;
+    };
     auto started = tessera::frontend::MetricsEndpoint::Start(
-        config.metrics_address, config.metrics_port, &manager, std::move(control_metrics));
+        config.metrics_address, config.metrics_port, &manager, server_metrics);
     if (!started.ok()) {
       spdlog::error("{}", started.status().message());
       return 1;

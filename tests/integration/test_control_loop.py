@@ -105,6 +105,11 @@ def test_load_change_replans_and_switches_without_failing_requests(planned_serve
     assert len(served) > 100, f"only {len(served)} requests succeeded"
     assert dropped <= len(served) // 10, f"{dropped} SLO drops against {len(served)} served"
 
+    # Requests routed to gpulets were copied into their executors' input pools on arrival, and
+    # batches went out from there without a copy at batch time.
+    samples = parse_metrics(fetch_metrics(server.metrics_url))
+    assert (metric_sum(samples, "tessera_input_pool_batches_total", path="pooled") or 0) > 0
+
     # The new plan is live: requests after the switch were counted on the gpulets' batches.
     stats = server.client().get_inference_statistics("small_cnn")
     assert stats.model_stats[0].inference_stats.success.count > 0
