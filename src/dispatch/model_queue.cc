@@ -89,8 +89,7 @@ Status ModelQueue::Enqueue(std::unique_ptr<Request>&& request) {
   lane->queue.push_back(Queued{std::move(request), key});
   ++queued_;
   lock.unlock();
-  stats_->AddPending(1);
-  stats_->RecordArrival();
+  stats_->RecordArrival();  // also counts it pending: one lock per request, not two
   lane->cv.notify_one();
   return absl::OkStatus();
 }

@@ -46,6 +46,7 @@ void ModelStats::AddPending(int64_t delta) {
 void ModelStats::RecordArrival() {
   std::lock_guard lock(mu_);
   ++stats_.arrivals;
+  ++stats_.pending;
 }
 
 void ModelStats::RecordSloDrop(uint64_t request_ns) {

@@ -48,6 +48,7 @@ class ModelStats {
   void RecordFailure(const std::string& reason, uint64_t request_ns);
   void RecordExecution(int64_t batch_size, const RequestTiming& batch_timing);
   void AddPending(int64_t delta);
+  // A request accepted into the queue: counts it in arrivals and in pending.
   void RecordArrival();
   // A request dropped by the SLO rule: a REJECTED failure, also counted in slo_dropped.
   void RecordSloDrop(uint64_t request_ns);
