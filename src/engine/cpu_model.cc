@@ -83,15 +83,19 @@ constexpr size_t kMaxCachedPlans = 64;
 
 class CpuModel final : public Model {
  public:
-  CpuModel(Graph graph, int num_threads, bool plan_memory)
+  CpuModel(Graph graph, int num_threads, bool plan_memory, bool onednn)
       : graph_(std::move(graph)),
         plan_memory_(plan_memory),
         pool_(std::make_unique<ThreadPool>(num_threads)) {
     const size_t values = graph_.value_names.size();
     last_use_.assign(values, -1);
     keep_.assign(values, false);
+    states_.resize(graph_.nodes.size());
     for (size_t n = 0; n < graph_.nodes.size(); ++n) {
-      ops_.push_back(cpu::FindOp(graph_.nodes[n].op_type));
+      ops_.push_back(cpu::FindOp(graph_.nodes[n].op_type, onednn));
+      if (ops_[n]->make_state != nullptr) {
+        states_[n] = ops_[n]->make_state(graph_.nodes[n], graph_);
+      }
       for (int id : graph_.nodes[n].inputs) {
         if (id != kNoValue) last_use_[id] = static_cast<int>(n);
       }
@@ -147,6 +151,7 @@ class CpuModel final : public Model {
   const Graph graph_;
   const bool plan_memory_;
   std::vector<const cpu::OpDef*> ops_;  // parallel to graph_.nodes
+  std::vector<std::unique_ptr<cpu::KernelState>> states_;  // parallel to graph_.nodes; may be null
   std::vector<int> last_use_;           // per value: index of the last node reading it, or -1
   std::vector<bool> keep_;              // per value: a graph output, never released early
   uint64_t weight_bytes_ = 0;
@@ -211,26 +216,66 @@ Status CpuModel::ValidateInputs(const std::vector<TensorView>& views,
   return absl::OkStatus();
 }
 
+namespace {
+
+// Whether an element-wise kernel can run on these inputs in their channels-last bytes: every
+// input with more than one element is channels-last and all have one shape (scalars broadcast
+// the same in any layout).
+bool ElementwiseOnChannelsLast(const cpu::Inputs& inputs) {
+  const Shape* shape = nullptr;
+  for (const Value* v : inputs) {
+    if (v == nullptr || v->num_elements() <= 1) continue;
+    if (!v->channels_last()) return false;
+    if (shape != nullptr && v->shape() != *shape) return false;
+    shape = &v->shape();
+  }
+  return shape != nullptr;
+}
+
+}  // namespace
+
 Status CpuModel::Execute(std::vector<Value>* slots, ThreadPool* pool, const ActivationPlan* plan,
                          std::byte* arena, Recording* recording,
                          std::vector<LayerTiming>* timings) const {
   cpu::OpContext ctx;
   ctx.pool = pool;
   cpu::Inputs node_inputs;
+  cpu::Inputs original_inputs;  // node_inputs before any layout conversion
+  std::vector<Value> converted;
   std::vector<Value> node_outputs;
   std::vector<Value> planned;
   std::vector<bool> allocated;
   for (size_t n = 0; n < graph_.nodes.size(); ++n) {
     const Node& node = graph_.nodes[n];
     node_inputs.clear();
+    bool any_channels_last = false;
     for (int id : node.inputs) {
       const Value* v = id == kNoValue ? nullptr : Lookup(*slots, id);
       if (id != kNoValue && v == nullptr) {
         return absl::InternalError(absl::StrCat(node.Describe(graph_.value_names), ": input \"",
                                                 graph_.value_names[id], "\" was never computed"));
       }
+      if (v != nullptr && v->channels_last()) any_channels_last = true;
       node_inputs.push_back(v);
     }
+    original_inputs = node_inputs;
+    bool outputs_channels_last = false;
+    if (any_channels_last) {
+      const cpu::LayoutSupport support = ops_[n]->layout;
+      if (support == cpu::LayoutSupport::kElementwise && ElementwiseOnChannelsLast(node_inputs)) {
+        outputs_channels_last = true;
+      } else if (support != cpu::LayoutSupport::kAny) {
+        // A kernel that reads row-major only: hand it row-major copies (one transpose each).
+        converted.clear();
+        converted.reserve(node_inputs.size());
+        for (const Value*& v : node_inputs) {
+          if (v == nullptr || !v->channels_last()) continue;
+          converted.push_back(cpu::ToRowMajor(*v));
+          v = &converted.back();
+        }
+      }
+    }
+    ctx.state = states_[n].get();
     node_outputs.assign(node.outputs.size(), Value());
     if (plan != nullptr) {
       planned.assign(node.outputs.size(), Value());
@@ -257,6 +302,11 @@ Status CpuModel::Execute(std::vector<Value>* slots, ThreadPool* pool, const Acti
               std::chrono::duration_cast<std::chrono::nanoseconds>(elapsed).count())});
     }
     if (!status.ok()) return Prefixed(status, node.Describe(graph_.value_names));
+    if (outputs_channels_last) {
+      for (Value& out : node_outputs) {
+        if (out.rank() == 4) out = out.WithLayout(Layout::kChannelsLast);
+      }
+    }
     if (recording != nullptr) {
       for (size_t i = 0; i < node.outputs.size(); ++i) {
         const int id = node.outputs[i];
@@ -271,8 +321,8 @@ Status CpuModel::Execute(std::vector<Value>* slots, ThreadPool* pool, const Acti
         // input's buffer, whose lifetime must then cover the alias's readers too.
         for (size_t j = 0; j < node.inputs.size(); ++j) {
           const int in = node.inputs[j];
-          if (in == kNoValue || node_inputs[j] == nullptr || recording->root[in] < 0) continue;
-          if (out.byte_size() > 0 && out.raw() == node_inputs[j]->raw()) {
+          if (in == kNoValue || original_inputs[j] == nullptr || recording->root[in] < 0) continue;
+          if (out.byte_size() > 0 && out.raw() == original_inputs[j]->raw()) {
             recording->root[id] = recording->root[in];
             break;
           }
@@ -300,12 +350,13 @@ Status CpuModel::CopyOutputs(const std::vector<Value>& slots, std::vector<Tensor
       return absl::InternalError(absl::StrCat("output \"", info.name, "\" was not computed as ",
                                               TypeName(info.dtype)));
     }
+    const Value row_major = cpu::ToRowMajor(*v);
     Tensor tensor;
     tensor.name = info.name;
-    tensor.dtype = v->dtype();
-    tensor.shape = v->shape();
-    const auto* data = v->data<std::byte>();
-    tensor.bytes.assign(data, data + v->byte_size());
+    tensor.dtype = row_major.dtype();
+    tensor.shape = row_major.shape();
+    const auto* data = row_major.data<std::byte>();
+    tensor.bytes.assign(data, data + row_major.byte_size());
     outputs->push_back(std::move(tensor));
   }
   return absl::OkStatus();
@@ -473,7 +524,7 @@ StatusOr<std::unique_ptr<Model>> LoadOnnxModel(const std::string& path,
     if (!folded.ok()) return Prefixed(folded, path);
     return std::unique_ptr<Model>(
         std::make_unique<CpuModel>(std::move(graph), std::max(1, options.num_threads),
-                                   options.plan_memory));
+                                   options.plan_memory, options.onednn));
   } catch (const std::bad_alloc&) {
     return absl::ResourceExhaustedError(absl::StrCat(path, ": out of memory loading the model"));
   }

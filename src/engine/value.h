@@ -16,6 +16,12 @@
 
 namespace tessera::engine {
 
+// How a 4-D value's bytes are ordered. The shape is always the logical ONNX one ([N, C, H, W]);
+// kChannelsLast stores it as [N, H, W, C], the order oneDNN's fast convolutions read and write.
+// Only layout-aware kernels produce or accept kChannelsLast (cpu/ops.h OpDef::layout); the CPU
+// model converts such values back to row-major before any other kernel reads them.
+enum class Layout { kRowMajor, kChannelsLast };
+
 class Value {
  public:
   Value() = default;
@@ -28,7 +34,14 @@ class Value {
   static Value Borrow(DataType dtype, Shape shape, void* data);
 
   // The same bytes seen with another shape (element count must match; checked by the caller).
+  // Only meaningful for row-major values.
   Value Reshaped(Shape shape) const;
+  // The same bytes labelled with another layout (no data movement).
+  Value WithLayout(Layout layout) const {
+    Value v = *this;
+    v.layout_ = layout;
+    return v;
+  }
 
   DataType dtype() const { return dtype_; }
   const Shape& shape() const { return shape_; }
@@ -37,6 +50,8 @@ class Value {
   int64_t num_elements() const { return num_elements_; }
   size_t byte_size() const { return static_cast<size_t>(num_elements_) * DataTypeByteSize(dtype_); }
   bool defined() const { return dtype_ != DataType::kInvalid; }
+  Layout layout() const { return layout_; }
+  bool channels_last() const { return layout_ == Layout::kChannelsLast; }
 
   template <typename T>
   const T* data() const { return static_cast<const T*>(data_); }
@@ -48,6 +63,7 @@ class Value {
   DataType dtype_ = DataType::kInvalid;
   Shape shape_;
   int64_t num_elements_ = 0;
+  Layout layout_ = Layout::kRowMajor;
   std::shared_ptr<void> storage_;  // keeps data_ alive; null for borrowed views
   void* data_ = nullptr;
 };

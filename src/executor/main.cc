@@ -123,4 +123,7 @@ int Main(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) { return Main(argc, argv); }
+int main(int argc, char** argv) {
+  tessera::engine::EnsurePassiveOpenMpWait(argv);
+  return Main(argc, argv);
+}

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "tessera/engine/engine.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -174,4 +175,7 @@ int Run(int argc, char** argv) {
 }  // namespace
 }  // namespace tessera::profiler
 
-int main(int argc, char** argv) { return tessera::profiler::Run(argc, argv); }
+int main(int argc, char** argv) {
+  tessera::engine::EnsurePassiveOpenMpWait(argv);
+  return tessera::profiler::Run(argc, argv);
+}

@@ -27,6 +27,9 @@ struct ModelOptions {
   // Reuse activation memory by liveness (one arena per input shape, planned at the first Run with
   // that shape). Off = every activation is a fresh allocation on every Run (the reference path).
   bool plan_memory = true;
+  // Run Conv and pools through oneDNN on channels-last activations where this build has oneDNN;
+  // false = the engine's own kernels only (the reference the oneDNN path is tested against).
+  bool onednn = true;
 };
 
 // The activation memory plan for one batch size (see Model::PlanMemory).
@@ -91,5 +94,13 @@ class Model {
 // unreadable or truncated file, unsupported opset, and each unsupported operator (op type and node
 // name listed together).
 StatusOr<std::unique_ptr<Model>> LoadOnnxModel(const std::string& path, const ModelOptions& options);
+
+// The oneDNN kernels thread with OpenMP, whose workers spin after every parallel region by
+// default. Next to the engine's own thread pool and on a shared machine that spinning made
+// ResNet-18 up to 5x slower (docs/engine.md). OpenMP reads its wait policy once, at process start,
+// so binaries that run the engine call this first in main(): when OMP_WAIT_POLICY is unset it
+// sets PASSIVE and re-executes the program with the same arguments (same pid and CPU affinity).
+// A no-op without oneDNN, when the variable is set, or if the re-exec fails.
+void EnsurePassiveOpenMpWait(char** argv);
 
 }  // namespace tessera::engine

@@ -9,36 +9,53 @@
 namespace tessera::engine::cpu {
 namespace {
 
-const std::map<std::string, OpDef>& Registry() {
-  static const auto* registry = new std::map<std::string, OpDef>{
-      {"Add", {RunAdd}},
-      {"AveragePool", {RunAveragePool, CheckPool}},
-      {"BatchNormalization", {RunBatchNormalization, CheckBatchNormalization}},
-      {"Clip", {RunClip}},
-      {"Concat", {RunConcat}},
-      {"Constant", {RunConstant, CheckConstant}},
-      {"Conv", {RunConv, CheckConv}},
-      {"Div", {RunDiv}},
-      {"Flatten", {RunFlatten}},
-      {"Gather", {RunGather}},
-      {"Gemm", {RunGemm}},
-      {"GlobalAveragePool", {RunGlobalAveragePool}},
-      {"Identity", {RunIdentity}},
-      {"MatMul", {RunMatMul}},
-      {"MaxPool", {RunMaxPool, CheckPool}},
-      {"Mul", {RunMul}},
-      {"Relu", {RunRelu}},
-      {"Reshape", {RunReshape}},
-      {"Shape", {RunShape}},
-      {"Sigmoid", {RunSigmoid}},
-      {"Softmax", {RunSoftmax}},
-      {"Squeeze", {RunSqueeze}},
-      {"Sub", {RunSub}},
-      {"Tanh", {RunTanh}},
-      {"Transpose", {RunTranspose}},
-      {"Unsqueeze", {RunUnsqueeze}},
-  };
-  return *registry;
+constexpr LayoutSupport kElementwise = LayoutSupport::kElementwise;
+
+// The own kernels, and (onednn) the same with oneDNN's replacing them where it has them.
+const std::map<std::string, OpDef>& Registry(bool onednn) {
+  static const std::map<std::string, OpDef>* own = [] {
+    auto* r = new std::map<std::string, OpDef>{
+        {"Add", {RunAdd, nullptr, kElementwise}},
+        {"AveragePool", {RunAveragePool, CheckPool}},
+        {"BatchNormalization", {RunBatchNormalization, CheckBatchNormalization}},
+        {"Clip", {RunClip, nullptr, kElementwise}},
+        {"Concat", {RunConcat}},
+        {"Constant", {RunConstant, CheckConstant}},
+        {"Conv", {RunConv, CheckConv}},
+        {"Div", {RunDiv, nullptr, kElementwise}},
+        {"Flatten", {RunFlatten}},
+        {"Gather", {RunGather}},
+        {"Gemm", {RunGemm}},
+        {"GlobalAveragePool", {RunGlobalAveragePool}},
+        {"Identity", {RunIdentity, nullptr, kElementwise}},
+        {"MatMul", {RunMatMul}},
+        {"MaxPool", {RunMaxPool, CheckPool}},
+        {"Mul", {RunMul, nullptr, kElementwise}},
+        {"Relu", {RunRelu, nullptr, kElementwise}},
+        {"Reshape", {RunReshape}},
+        {"Shape", {RunShape}},
+        {"Sigmoid", {RunSigmoid, nullptr, kElementwise}},
+        {"Softmax", {RunSoftmax}},
+        {"Squeeze", {RunSqueeze}},
+        {"Sub", {RunSub, nullptr, kElementwise}},
+        {"Tanh", {RunTanh, nullptr, kElementwise}},
+        {"Transpose", {RunTranspose}},
+        {"Unsqueeze", {RunUnsqueeze}},
+    };
+    return r;
+  }();
+  static const std::map<std::string, OpDef>* with_onednn = [] {
+    auto* r = new std::map<std::string, OpDef>(*own);
+#ifdef TESSERA_HAVE_ONEDNN
+    // They fall back to the own kernels per call for what oneDNN does not cover.
+    (*r)["Conv"] = {RunDnnlConv, CheckConv, LayoutSupport::kAny, MakeDnnlConvState};
+    (*r)["MaxPool"] = {RunDnnlMaxPool, CheckPool, LayoutSupport::kAny};
+    (*r)["AveragePool"] = {RunDnnlAveragePool, CheckPool, LayoutSupport::kAny};
+    (*r)["GlobalAveragePool"] = {RunGlobalAveragePoolAnyLayout, nullptr, LayoutSupport::kAny};
+#endif
+    return r;
+  }();
+  return onednn ? *with_onednn : *own;
 }
 
 }  // namespace
@@ -59,14 +76,15 @@ Value OpContext::NewOutput(size_t index, DataType dtype, Shape shape) const {
   return Value::Allocate(dtype, std::move(shape));
 }
 
-const OpDef* FindOp(const std::string& op_type) {
-  auto it = Registry().find(op_type);
-  return it == Registry().end() ? nullptr : &it->second;
+const OpDef* FindOp(const std::string& op_type, bool onednn) {
+  const std::map<std::string, OpDef>& registry = Registry(onednn);
+  auto it = registry.find(op_type);
+  return it == registry.end() ? nullptr : &it->second;
 }
 
 std::vector<std::string> SupportedOps() {
   std::vector<std::string> ops;
-  for (const auto& [name, def] : Registry()) ops.push_back(name);
+  for (const auto& [name, def] : Registry(false)) ops.push_back(name);
   return ops;
 }
 

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -72,10 +73,24 @@ StatusOr<Window2d> ResolveWindow(const Node& node, int spatial_rank, int64_t h, 
 // Load-time check of the window attributes shared by Conv and the pools.
 Status CheckWindowAttributes(const Node& node);
 
+// A row-major copy of a channels-last value (value.h Layout); `v` itself when already row-major.
+// Channels-last values whose spatial size is 1 are relabelled without a copy.
+Value ToRowMajor(const Value& v);
+// A channels-last copy of a row-major 4-D value.
+Value ToChannelsLast(const Value& v);
+
 // ---- Op kernels --------------------------------------------------------------------------------
+
+// Per-node state a kernel keeps across Runs (e.g. a oneDNN primitive and its reordered weights),
+// made once when the model is built. Kernels must keep it safe for concurrent Runs of one model.
+class KernelState {
+ public:
+  virtual ~KernelState() = default;
+};
 
 struct OpContext {
   ThreadPool* pool = nullptr;  // null = run on the calling thread
+  KernelState* state = nullptr;  // the node's OpDef::make_state result; null when there is none
   // Memory planner hooks, both optional (null = every output is a fresh allocation).
   // planned_outputs: per node output, a view of its planned arena bytes (undefined = none).
   const std::vector<Value>* planned_outputs = nullptr;
@@ -94,13 +109,30 @@ using KernelFn = Status (*)(const OpContext& ctx, const Node& node, const Inputs
 // returns UNIMPLEMENTED with the reason when the node uses something the kernel lacks.
 using CheckFn = Status (*)(const Node& node, const Graph& graph);
 
+// What a kernel accepts of channels-last inputs.
+enum class LayoutSupport {
+  // Row-major inputs only; the CPU model converts channels-last inputs first (the default).
+  kRowMajorOnly,
+  // Element by element over its inputs' bytes: when every non-scalar input has one shape and is
+  // channels-last, the model runs it on them unchanged and labels its outputs channels-last.
+  kElementwise,
+  // Reads each input's layout itself and labels its outputs (the oneDNN kernels).
+  kAny,
+};
+
+// Makes a node's KernelState at model build time; `graph` says which inputs are constants.
+using MakeStateFn = std::unique_ptr<KernelState> (*)(const Node& node, const Graph& graph);
+
 struct OpDef {
   KernelFn run = nullptr;
   CheckFn check = nullptr;  // optional
+  LayoutSupport layout = LayoutSupport::kRowMajorOnly;
+  MakeStateFn make_state = nullptr;  // optional
 };
 
-// The kernel for an ONNX default-domain op type, or null when the op is not supported.
-const OpDef* FindOp(const std::string& op_type);
+// The kernel for an ONNX default-domain op type, or null when the op is not supported. With
+// `onednn` (and a build with oneDNN) the oneDNN kernels replace the own ones where they exist.
+const OpDef* FindOp(const std::string& op_type, bool onednn = true);
 // Every supported op type, sorted.
 std::vector<std::string> SupportedOps();
 
@@ -111,6 +143,17 @@ Status RunMatMul(const OpContext&, const Node&, const Inputs&, std::vector<Value
 // conv.cc
 Status CheckConv(const Node&, const Graph&);
 Status RunConv(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+// dnnl_ops.cc (only when built with oneDNN: TESSERA_HAVE_ONEDNN); fall back to the kernels above
+// for what oneDNN does not cover.
+std::unique_ptr<KernelState> MakeDnnlConvState(const Node&, const Graph&);
+Status RunDnnlConv(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunDnnlMaxPool(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunDnnlAveragePool(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunGlobalAveragePoolAnyLayout(const OpContext&, const Node&, const Inputs&,
+                                     std::vector<Value>*);
+// Whether this build runs kernels through oneDNN, and its CPU ISA ("avx512_core", ...).
+bool UsingOneDnn();
+std::string OneDnnIsa();
 // pool.cc
 Status CheckPool(const Node&, const Graph&);
 Status RunMaxPool(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);

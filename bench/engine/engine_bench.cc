@@ -1,0 +1,145 @@
+// tessera-engine-bench: latency of the engine's Model::Run on one ONNX file, per batch size, with
+// an optional per-layer breakdown. bench/engine/engine_vs_onnxruntime.py runs it next to
+// onnxruntime on the same file, threads and inputs' shapes, and prints both with their ratio.
+//
+// Output: one line per batch size, `batch=B median_ms=… p10_ms=… p90_ms=… runs=N`, and with
+// --layers the slowest op types and nodes of the last timed batch size.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "tessera/engine/engine.h"
+
+namespace {
+
+using tessera::DataType;
+using tessera::Tensor;
+using tessera::TensorView;
+namespace engine = tessera::engine;
+
+// Random inputs for one batch size: dim 0 of each input is the batch; other dynamic dims take
+// `dynamic_dim`. Integer inputs (token ids, masks) are drawn from [0, int_high).
+std::vector<Tensor> MakeInputs(const engine::Model& model, int64_t batch, int64_t dynamic_dim,
+                               int64_t int_high, std::mt19937* rng) {
+  std::vector<Tensor> inputs;
+  for (const engine::TensorInfo& info : model.inputs()) {
+    Tensor t;
+    t.name = info.name;
+    t.dtype = info.dtype;
+    t.shape = info.shape;
+    for (size_t d = 0; d < t.shape.size(); ++d) {
+      if (t.shape[d] < 0) t.shape[d] = d == 0 ? batch : dynamic_dim;
+    }
+    if (!t.shape.empty() && info.shape[0] < 0) t.shape[0] = batch;
+    const int64_t count = tessera::ElementCount(t.shape);
+    t.bytes.resize(static_cast<size_t>(count) * tessera::DataTypeByteSize(t.dtype));
+    if (t.dtype == DataType::kFp32) {
+      std::normal_distribution<float> dist(0.0f, 1.0f);
+      auto* p = reinterpret_cast<float*>(t.bytes.data());
+      for (int64_t i = 0; i < count; ++i) p[i] = dist(*rng);
+    } else if (t.dtype == DataType::kInt64) {
+      std::uniform_int_distribution<int64_t> dist(0, std::max<int64_t>(0, int_high - 1));
+      auto* p = reinterpret_cast<int64_t*>(t.bytes.data());
+      for (int64_t i = 0; i < count; ++i) p[i] = dist(*rng);
+    }
+    inputs.push_back(std::move(t));
+  }
+  return inputs;
+}
+
+double Percentile(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  return v[static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5)];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  engine::EnsurePassiveOpenMpWait(argv);
+  CLI::App app{"tessera-engine-bench: latency of the engine's Model::Run on one ONNX file"};
+  std::string model_path;
+  std::vector<int64_t> batches = {1, 8};
+  int threads = 1, warmup = 3, iterations = 20;
+  int64_t dynamic_dim = 1, int_high = 2;
+  bool layers = false, no_onednn = false;
+  app.add_option("--model", model_path, "ONNX model file")->required();
+  app.add_option("--batches", batches, "Batch sizes (comma-separated)")->delimiter(',');
+  app.add_option("--threads", threads, "Engine threads")->check(CLI::PositiveNumber);
+  app.add_option("--warmup", warmup, "Untimed runs per batch size")->check(CLI::NonNegativeNumber);
+  app.add_option("--iterations", iterations, "Timed runs per batch size")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--dynamic-dim", dynamic_dim, "Value of dynamic dims other than the batch");
+  app.add_option("--int-high", int_high, "Integer inputs are drawn from [0, int-high)");
+  app.add_flag("--layers", layers, "Print the per-layer breakdown of the last batch size");
+  app.add_flag("--no-onednn", no_onednn, "Use only the engine's own kernels");
+  CLI11_PARSE(app, argc, argv);
+
+  engine::ModelOptions options;
+  options.num_threads = threads;
+  options.onednn = !no_onednn;
+  auto model = engine::LoadOnnxModel(model_path, options);
+  if (!model.ok()) {
+    std::fprintf(stderr, "tessera-engine-bench: %s\n", std::string(model.status().message()).c_str());
+    return 1;
+  }
+  std::mt19937 rng(1234);
+  std::vector<engine::LayerTiming> last_timings;
+  for (int64_t batch : batches) {
+    std::vector<Tensor> inputs = MakeInputs(**model, batch, dynamic_dim, int_high, &rng);
+    std::vector<TensorView> views;
+    for (Tensor& t : inputs) views.push_back(t.View());
+    std::vector<Tensor> outputs;
+    for (int i = 0; i < warmup; ++i) {
+      auto status = (*model)->Run(views, &outputs);
+      if (!status.ok()) {
+        std::fprintf(stderr, "tessera-engine-bench: batch %ld: %s\n", static_cast<long>(batch),
+                     std::string(status.message()).c_str());
+        return 1;
+      }
+    }
+    std::vector<double> ms;
+    for (int i = 0; i < iterations; ++i) {
+      auto start = std::chrono::steady_clock::now();
+      auto status = (*model)->Run(views, &outputs);
+      ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
+                                                             start)
+                       .count());
+      if (!status.ok()) return 1;
+    }
+    std::printf("batch=%ld median_ms=%.3f p10_ms=%.3f p90_ms=%.3f runs=%d\n",
+                static_cast<long>(batch), Percentile(ms, 0.5), Percentile(ms, 0.1),
+                Percentile(ms, 0.9), iterations);
+    if (layers) {
+      last_timings.clear();
+      if (!(*model)->RunTimed(views, &outputs, &last_timings).ok()) return 1;
+    }
+  }
+  if (layers && !last_timings.empty()) {
+    std::map<std::string, uint64_t> by_op;
+    uint64_t total = 0;
+    for (const auto& t : last_timings) {
+      by_op[t.op] += t.ns;
+      total += t.ns;
+    }
+    std::vector<std::pair<uint64_t, std::string>> sorted;
+    for (const auto& [op, ns] : by_op) sorted.emplace_back(ns, op);
+    std::sort(sorted.rbegin(), sorted.rend());
+    std::printf("layers: %zu nodes, %.3f ms in kernels\n", last_timings.size(), total / 1e6);
+    for (const auto& [ns, op] : sorted) {
+      std::printf("  op %-24s %8.3f ms %5.1f%%\n", op.c_str(), ns / 1e6, 100.0 * ns / total);
+    }
+    std::sort(last_timings.begin(), last_timings.end(),
+              [](const auto& a, const auto& b) { return a.ns > b.ns; });
+    for (size_t i = 0; i < std::min<size_t>(10, last_timings.size()); ++i) {
+      std::printf("  node %-40s %-12s %8.3f ms\n", last_timings[i].node.c_str(),
+                  last_timings[i].op.c_str(), last_timings[i].ns / 1e6);
+    }
+  }
+  return 0;
+}

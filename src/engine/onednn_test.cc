@@ -1,0 +1,249 @@
+// The oneDNN path (channels-last Conv/pools, layout conversions in the CPU model) against the
+// engine's own kernels on the same graphs: results must agree whatever mix of layout-aware and
+// row-major-only nodes a graph has.
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "engine/cpu/ops.h"
+#include "gtest/gtest.h"
+#include "onnx/onnx_pb.h"
+#include "tessera/engine/engine.h"
+
+namespace tessera::engine {
+namespace {
+
+class GraphBuilder {
+ public:
+  GraphBuilder() {
+    model_.set_ir_version(8);
+    model_.add_opset_import()->set_version(13);
+    graph_ = model_.mutable_graph();
+    graph_->set_name("onednn_test");
+  }
+
+  void Input(const std::string& name, std::vector<int64_t> dims) {
+    SetInfo(graph_->add_input(), name, dims);
+  }
+  void Output(const std::string& name) {
+    auto* info = graph_->add_output();
+    info->set_name(name);
+    info->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+  }
+  // A constant FP32 tensor of seeded random values (scaled to keep activations O(1)).
+  void Weight(const std::string& name, std::vector<int64_t> dims, float scale) {
+    auto* t = graph_->add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::FLOAT);
+    int64_t count = 1;
+    for (int64_t d : dims) {
+      t->add_dims(d);
+      count *= d;
+    }
+    std::normal_distribution<float> dist(0.0f, scale);
+    for (int64_t i = 0; i < count; ++i) t->add_float_data(dist(rng_));
+  }
+  void Int64Constant(const std::string& name, std::vector<int64_t> values) {
+    auto* t = graph_->add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::INT64);
+    t->add_dims(static_cast<int64_t>(values.size()));
+    for (int64_t v : values) t->add_int64_data(v);
+  }
+  onnx::NodeProto* Node(const std::string& op, std::vector<std::string> inputs,
+                        std::vector<std::string> outputs) {
+    auto* node = graph_->add_node();
+    node->set_op_type(op);
+    node->set_name(outputs[0] + "_node");
+    for (const auto& in : inputs) node->add_input(in);
+    for (const auto& out : outputs) node->add_output(out);
+    return node;
+  }
+  static void Ints(onnx::NodeProto* node, const std::string& name, std::vector<int64_t> values) {
+    auto* a = node->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::INTS);
+    for (int64_t v : values) a->add_ints(v);
+  }
+  static void Int(onnx::NodeProto* node, const std::string& name, int64_t value) {
+    auto* a = node->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::INT);
+    a->set_i(value);
+  }
+
+  std::string Write(const std::string& file) {
+    std::string path = ::testing::TempDir() + "/" + file;
+    std::ofstream out(path, std::ios::binary);
+    model_.SerializeToOstream(&out);
+    return path;
+  }
+
+ private:
+  static void SetInfo(onnx::ValueInfoProto* info, const std::string& name,
+                      const std::vector<int64_t>& dims) {
+    info->set_name(name);
+    auto* tensor = info->mutable_type()->mutable_tensor_type();
+    tensor->set_elem_type(onnx::TensorProto::FLOAT);
+    for (int64_t d : dims) {
+      auto* dim = tensor->mutable_shape()->add_dim();
+      if (d < 0) {
+        dim->set_dim_param("batch");
+      } else {
+        dim->set_dim_value(d);
+      }
+    }
+  }
+
+  onnx::ModelProto model_;
+  onnx::GraphProto* graph_ = nullptr;
+  std::mt19937 rng_{42};
+};
+
+// A CNN mixing every case the layout logic distinguishes: Conv chains (channels-last kept),
+// element-wise ops on same-shape channels-last inputs (kept) and on a broadcast constant
+// (converted), pools with ceil mode and padding, a depthwise and a strided 1x1 Conv, a row-major-
+// only op (Transpose) reading a channels-last value, and a channels-last graph output.
+std::string MixedCnn() {
+  GraphBuilder b;
+  b.Input("input", {-1, 3, 20, 20});
+  b.Weight("w1", {8, 3, 3, 3}, 0.3f);
+  b.Weight("b1", {8}, 0.1f);
+  b.Weight("w2", {8, 1, 3, 3}, 0.3f);
+  b.Weight("w3", {16, 8, 1, 1}, 0.3f);
+  b.Weight("b3", {16}, 0.1f);
+  b.Weight("scale", {1, 8, 1, 1}, 1.0f);
+  b.Weight("fc", {16, 5}, 0.3f);
+  auto* c1 = b.Node("Conv", {"input", "w1", "b1"}, {"c1"});
+  GraphBuilder::Ints(c1, "pads", {1, 1, 1, 1});
+  b.Node("Relu", {"c1"}, {"r1"});
+  auto* p1 = b.Node("MaxPool", {"r1"}, {"p1"});
+  GraphBuilder::Ints(p1, "kernel_shape", {3, 3});
+  GraphBuilder::Ints(p1, "strides", {2, 2});
+  GraphBuilder::Ints(p1, "pads", {1, 1, 0, 0});
+  GraphBuilder::Int(p1, "ceil_mode", 1);
+  auto* c2 = b.Node("Conv", {"p1", "w2"}, {"c2"});
+  GraphBuilder::Ints(c2, "pads", {1, 1, 1, 1});
+  GraphBuilder::Int(c2, "group", 8);
+  b.Node("Add", {"c2", "p1"}, {"sum"});
+  b.Node("Mul", {"sum", "scale"}, {"scaled"});
+  auto* a1 = b.Node("AveragePool", {"scaled"}, {"a1"});
+  GraphBuilder::Ints(a1, "kernel_shape", {3, 3});
+  GraphBuilder::Ints(a1, "strides", {2, 2});
+  GraphBuilder::Ints(a1, "pads", {1, 1, 1, 1});
+  auto* c3 = b.Node("Conv", {"a1", "w3", "b3"}, {"c3"});
+  GraphBuilder::Ints(c3, "strides", {2, 2});
+  b.Node("Sigmoid", {"c3"}, {"s3"});
+  auto* t = b.Node("Transpose", {"s3"}, {"transposed"});
+  GraphBuilder::Ints(t, "perm", {0, 2, 3, 1});
+  b.Node("GlobalAveragePool", {"s3"}, {"gap"});
+  auto* f = b.Node("Flatten", {"gap"}, {"flat"});
+  GraphBuilder::Int(f, "axis", 1);
+  b.Node("MatMul", {"flat", "fc"}, {"logits"});
+  b.Output("logits");
+  b.Output("transposed");
+  b.Output("sum");
+  return b.Write("onednn_mixed_cnn.onnx");
+}
+
+Tensor RandomInput(int64_t batch, uint32_t seed) {
+  Tensor t;
+  t.name = "input";
+  t.dtype = DataType::kFp32;
+  t.shape = {batch, 3, 20, 20};
+  t.bytes.resize(static_cast<size_t>(batch * 3 * 20 * 20) * sizeof(float));
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  auto* p = reinterpret_cast<float*>(t.bytes.data());
+  for (int64_t i = 0; i < batch * 3 * 20 * 20; ++i) p[i] = dist(rng);
+  return t;
+}
+
+std::vector<Tensor> RunModel(Model* model, Tensor input) {
+  std::vector<Tensor> outputs;
+  std::vector<TensorView> views = {input.View()};
+  Status status = model->Run(views, &outputs);
+  EXPECT_TRUE(status.ok()) << status;
+  return outputs;
+}
+
+void ExpectAllClose(const std::vector<Tensor>& actual, const std::vector<Tensor>& expected,
+                    const std::string& what) {
+  ASSERT_EQ(actual.size(), expected.size()) << what;
+  for (size_t i = 0; i < actual.size(); ++i) {
+    ASSERT_EQ(actual[i].shape, expected[i].shape) << what << " output " << expected[i].name;
+    const auto* a = reinterpret_cast<const float*>(actual[i].bytes.data());
+    const auto* e = reinterpret_cast<const float*>(expected[i].bytes.data());
+    const size_t count = actual[i].bytes.size() / sizeof(float);
+    float max_ref = 0.0f;
+    for (size_t j = 0; j < count; ++j) max_ref = std::max(max_ref, std::fabs(e[j]));
+    for (size_t j = 0; j < count; ++j) {
+      ASSERT_NEAR(a[j], e[j], 1e-4f * std::max(1.0f, max_ref))
+          << what << " output " << expected[i].name << " element " << j;
+    }
+  }
+}
+
+TEST(OneDnnTest, BuildReportsWhetherItUsesOneDnn) {
+#ifdef TESSERA_HAVE_ONEDNN
+  EXPECT_TRUE(cpu::UsingOneDnn());
+  EXPECT_NE(cpu::OneDnnIsa(), "none");
+#else
+  EXPECT_FALSE(cpu::UsingOneDnn());
+#endif
+}
+
+class OneDnnVersusOwnKernels : public ::testing::TestWithParam<int> {};
+
+TEST_P(OneDnnVersusOwnKernels, MixedLayoutGraphAgreesAcrossBatchSizes) {
+  const std::string path = MixedCnn();
+  ModelOptions own_options;
+  own_options.onednn = false;
+  ModelOptions dnnl_options;
+  dnnl_options.num_threads = GetParam();
+  auto own = LoadOnnxModel(path, own_options);
+  auto dnnl = LoadOnnxModel(path, dnnl_options);
+  ASSERT_TRUE(own.ok()) << own.status();
+  ASSERT_TRUE(dnnl.ok()) << dnnl.status();
+  // Repeated and alternating batch sizes: first runs plan memory, later ones use the arena.
+  uint32_t seed = 1;
+  for (int64_t batch : {1, 3, 1, 3, 2}) {
+    Tensor input = RandomInput(batch, seed++);
+    ExpectAllClose(RunModel(dnnl->get(), input), RunModel(own->get(), input),
+                   "batch " + std::to_string(batch));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Threads, OneDnnVersusOwnKernels, ::testing::Values(1, 2));
+
+TEST(OneDnnTest, PlannedMemoryStillReportsAnArena) {
+  auto model = LoadOnnxModel(MixedCnn(), ModelOptions{});
+  ASSERT_TRUE(model.ok()) << model.status();
+  auto plan = (*model)->PlanMemory(4);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_GT(plan->arena_bytes, 0u);
+  EXPECT_LE(plan->arena_bytes, plan->naive_bytes);
+}
+
+TEST(LayoutTest, RowMajorAndChannelsLastRoundTrip) {
+  Value v = Value::Allocate(DataType::kFp32, {2, 3, 4, 5});
+  for (int64_t i = 0; i < v.num_elements(); ++i) v.mutable_data<float>()[i] = static_cast<float>(i);
+  Value cl = cpu::ToChannelsLast(v);
+  ASSERT_TRUE(cl.channels_last());
+  // Element (n=1, c=2, h=3, w=4) sits at ((1*4+3)*5+4)*3+2 in NHWC order.
+  EXPECT_EQ(cl.data<float>()[((1 * 4 + 3) * 5 + 4) * 3 + 2], v.data<float>()[119]);
+  Value back = cpu::ToRowMajor(cl);
+  EXPECT_FALSE(back.channels_last());
+  for (int64_t i = 0; i < v.num_elements(); ++i) {
+    ASSERT_EQ(back.data<float>()[i], v.data<float>()[i]) << i;
+  }
+  // A 1x1 spatial value has the same bytes in both layouts: relabelled, not copied.
+  Value pooled = Value::Allocate(DataType::kFp32, {2, 3, 1, 1});
+  EXPECT_EQ(cpu::ToChannelsLast(pooled).raw(), pooled.raw());
+}
+
+}  // namespace
+}  // namespace tessera::engine
