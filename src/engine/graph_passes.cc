@@ -52,8 +52,8 @@ const Value* ConstantFp32(const Graph& graph, int id, int64_t elements) {
 }
 
 // A Clip's bound: attribute (opset < 11) or constant scalar input; false when not constant.
-bool ClipBound(const Graph& graph, const Node& clip, size_t input, const char* attr,
-               float fallback, float* bound) {
+bool ClipBound(const Graph& graph, const Node& clip, size_t input, const char* attr, float fallback,
+               float* bound) {
   *bound = clip.attributes.GetFloat(attr, fallback);
   if (input >= clip.inputs.size() || clip.inputs[input] == kNoValue) return true;
   const int id = clip.inputs[input];
@@ -68,8 +68,7 @@ bool ClipBound(const Graph& graph, const Node& clip, size_t input, const char* a
 // an input whose dim 0 is the batch. Returns that size (0 = none) and names the node.
 int64_t FindPinnedBatch(const Graph& graph, std::string* node_name) {
   for (const Node& node : graph.nodes) {
-    if (node.op_type != "Reshape" || node.inputs.size() < 2 ||
-        !graph.IsConstant(node.inputs[1])) {
+    if (node.op_type != "Reshape" || node.inputs.size() < 2 || !graph.IsConstant(node.inputs[1])) {
       continue;
     }
     const auto& x = graph.shapes[node.inputs[0]];
@@ -90,13 +89,12 @@ int64_t FindPinnedBatch(const Graph& graph, std::string* node_name) {
 }  // namespace
 
 std::string PassSummary::ToString() const {
-  return absl::StrCat(nodes_before, " -> ", nodes_after, " nodes: ", constant_folded,
-                      " constant-folded, ", shape_values_folded, " shape values folded, ",
-                      reshapes_rewritten, " reshape targets made static, ", dead_removed,
-                      " dead removed, ", batchnorms_folded, " BatchNorms folded into Conv, ",
-                      activations_fused, " activations fused",
-                      batch_pinned_by.empty() ? "" : absl::StrCat("; batch pinned by ",
-                                                                  batch_pinned_by));
+  return absl::StrCat(
+      nodes_before, " -> ", nodes_after, " nodes: ", constant_folded, " constant-folded, ",
+      shape_values_folded, " shape values folded, ", reshapes_rewritten,
+      " reshape targets made static, ", dead_removed, " dead removed, ", batchnorms_folded,
+      " BatchNorms folded into Conv, ", activations_fused, " activations fused",
+      batch_pinned_by.empty() ? "" : absl::StrCat("; batch pinned by ", batch_pinned_by));
 }
 
 StatusOr<int> FoldConstants(Graph* graph) {
@@ -284,9 +282,10 @@ StatusOr<PassSummary> RunGraphPasses(Graph* graph) {
   std::string pinned_by;
   if (graph->dynamic_batch) {
     if (const int64_t batch = FindPinnedBatch(*graph, &pinned_by); batch > 0) {
-      spdlog::warn("{} hard-codes a leading size of {} for the batch dim: the model runs at "
-                   "batch {} only (re-export it with the batch taken from the input shape)",
-                   pinned_by, batch, batch);
+      spdlog::warn(
+          "{} hard-codes a leading size of {} for the batch dim: the model runs at "
+          "batch {} only (re-export it with the batch taken from the input shape)",
+          pinned_by, batch, batch);
       for (size_t i = 0; i < graph->inputs.size(); ++i) {
         Shape& s = graph->inputs[i].shape;
         if (graph->input_rank_known[i] && !s.empty() && s[0] < 0) s[0] = batch;

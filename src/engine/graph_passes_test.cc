@@ -2,6 +2,8 @@
 // Conv+activation fusion and the dynamic-batch check, on graphs built here and on torch exports.
 // Numerics compare the passed graph (LoadOnnxModel) with the same file interpreted node by node
 // without passes (RunGraphForTest).
+#include "engine/graph_passes.h"
+
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -10,7 +12,6 @@
 #include <sstream>
 
 #include "engine/cpu/ops.h"
-#include "engine/graph_passes.h"
 #include "engine/onnx_import.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -26,8 +27,8 @@ constexpr int64_t B = kBatchDim;
 constexpr int64_t U = kUnknownDim;
 
 Value Int64s(std::vector<int64_t> v, bool scalar = false) {
-  Value out = Value::Allocate(DataType::kInt64,
-                              scalar ? Shape{} : Shape{static_cast<int64_t>(v.size())});
+  Value out =
+      Value::Allocate(DataType::kInt64, scalar ? Shape{} : Shape{static_cast<int64_t>(v.size())});
   std::copy(v.begin(), v.end(), out.mutable_data<int64_t>());
   return out;
 }
@@ -103,7 +104,7 @@ std::vector<Value> RunGraphForTest(const Graph& graph, const std::vector<Value>&
   for (const Node& node : graph.nodes) {
     cpu::Inputs in;
     for (int id : node.inputs) {
-      in.push_back(id == kNoValue ? nullptr
+      in.push_back(id == kNoValue         ? nullptr
                    : graph.IsConstant(id) ? &*graph.constants[id]
                                           : &slots[id]);
     }
@@ -150,7 +151,7 @@ TEST(InferShapesTest, CnnHeadWithSymbolicBatch) {
   Node& tr = b.Op("Transpose", {"c"}, {"t"});
   SetInts(&tr, "perm", {0, 2, 3, 1});
   b.Op("MatMul", {"t", "r"}, {"m"});
-  b.Op("Add", {"y", "fc"}, {"bad"});   // [B,10] + [10,4]: inconsistent, never a wrong guess
+  b.Op("Add", {"y", "fc"}, {"bad"});  // [B,10] + [10,4]: inconsistent, never a wrong guess
   b.Op("NotAnOp", {"y"}, {"z"});
   b.Output("y");
   InferShapes(&b.graph());
@@ -382,7 +383,8 @@ onnx::ModelProto ConvBnModel(const std::string& activation) {
   AddInitializer(g, "w2", Floats({4, 8, 1, 1}, 0.3f));
   for (const auto& [prefix, c] : {std::pair<std::string, int64_t>{"bn1", 8}, {"bn2", 4}}) {
     Value var = Floats({c}, 0.4f);
-    for (int64_t i = 0; i < c; ++i) var.mutable_data<float>()[i] = 0.5f + std::fabs(var.data<float>()[i]);
+    for (int64_t i = 0; i < c; ++i)
+      var.mutable_data<float>()[i] = 0.5f + std::fabs(var.data<float>()[i]);
     AddInitializer(g, prefix + "_gamma", Floats({c}, 0.5f));
     AddInitializer(g, prefix + "_beta", Floats({c}, 0.6f));
     AddInitializer(g, prefix + "_mean", Floats({c}, 0.7f));
@@ -416,7 +418,8 @@ onnx::ModelProto ConvBnModel(const std::string& activation) {
 }
 
 Graph Import(const std::string& path) {
-  auto graph = ImportOnnxModel(path, [](const std::string& op) { return cpu::FindOp(op) != nullptr; });
+  auto graph =
+      ImportOnnxModel(path, [](const std::string& op) { return cpu::FindOp(op) != nullptr; });
   EXPECT_TRUE(graph.ok()) << graph.status();
   return graph.ok() ? *std::move(graph) : Graph{};
 }
@@ -439,8 +442,8 @@ void ExpectSameOutputs(const std::string& path, Shape input_shape, double tolera
   ASSERT_TRUE(model.ok()) << model.status();
   Value x = Floats(input_shape, 0.9f);
   std::vector<Value> want = RunGraphForTest(original, {x});
-  TensorView view{(*model)->inputs()[0].name, DataType::kFp32, input_shape,
-                  x.mutable_data<void>(), x.byte_size()};
+  TensorView view{(*model)->inputs()[0].name, DataType::kFp32, input_shape, x.mutable_data<void>(),
+                  x.byte_size()};
   std::vector<Tensor> got;
   Status status = (*model)->Run({view}, &got);
   ASSERT_TRUE(status.ok()) << status;
@@ -503,7 +506,7 @@ TEST(FusionTest, NotFusedWhenTheConvOutputIsAlsoRead) {
   b.Const("var", var);
   b.Op("Conv", {"x", "w"}, {"c"});
   b.Op("Relu", {"c"}, {"r"});
-  b.Op("Add", {"c", "r"}, {"y"});                              // c has two readers
+  b.Op("Add", {"c", "r"}, {"y"});                                        // c has two readers
   b.Op("BatchNormalization", {"y", "g", "beta", "mean", "var"}, {"z"});  // not after a Conv
   b.Output("z");
   auto summary = RunGraphPasses(&b.graph());
@@ -569,6 +572,33 @@ TEST(TorchExportTest, ModelsFromEnvironment) {
     std::printf("[ passes   ] %s: %s\n", path.c_str(), summary->ToString().c_str());
     ExpectSameOutputs(path, shape, 1e-4);
   }
+}
+
+TEST(DynamicBatchTest, PinnedModelRejectsOtherBatchSizesAtRun) {
+  onnx::ModelProto model;
+  model.set_ir_version(8);
+  model.add_opset_import()->set_version(13);
+  onnx::GraphProto* g = model.mutable_graph();
+  SetFloatInfo(g->add_input(), "x", {-1, 2, 2});
+  SetFloatInfo(g->add_output(), "y", {-1, 4});
+  onnx::TensorProto* target = g->add_initializer();
+  target->set_name("target");
+  target->set_data_type(onnx::TensorProto::INT64);
+  target->add_dims(2);
+  target->add_int64_data(1);  // x.view(1, -1), traced at batch 1
+  target->add_int64_data(-1);
+  AddNode(g, "Reshape", {"x", "target"}, "y");
+  auto loaded = LoadOnnxModel(WriteModel(model, "pinned.onnx"), {});
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ((*loaded)->inputs()[0].shape, (Shape{1, 2, 2}));
+  std::vector<float> data(8, 1.0f);
+  std::vector<Tensor> out;
+  TensorView one{"x", DataType::kFp32, {1, 2, 2}, data.data(), 16};
+  EXPECT_TRUE((*loaded)->Run({one}, &out).ok());
+  TensorView two{"x", DataType::kFp32, {2, 2, 2}, data.data(), 32};
+  Status status = (*loaded)->Run({two}, &out);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("expected [1, 2, 2]"));
 }
 
 }  // namespace

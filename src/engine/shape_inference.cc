@@ -29,7 +29,8 @@ struct Analysis {
   std::vector<std::optional<Elements>> data;  // int64, rank <= 1, <= kMaxTrackedElements
 };
 
-// Dims that numpy-broadcast together (static sizes win over symbols: a symbol must equal them or 1).
+// Dims that numpy-broadcast together (static sizes win over symbols: a symbol must equal them or
+// 1).
 int64_t BroadcastDim(int64_t a, int64_t b) {
   if (a == 1) return b;
   if (b == 1 || a == b) return a;
@@ -183,9 +184,9 @@ void InferNode(const Node& node, Analysis* a) {
     static const std::optional<Elements> kNone;
     return i < node.inputs.size() && node.inputs[i] != kNoValue ? a->data[node.inputs[i]] : kNone;
   };
-  const DataType in_dtype =
-      !node.inputs.empty() && node.inputs[0] != kNoValue ? a->dtypes[node.inputs[0]]
-                                                         : DataType::kInvalid;
+  const DataType in_dtype = !node.inputs.empty() && node.inputs[0] != kNoValue
+                                ? a->dtypes[node.inputs[0]]
+                                : DataType::kInvalid;
   const std::optional<Shape>& x = shape_of(0);
   std::optional<Shape> out;
   DataType dtype = in_dtype;
@@ -239,7 +240,8 @@ void InferNode(const Node& node, Analysis* a) {
       auto axis = Axis(attrs.GetInt("axis", 1), x->size() + 1);
       if (axis) {
         Factor rows, cols;
-        for (size_t d = 0; d < x->size(); ++d) (static_cast<int>(d) < *axis ? rows : cols).Add((*x)[d]);
+        for (size_t d = 0; d < x->size(); ++d)
+          (static_cast<int>(d) < *axis ? rows : cols).Add((*x)[d]);
         out = Shape{rows.AsDim(), cols.AsDim()};
       }
     }
@@ -251,7 +253,8 @@ void InferNode(const Node& node, Analysis* a) {
       }
       if (perm.size() == x->size()) {
         out = Shape();
-        for (int64_t p : perm) out->push_back(p >= 0 && p < static_cast<int64_t>(x->size()) ? (*x)[p] : kUnknownDim);
+        for (int64_t p : perm)
+          out->push_back(p >= 0 && p < static_cast<int64_t>(x->size()) ? (*x)[p] : kUnknownDim);
       }
     }
   } else if (op == "Concat") {
@@ -313,7 +316,8 @@ void InferNode(const Node& node, Analysis* a) {
       }
       out = Shape();
       size_t next = 0;
-      for (size_t d = 0; d < rank; ++d) out->push_back(inserted[d] || next >= x->size() ? 1 : (*x)[next++]);
+      for (size_t d = 0; d < rank; ++d)
+        out->push_back(inserted[d] || next >= x->size() ? 1 : (*x)[next++]);
     }
   } else if (op == "Squeeze") {
     auto axes = AxesOf(node, *a);
