@@ -134,6 +134,59 @@ void WindowDims(const Node& node, const Shape& x, const std::vector<int64_t>& ke
   out->push_back(ow.value_or(kUnknownDim));
 }
 
+// Slice's starts/ends/axes/steps: inputs 1..4 (opset >= 10) or attributes; all statically known.
+struct SliceSpec {
+  std::vector<int64_t> starts, ends, axes, steps;
+};
+
+std::optional<SliceSpec> SliceSpecOf(const Node& node, const Analysis& a, size_t rank) {
+  SliceSpec spec;
+  std::vector<int64_t>* parts[] = {&spec.starts, &spec.ends, &spec.axes, &spec.steps};
+  if (node.opset < 10) {
+    spec.starts = node.attributes.GetInts("starts");
+    spec.ends = node.attributes.GetInts("ends");
+    spec.axes = node.attributes.GetInts("axes");
+  } else {
+    for (size_t i = 1; i < 5; ++i) {
+      if (i >= node.inputs.size() || node.inputs[i] == kNoValue) continue;
+      const auto& d = a.data[node.inputs[i]];
+      if (!d || std::any_of(d->begin(), d->end(), IsSym)) return std::nullopt;
+      *parts[i - 1] = *d;
+    }
+  }
+  if (spec.axes.empty()) {
+    for (size_t i = 0; i < spec.starts.size(); ++i) spec.axes.push_back(static_cast<int64_t>(i));
+  }
+  if (spec.steps.empty()) spec.steps.assign(spec.starts.size(), 1);
+  if (spec.ends.size() != spec.starts.size() || spec.axes.size() != spec.starts.size() ||
+      spec.steps.size() != spec.starts.size()) {
+    return std::nullopt;
+  }
+  for (int64_t& axis : spec.axes) {
+    auto n = Axis(axis, rank);
+    if (!n) return std::nullopt;
+    axis = *n;
+  }
+  return spec;
+}
+
+// Elements a Slice takes along a static dim: count, first index (ONNX clamping rules).
+std::optional<std::pair<int64_t, int64_t>> SliceRange(int64_t dim, int64_t start, int64_t end,
+                                                      int64_t step) {
+  if (step == 0) return std::nullopt;
+  if (dim == 0) return std::make_pair(int64_t{0}, int64_t{0});
+  if (start < 0) start += dim;
+  if (end < 0) end += dim;
+  if (step > 0) {
+    start = std::clamp<int64_t>(start, 0, dim);
+    end = std::clamp<int64_t>(end, 0, dim);
+    return std::make_pair(std::max<int64_t>(0, (end - start + step - 1) / step), start);
+  }
+  start = std::clamp<int64_t>(start, 0, dim - 1);
+  end = std::clamp<int64_t>(end, -1, dim - 1);
+  return std::make_pair(std::max<int64_t>(0, (start - end - step - 1) / -step), start);
+}
+
 std::optional<Shape> ReshapeShape(const Node& node, const Analysis& a) {
   const auto& x = a.shapes[node.inputs[0]];
   const int target_id = node.inputs.size() > 1 ? node.inputs[1] : kNoValue;
@@ -337,6 +390,36 @@ void InferNode(const Node& node, Analysis* a) {
         if (!drop[d]) out->push_back((*x)[d]);
       }
     }
+  } else if (op == "Cast") {
+    out = x;
+    const int64_t to = attrs.GetInt("to", 0);  // onnx.TensorProto.DataType
+    dtype = to == 1 ? DataType::kFp32 : to == 7 ? DataType::kInt64 : DataType::kInvalid;
+  } else if (op == "Slice") {
+    auto spec = x ? SliceSpecOf(node, *a, x->size()) : std::nullopt;
+    if (spec) {
+      out = x;
+      for (size_t i = 0; i < spec->axes.size(); ++i) {
+        int64_t& d = (*out)[spec->axes[i]];
+        if (Static(d)) {
+          auto range = SliceRange(d, spec->starts[i], spec->ends[i], spec->steps[i]);
+          d = range ? range->first : kUnknownDim;
+        } else if (!(spec->starts[i] == 0 && spec->steps[i] == 1 &&
+                     spec->ends[i] >= std::numeric_limits<int32_t>::max())) {
+          d = kUnknownDim;  // only the whole of a runtime dim keeps its symbol
+        }
+      }
+      const auto& d = data_of(0);
+      if (d && x->size() == 1 && static_cast<int64_t>(d->size()) == (*x)[0]) {
+        auto range = SliceRange((*x)[0], spec->starts[0], spec->ends[0], spec->steps[0]);
+        if (range) {
+          Elements e;
+          for (int64_t k = 0, i = range->second; k < range->first; ++k, i += spec->steps[0]) {
+            e.push_back((*d)[i]);
+          }
+          a->data[node.outputs[0]] = e;
+        }
+      }
+    }
   } else {
     dtype = DataType::kInvalid;  // an op this pass does not know: leave its outputs unknown
   }
@@ -348,7 +431,7 @@ void InferNode(const Node& node, Analysis* a) {
   // Element values of small int64 results.
   if (dtype != DataType::kInt64 || a->data[y] || !out || out->size() > 1) return;
   if (op == "Identity" || op == "Unsqueeze" || op == "Squeeze" || op == "Reshape" ||
-      op == "Flatten") {
+      op == "Flatten" || (op == "Cast" && in_dtype == DataType::kInt64)) {
     a->data[y] = data_of(0);  // element order is unchanged
   } else if (op == "Gather") {
     const auto& d = data_of(0);
