@@ -1,9 +1,10 @@
 // The CPU implementation of Model and LoadOnnxModel: import, check every node against its kernel,
-// run the graph passes (graph_passes.h: folding, BatchNorm and activation fusion), then interpret the remaining nodes in order on each Run. The first Run
-// with a given tuple of input shapes allocates every activation and records sizes and aliases;
-// from that a liveness plan (memory_planner.h) is cached, and later Runs with those shapes place
-// kernel outputs in one reused arena. Graph outputs are in the arena too, live to the end and are
-// copied into the returned Tensors; graph inputs stay caller-owned, weights stay in graph_.
+// run the graph passes (graph_passes.h: folding, BatchNorm and activation fusion), then interpret
+// the remaining nodes in order on each Run. The first Run with a given tuple of input shapes
+// allocates every activation and records sizes and aliases; from that a liveness plan
+// (memory_planner.h) is cached, and later Runs with those shapes place kernel outputs in one
+// reused arena. Graph outputs are in the arena too, live to the end and are copied into the
+// returned Tensors; graph inputs stay caller-owned, weights stay in graph_.
 #include <algorithm>
 #include <chrono>
 #include <cstring>

@@ -12,14 +12,15 @@
 //      position where the Reshape's input has the batch, becomes a constant with 0 there ("copy
 //      this input dim"). Steps 1–3 repeat until nothing changes.
 //   4. RemoveDeadNodes — nodes no graph output needs, and constants nothing reads any more.
-//   5. FoldBatchNormIntoConv — inference BatchNormalization whose input is a Conv output read by
+//   5. Batch check (dynamic batch, below); when it pins the batch, 1–4 run again (all static now).
+//   6. FoldBatchNormIntoConv — inference BatchNormalization whose input is a Conv output read by
 //      nothing else (not a graph output), with constant FP32 weights:
 //        W' = W·γ/√(var+ε),  b' = (b−μ)·γ/√(var+ε) + β   (computed in double).
 //      Any other BatchNormalization stays as it is.
-//   6. FuseConvActivation — Conv followed by Relu, or by Clip with constant bounds (ReLU6), where
+//   7. FuseConvActivation — Conv followed by Relu, or by Clip with constant bounds (ReLU6), where
 //      the Conv output has no other reader and is not a graph output, becomes one Conv node with
 //      the internal attributes below; the Conv takes over the activation's output value id.
-//   7. Batch check (dynamic batch) — see below.
+//   Then RemoveDeadNodes frees the replaced weights and InferShapes refreshes Graph::shapes.
 //
 // Fused-activation convention (read by every Conv kernel):
 //   tessera_activation  kString  "Relu" or "Clip"
@@ -77,7 +78,8 @@ int RemoveDeadNodes(Graph* graph);
 int FoldBatchNormIntoConv(Graph* graph);
 int FuseConvActivation(Graph* graph);
 
-// Runs 1–7 in order; the graph is ready for a backend afterwards (shapes refreshed).
+// Runs 1–7 in order; the graph is ready for a backend afterwards (shapes refreshed). Errors:
+// a kernel failing on constant inputs while folding (the node is named).
 StatusOr<PassSummary> RunGraphPasses(Graph* graph);
 
 }  // namespace tessera::engine
