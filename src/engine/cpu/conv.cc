@@ -208,7 +208,14 @@ Status RunConv(const OpContext& ctx, const Node& node, const Inputs& inputs,
     const float lo = act == "Relu" ? 0.0f : node.attributes.GetFloat("tessera_clip_min", -kInf);
     const float hi = act == "Relu" ? kInf : node.attributes.GetFloat("tessera_clip_max", kInf);
     float* data = y.mutable_data<float>();
-    for (int64_t i = 0; i < y.num_elements(); ++i) data[i] = std::min(std::max(data[i], lo), hi);
+    const int64_t total = y.num_elements();
+    const int64_t tasks = std::max<int64_t>(1, total / 16384);
+    ParallelFor(ctx.pool, tasks, [&](int64_t t) {
+      const int64_t end = total * (t + 1) / tasks;
+      for (int64_t i = total * t / tasks; i < end; ++i) {
+        data[i] = std::min(std::max(data[i], lo), hi);
+      }
+    });
   }
   (*outputs)[0] = std::move(y);
   return absl::OkStatus();
