@@ -1,9 +1,10 @@
 // The CPU implementation of Model and LoadOnnxModel: import, check every node against its kernel,
-// fold constant subgraphs, then interpret the remaining nodes in order on each Run. The first Run
-// with a given tuple of input shapes allocates every activation and records sizes and aliases;
-// from that a liveness plan (memory_planner.h) is cached, and later Runs with those shapes place
-// kernel outputs in one reused arena. Graph outputs are in the arena too, live to the end and are
-// copied into the returned Tensors; graph inputs stay caller-owned, weights stay in graph_.
+// run the graph passes (graph_passes.h: folding, BatchNorm and activation fusion), then interpret
+// the remaining nodes in order on each Run. The first Run with a given tuple of input shapes
+// allocates every activation and records sizes and aliases; from that a liveness plan
+// (memory_planner.h) is cached, and later Runs with those shapes place kernel outputs in one
+// reused arena. Graph outputs are in the arena too, live to the end and are copied into the
+// returned Tensors; graph inputs stay caller-owned, weights stay in graph_.
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -17,9 +18,11 @@
 #include "absl/base/thread_annotations.h"
 #include "engine/cpu/ops.h"
 #include "engine/graph.h"
+#include "engine/graph_passes.h"
 #include "engine/memory_planner.h"
 #include "engine/onnx_import.h"
 #include "engine/thread_pool.h"
+#include "spdlog/spdlog.h"
 #include "tessera/engine/engine.h"
 
 namespace tessera::engine {
@@ -27,37 +30,6 @@ namespace {
 
 Status Prefixed(const Status& status, const std::string& prefix) {
   return Status(status.code(), absl::StrCat(prefix, ": ", status.message()));
-}
-
-// Runs every node whose inputs are all constants (weights, Constant nodes, shapes derived from
-// them) once, at load, and keeps its outputs as constants. What stays is the data-dependent part.
-Status FoldConstants(Graph* graph) {
-  std::vector<Node> remaining;
-  cpu::OpContext ctx;  // single-threaded: folded subgraphs are small
-  for (Node& node : graph->nodes) {
-    bool foldable = true;
-    cpu::Inputs inputs;
-    for (int id : node.inputs) {
-      if (id == kNoValue) {
-        inputs.push_back(nullptr);
-      } else if (graph->IsConstant(id)) {
-        inputs.push_back(&*graph->constants[id]);
-      } else {
-        foldable = false;
-        break;
-      }
-    }
-    if (!foldable) {
-      remaining.push_back(std::move(node));
-      continue;
-    }
-    std::vector<Value> outputs(node.outputs.size());
-    Status status = cpu::FindOp(node.op_type)->run(ctx, node, inputs, &outputs);
-    if (!status.ok()) return Prefixed(status, node.Describe(graph->value_names));
-    for (size_t i = 0; i < outputs.size(); ++i) graph->constants[node.outputs[i]] = outputs[i];
-  }
-  graph->nodes = std::move(remaining);
-  return absl::OkStatus();
 }
 
 // What a Run without a plan learns about each value, so a plan can be built from it.
@@ -520,8 +492,9 @@ StatusOr<std::unique_ptr<Model>> LoadOnnxModel(const std::string& path,
       return absl::UnimplementedError(
           absl::StrCat(path, ": unsupported node configuration: ", absl::StrJoin(problems, "; ")));
     }
-    Status folded = FoldConstants(&graph);
-    if (!folded.ok()) return Prefixed(folded, path);
+    StatusOr<PassSummary> passes = RunGraphPasses(&graph);
+    if (!passes.ok()) return Prefixed(passes.status(), path);
+    spdlog::info("{}: graph passes: {}", path, passes->ToString());
     return std::unique_ptr<Model>(
         std::make_unique<CpuModel>(std::move(graph), std::max(1, options.num_threads),
                                    options.plan_memory, options.onednn));

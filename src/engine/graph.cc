@@ -39,6 +39,10 @@ std::string Node::Describe(const std::vector<std::string>& value_names) const {
 int Graph::AddValue(const std::string& name) {
   value_names.push_back(name);
   constants.emplace_back();
+  if (!shapes.empty() || !dtypes.empty()) {
+    shapes.resize(value_names.size());
+    dtypes.resize(value_names.size(), DataType::kInvalid);
+  }
   return static_cast<int>(value_names.size()) - 1;
 }
 

@@ -59,6 +59,11 @@ struct Node {
   std::string Describe(const std::vector<std::string>& value_names) const;
 };
 
+// Dims in Graph::shapes: >= 0 static; kBatchDim is the batch (the graph inputs' dynamic leading
+// dim, one symbol shared by every input); kUnknownDim is any other size known only at Run.
+inline constexpr int64_t kBatchDim = -1;
+inline constexpr int64_t kUnknownDim = -2;
+
 struct Graph {
   std::vector<std::string> value_names;        // indexed by value id
   std::vector<std::optional<Value>> constants;  // indexed by value id; set for weights/folded values
@@ -70,6 +75,16 @@ struct Graph {
   std::vector<TensorInfo> outputs;
   int opset = 0;
 
+  // Filled by InferShapes (graph_passes.h), indexed by value id: the static shape (dims as above;
+  // nullopt = rank unknown) and dtype (kInvalid = unknown). Never wrong, possibly incomplete.
+  std::vector<std::optional<Shape>> shapes;
+  std::vector<DataType> dtypes;
+  // True when some graph input's leading dim is dynamic, i.e. Run accepts any batch size. False
+  // for files that declare a fixed leading dim (e.g. 1) and after the passes pinned the batch to 1
+  // because a Reshape hard-codes it (see graph_passes.h).
+  bool dynamic_batch = false;
+
+  // Adds a value (not constant, shape unknown) and returns its id.
   int AddValue(const std::string& name);
   bool IsConstant(int id) const { return id >= 0 && constants[id].has_value(); }
   uint64_t ConstantBytes() const;

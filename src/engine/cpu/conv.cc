@@ -2,6 +2,7 @@
 // the input planes to Sgemm directly.
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -157,6 +158,10 @@ Status CheckConv(const Node& node, const Graph& graph) {
   return absl::OkStatus();
 }
 
+namespace {
+constexpr float kInf = std::numeric_limits<float>::infinity();
+}  // namespace
+
 Status RunConv(const OpContext& ctx, const Node& node, const Inputs& inputs,
                std::vector<Value>* outputs) {
   TESSERA_ASSIGN_OR_RETURN(const Value* x, RequireInput(inputs, 0, "X", {DataType::kFp32}));
@@ -198,6 +203,20 @@ Status RunConv(const OpContext& ctx, const Node& node, const Inputs& inputs,
   Conv2d(x->data<float>(), batch, cin, h, w, wt->data<float>(),
          bias != nullptr ? bias->data<float>() : nullptr, cout, groups, win,
          y.mutable_data<float>(), oh, ow, ctx.pool);
+  // An activation fused in by the graph passes (graph_passes.h).
+  if (const std::string act = node.attributes.GetString("tessera_activation"); !act.empty()) {
+    const float lo = act == "Relu" ? 0.0f : node.attributes.GetFloat("tessera_clip_min", -kInf);
+    const float hi = act == "Relu" ? kInf : node.attributes.GetFloat("tessera_clip_max", kInf);
+    float* data = y.mutable_data<float>();
+    const int64_t total = y.num_elements();
+    const int64_t tasks = std::max<int64_t>(1, total / 16384);
+    ParallelFor(ctx.pool, tasks, [&](int64_t t) {
+      const int64_t end = total * (t + 1) / tasks;
+      for (int64_t i = total * t / tasks; i < end; ++i) {
+        data[i] = std::min(std::max(data[i], lo), hi);
+      }
+    });
+  }
   (*outputs)[0] = std::move(y);
   return absl::OkStatus();
 }

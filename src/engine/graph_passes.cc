@@ -1,0 +1,306 @@
+// The pass pipeline of graph_passes.h, except shape inference and shape-subgraph folding, which
+// live in shape_inference.cc.
+#include "engine/graph_passes.h"
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "engine/cpu/ops.h"
+#include "spdlog/spdlog.h"
+
+namespace tessera::engine {
+namespace {
+
+// How many node inputs read each value (graph outputs count as one more reader each).
+std::vector<int> ReaderCounts(const Graph& graph) {
+  std::vector<int> readers(graph.value_names.size(), 0);
+  for (const Node& node : graph.nodes) {
+    for (int id : node.inputs) {
+      if (id != kNoValue) ++readers[id];
+    }
+  }
+  for (int id : graph.output_ids) ++readers[id];
+  return readers;
+}
+
+// The index of the node producing each value, or -1.
+std::vector<int> Producers(const Graph& graph) {
+  std::vector<int> producer(graph.value_names.size(), -1);
+  for (size_t n = 0; n < graph.nodes.size(); ++n) {
+    for (int id : graph.nodes[n].outputs) producer[id] = static_cast<int>(n);
+  }
+  return producer;
+}
+
+void EraseMarked(const std::vector<bool>& remove, Graph* graph) {
+  std::vector<Node> kept;
+  for (size_t n = 0; n < graph->nodes.size(); ++n) {
+    if (!remove[n]) kept.push_back(std::move(graph->nodes[n]));
+  }
+  graph->nodes = std::move(kept);
+}
+
+const Value* ConstantFp32(const Graph& graph, int id, int64_t elements) {
+  if (id == kNoValue || !graph.IsConstant(id)) return nullptr;
+  const Value& v = *graph.constants[id];
+  if (v.dtype() != DataType::kFp32 || v.rank() != 1 || v.num_elements() != elements) {
+    return nullptr;
+  }
+  return &v;
+}
+
+// A Clip's bound: attribute (opset < 11) or constant scalar input; false when not constant.
+bool ClipBound(const Graph& graph, const Node& clip, size_t input, const char* attr, float fallback,
+               float* bound) {
+  *bound = clip.attributes.GetFloat(attr, fallback);
+  if (input >= clip.inputs.size() || clip.inputs[input] == kNoValue) return true;
+  const int id = clip.inputs[input];
+  if (!graph.IsConstant(id)) return false;
+  const Value& v = *graph.constants[id];
+  if (v.dtype() != DataType::kFp32 || v.num_elements() != 1) return false;
+  *bound = v.data<float>()[0];
+  return true;
+}
+
+// Dynamic batch check of graph_passes.h: the first Reshape hard-coding a literal leading size for
+// an input whose dim 0 is the batch. Returns that size (0 = none) and names the node.
+int64_t FindPinnedBatch(const Graph& graph, std::string* node_name) {
+  for (const Node& node : graph.nodes) {
+    if (node.op_type != "Reshape" || node.inputs.size() < 2 || !graph.IsConstant(node.inputs[1])) {
+      continue;
+    }
+    const auto& x = graph.shapes[node.inputs[0]];
+    const Value& target = *graph.constants[node.inputs[1]];
+    if (!x || x->empty() || (*x)[0] != kBatchDim || target.dtype() != DataType::kInt64 ||
+        target.num_elements() == 0) {
+      continue;
+    }
+    const int64_t first = target.data<int64_t>()[0];
+    if (first > 0) {
+      *node_name = node.Describe(graph.value_names);
+      return first;
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+std::string PassSummary::ToString() const {
+  return absl::StrCat(
+      nodes_before, " -> ", nodes_after, " nodes: ", constant_folded, " constant-folded, ",
+      shape_values_folded, " shape values folded, ", reshapes_rewritten,
+      " reshape targets made static, ", dead_removed, " dead removed, ", batchnorms_folded,
+      " BatchNorms folded into Conv, ", activations_fused, " activations fused",
+      batch_pinned_by.empty() ? "" : absl::StrCat("; batch pinned by ", batch_pinned_by));
+}
+
+StatusOr<int> FoldConstants(Graph* graph) {
+  std::vector<Node> remaining;
+  cpu::OpContext ctx;  // single-threaded: folded subgraphs are small
+  int folded = 0;
+  for (Node& node : graph->nodes) {
+    bool foldable = true;
+    cpu::Inputs inputs;
+    for (int id : node.inputs) {
+      if (id == kNoValue) {
+        inputs.push_back(nullptr);
+      } else if (graph->IsConstant(id)) {
+        inputs.push_back(&*graph->constants[id]);
+      } else {
+        foldable = false;
+        break;
+      }
+    }
+    const cpu::OpDef* op = cpu::FindOp(node.op_type, /*onednn=*/false);  // row-major constants
+    if (!foldable || op == nullptr) {
+      remaining.push_back(std::move(node));
+      continue;
+    }
+    std::vector<Value> outputs(node.outputs.size());
+    Status status = op->run(ctx, node, inputs, &outputs);
+    if (!status.ok()) {
+      return Status(status.code(),
+                    absl::StrCat(node.Describe(graph->value_names), ": ", status.message()));
+    }
+    for (size_t i = 0; i < outputs.size(); ++i) graph->constants[node.outputs[i]] = outputs[i];
+    ++folded;
+  }
+  graph->nodes = std::move(remaining);
+  return folded;
+}
+
+int RemoveDeadNodes(Graph* graph) {
+  std::vector<bool> live(graph->value_names.size(), false);
+  for (int id : graph->output_ids) live[id] = true;
+  std::vector<bool> remove(graph->nodes.size(), false);
+  int removed = 0;
+  for (size_t n = graph->nodes.size(); n-- > 0;) {
+    const Node& node = graph->nodes[n];
+    bool needed = false;
+    for (int id : node.outputs) needed = needed || (live[id] && !graph->IsConstant(id));
+    if (!needed) {
+      remove[n] = true;
+      ++removed;
+      continue;
+    }
+    for (int id : node.inputs) {
+      if (id != kNoValue) live[id] = true;
+    }
+  }
+  EraseMarked(remove, graph);
+  // Constants nothing reads any more (replaced weights, folded intermediates) free their memory.
+  for (size_t id = 0; id < graph->constants.size(); ++id) {
+    if (!live[id]) graph->constants[id].reset();
+  }
+  return removed;
+}
+
+int FoldBatchNormIntoConv(Graph* graph) {
+  const std::vector<int> readers = ReaderCounts(*graph);
+  const std::vector<int> producer = Producers(*graph);
+  std::vector<bool> remove(graph->nodes.size(), false);
+  int folded = 0;
+  for (size_t n = 0; n < graph->nodes.size(); ++n) {
+    const Node& bn = graph->nodes[n];
+    if (bn.op_type != "BatchNormalization" || bn.outputs.size() != 1 || bn.inputs.size() != 5 ||
+        bn.attributes.GetInt("training_mode", 0) != 0 || bn.inputs[0] == kNoValue) {
+      continue;
+    }
+    const int x = bn.inputs[0];
+    if (producer[x] < 0 || readers[x] != 1) continue;
+    Node& conv = graph->nodes[producer[x]];
+    if (conv.op_type != "Conv" || conv.outputs.size() != 1 || conv.inputs.size() < 2 ||
+        conv.attributes.Has("tessera_activation") || !graph->IsConstant(conv.inputs[1])) {
+      continue;
+    }
+    const Value& w = *graph->constants[conv.inputs[1]];
+    if (w.dtype() != DataType::kFp32 || w.rank() < 3) continue;
+    const int64_t cout = w.dim(0);
+    const Value* bias = nullptr;
+    if (conv.inputs.size() > 2 && conv.inputs[2] != kNoValue) {
+      bias = ConstantFp32(*graph, conv.inputs[2], cout);
+      if (bias == nullptr) continue;
+    }
+    const Value* gamma = ConstantFp32(*graph, bn.inputs[1], cout);
+    const Value* beta = ConstantFp32(*graph, bn.inputs[2], cout);
+    const Value* mean = ConstantFp32(*graph, bn.inputs[3], cout);
+    const Value* var = ConstantFp32(*graph, bn.inputs[4], cout);
+    if (gamma == nullptr || beta == nullptr || mean == nullptr || var == nullptr) continue;
+    const double epsilon = bn.attributes.GetFloat("epsilon", 1e-5f);
+    const int64_t per_channel = w.num_elements() / cout;
+    Value new_w = Value::Allocate(DataType::kFp32, w.shape());
+    Value new_b = Value::Allocate(DataType::kFp32, {cout});
+    for (int64_t c = 0; c < cout; ++c) {
+      const double scale = gamma->data<float>()[c] / std::sqrt(var->data<float>()[c] + epsilon);
+      const double b0 = bias != nullptr ? bias->data<float>()[c] : 0.0;
+      new_b.mutable_data<float>()[c] =
+          static_cast<float>((b0 - mean->data<float>()[c]) * scale + beta->data<float>()[c]);
+      const float* src = w.data<float>() + c * per_channel;
+      float* dst = new_w.mutable_data<float>() + c * per_channel;
+      for (int64_t i = 0; i < per_channel; ++i) dst[i] = static_cast<float>(src[i] * scale);
+    }
+    // Fresh values: the old weight may be read by another node.
+    const int w_id = graph->AddValue(graph->value_names[conv.inputs[1]] + "_bn");
+    const int b_id = graph->AddValue(graph->value_names[bn.inputs[2]] + "_conv_bias");
+    graph->constants[w_id] = std::move(new_w);
+    graph->constants[b_id] = std::move(new_b);
+    conv.inputs.resize(3);
+    conv.inputs[1] = w_id;
+    conv.inputs[2] = b_id;
+    conv.outputs[0] = bn.outputs[0];
+    remove[n] = true;
+    ++folded;
+  }
+  EraseMarked(remove, graph);
+  return folded;
+}
+
+int FuseConvActivation(Graph* graph) {
+  const std::vector<int> readers = ReaderCounts(*graph);
+  const std::vector<int> producer = Producers(*graph);
+  std::vector<bool> remove(graph->nodes.size(), false);
+  int fused = 0;
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  for (size_t n = 0; n < graph->nodes.size(); ++n) {
+    const Node& act = graph->nodes[n];
+    if ((act.op_type != "Relu" && act.op_type != "Clip") || act.inputs.empty() ||
+        act.inputs[0] == kNoValue || act.outputs.size() != 1) {
+      continue;
+    }
+    const int x = act.inputs[0];
+    // readers[x] == 1 also excludes a Conv output that is a graph output.
+    if (producer[x] < 0 || readers[x] != 1) continue;
+    Node& conv = graph->nodes[producer[x]];
+    if (conv.op_type != "Conv" || conv.outputs.size() != 1 ||
+        conv.attributes.Has("tessera_activation")) {
+      continue;
+    }
+    Attribute kind;
+    kind.kind = Attribute::Kind::kString;
+    kind.s = act.op_type;
+    if (act.op_type == "Clip") {
+      Attribute lo, hi;
+      lo.kind = hi.kind = Attribute::Kind::kFloat;
+      if (!ClipBound(*graph, act, 1, "min", -kInf, &lo.f) ||
+          !ClipBound(*graph, act, 2, "max", kInf, &hi.f)) {
+        continue;
+      }
+      conv.attributes.Set("tessera_clip_min", lo);
+      conv.attributes.Set("tessera_clip_max", hi);
+    }
+    conv.attributes.Set("tessera_activation", kind);
+    conv.outputs[0] = act.outputs[0];
+    remove[n] = true;
+    ++fused;
+  }
+  EraseMarked(remove, graph);
+  return fused;
+}
+
+StatusOr<PassSummary> RunGraphPasses(Graph* graph) {
+  PassSummary summary;
+  summary.nodes_before = static_cast<int>(graph->nodes.size());
+  // Folding one kind enables the other (a folded shape feeds Concat, a folded Concat a Reshape).
+  auto fold = [&]() -> Status {
+    for (int round = 0; round < 8; ++round) {
+      TESSERA_ASSIGN_OR_RETURN(int constants, FoldConstants(graph));
+      int rewritten = 0;
+      const int shapes = FoldShapeSubgraphs(graph, &rewritten);
+      summary.constant_folded += constants;
+      summary.shape_values_folded += shapes - rewritten;
+      summary.reshapes_rewritten += rewritten;
+      if (constants + shapes == 0) break;
+    }
+    summary.dead_removed += RemoveDeadNodes(graph);
+    return absl::OkStatus();
+  };
+  InferShapes(graph);
+  TESSERA_RETURN_IF_ERROR(fold());
+  std::string pinned_by;
+  if (graph->dynamic_batch) {
+    if (const int64_t batch = FindPinnedBatch(*graph, &pinned_by); batch > 0) {
+      spdlog::warn(
+          "{} hard-codes a leading size of {} for the batch dim: the model runs at "
+          "batch {} only (re-export it with the batch taken from the input shape)",
+          pinned_by, batch, batch);
+      for (size_t i = 0; i < graph->inputs.size(); ++i) {
+        Shape& s = graph->inputs[i].shape;
+        if (graph->input_rank_known[i] && !s.empty() && s[0] < 0) s[0] = batch;
+      }
+      summary.batch_pinned_by = pinned_by;
+      InferShapes(graph);
+      TESSERA_RETURN_IF_ERROR(fold());  // every shape is static now
+    }
+  }
+  summary.batchnorms_folded = FoldBatchNormIntoConv(graph);
+  summary.activations_fused = FuseConvActivation(graph);
+  summary.dead_removed += RemoveDeadNodes(graph);
+  InferShapes(graph);
+  summary.nodes_after = static_cast<int>(graph->nodes.size());
+  return summary;
+}
+
+}  // namespace tessera::engine

@@ -1,0 +1,85 @@
+// Load-time graph passes, run by LoadOnnxModel between the per-node checks and building the
+// backend model. Backend independent: they rewrite the Graph IR only (constant folding evaluates
+// nodes with the CPU reference kernels, which every build has). RunGraphPasses runs them all:
+//
+//   1. InferShapes — static dtype and shape per value (Graph::shapes/dtypes); the batch is the
+//      symbol kBatchDim. Unknown stays unknown (nullopt / kUnknownDim), never guessed.
+//   2. FoldConstants — nodes whose inputs are all constants run once; their outputs become
+//      constants (weights, Constant nodes, shape arithmetic on them).
+//   3. FoldShapeSubgraphs — int64 shape tensors (Shape→Gather→Unsqueeze→Concat chains of PyTorch
+//      exports) are tracked element by element; those whose elements are all statically known
+//      become constants, and a Reshape target whose only runtime elements are the batch, at the
+//      position where the Reshape's input has the batch, becomes a constant with 0 there ("copy
+//      this input dim"). Steps 1–3 repeat until nothing changes.
+//   4. RemoveDeadNodes — nodes no graph output needs, and constants nothing reads any more.
+//   5. Batch check (dynamic batch, below); when it pins the batch, 1–4 run again (all static now).
+//   6. FoldBatchNormIntoConv — inference BatchNormalization whose input is a Conv output read by
+//      nothing else (not a graph output), with constant FP32 weights:
+//        W' = W·γ/√(var+ε),  b' = (b−μ)·γ/√(var+ε) + β   (computed in double).
+//      Any other BatchNormalization stays as it is.
+//   7. FuseConvActivation — Conv followed by Relu, or by Clip with constant bounds (ReLU6), where
+//      the Conv output has no other reader and is not a graph output, becomes one Conv node with
+//      the internal attributes below; the Conv takes over the activation's output value id.
+//   Then RemoveDeadNodes frees the replaced weights and InferShapes refreshes Graph::shapes.
+//
+// Fused-activation convention (read by every Conv kernel):
+//   tessera_activation  kString  "Relu" or "Clip"
+//   tessera_clip_min    kFloat   Clip only; -infinity when the Clip has no min
+//   tessera_clip_max    kFloat   Clip only; +infinity when the Clip has no max
+//
+// Dynamic batch: the graph inputs' leading dim is the batch. A file declaring a fixed leading dim
+// (e.g. 1, an export without dynamic_axes) keeps it: Graph::dynamic_batch is false and Run accepts
+// only that size. With a dynamic leading dim, a Reshape whose input has the batch as dim 0 and
+// whose (constant) target starts with a literal size k > 0 (e.g. [1, -1] from a trace at batch 1)
+// is right only for batch k: for other sizes it mixes samples, silently or with an obscure kernel
+// error. The simplest correct behaviour, chosen here: pin the model to batch k. The inputs' leading
+// dims become k, Graph::dynamic_batch false, PassSummary::batch_pinned_by names the Reshape and the
+// load logs a warning; a Run with another batch then fails with the usual clear input-shape error,
+// and the executor's signature check rejects a config with max_batch_size > k at load.
+//
+// Thread-safety: the passes mutate one Graph; no shared state.
+#pragma once
+
+#include <string>
+
+#include "engine/graph.h"
+#include "tessera/common/status.h"
+
+namespace tessera::engine {
+
+// What one RunGraphPasses did (logged per load, asserted by tests).
+struct PassSummary {
+  int nodes_before = 0;
+  int nodes_after = 0;
+  int constant_folded = 0;      // nodes evaluated once at load (all inputs constant)
+  int shape_values_folded = 0;  // runtime int64 values made constant from static shapes
+  int reshapes_rewritten = 0;   // Reshape targets made constant with 0 for the batch
+  int dead_removed = 0;         // nodes removed because no output needs them
+  int batchnorms_folded = 0;
+  int activations_fused = 0;
+  std::string batch_pinned_by;  // the Reshape that pinned the batch; empty if none
+
+  std::string ToString() const;
+};
+
+// Fills graph->shapes and graph->dtypes (resized to the value count) from the graph inputs, the
+// constants and the node semantics. Sets graph->dynamic_batch from the inputs.
+void InferShapes(Graph* graph);
+
+// Returns the number of nodes folded. Errors come from a kernel, prefixed with the node.
+StatusOr<int> FoldConstants(Graph* graph);
+
+// Uses (and refreshes) graph->shapes. Returns values folded + Reshape targets rewritten.
+int FoldShapeSubgraphs(Graph* graph, int* reshapes_rewritten = nullptr);
+
+// Returns the number of nodes removed.
+int RemoveDeadNodes(Graph* graph);
+
+int FoldBatchNormIntoConv(Graph* graph);
+int FuseConvActivation(Graph* graph);
+
+// Runs 1–7 in order; the graph is ready for a backend afterwards (shapes refreshed). Errors:
+// a kernel failing on constant inputs while folding (the node is named).
+StatusOr<PassSummary> RunGraphPasses(Graph* graph);
+
+}  // namespace tessera::engine
