@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -31,6 +32,24 @@ std::set<std::string> OpTypes(const fs::path& model_path) {
     ops.insert(node.domain().empty() ? node.op_type() : node.domain() + "." + node.op_type());
   }
   return ops;
+}
+
+// Element k of a tensor of any dtype the engine produces, as a double for comparison.
+double ElementAsDouble(const Tensor& t, int64_t k) {
+  const std::byte* p = t.bytes.data();
+  switch (t.dtype) {
+    case DataType::kFp32:
+      return reinterpret_cast<const float*>(p)[k];
+    case DataType::kInt64:
+      return static_cast<double>(reinterpret_cast<const int64_t*>(p)[k]);
+    case DataType::kInt32:
+      return reinterpret_cast<const int32_t*>(p)[k];
+    case DataType::kBool:
+      return reinterpret_cast<const uint8_t*>(p)[k] != 0 ? 1.0 : 0.0;
+    default:
+      ADD_FAILURE() << "unexpected output dtype " << static_cast<int>(t.dtype);
+      return std::nan("");
+  }
 }
 
 // Runs one case; returns "" on success, "SKIP: reason" to skip, or the failure.
@@ -70,15 +89,10 @@ std::string RunCase(const fs::path& dir) {
     }
     const int64_t count = ElementCount(expected->shape);
     for (int64_t k = 0; k < count; ++k) {
-      double a, e;
-      if (expected->dtype == DataType::kFp32) {
-        a = reinterpret_cast<const float*>(outputs[i].bytes.data())[k];
-        e = reinterpret_cast<const float*>(expected->bytes.data())[k];
-      } else {
-        a = static_cast<double>(reinterpret_cast<const int64_t*>(outputs[i].bytes.data())[k]);
-        e = static_cast<double>(reinterpret_cast<const int64_t*>(expected->bytes.data())[k]);
-      }
-      if (!(std::fabs(a - e) <= 1e-5 + 1e-4 * std::fabs(e))) {
+      const double a = ElementAsDouble(outputs[i], k);
+      const double e = ElementAsDouble(*expected, k);
+      const bool both_nan = std::isnan(a) && std::isnan(e);
+      if (a != e && !both_nan && !(std::fabs(a - e) <= 1e-5 + 1e-4 * std::fabs(e))) {
         return "output " + std::to_string(i) + "[" + std::to_string(k) + "] = " +
                std::to_string(a) + ", expected " + std::to_string(e);
       }
@@ -123,8 +137,15 @@ TEST(OnnxConformanceTest, ClaimedOperatorsPassTheOnnxNodeTests) {
   std::cout << "  ops exercised:";
   for (const std::string& op : ops_exercised) std::cout << " " << op;
   std::cout << "\n";
-  // Every claimed op must have at least one passing upstream case.
+  // Every claimed op must have at least one passing upstream case, except those whose upstream
+  // cases all use dtypes the engine does not support (covered by kernels_test instead).
+  const std::map<std::string, std::string> kNoUsableCase = {
+      {"Cast", "ONNX 1.12's Cast cases all involve FLOAT16, DOUBLE, BFLOAT16 or STRING"}};
   for (const std::string& op : supported) {
+    if (auto it = kNoUsableCase.find(op); it != kNoUsableCase.end()) {
+      std::cout << "  not exercised: " << op << " (" << it->second << ")\n";
+      continue;
+    }
     EXPECT_TRUE(ops_exercised.count(op) != 0) << "no passing ONNX node test exercises " << op;
   }
   EXPECT_GT(passed, 100);
