@@ -3,6 +3,7 @@
 // or attribute the engine reports as UNIMPLEMENTED at load are skipped and listed; every other case
 // must load, run and match its expected outputs.
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -52,8 +53,10 @@ double ElementAsDouble(const Tensor& t, int64_t k) {
   }
 }
 
-// Runs one case; returns "" on success, "SKIP: reason" to skip, or the failure.
-std::string RunCase(const fs::path& dir) {
+// Runs one case (its data set `data_set`); returns "" on success, "SKIP: reason" to skip, or the
+// failure. `max_error`, when given, receives the largest |actual - expected| / (1 + |expected|).
+std::string RunCase(const fs::path& dir, const std::string& data_set = "test_data_set_0",
+                    double* max_error = nullptr) {
   auto loaded = LoadOnnxModel((dir / "model.onnx").string(), {});
   if (!loaded.ok()) {
     if (loaded.status().code() == absl::StatusCode::kUnimplemented) {
@@ -62,7 +65,7 @@ std::string RunCase(const fs::path& dir) {
     return "load failed: " + std::string(loaded.status().message());
   }
   Model& model = **loaded;
-  const fs::path data = dir / "test_data_set_0";
+  const fs::path data = dir / data_set;
   std::vector<Tensor> inputs;
   for (size_t i = 0; i < model.inputs().size(); ++i) {
     auto tensor = ReadTensorProtoFile((data / ("input_" + std::to_string(i) + ".pb")).string());
@@ -92,6 +95,9 @@ std::string RunCase(const fs::path& dir) {
       const double a = ElementAsDouble(outputs[i], k);
       const double e = ElementAsDouble(*expected, k);
       const bool both_nan = std::isnan(a) && std::isnan(e);
+      if (max_error != nullptr && a != e && !both_nan) {
+        *max_error = std::max(*max_error, std::fabs(a - e) / (1.0 + std::fabs(e)));
+      }
       if (a != e && !both_nan && !(std::fabs(a - e) <= 1e-5 + 1e-4 * std::fabs(e))) {
         return "output " + std::to_string(i) + "[" + std::to_string(k) + "] = " +
                std::to_string(a) + ", expected " + std::to_string(e);
@@ -149,6 +155,31 @@ TEST(OnnxConformanceTest, ClaimedOperatorsPassTheOnnxNodeTests) {
     EXPECT_TRUE(ops_exercised.count(op) != 0) << "no passing ONNX node test exercises " << op;
   }
   EXPECT_GT(passed, 100);
+}
+
+// Cases written by tools/export_op_cases.py (PyTorch exports with torch's outputs), in the same
+// layout; run when TESSERA_EXPORTED_CASES names their directory. Every data set of every case must
+// load, run and match.
+TEST(OnnxConformanceTest, ExportedCasesMatchTorch) {
+  const char* root = std::getenv("TESSERA_EXPORTED_CASES");
+  if (root == nullptr || !fs::is_directory(root)) {
+    GTEST_SKIP() << "set TESSERA_EXPORTED_CASES to the output of tools/export_op_cases.py";
+  }
+  int ran = 0;
+  for (const auto& entry : fs::directory_iterator(root)) {
+    if (!fs::exists(entry.path() / "model.onnx")) continue;
+    for (const auto& data : fs::directory_iterator(entry.path())) {
+      if (!data.is_directory()) continue;
+      double max_error = 0;
+      std::string result = RunCase(entry.path(), data.path().filename().string(), &max_error);
+      EXPECT_EQ(result, "") << entry.path().filename() << "/" << data.path().filename();
+      std::cout << "  " << entry.path().filename().string() << "/"
+                << data.path().filename().string() << ": "
+                << (result.empty() ? "ok" : result) << ", max error " << max_error << "\n";
+      ++ran;
+    }
+  }
+  EXPECT_GT(ran, 0);
 }
 
 }  // namespace
