@@ -11,8 +11,9 @@ then run them with
 
 Models (random weights, exported at opsets 13 and 17 with a dynamic batch dim): a 2-layer tiny
 BERT-like encoder with an attention-mask input (GELU via Erf, LayerNorm, masked softmax), a tiny
-GPT-2-like decoder with a causal mask from a registered bool tril buffer and masked_fill, and
-torchvision's MobileNetV2 at 64x64. Needs torch (Debian's 1.13) and torchvision.
+GPT-2-like decoder with a causal mask from a registered bool tril buffer and masked_fill, a
+RoBERTa-like encoder (cumsum position ids), and torchvision's MobileNetV2/V3-small, MnasNet,
+GoogLeNet, DenseNet-121 and VGG-11-BN at 64x64. Needs torch (Debian's 1.13) and torchvision.
 """
 import math
 import os
@@ -105,6 +106,24 @@ class TinyBert(nn.Module):
         return x, torch.tanh(self.pool(x[:, 0]))
 
 
+class TinyRoberta(TinyBert):
+    """BERT plus RoBERTa's position ids: cumsum over the non-padding tokens, offset by pad."""
+
+    def __init__(self, pad=1, **kwargs):
+        super().__init__(**kwargs)
+        self.pad = pad
+
+    def forward(self, input_ids, attention_mask):
+        mask = input_ids.ne(self.pad).int()
+        pos = (torch.cumsum(mask, dim=1).type_as(mask) * mask).long() + self.pad
+        x = self.ln(self.tok(input_ids) + self.pos(pos) + self.typ(torch.zeros_like(input_ids)))
+        ext = attention_mask[:, None, None, :].to(torch.float32)
+        ext = (1.0 - ext) * torch.finfo(torch.float32).min
+        for block in self.blocks:
+            x = block(x, ext)
+        return (x,)
+
+
 class TinyGpt2(nn.Module):
     def __init__(self, vocab=100, dim=32, heads=4, layers=2, max_len=64):
         super().__init__()
@@ -156,18 +175,32 @@ def main():
     import torchvision
     text_sets, image_sets = [], []
     for batch, seq in ((2, 7), (3, 12), (1, 1)):
-        ids = torch.randint(0, 100, (batch, seq))
+        ids = torch.randint(2, 100, (batch, seq))
         mask = torch.ones(batch, seq, dtype=torch.long)
         mask[-1, seq // 2 + 1:] = 0
+        ids[-1, seq // 2 + 1:] = 1  # padding token, for RoBERTa's position ids
         text_sets.append((ids, mask))
         image_sets.append((torch.randn(batch, 3, 64, 64),))
-    bert, gpt2 = TinyBert(), TinyGpt2()
-    mobilenet = torchvision.models.mobilenet_v2(num_classes=10)
-    # Non-trivial BatchNorm statistics, so folding/inference BN is actually tested.
-    for m in mobilenet.modules():
-        if isinstance(m, nn.BatchNorm2d):
-            m.running_mean.uniform_(-0.5, 0.5)
-            m.running_var.uniform_(0.5, 1.5)
+    bert, gpt2, roberta = TinyBert(), TinyGpt2(), TinyRoberta()
+    cnns = {
+        "mobilenet_v2_64": torchvision.models.mobilenet_v2(num_classes=10),
+        "mnasnet_64": torchvision.models.mnasnet0_5(num_classes=10),
+        "googlenet_64": torchvision.models.googlenet(num_classes=10, aux_logits=False,
+                                                     transform_input=True, init_weights=False),
+        "densenet121_64": torchvision.models.densenet121(num_classes=10),
+        "vgg11_bn_64": torchvision.models.vgg11_bn(num_classes=10),
+        "mobilenet_v3_small_64": torchvision.models.mobilenet_v3_small(num_classes=10),
+    }
+    # VGG's 7x7 adaptive pool does not export at 64x64 (2x2 maps) and its 25088x4096 classifier
+    # would be 0.5 GB: keep the conv stack, pool globally, one small Linear.
+    cnns["vgg11_bn_64"].avgpool = nn.AdaptiveAvgPool2d((1, 1))
+    cnns["vgg11_bn_64"].classifier = nn.Linear(512, 10)
+    # Non-trivial BatchNorm statistics, so inference BN is actually tested.
+    for cnn in cnns.values():
+        for m in cnn.modules():
+            if isinstance(m, nn.BatchNorm2d):
+                m.running_mean.uniform_(-0.5, 0.5)
+                m.running_var.uniform_(0.5, 1.5)
     for opset in (13, 17):
         save_case(out_dir, "tiny_bert", bert, text_sets, ["input_ids", "attention_mask"],
                   ["last_hidden_state", "pooler_output"],
@@ -177,8 +210,13 @@ def main():
         save_case(out_dir, "tiny_gpt2", gpt2, [(t[0],) for t in text_sets], ["input_ids"],
                   ["logits"],
                   {"input_ids": {0: "batch", 1: "seq"}, "logits": {0: "batch", 1: "seq"}}, opset)
-        save_case(out_dir, "mobilenet_v2_64", mobilenet, image_sets, ["input"], ["output"],
-                  {"input": {0: "batch"}, "output": {0: "batch"}}, opset)
+        save_case(out_dir, "tiny_roberta", roberta, text_sets, ["input_ids", "attention_mask"],
+                  ["last_hidden_state"],
+                  {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"},
+                   "last_hidden_state": {0: "batch", 1: "seq"}}, opset)
+        for name, cnn in cnns.items():
+            save_case(out_dir, name, cnn, image_sets, ["input"], ["output"],
+                      {"input": {0: "batch"}, "output": {0: "batch"}}, opset)
 
 
 if __name__ == "__main__":

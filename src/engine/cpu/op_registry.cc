@@ -21,6 +21,7 @@ const std::map<std::string, OpDef>& Registry() {
       {"Constant", {RunConstant, CheckConstant}},
       {"ConstantOfShape", {RunConstantOfShape}},
       {"Conv", {RunConv, CheckConv}},
+      {"CumSum", {RunCumSum}},
       {"Div", {RunDiv}},
       {"Dropout", {RunDropout, CheckDropout}},
       {"Equal", {RunEqual}},

@@ -173,6 +173,7 @@ Status RunReduceSum(const OpContext&, const Node&, const Inputs&, std::vector<Va
 Status RunReduceMean(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
 Status RunReduceMax(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
 Status RunReduceMin(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunCumSum(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
 // norm_ops.cc
 Status CheckLayerNormalization(const Node&, const Graph&);
 Status RunLayerNormalization(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);

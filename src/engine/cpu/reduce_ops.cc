@@ -1,4 +1,4 @@
-// ReduceSum/ReduceMean/ReduceMax/ReduceMin. Axes come from the `axes` attribute (opset <= 17,
+// ReduceSum/ReduceMean/ReduceMax/ReduceMin, and CumSum (RoBERTa's position ids). Axes come from the `axes` attribute (opset <= 17,
 // except ReduceSum from 13) or from the optional second input (ReduceSum 13+, all of them at 18).
 //
 // When the reduced axes are one contiguous block the input is viewed as [outer, reduced, inner]
@@ -190,6 +190,72 @@ Status RunReduceMax(const OpContext& ctx, const Node& node, const Inputs& inputs
 Status RunReduceMin(const OpContext& ctx, const Node& node, const Inputs& inputs,
                     std::vector<Value>* outputs) {
   return RunReduce(ReduceKind::kMin, ctx, node, inputs, outputs);
+}
+
+namespace {
+
+template <typename T>
+void CumSumLoop(const T* in, T* out, int64_t outer, int64_t len, int64_t inner, bool exclusive,
+                bool reverse) {
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t i = 0; i < inner; ++i) {
+      const T* src = in + o * len * inner + i;
+      T* dst = out + o * len * inner + i;
+      T acc = 0;
+      for (int64_t step = 0; step < len; ++step) {
+        const int64_t r = reverse ? len - 1 - step : step;
+        if (exclusive) {
+          dst[r * inner] = acc;
+          acc += src[r * inner];
+        } else {
+          acc += src[r * inner];
+          dst[r * inner] = acc;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+Status RunCumSum(const OpContext& ctx, const Node& node, const Inputs& inputs,
+                 std::vector<Value>* outputs) {
+  TESSERA_ASSIGN_OR_RETURN(
+      const Value* x,
+      RequireInput(inputs, 0, "x", {DataType::kFp32, DataType::kInt64, DataType::kInt32}));
+  TESSERA_ASSIGN_OR_RETURN(const Value* axis_value,
+                           RequireInput(inputs, 1, "axis", {DataType::kInt64, DataType::kInt32}));
+  if (axis_value->num_elements() != 1) {
+    return absl::InvalidArgumentError(absl::StrCat("axis ", DescribeValue(*axis_value),
+                                                   " must be a scalar"));
+  }
+  const int64_t raw_axis = axis_value->dtype() == DataType::kInt64
+                               ? axis_value->data<int64_t>()[0]
+                               : axis_value->data<int32_t>()[0];
+  if (x->rank() == 0) return absl::InvalidArgumentError("CumSum of a scalar");
+  TESSERA_ASSIGN_OR_RETURN(int axis, NormalizeAxis(raw_axis, x->rank()));
+  const bool exclusive = node.attributes.GetInt("exclusive", 0) != 0;
+  const bool reverse = node.attributes.GetInt("reverse", 0) != 0;
+  int64_t outer = 1, inner = 1;
+  for (int d = 0; d < axis; ++d) outer *= x->dim(d);
+  for (int d = axis + 1; d < x->rank(); ++d) inner *= x->dim(d);
+  Value y = ctx.NewOutput(0, x->dtype(), x->shape());
+  switch (x->dtype()) {
+    case DataType::kFp32:
+      CumSumLoop(x->data<float>(), y.mutable_data<float>(), outer, x->dim(axis), inner,
+                 exclusive, reverse);
+      break;
+    case DataType::kInt64:
+      CumSumLoop(x->data<int64_t>(), y.mutable_data<int64_t>(), outer, x->dim(axis), inner,
+                 exclusive, reverse);
+      break;
+    default:
+      CumSumLoop(x->data<int32_t>(), y.mutable_data<int32_t>(), outer, x->dim(axis), inner,
+                 exclusive, reverse);
+      break;
+  }
+  (*outputs)[0] = std::move(y);
+  return absl::OkStatus();
 }
 
 }  // namespace tessera::engine::cpu
