@@ -172,6 +172,16 @@ def save_case(out_dir, name, model, arg_sets, input_names, output_names, dynamic
 def main():
     out_dir = sys.argv[1] if len(sys.argv) > 1 else "exported_cases"
     torch.manual_seed(0)
+    if "--bert-base" in sys.argv:
+        # One BERT-base-sized case (hidden 768, 12 heads, 2 of its 12 layers, seq 128) for
+        # profiling: TESSERA_PROFILE_OPS=1 prints per-op kernel time.
+        ids = torch.randint(2, 100, (1, 128))
+        save_case(out_dir, "bert_base_2layer", TinyBert(dim=768, heads=12, max_len=128),
+                  [(ids, torch.ones(1, 128, dtype=torch.long))], ["input_ids", "attention_mask"],
+                  ["last_hidden_state", "pooler_output"],
+                  {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"}},
+                  17)
+        return
     import torchvision
     text_sets, image_sets = [], []
     for batch, seq in ((2, 7), (3, 12), (1, 1)):

@@ -158,6 +158,45 @@ TEST(OnnxConformanceTest, ClaimedOperatorsPassTheOnnxNodeTests) {
   EXPECT_GT(passed, 100);
 }
 
+// Per-op-type kernel time of a case's test_data_set_0 (best of 3 runs, 2 threads), to check that
+// no non-GEMM op dominates.
+void PrintOpProfile(const fs::path& dir) {
+  ModelOptions options;
+  options.num_threads = 2;
+  auto loaded = LoadOnnxModel((dir / "model.onnx").string(), options);
+  if (!loaded.ok()) return;
+  std::vector<Tensor> inputs;
+  for (size_t i = 0; i < (*loaded)->inputs().size(); ++i) {
+    auto t = ReadTensorProtoFile(
+        (dir / "test_data_set_0" / ("input_" + std::to_string(i) + ".pb")).string());
+    if (!t.ok()) return;
+    t->name = (*loaded)->inputs()[i].name;
+    inputs.push_back(*std::move(t));
+  }
+  std::vector<TensorView> views;
+  for (Tensor& t : inputs) views.push_back(t.View());
+  std::map<std::string, uint64_t> best;
+  uint64_t best_total = ~uint64_t{0};
+  for (int rep = 0; rep < 3; ++rep) {
+    std::vector<Tensor> outputs;
+    std::vector<LayerTiming> timings;
+    if (!(*loaded)->RunTimed(views, &outputs, &timings).ok()) return;
+    std::map<std::string, uint64_t> per_op;
+    uint64_t total = 0;
+    for (const LayerTiming& t : timings) {
+      per_op[t.op] += t.ns;
+      total += t.ns;
+    }
+    if (total < best_total) {
+      best_total = total;
+      best = per_op;
+    }
+  }
+  std::cout << "  profile " << dir.filename().string() << ": " << best_total / 1000 << " us";
+  for (const auto& [op, ns] : best) std::cout << " " << op << "=" << ns / 1000;
+  std::cout << "\n";
+}
+
 // Cases written by tools/export_op_cases.py (PyTorch exports with torch's outputs), in the same
 // layout; run when TESSERA_EXPORTED_CASES names their directory. Every data set of every case must
 // load, run and match.
@@ -179,6 +218,7 @@ TEST(OnnxConformanceTest, ExportedCasesMatchTorch) {
                 << (result.empty() ? "ok" : result) << ", max error " << max_error << "\n";
       ++ran;
     }
+    if (std::getenv("TESSERA_PROFILE_OPS") != nullptr) PrintOpProfile(entry.path());
   }
   EXPECT_GT(ran, 0);
 }
