@@ -95,12 +95,12 @@ std::vector<int64_t> Unravel(int64_t index, const Shape& shape) {
 TEST(BroadcastTest, BinaryOpsMatchNaiveForEveryPatternAndThreadCount) {
   std::mt19937 rng(3);
   const std::vector<std::pair<Shape, Shape>> cases = {
-      {{4, 33, 768}, {768}},           // bias add: trailing-dim broadcast
-      {{4, 33, 768}, {4, 33, 768}},    // equal shapes
-      {{4, 33, 768}, {}},              // scalar
-      {{2, 12, 9, 9}, {2, 1, 1, 9}},   // attention mask over heads and queries
-      {{3, 1, 5}, {1, 4, 1}},          // both sides broadcast
-      {{5, 1}, {5, 70000}},            // column against a long row, threaded
+      {{4, 33, 768}, {768}},          // bias add: trailing-dim broadcast
+      {{4, 33, 768}, {4, 33, 768}},   // equal shapes
+      {{4, 33, 768}, {}},             // scalar
+      {{2, 12, 9, 9}, {2, 1, 1, 9}},  // attention mask over heads and queries
+      {{3, 1, 5}, {1, 4, 1}},         // both sides broadcast
+      {{5, 1}, {5, 70000}},           // column against a long row, threaded
   };
   for (const auto& [sa, sb] : cases) {
     Value a = RandomFloats(sa, &rng), b = RandomFloats(sb, &rng);
@@ -168,8 +168,9 @@ TEST(SliceTest, NegativeIndicesHugeEndsAndSteps) {
   EXPECT_EQ(y->shape(), (Shape{2, 3}));
   EXPECT_EQ(Elements<float>(*y), (std::vector<float>{2, 3, 4, 7, 8, 9}));
   // x[::-1, -1:INT64_MIN:-2] (reverse rows, every second column from the end).
-  Value s2 = Int64s({2}, {-1, -1}), e2 = Int64s({2}, {std::numeric_limits<int64_t>::min(),
-                                                      std::numeric_limits<int64_t>::min()});
+  Value s2 = Int64s({2}, {-1, -1}),
+        e2 =
+            Int64s({2}, {std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::min()});
   Value a2 = Int64s({2}, {0, 1}), st2 = Int64s({2}, {-1, -2});
   y = RunOp("Slice", {&x, &s2, &e2, &a2, &st2});
   ASSERT_TRUE(y.ok()) << y.status();
@@ -186,8 +187,7 @@ TEST(SliceTest, NegativeIndicesHugeEndsAndSteps) {
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(RunOp("Slice", {&x, &starts, &ends, &bad_axis}).status().code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(RunOp("Slice", {&x, &two, &ends}).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(RunOp("Slice", {&x, &two, &ends}).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(WhereTest, BroadcastsConditionAndScalarFill) {
@@ -220,8 +220,14 @@ TEST(LayerNormTest, MatchesHandComputedValuesAndStatistics) {
   auto out = RunOpN("LayerNormalization", {&x, &scale, &bias}, attrs, 3);
   ASSERT_TRUE(out.ok()) << out.status();
   const float inv = 1.0f / std::sqrt(1.25f + 1e-5f);
-  const std::vector<float> expected = {-1.5f * inv + 0.5f, -0.5f * inv + 0.5f, 0.5f * inv + 0.5f,
-                                       3.0f * inv + 0.5f, 0.5f, 0.5f, 0.5f, 0.5f};
+  const std::vector<float> expected = {-1.5f * inv + 0.5f,
+                                       -0.5f * inv + 0.5f,
+                                       0.5f * inv + 0.5f,
+                                       3.0f * inv + 0.5f,
+                                       0.5f,
+                                       0.5f,
+                                       0.5f,
+                                       0.5f};
   std::vector<float> got = Elements<float>((*out)[0]);
   for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], expected[i], 1e-5) << i;
   EXPECT_EQ((*out)[1].shape(), (Shape{2, 1}));
@@ -319,8 +325,7 @@ TEST(ShapeBuildingTest, BadArgumentsAreInvalidArgument) {
   Value ok_shape = Int64s({3}, {2, 2, 3});
   auto expanded = RunOp("Expand", {&x, &ok_shape});
   ASSERT_TRUE(expanded.ok()) << expanded.status();
-  EXPECT_EQ(Elements<float>(*expanded),
-            (std::vector<float>{1, 2, 3, 4, 5, 6, 1, 2, 3, 4, 5, 6}));
+  EXPECT_EQ(Elements<float>(*expanded), (std::vector<float>{1, 2, 3, 4, 5, 6, 1, 2, 3, 4, 5, 6}));
   Value parts = Int64s({2}, {1, 2});
   auto halves = RunOpN("Split", {&x, &parts}, axis1, 2);
   ASSERT_TRUE(halves.ok()) << halves.status();

@@ -58,7 +58,7 @@ void BroadcastRows(const std::array<const Shape*, N>& shapes, const Shape& out, 
   std::array<std::vector<int64_t>, N> full;
   for (size_t i = 0; i < N; ++i) full[i] = BroadcastStrides(*shapes[i], out);
   // Coalesce, innermost first; size-1 output dims are dropped (every operand has stride 0 there).
-  Shape dims;                                  // innermost first
+  Shape dims;                                   // innermost first
   std::array<std::vector<int64_t>, N> strides;  // innermost first
   for (int d = static_cast<int>(out.size()) - 1; d >= 0; --d) {
     if (out[d] == 1) continue;

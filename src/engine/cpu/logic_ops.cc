@@ -13,7 +13,7 @@ namespace tessera::engine::cpu {
 namespace {
 
 constexpr std::initializer_list<DataType> kComparable = {DataType::kFp32, DataType::kInt64,
-                                                        DataType::kInt32, DataType::kBool};
+                                                         DataType::kInt32, DataType::kBool};
 
 template <typename F>
 Status RunCompare(const OpContext& ctx, const Inputs& inputs, std::vector<Value>* outputs, F f) {
@@ -155,8 +155,7 @@ Status RunAnd(const OpContext& ctx, const Node&, const Inputs& inputs,
   return RunLogical(ctx, inputs, outputs, [](bool a, bool b) { return a && b; });
 }
 
-Status RunOr(const OpContext& ctx, const Node&, const Inputs& inputs,
-             std::vector<Value>* outputs) {
+Status RunOr(const OpContext& ctx, const Node&, const Inputs& inputs, std::vector<Value>* outputs) {
   return RunLogical(ctx, inputs, outputs, [](bool a, bool b) { return a || b; });
 }
 

@@ -27,8 +27,7 @@ Value MapValue(const OpContext& ctx, const Value& x, F f) {
 }
 
 template <typename F>
-Status RunFloatUnary(const OpContext& ctx, const Inputs& inputs, std::vector<Value>* outputs,
-                     F f) {
+Status RunFloatUnary(const OpContext& ctx, const Inputs& inputs, std::vector<Value>* outputs, F f) {
   TESSERA_ASSIGN_OR_RETURN(const Value* x, RequireInput(inputs, 0, "X", {DataType::kFp32}));
   (*outputs)[0] = MapValue<float>(ctx, *x, f);
   return absl::OkStatus();
@@ -43,8 +42,8 @@ StatusOr<Value> FoldVariadic(const OpContext& ctx, const Inputs& inputs, F f) {
     TESSERA_ASSIGN_OR_RETURN(Shape shape, BroadcastShapes(acc.shape(), next.shape()));
     Value out = i + 1 == inputs.size() ? ctx.NewOutput(0, acc.dtype(), shape)
                                        : Value::Allocate(acc.dtype(), shape);
-    BroadcastBinary(acc.data<T>(), acc.shape(), next.data<T>(), next.shape(),
-                    out.mutable_data<T>(), shape, ctx.pool, f);
+    BroadcastBinary(acc.data<T>(), acc.shape(), next.data<T>(), next.shape(), out.mutable_data<T>(),
+                    shape, ctx.pool, f);
     acc = std::move(out);
   }
   return acc;
@@ -125,14 +124,12 @@ Status RunNeg(const OpContext& ctx, const Node&, const Inputs& inputs,
       break;
     case DataType::kInt64:
       // Through unsigned so negating INT64_MIN wraps instead of being undefined.
-      (*outputs)[0] = MapValue<int64_t>(ctx, *x, [](int64_t v) {
-        return static_cast<int64_t>(0 - static_cast<uint64_t>(v));
-      });
+      (*outputs)[0] = MapValue<int64_t>(
+          ctx, *x, [](int64_t v) { return static_cast<int64_t>(0 - static_cast<uint64_t>(v)); });
       break;
     default:
-      (*outputs)[0] = MapValue<int32_t>(ctx, *x, [](int32_t v) {
-        return static_cast<int32_t>(0 - static_cast<uint32_t>(v));
-      });
+      (*outputs)[0] = MapValue<int32_t>(
+          ctx, *x, [](int32_t v) { return static_cast<int32_t>(0 - static_cast<uint32_t>(v)); });
       break;
   }
   return absl::OkStatus();
@@ -156,9 +153,8 @@ Status RunHardSigmoid(const OpContext& ctx, const Node& node, const Inputs& inpu
 
 Status RunHardSwish(const OpContext& ctx, const Node&, const Inputs& inputs,
                     std::vector<Value>* outputs) {
-  return RunFloatUnary(ctx, inputs, outputs, [](float x) {
-    return x * std::min(1.0f, std::max(0.0f, x / 6.0f + 0.5f));
-  });
+  return RunFloatUnary(ctx, inputs, outputs,
+                       [](float x) { return x * std::min(1.0f, std::max(0.0f, x / 6.0f + 0.5f)); });
 }
 
 Status RunPow(const OpContext& ctx, const Node&, const Inputs& inputs,

@@ -20,8 +20,7 @@ Status CheckLayerNormalization(const Node& node, const Graph&) {
 Status RunLayerNormalization(const OpContext& ctx, const Node& node, const Inputs& inputs,
                              std::vector<Value>* outputs) {
   TESSERA_ASSIGN_OR_RETURN(const Value* x, RequireInput(inputs, 0, "X", {DataType::kFp32}));
-  TESSERA_ASSIGN_OR_RETURN(const Value* scale,
-                           RequireInput(inputs, 1, "Scale", {DataType::kFp32}));
+  TESSERA_ASSIGN_OR_RETURN(const Value* scale, RequireInput(inputs, 1, "Scale", {DataType::kFp32}));
   const Value* bias = inputs.size() > 2 ? inputs[2] : nullptr;
   if (bias != nullptr && bias->dtype() != DataType::kFp32) {
     return absl::InvalidArgumentError(absl::StrCat("B ", DescribeValue(*bias), " must be FLOAT"));
@@ -35,9 +34,9 @@ Status RunLayerNormalization(const OpContext& ctx, const Node& node, const Input
   // Scale and B must cover the normalised shape element for element, or be a single value.
   for (const Value* p : {scale, bias}) {
     if (p != nullptr && p->num_elements() != cols && p->num_elements() != 1) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          p == scale ? "Scale " : "B ", DescribeValue(*p), " does not match the ", cols,
-          " normalised elements of ", DescribeValue(*x), " from axis ", axis));
+      return absl::InvalidArgumentError(
+          absl::StrCat(p == scale ? "Scale " : "B ", DescribeValue(*p), " does not match the ",
+                       cols, " normalised elements of ", DescribeValue(*x), " from axis ", axis));
     }
   }
   Value y = ctx.NewOutput(0, DataType::kFp32, x->shape());

@@ -1,5 +1,6 @@
-// ReduceSum/ReduceMean/ReduceMax/ReduceMin, and CumSum (RoBERTa's position ids). Axes come from the `axes` attribute (opset <= 17,
-// except ReduceSum from 13) or from the optional second input (ReduceSum 13+, all of them at 18).
+// ReduceSum/ReduceMean/ReduceMax/ReduceMin, and CumSum (RoBERTa's position ids). Axes come from the
+// `axes` attribute (opset <= 17, except ReduceSum from 13) or from the optional second input
+// (ReduceSum 13+, all of them at 18).
 //
 // When the reduced axes are one contiguous block the input is viewed as [outer, reduced, inner]
 // and reduced with tight loops (the usual cases: the last axis, or H and W of NCHW); other axis
@@ -59,9 +60,11 @@ void Reduce(ReduceKind kind, const Value& x, const std::vector<bool>& reduced, c
     }
   }
   bool contiguous = true;
-  for (int d = first; first >= 0 && d <= last; ++d) contiguous = contiguous && (reduced[d] || x.dim(d) == 1);
+  for (int d = first; first >= 0 && d <= last; ++d)
+    contiguous = contiguous && (reduced[d] || x.dim(d) == 1);
   auto finish = [&](T acc) {
-    if (kind == ReduceKind::kMean && reduce_count > 0) return static_cast<T>(acc / static_cast<T>(reduce_count));
+    if (kind == ReduceKind::kMean && reduce_count > 0)
+      return static_cast<T>(acc / static_cast<T>(reduce_count));
     return acc;
   };
   if (first < 0 || contiguous) {
@@ -70,7 +73,8 @@ void Reduce(ReduceKind kind, const Value& x, const std::vector<bool>& reduced, c
     for (int d = last + 1; first >= 0 && d < rank; ++d) inner *= x.dim(d);
     if (first < 0) inner = x.num_elements();  // nothing of size > 1 reduced: a copy
     const int64_t len = reduce_count;
-    const int64_t per_task = std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(1, len * inner));
+    const int64_t per_task =
+        std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(1, len * inner));
     const int64_t tasks = (outer + per_task - 1) / per_task;
     ParallelFor(pool, tasks, [&](int64_t t) {
       const int64_t end = std::min(outer, (t + 1) * per_task);
@@ -124,8 +128,8 @@ Status RunReduce(ReduceKind kind, const OpContext& ctx, const Node& node, const 
   if (axes_input) {
     const Value& a = *inputs[1];
     if (a.dtype() != DataType::kInt64 || a.rank() > 1) {
-      return absl::InvalidArgumentError(absl::StrCat("axes ", DescribeValue(a),
-                                                     " must be a 1-D INT64 tensor"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("axes ", DescribeValue(a), " must be a 1-D INT64 tensor"));
     }
     axes.assign(a.data<int64_t>(), a.data<int64_t>() + a.num_elements());
   } else {
@@ -150,8 +154,8 @@ Status RunReduce(ReduceKind kind, const OpContext& ctx, const Node& node, const 
       out_shape.push_back(1);
     }
     if (reduced[d] && x->dim(d) == 0 && (kind == ReduceKind::kMax || kind == ReduceKind::kMin)) {
-      return absl::InvalidArgumentError(absl::StrCat("max/min over an empty axis of ",
-                                                     DescribeValue(*x)));
+      return absl::InvalidArgumentError(
+          absl::StrCat("max/min over an empty axis of ", DescribeValue(*x)));
     }
   }
   Value y = ctx.NewOutput(0, x->dtype(), out_shape);
@@ -226,12 +230,11 @@ Status RunCumSum(const OpContext& ctx, const Node& node, const Inputs& inputs,
   TESSERA_ASSIGN_OR_RETURN(const Value* axis_value,
                            RequireInput(inputs, 1, "axis", {DataType::kInt64, DataType::kInt32}));
   if (axis_value->num_elements() != 1) {
-    return absl::InvalidArgumentError(absl::StrCat("axis ", DescribeValue(*axis_value),
-                                                   " must be a scalar"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("axis ", DescribeValue(*axis_value), " must be a scalar"));
   }
-  const int64_t raw_axis = axis_value->dtype() == DataType::kInt64
-                               ? axis_value->data<int64_t>()[0]
-                               : axis_value->data<int32_t>()[0];
+  const int64_t raw_axis = axis_value->dtype() == DataType::kInt64 ? axis_value->data<int64_t>()[0]
+                                                                   : axis_value->data<int32_t>()[0];
   if (x->rank() == 0) return absl::InvalidArgumentError("CumSum of a scalar");
   TESSERA_ASSIGN_OR_RETURN(int axis, NormalizeAxis(raw_axis, x->rank()));
   const bool exclusive = node.attributes.GetInt("exclusive", 0) != 0;
@@ -242,8 +245,8 @@ Status RunCumSum(const OpContext& ctx, const Node& node, const Inputs& inputs,
   Value y = ctx.NewOutput(0, x->dtype(), x->shape());
   switch (x->dtype()) {
     case DataType::kFp32:
-      CumSumLoop(x->data<float>(), y.mutable_data<float>(), outer, x->dim(axis), inner,
-                 exclusive, reverse);
+      CumSumLoop(x->data<float>(), y.mutable_data<float>(), outer, x->dim(axis), inner, exclusive,
+                 reverse);
       break;
     case DataType::kInt64:
       CumSumLoop(x->data<int64_t>(), y.mutable_data<int64_t>(), outer, x->dim(axis), inner,

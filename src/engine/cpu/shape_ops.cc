@@ -150,14 +150,15 @@ Status RunShape(const OpContext&, const Node& node, const Inputs& inputs,
 Status RunGather(const OpContext& ctx, const Node& node, const Inputs& inputs,
                  std::vector<Value>* outputs) {
   TESSERA_ASSIGN_OR_RETURN(const Value* data, RequireInput(inputs, 0, "data", kAnyType));
-  TESSERA_ASSIGN_OR_RETURN(const Value* indices_arg,
-                           RequireInput(inputs, 1, "indices", {DataType::kInt64, DataType::kInt32}));
+  TESSERA_ASSIGN_OR_RETURN(
+      const Value* indices_arg,
+      RequireInput(inputs, 1, "indices", {DataType::kInt64, DataType::kInt32}));
   // INT32 indices are widened once; the copy loop below reads INT64.
   Value widened;
   if (indices_arg->dtype() == DataType::kInt32) {
     widened = Value::Allocate(DataType::kInt64, indices_arg->shape());
-    std::copy(indices_arg->data<int32_t>(), indices_arg->data<int32_t>() + indices_arg->num_elements(),
-              widened.mutable_data<int64_t>());
+    const int32_t* narrow = indices_arg->data<int32_t>();
+    std::copy(narrow, narrow + indices_arg->num_elements(), widened.mutable_data<int64_t>());
   }
   const Value* indices = widened.defined() ? &widened : indices_arg;
   if (data->rank() == 0) return absl::InvalidArgumentError("Gather from a scalar");

@@ -14,7 +14,7 @@ namespace tessera::engine::cpu {
 namespace {
 
 constexpr std::initializer_list<DataType> kAnyType = {DataType::kFp32, DataType::kInt64,
-                                                     DataType::kInt32, DataType::kBool};
+                                                      DataType::kInt32, DataType::kBool};
 
 // The values of a 1-D (or scalar) INT64/INT32 tensor.
 StatusOr<std::vector<int64_t>> IndexValues(const Value& v, const char* what) {
@@ -27,8 +27,8 @@ StatusOr<std::vector<int64_t>> IndexValues(const Value& v, const char* what) {
   if (v.dtype() == DataType::kInt32) {
     return std::vector<int64_t>(v.data<int32_t>(), v.data<int32_t>() + v.num_elements());
   }
-  return absl::InvalidArgumentError(absl::StrCat(what, " ", DescribeValue(v),
-                                                 " must be INT64 or INT32"));
+  return absl::InvalidArgumentError(
+      absl::StrCat(what, " ", DescribeValue(v), " must be INT64 or INT32"));
 }
 
 // Copies an N-d strided view of `src` (element strides, may be 0 or negative) into contiguous
@@ -45,7 +45,8 @@ void StridedCopy(const std::byte* src, const Shape& shape, const std::vector<int
   const int64_t inner = shape[rank - 1];
   const int64_t inner_stride = strides[rank - 1];
   const int64_t rows = total / inner;
-  const int64_t rows_per_task = std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(1, inner));
+  const int64_t rows_per_task =
+      std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(1, inner));
   const int64_t tasks = (rows + rows_per_task - 1) / rows_per_task;
   ParallelFor(pool, tasks, [&](int64_t t) {
     const int64_t end = std::min(rows, (t + 1) * rows_per_task);
@@ -131,9 +132,8 @@ Status RunSlice(const OpContext& ctx, const Node& node, const Inputs& inputs,
       start = std::clamp<int64_t>(start, -1, dim - 1);
       end = std::clamp<int64_t>(end, -1, dim - 1);
       // -s may overflow only for INT64_MIN, for which any non-empty range has length 1.
-      const int64_t magnitude = s == std::numeric_limits<int64_t>::min()
-                                    ? std::numeric_limits<int64_t>::max()
-                                    : -s;
+      const int64_t magnitude =
+          s == std::numeric_limits<int64_t>::min() ? std::numeric_limits<int64_t>::max() : -s;
       len = start > end ? (start - end + magnitude - 1) / magnitude : 0;
     }
     out_shape[axis] = len;
@@ -172,15 +172,14 @@ Status RunSplit(const OpContext& ctx, const Node& node, const Inputs& inputs,
     // Equal parts; opset 18's num_outputs allows a smaller last part (ceil division).
     const int64_t part = (dim + parts - 1) / parts;
     if (node.opset < 18 && dim % parts != 0) {
-      return absl::InvalidArgumentError(absl::StrCat("dim ", dim, " of ", DescribeValue(*x),
-                                                     " does not split into ", parts,
-                                                     " equal parts"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "dim ", dim, " of ", DescribeValue(*x), " does not split into ", parts, " equal parts"));
     }
     for (int64_t i = 0; i < parts; ++i) split.push_back(std::min(part, dim - i * part));
   }
   if (static_cast<int64_t>(split.size()) != parts) {
-    return absl::InvalidArgumentError(absl::StrCat("split has ", split.size(),
-                                                   " entries for ", parts, " outputs"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("split has ", split.size(), " entries for ", parts, " outputs"));
   }
   int64_t sum = 0;
   for (int64_t s : split) {
@@ -188,8 +187,8 @@ Status RunSplit(const OpContext& ctx, const Node& node, const Inputs& inputs,
     sum += s;
   }
   if (sum != dim) {
-    return absl::InvalidArgumentError(absl::StrCat("split sizes sum to ", sum, ", not dim ", dim,
-                                                   " of ", DescribeValue(*x)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("split sizes sum to ", sum, ", not dim ", dim, " of ", DescribeValue(*x)));
   }
   int64_t outer = 1, inner = 1;
   for (int d = 0; d < axis; ++d) outer *= x->dim(d);
@@ -269,8 +268,8 @@ Status FillRange(const OpContext& ctx, const Value& start, const Value& limit, c
                  std::vector<Value>* outputs) {
   const T s = start.data<T>()[0], l = limit.data<T>()[0], d = delta.data<T>()[0];
   if (d == T(0)) return absl::InvalidArgumentError("Range delta is 0");
-  const double n = std::ceil((static_cast<double>(l) - static_cast<double>(s)) /
-                             static_cast<double>(d));
+  const double n =
+      std::ceil((static_cast<double>(l) - static_cast<double>(s)) / static_cast<double>(d));
   if (!(n < static_cast<double>(kMaxRangeElements))) {
     return absl::InvalidArgumentError(absl::StrCat("Range of ", n, " elements is too large"));
   }
@@ -293,8 +292,8 @@ Status RunRange(const OpContext& ctx, const Node&, const Inputs& inputs,
   TESSERA_ASSIGN_OR_RETURN(const Value* delta, RequireInput(inputs, 2, "delta", {start->dtype()}));
   for (const Value* v : {start, limit, delta}) {
     if (v->num_elements() != 1) {
-      return absl::InvalidArgumentError(absl::StrCat("Range argument ", DescribeValue(*v),
-                                                     " must be a scalar"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("Range argument ", DescribeValue(*v), " must be a scalar"));
     }
   }
   switch (start->dtype()) {
@@ -332,8 +331,8 @@ Status RunPad(const OpContext& ctx, const Node& node, const Inputs& inputs,
     TESSERA_ASSIGN_OR_RETURN(pads, IndexValues(*p, "pads"));
   }
   if (static_cast<int>(pads.size()) != 2 * rank) {
-    return absl::InvalidArgumentError(absl::StrCat("pads has ", pads.size(), " values for ",
-                                                   DescribeValue(*x)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("pads has ", pads.size(), " values for ", DescribeValue(*x)));
   }
   const std::string mode = node.attributes.GetString("mode", "constant");
   Shape out_shape(rank);
@@ -357,8 +356,8 @@ Status RunPad(const OpContext& ctx, const Node& node, const Inputs& inputs,
   if (node.opset >= 11 && inputs.size() > 2 && inputs[2] != nullptr) {
     const Value& v = *inputs[2];
     if (v.dtype() != x->dtype() || v.num_elements() != 1) {
-      return absl::InvalidArgumentError(absl::StrCat("constant_value ", DescribeValue(v),
-                                                     " must be one ", TypeName(x->dtype())));
+      return absl::InvalidArgumentError(
+          absl::StrCat("constant_value ", DescribeValue(v), " must be one ", TypeName(x->dtype())));
     }
     std::memcpy(fill, v.raw(), elem);
   } else if (x->dtype() == DataType::kFp32) {
@@ -421,9 +420,9 @@ Status RunTrilu(const OpContext& ctx, const Node& node, const Inputs& inputs,
   for (int64_t m = 0; m < matrices; ++m) {
     for (int64_t i = 0; i < rows; ++i) {
       // Kept columns: j >= i + k (upper) or j <= i + k (lower), clamped to [0, cols].
-      const int64_t bound = std::clamp<int64_t>(
-          k > 0 && i > std::numeric_limits<int64_t>::max() - k ? cols : i + k,
-          upper ? 0 : -1, cols);
+      const int64_t bound =
+          std::clamp<int64_t>(k > 0 && i > std::numeric_limits<int64_t>::max() - k ? cols : i + k,
+                              upper ? 0 : -1, cols);
       const int64_t begin = upper ? bound : 0;
       const int64_t end = upper ? cols : std::min(cols, bound + 1);
       if (end <= begin) continue;
