@@ -27,16 +27,17 @@ from onnx import numpy_helper
 
 
 class Attention(nn.Module):
-    def __init__(self, dim, heads, causal, max_len=64):
+    def __init__(self, dim, heads, causal, max_len=64, mask_dtype=torch.bool):
         super().__init__()
         self.heads = heads
         self.qkv = nn.Linear(dim, 3 * dim)
         self.out = nn.Linear(dim, dim)
         self.causal = causal
         if causal:
-            # As GPT-2 does: a bool lower-triangular buffer sliced to the sequence length.
+            # As GPT-2 does: a lower-triangular buffer (bool, or uint8 in older HF versions)
+            # sliced to the sequence length.
             self.register_buffer(
-                "bias", torch.tril(torch.ones(max_len, max_len, dtype=torch.bool)).view(
+                "bias", torch.tril(torch.ones(max_len, max_len, dtype=mask_dtype)).view(
                     1, 1, max_len, max_len))
 
     def forward(self, x, mask=None):
@@ -46,7 +47,7 @@ class Attention(nn.Module):
         q, k, v = (t.view(shape).transpose(1, 2) for t in (q, k, v))
         scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(d // self.heads)
         if self.causal:
-            causal = self.bias[:, :, :s, :s]
+            causal = self.bias[:, :, :s, :s].bool()
             scores = scores.masked_fill(~causal, torch.finfo(scores.dtype).min)
         if mask is not None:
             scores = scores + mask
@@ -56,9 +57,9 @@ class Attention(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, dim, heads, causal, pre_norm):
+    def __init__(self, dim, heads, causal, pre_norm, mask_dtype=torch.bool):
         super().__init__()
-        self.attn = Attention(dim, heads, causal)
+        self.attn = Attention(dim, heads, causal, mask_dtype=mask_dtype)
         self.ln1 = nn.LayerNorm(dim)
         self.ln2 = nn.LayerNorm(dim)
         self.fc1 = nn.Linear(dim, 4 * dim)
@@ -125,11 +126,12 @@ class TinyRoberta(TinyBert):
 
 
 class TinyGpt2(nn.Module):
-    def __init__(self, vocab=100, dim=32, heads=4, layers=2, max_len=64):
+    def __init__(self, vocab=100, dim=32, heads=4, layers=2, max_len=64, mask_dtype=torch.bool):
         super().__init__()
         self.tok = nn.Embedding(vocab, dim)
         self.pos = nn.Embedding(max_len, dim)
-        self.blocks = nn.ModuleList(Block(dim, heads, True, True) for _ in range(layers))
+        self.blocks = nn.ModuleList(
+            Block(dim, heads, True, True, mask_dtype) for _ in range(layers))
         self.ln_f = nn.LayerNorm(dim)
 
     def forward(self, input_ids):
@@ -192,6 +194,7 @@ def main():
         text_sets.append((ids, mask))
         image_sets.append((torch.randn(batch, 3, 64, 64),))
     bert, gpt2, roberta = TinyBert(), TinyGpt2(), TinyRoberta()
+    gpt2_uint8 = TinyGpt2(mask_dtype=torch.uint8)
     cnns = {
         "mobilenet_v2_64": torchvision.models.mobilenet_v2(num_classes=10),
         "mnasnet_64": torchvision.models.mnasnet0_5(num_classes=10),
@@ -219,6 +222,9 @@ def main():
                   opset)
         save_case(out_dir, "tiny_gpt2", gpt2, [(t[0],) for t in text_sets], ["input_ids"],
                   ["logits"],
+                  {"input_ids": {0: "batch", 1: "seq"}, "logits": {0: "batch", 1: "seq"}}, opset)
+        save_case(out_dir, "tiny_gpt2_uint8_mask", gpt2_uint8, [(t[0],) for t in text_sets],
+                  ["input_ids"], ["logits"],
                   {"input_ids": {0: "batch", 1: "seq"}, "logits": {0: "batch", 1: "seq"}}, opset)
         save_case(out_dir, "tiny_roberta", roberta, text_sets, ["input_ids", "attention_mask"],
                   ["last_hidden_state"],

@@ -285,6 +285,22 @@ TEST(CastTest, TruncatesSaturatesAndMapsBool) {
   y = RunOp("Cast", {&x}, to_bool);
   ASSERT_TRUE(y.ok()) << y.status();
   EXPECT_EQ(Elements<uint8_t>(*y), (std::vector<uint8_t>{1, 1, 1, 1, 1, 0}));
+  // UINT8 (GPT-2 mask buffers) shares BOOL's storage but keeps its values; to BOOL maps to 0/1.
+  Value bytes = Make(DataType::kUint8, {3}, std::vector<uint8_t>{0, 2, 255});
+  to_int64.Set("to", IntAttr(7));
+  y = RunOp("Cast", {&bytes}, to_int64);
+  ASSERT_TRUE(y.ok()) << y.status();
+  EXPECT_EQ(Elements<int64_t>(*y), (std::vector<int64_t>{0, 2, 255}));
+  y = RunOp("Cast", {&bytes}, to_bool);
+  ASSERT_TRUE(y.ok()) << y.status();
+  EXPECT_EQ(y->dtype(), DataType::kBool);
+  EXPECT_EQ(Elements<uint8_t>(*y), (std::vector<uint8_t>{0, 1, 1}));
+  Attributes to_uint8;
+  to_uint8.Set("to", IntAttr(2));
+  Value wide = Floats({3}, {-4.0f, 7.9f, 300.0f});
+  y = RunOp("Cast", {&wide}, to_uint8);
+  ASSERT_TRUE(y.ok()) << y.status();
+  EXPECT_EQ(Elements<uint8_t>(*y), (std::vector<uint8_t>{0, 7, 255}));
   Node node;
   node.op_type = "Cast";
   node.attributes.Set("to", IntAttr(10));  // FLOAT16

@@ -12,8 +12,8 @@
 namespace tessera::engine::cpu {
 namespace {
 
-constexpr std::initializer_list<DataType> kComparable = {DataType::kFp32, DataType::kInt64,
-                                                         DataType::kInt32, DataType::kBool};
+constexpr std::initializer_list<DataType> kComparable = {
+    DataType::kFp32, DataType::kInt64, DataType::kInt32, DataType::kBool, DataType::kUint8};
 
 template <typename F>
 Status RunCompare(const OpContext& ctx, const Inputs& inputs, std::vector<Value>* outputs, F f) {
@@ -69,9 +69,12 @@ StatusOr<DataType> CastTarget(int64_t to) {
       return DataType::kInt64;
     case 9:
       return DataType::kBool;
+    case 2:
+      return DataType::kUint8;
     default:
-      return absl::UnimplementedError(absl::StrCat(
-          "Cast to ONNX type ", to, " is not supported (only FLOAT, INT32, INT64 and BOOL)"));
+      return absl::UnimplementedError(
+          absl::StrCat("Cast to ONNX type ", to,
+                       " is not supported (only FLOAT, INT32, INT64, UINT8 and BOOL)"));
   }
 }
 
@@ -89,12 +92,13 @@ To FloatToInt(float v) {
   return static_cast<To>(v);
 }
 
-template <typename From, typename To>
+// BOOL and UINT8 share uint8_t storage; kToBool picks BOOL's "non-zero is 1" rule.
+template <typename From, typename To, bool kToBool = false>
 void CastLoop(const From* in, To* out, int64_t n, ThreadPool* pool) {
   ParallelChunks(pool, n, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
-      if constexpr (std::is_same_v<To, uint8_t>) {
-        out[i] = in[i] != From(0) ? 1 : 0;  // BOOL
+      if constexpr (kToBool) {
+        out[i] = in[i] != From(0) ? 1 : 0;
       } else if constexpr (std::is_floating_point_v<From> && !std::is_floating_point_v<To>) {
         out[i] = FloatToInt<To>(in[i]);
       } else {
@@ -117,8 +121,11 @@ void CastFrom(const From* in, const Value& y, ThreadPool* pool) {
     case DataType::kInt32:
       CastLoop(in, y.mutable_data<int32_t>(), n, pool);
       break;
-    default:
+    case DataType::kUint8:
       CastLoop(in, y.mutable_data<uint8_t>(), n, pool);
+      break;
+    default:
+      CastLoop<From, uint8_t, true>(in, y.mutable_data<uint8_t>(), n, pool);
       break;
   }
 }

@@ -11,7 +11,8 @@ namespace tessera::engine::cpu {
 namespace {
 
 constexpr std::initializer_list<DataType> kAnyType = {DataType::kFp32, DataType::kInt64,
-                                                     DataType::kInt32, DataType::kBool};
+                                                     DataType::kInt32, DataType::kBool,
+                                                     DataType::kUint8};
 
 Value Int64Vector(const std::vector<int64_t>& values) {
   Value v = Value::Allocate(DataType::kInt64, {static_cast<int64_t>(values.size())});

@@ -14,7 +14,8 @@ namespace tessera::engine::cpu {
 namespace {
 
 constexpr std::initializer_list<DataType> kAnyType = {DataType::kFp32, DataType::kInt64,
-                                                      DataType::kInt32, DataType::kBool};
+                                                      DataType::kInt32, DataType::kBool,
+                                                      DataType::kUint8};
 
 // The values of a 1-D (or scalar) INT64/INT32 tensor.
 StatusOr<std::vector<int64_t>> IndexValues(const Value& v, const char* what) {
