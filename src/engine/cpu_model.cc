@@ -474,7 +474,8 @@ StatusOr<std::unique_ptr<Model>> LoadOnnxModel(const std::string& path,
     // (`broadcast`, `consumed_inputs`, Reshape's `shape`) that the kernels do not implement.
     static const std::unordered_set<std::string> kStableSinceOpset1 = {
         "GlobalAveragePool", "Relu", "Sigmoid", "Tanh", "Identity", "Transpose", "Flatten",
-        "MatMul", "Softmax", "Shape", "Gather", "MaxPool", "AveragePool", "Squeeze", "Unsqueeze"};
+        "MatMul", "Softmax", "Shape", "Gather", "MaxPool", "AveragePool", "Squeeze", "Unsqueeze",
+        "Not"};
     for (const Node& node : graph.nodes) {
       if (graph.opset < 7 && kStableSinceOpset1.count(node.op_type) == 0) {
         problems.push_back(absl::StrCat(node.Describe(graph.value_names), ": opset ", graph.opset,

@@ -23,11 +23,20 @@ StatusOr<DataType> FromOnnxType(int32_t elem_type, const std::string& what) {
       return DataType::kFp32;
     case onnx::TensorProto::INT64:
       return DataType::kInt64;
+    case onnx::TensorProto::INT32:
+      return DataType::kInt32;
+    case onnx::TensorProto::BOOL:
+      return DataType::kBool;
+    case onnx::TensorProto::UINT8:
+      return DataType::kUint8;
     default:
       return absl::UnimplementedError(absl::StrCat(
           what, " has element type ",
           onnx::TensorProto::DataType_Name(static_cast<onnx::TensorProto::DataType>(elem_type)),
-          "; only FLOAT and INT64 are supported"));
+          "; only FLOAT, INT64, INT32, UINT8 and BOOL are supported",
+          elem_type == onnx::TensorProto::FLOAT16
+              ? " (export the model in FP32; FP16 weights are not supported by the CPU engine)"
+              : ""));
   }
 }
 
@@ -57,6 +66,23 @@ StatusOr<Value> ValueFromTensorProto(const onnx::TensorProto& proto) {
                                                      " values for shape ", ShapeToString(shape)));
     }
     std::copy(proto.float_data().begin(), proto.float_data().end(), value.mutable_data<float>());
+  } else if (dtype == DataType::kInt32 || dtype == DataType::kBool ||
+             dtype == DataType::kUint8) {
+    // All three are stored one value per int32_data entry when not raw.
+    if (static_cast<size_t>(proto.int32_data_size()) != count) {
+      return absl::InvalidArgumentError(absl::StrCat(what, " has ", proto.int32_data_size(),
+                                                     " values for shape ", ShapeToString(shape)));
+    }
+    for (size_t i = 0; i < count; ++i) {
+      if (dtype == DataType::kInt32) {
+        value.mutable_data<int32_t>()[i] = proto.int32_data(static_cast<int>(i));
+      } else if (dtype == DataType::kUint8) {
+        value.mutable_data<uint8_t>()[i] =
+            static_cast<uint8_t>(proto.int32_data(static_cast<int>(i)));
+      } else {
+        value.mutable_data<uint8_t>()[i] = proto.int32_data(static_cast<int>(i)) != 0 ? 1 : 0;
+      }
+    }
   } else {
     if (static_cast<size_t>(proto.int64_data_size()) != count) {
       return absl::InvalidArgumentError(absl::StrCat(what, " has ", proto.int64_data_size(),

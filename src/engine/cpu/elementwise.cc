@@ -1,77 +1,38 @@
-// Broadcasting binary ops (fp32 and int64, the latter for shape arithmetic) and unary activations.
+// Broadcasting binary ops (fp32, and int64/int32 for shape arithmetic) and unary activations.
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "engine/cpu/broadcast.h"
 #include "engine/cpu/ops.h"
 
 namespace tessera::engine::cpu {
 namespace {
 
-// Elements per parallel task for cheap element-wise loops; below two of these we stay inline.
-constexpr int64_t kElementwiseGrain = 1 << 15;
-
-template <typename T, typename F>
-void BinaryLoop(const Value& a, const Value& b, const Shape& out_shape, T* out, F f,
-                ThreadPool* pool) {
-  const T* ad = a.data<T>();
-  const T* bd = b.data<T>();
-  const int64_t total = ElementCount(out_shape);
-  if (a.shape() == b.shape() || b.num_elements() == 1 || a.num_elements() == 1) {
-    // Same shape or a scalar side: one flat loop, split into chunks.
-    const bool a_scalar = a.num_elements() == 1 && a.shape() != out_shape;
-    const bool b_scalar = b.num_elements() == 1 && b.shape() != out_shape;
-    int64_t tasks = std::max<int64_t>(1, total / kElementwiseGrain);
-    ParallelFor(pool, tasks, [&](int64_t t) {
-      int64_t begin = total * t / tasks, end = total * (t + 1) / tasks;
-      for (int64_t i = begin; i < end; ++i) out[i] = f(ad[a_scalar ? 0 : i], bd[b_scalar ? 0 : i]);
-    });
-    return;
-  }
-  // General case: per-operand strides over the output's dims (0 where broadcast), innermost dim
-  // as the tight loop.
-  const int rank = static_cast<int>(out_shape.size());
-  std::vector<int64_t> sa(rank, 0), sb(rank, 0);
-  auto fill_strides = [&](const Shape& s, std::vector<int64_t>* strides) {
-    int64_t stride = 1;
-    for (int d = static_cast<int>(s.size()) - 1; d >= 0; --d) {
-      int od = d + rank - static_cast<int>(s.size());
-      (*strides)[od] = s[d] == 1 ? 0 : stride;
-      stride *= s[d];
-    }
-  };
-  fill_strides(a.shape(), &sa);
-  fill_strides(b.shape(), &sb);
-  const int64_t inner = out_shape[rank - 1];
-  const int64_t ia = sa[rank - 1], ib = sb[rank - 1];
-  const int64_t rows = inner > 0 ? total / inner : 0;
-  std::vector<int64_t> coord(rank, 0);
-  for (int64_t r = 0; r < rows; ++r) {
-    int64_t oa = 0, ob = 0, rest = r;
-    for (int d = rank - 2; d >= 0; --d) {
-      int64_t c = rest % out_shape[d];
-      rest /= out_shape[d];
-      oa += c * sa[d];
-      ob += c * sb[d];
-    }
-    T* dst = out + r * inner;
-    for (int64_t i = 0; i < inner; ++i) dst[i] = f(ad[oa + i * ia], bd[ob + i * ib]);
-  }
-}
-
 template <typename FloatOp, typename IntOp>
 Status RunBinary(const OpContext& ctx, const Inputs& inputs, std::vector<Value>* outputs,
                  FloatOp float_op, IntOp int_op) {
-  TESSERA_ASSIGN_OR_RETURN(const Value* a,
-                           RequireInput(inputs, 0, "A", {DataType::kFp32, DataType::kInt64}));
+  TESSERA_ASSIGN_OR_RETURN(
+      const Value* a,
+      RequireInput(inputs, 0, "A", {DataType::kFp32, DataType::kInt64, DataType::kInt32}));
   TESSERA_ASSIGN_OR_RETURN(const Value* b, RequireInput(inputs, 1, "B", {a->dtype()}));
   TESSERA_ASSIGN_OR_RETURN(Shape out_shape, BroadcastShapes(a->shape(), b->shape()));
   Value y = ctx.NewOutput(0, a->dtype(), out_shape);
-  if (a->dtype() == DataType::kFp32) {
-    BinaryLoop<float>(*a, *b, out_shape, y.mutable_data<float>(), float_op, ctx.pool);
-  } else {
-    BinaryLoop<int64_t>(*a, *b, out_shape, y.mutable_data<int64_t>(), int_op, ctx.pool);
+  switch (a->dtype()) {
+    case DataType::kFp32:
+      BroadcastBinary(a->data<float>(), a->shape(), b->data<float>(), b->shape(),
+                      y.mutable_data<float>(), out_shape, ctx.pool, float_op);
+      break;
+    case DataType::kInt64:
+      BroadcastBinary(a->data<int64_t>(), a->shape(), b->data<int64_t>(), b->shape(),
+                      y.mutable_data<int64_t>(), out_shape, ctx.pool, int_op);
+      break;
+    default:
+      BroadcastBinary(a->data<int32_t>(), a->shape(), b->data<int32_t>(), b->shape(),
+                      y.mutable_data<int32_t>(), out_shape, ctx.pool,
+                      [&](int32_t x, int32_t z) { return static_cast<int32_t>(int_op(x, z)); });
+      break;
   }
   (*outputs)[0] = std::move(y);
   return absl::OkStatus();
@@ -84,9 +45,7 @@ Status RunUnary(const OpContext& ctx, const Inputs& inputs, std::vector<Value>* 
   const float* in = x->data<float>();
   float* out = y.mutable_data<float>();
   const int64_t total = x->num_elements();
-  int64_t tasks = std::max<int64_t>(1, total / kElementwiseGrain);
-  ParallelFor(ctx.pool, tasks, [&](int64_t t) {
-    int64_t begin = total * t / tasks, end = total * (t + 1) / tasks;
+  ParallelChunks(ctx.pool, total, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) out[i] = f(in[i]);
   });
   (*outputs)[0] = std::move(y);

@@ -184,5 +184,50 @@ Status RunUnsqueeze(const OpContext&, const Node&, const Inputs&, std::vector<Va
 Status RunSqueeze(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
 Status RunConcat(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
 Status RunTranspose(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+// math_ops.cc
+Status RunErf(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunSqrt(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunExp(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunReciprocal(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunNeg(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunLeakyRelu(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunHardSigmoid(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunHardSwish(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunPow(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunMax(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunMin(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status CheckDropout(const Node&, const Graph&);
+Status RunDropout(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+// logic_ops.cc
+Status RunEqual(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunLess(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunLessOrEqual(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunGreater(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunGreaterOrEqual(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunAnd(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunOr(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunXor(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunNot(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunWhere(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status CheckCast(const Node&, const Graph&);
+Status RunCast(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+// reduce_ops.cc
+Status RunReduceSum(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunReduceMean(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunReduceMax(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunReduceMin(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunCumSum(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+// norm_ops.cc
+Status CheckLayerNormalization(const Node&, const Graph&);
+Status RunLayerNormalization(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+// slice_ops.cc
+Status RunSlice(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunSplit(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunExpand(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunConstantOfShape(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunRange(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status CheckPad(const Node&, const Graph&);
+Status RunPad(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunTrilu(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
 
 }  // namespace tessera::engine::cpu

@@ -10,7 +10,9 @@
 namespace tessera::engine::cpu {
 namespace {
 
-constexpr std::initializer_list<DataType> kAnyType = {DataType::kFp32, DataType::kInt64};
+constexpr std::initializer_list<DataType> kAnyType = {DataType::kFp32, DataType::kInt64,
+                                                     DataType::kInt32, DataType::kBool,
+                                                     DataType::kUint8};
 
 Value Int64Vector(const std::vector<int64_t>& values) {
   Value v = Value::Allocate(DataType::kInt64, {static_cast<int64_t>(values.size())});
@@ -149,8 +151,17 @@ Status RunShape(const OpContext&, const Node& node, const Inputs& inputs,
 Status RunGather(const OpContext& ctx, const Node& node, const Inputs& inputs,
                  std::vector<Value>* outputs) {
   TESSERA_ASSIGN_OR_RETURN(const Value* data, RequireInput(inputs, 0, "data", kAnyType));
-  TESSERA_ASSIGN_OR_RETURN(const Value* indices,
-                           RequireInput(inputs, 1, "indices", {DataType::kInt64}));
+  TESSERA_ASSIGN_OR_RETURN(
+      const Value* indices_arg,
+      RequireInput(inputs, 1, "indices", {DataType::kInt64, DataType::kInt32}));
+  // INT32 indices are widened once; the copy loop below reads INT64.
+  Value widened;
+  if (indices_arg->dtype() == DataType::kInt32) {
+    widened = Value::Allocate(DataType::kInt64, indices_arg->shape());
+    const int32_t* narrow = indices_arg->data<int32_t>();
+    std::copy(narrow, narrow + indices_arg->num_elements(), widened.mutable_data<int64_t>());
+  }
+  const Value* indices = widened.defined() ? &widened : indices_arg;
   if (data->rank() == 0) return absl::InvalidArgumentError("Gather from a scalar");
   TESSERA_ASSIGN_OR_RETURN(int axis, NormalizeAxis(node.attributes.GetInt("axis", 0),
                                                    data->rank()));
@@ -322,10 +333,16 @@ Status RunTranspose(const OpContext& ctx, const Node& node, const Inputs& inputs
   for (int d = 0; d < rank; ++d) out_shape[d] = x->dim(perm[d]);
   Value y = ctx.NewOutput(0, x->dtype(), out_shape);
   if (x->num_elements() > 0) {
-    if (DataTypeByteSize(x->dtype()) == 4) {
-      TransposeLoop(x->data<uint32_t>(), x->shape(), perm, y.mutable_data<uint32_t>());
-    } else {
-      TransposeLoop(x->data<uint64_t>(), x->shape(), perm, y.mutable_data<uint64_t>());
+    switch (DataTypeByteSize(x->dtype())) {
+      case 1:
+        TransposeLoop(x->data<uint8_t>(), x->shape(), perm, y.mutable_data<uint8_t>());
+        break;
+      case 4:
+        TransposeLoop(x->data<uint32_t>(), x->shape(), perm, y.mutable_data<uint32_t>());
+        break;
+      default:
+        TransposeLoop(x->data<uint64_t>(), x->shape(), perm, y.mutable_data<uint64_t>());
+        break;
     }
   }
   (*outputs)[0] = std::move(y);
