@@ -17,8 +17,14 @@
 
 namespace tessera::engine {
 
-// Which kernels run the model. Only kCpu exists in the foundation; kCuda comes with the engine issue.
+// Which kernels run the model. kCuda exists in builds with TESSERA_CUDA (src/engine/cuda/) and
+// needs a visible CUDA device at load; elsewhere loading with it fails with a clear Status.
 enum class Backend { kCpu, kCuda };
+
+// Storage and math precision of weights and activations (kCuda only; the CPU backend is FP32).
+// Graph inputs and outputs stay FP32/INT64 at the interface either way: kFp16 converts on the
+// device. kFp16 GEMMs and convolutions accumulate in FP32 on tensor cores.
+enum class Precision { kFp32, kFp16 };
 
 struct ModelOptions {
   Backend backend = Backend::kCpu;
@@ -27,6 +33,11 @@ struct ModelOptions {
   // Reuse activation memory by liveness (one arena per input shape, planned at the first Run with
   // that shape). Off = every activation is a fresh allocation on every Run (the reference path).
   bool plan_memory = true;
+  // kCuda only: see Precision.
+  Precision precision = Precision::kFp32;
+  // kCuda only: after the first Run with an input shape, capture that shape's kernels once as a
+  // CUDA graph and replay it on later Runs with the same shape. Off = launch kernel by kernel.
+  bool cuda_graphs = true;
 };
 
 // The activation memory plan for one batch size (see Model::PlanMemory).
