@@ -62,14 +62,14 @@ class CudaModel final : public Model {
 
   Status Run(const std::vector<TensorView>& inputs, std::vector<Tensor>* outputs) override {
     std::lock_guard<std::mutex> lock(mu_);
-    return RunLocked(inputs, outputs, nullptr);
+    return Finished(RunLocked(inputs, outputs, nullptr));
   }
   Status RunTimed(const std::vector<TensorView>& inputs, std::vector<Tensor>* outputs,
                   std::vector<LayerTiming>* timings) override {
     if (timings == nullptr) return absl::InvalidArgumentError("RunTimed needs a timings vector");
     timings->clear();
     std::lock_guard<std::mutex> lock(mu_);
-    return RunLocked(inputs, outputs, timings);
+    return Finished(RunLocked(inputs, outputs, timings));
   }
   StatusOr<MemoryPlanInfo> PlanMemory(int64_t batch) const override;
 
@@ -86,6 +86,12 @@ class CudaModel final : public Model {
     cuda_graphs_ = options.cuda_graphs;
   }
   Status Init();
+  // A failed Run may leave copies from the pinned staging in flight: wait for them so the next
+  // Run can reuse it.
+  Status Finished(Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (!status.ok()) cudaStreamSynchronize(device_.stream);
+    return status;
+  }
   Status ValidateInputs(const std::vector<TensorView>& views,
                         std::vector<const TensorView*>* ordered) const;
   StatusOr<std::shared_ptr<Plan>> GetPlan(const std::vector<Shape>& key) const

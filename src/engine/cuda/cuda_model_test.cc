@@ -16,11 +16,11 @@ namespace {
 using ::testing::HasSubstr;
 
 std::string ModelPath(const std::string& name) {
-  return std::string(TESSERA_SOURCE_DIR) + "/configs/models/" + name + "/1/model.onnx";
+  return SourceDir() + "/configs/models/" + name + "/1/model.onnx";
 }
 
 Tensor Reference(const std::string& name, const std::string& file) {
-  auto tensor = ReadTensorProtoFile(std::string(TESSERA_SOURCE_DIR) + "/tests/data/reference/" +
+  auto tensor = ReadTensorProtoFile(SourceDir() + "/tests/data/reference/" +
                                     name + "/" + file);
   EXPECT_TRUE(tensor.ok()) << tensor.status();
   return tensor.ok() ? *std::move(tensor) : Tensor{};

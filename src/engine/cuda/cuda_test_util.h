@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -19,6 +20,13 @@ namespace tessera::engine {
   do {                                                                         \
     if (CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device on this machine"; \
   } while (0)
+
+// The source tree (models, reference data): $TESSERA_SOURCE_DIR when set — a build carried to
+// another machine runs from another path — else the tree this binary was configured from.
+inline std::string SourceDir() {
+  const char* env = std::getenv("TESSERA_SOURCE_DIR");
+  return env != nullptr && env[0] != '\0' ? std::string(env) : std::string(TESSERA_SOURCE_DIR);
+}
 
 inline const float* FloatsOf(const Tensor& t) {
   return reinterpret_cast<const float*>(t.bytes.data());
