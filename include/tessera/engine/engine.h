@@ -38,6 +38,10 @@ struct ModelOptions {
   // kCuda only: after the first Run with an input shape, capture that shape's kernels once as a
   // CUDA graph and replay it on later Runs with the same shape. Off = launch kernel by kernel.
   bool cuda_graphs = true;
+  // kCuda only: the device ordinal to load on and run on; -1 = the loading thread's current device
+  // (e.g. a green context made current by the executor). A model always runs on the device it was
+  // loaded on: Run() switches the calling thread to it when that thread's current device differs.
+  int cuda_device = -1;
 };
 
 // The activation memory plan for one batch size (see Model::PlanMemory).

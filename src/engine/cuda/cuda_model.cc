@@ -84,6 +84,7 @@ Status CudaModel::Init() {
                                                  absl::StrJoin(problems, "; ")));
   }
   weight_bytes_ = graph_.ConstantBytes();
+  TESSERA_RETURN_IF_ERROR(CudaStatus(cudaGetDevice(&device_ordinal_), "cudaGetDevice"));
 
   TESSERA_RETURN_IF_ERROR(CudaStatus(
       cudaStreamCreateWithFlags(&device_.stream, cudaStreamNonBlocking), "cudaStreamCreate"));
@@ -293,6 +294,7 @@ Status CudaModel::RunLocked(const std::vector<TensorView>& inputs, std::vector<T
                             std::vector<LayerTiming>* timings) {
   std::vector<const TensorView*> ordered;
   TESSERA_RETURN_IF_ERROR(ValidateInputs(inputs, &ordered));
+  TESSERA_RETURN_IF_ERROR(UseDevice());
   std::vector<Shape> key;
   for (const TensorView* view : ordered) key.push_back(view->shape);
   TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<Plan> plan, GetPlan(key));
@@ -371,6 +373,7 @@ Status CudaModel::RunLocked(const std::vector<TensorView>& inputs, std::vector<T
 namespace tessera::engine {
 
 using cuda::CudaModel;
+using cuda::CudaStatus;
 
 int CudaDeviceCount() {
   int count = 0;
@@ -389,6 +392,17 @@ StatusOr<std::unique_ptr<Model>> LoadCudaModel(Graph graph, const ModelOptions& 
     return absl::FailedPreconditionError(absl::StrCat(
         "no CUDA device is visible to load a model with Backend::kCuda (cudaGetDeviceCount: ",
         error == cudaSuccess ? "0 devices" : cudaGetErrorString(error), ")"));
+  }
+  if (options.cuda_device >= count) {
+    return absl::InvalidArgumentError(absl::StrCat("cuda_device ", options.cuda_device,
+                                                   " does not exist (", count, " visible)"));
+  }
+  int current = 0;
+  TESSERA_RETURN_IF_ERROR(CudaStatus(cudaGetDevice(&current), "cudaGetDevice"));
+  // Only switch when asked for another device: switching would drop a green context made current
+  // on this thread for the same device.
+  if (options.cuda_device >= 0 && options.cuda_device != current) {
+    TESSERA_RETURN_IF_ERROR(CudaStatus(cudaSetDevice(options.cuda_device), "cudaSetDevice"));
   }
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<CudaModel> model,
                            CudaModel::Create(std::move(graph), options));

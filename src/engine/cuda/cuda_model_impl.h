@@ -109,8 +109,19 @@ class CudaModel final : public Model {
     return static_cast<char*>(arena_) + plan.arena_offset[id];
   }
 
+  // The calling thread's current device becomes the model's when it is another one (a Run from a
+  // thread that never selected a device).
+  Status UseDevice() const {
+    int current = -1;
+    if (cudaGetDevice(&current) == cudaSuccess && current == device_ordinal_) {
+      return absl::OkStatus();
+    }
+    return CudaStatus(cudaSetDevice(device_ordinal_), "cudaSetDevice");
+  }
+
   const Graph graph_;
   Device device_;
+  int device_ordinal_ = 0;  // the device the model was loaded on
   bool cuda_graphs_ = true;
   std::vector<Place> place_;        // per value id
   std::vector<bool> host_node_;     // per node

@@ -176,5 +176,16 @@ TEST(CudaModelTest, PlanMemoryTimingAndErrors) {
   EXPECT_TRUE(gpu->Run({input.View()}, &out).ok());
 }
 
+TEST(CudaModelTest, UnknownDeviceOrdinalIsInvalidArgument) {
+  TESSERA_REQUIRE_GPU();
+  ModelOptions options = CudaOptions(Precision::kFp32, true);
+  options.cuda_device = CudaDeviceCount();
+  auto model = LoadOnnxModel(ModelPath("mlp"), options);
+  ASSERT_FALSE(model.ok());
+  EXPECT_EQ(model.status().code(), absl::StatusCode::kInvalidArgument) << model.status();
+  options.cuda_device = 0;
+  EXPECT_TRUE(LoadOnnxModel(ModelPath("mlp"), options).ok());
+}
+
 }  // namespace
 }  // namespace tessera::engine

@@ -210,6 +210,7 @@ StatusOr<MemoryPlanInfo> CudaModel::PlanMemory(int64_t batch) const {
     key.push_back(shape);
   }
   std::lock_guard<std::mutex> lock(mu_);
+  TESSERA_RETURN_IF_ERROR(UseDevice());
   TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<Plan> plan, GetPlan(key));
   return MemoryPlanInfo{batch, plan->arena_bytes, plan->naive_bytes, plan->num_values};
 }
