@@ -325,8 +325,15 @@ Status CudaModel::RunLocked(const std::vector<TensorView>& inputs, std::vector<T
                                        "input upload"));
   }
 
-  if (timings == nullptr && cuda_graphs_ && plan->exec == nullptr && plan->ran) {
-    TESSERA_RETURN_IF_ERROR(Capture(plan.get()));
+  if (timings == nullptr && cuda_graphs_ && plan->exec == nullptr && plan->ran &&
+      !plan->capture_failed) {
+    // A shape that cannot be captured still runs, eagerly; the reason is kept for
+    // CudaGraphsCaptured (tests) and capture is not retried for it.
+    Status captured = Capture(plan.get());
+    if (!captured.ok()) {
+      plan->capture_failed = true;
+      capture_error_ = std::string(captured.message());
+    }
   }
   if (timings == nullptr && plan->exec != nullptr) {
     TESSERA_RETURN_IF_ERROR(CudaStatus(cudaGraphLaunch(plan->exec, device_.stream), "graph launch"));
@@ -412,7 +419,7 @@ StatusOr<std::unique_ptr<Model>> LoadCudaModel(Graph graph, const ModelOptions& 
 StatusOr<int> CudaGraphsCaptured(const Model& model) {
   const auto* cuda = dynamic_cast<const CudaModel*>(&model);
   if (cuda == nullptr) return absl::InvalidArgumentError("not a CUDA model");
-  return cuda->graphs_captured();
+  return cuda->graphs_captured();  // FAILED_PRECONDITION with the reason when a capture failed
 }
 
 }  // namespace tessera::engine

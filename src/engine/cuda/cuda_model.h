@@ -24,6 +24,7 @@ StatusOr<std::unique_ptr<Model>> LoadCudaModel(Graph graph, const ModelOptions& 
 int CudaDeviceCount();
 
 // For tests: how many input shapes of `model` (a CUDA Model) have a captured CUDA graph now.
+// FAILED_PRECONDITION with the reason when a capture failed (that shape then runs eagerly);
 // INVALID_ARGUMENT for a model of another backend.
 StatusOr<int> CudaGraphsCaptured(const Model& model);
 

@@ -44,6 +44,7 @@ struct Plan {
   uint64_t arena_bytes = 0, naive_bytes = 0;
   int num_values = 0;
   bool ran = false;                     // an eager Run succeeded (capture may follow)
+  bool capture_failed = false;          // capture was tried and failed: stay eager
   cudaGraphExec_t exec = nullptr;
   ~Plan() {
     if (exec != nullptr) cudaGraphExecDestroy(exec);
@@ -73,8 +74,12 @@ class CudaModel final : public Model {
   }
   StatusOr<MemoryPlanInfo> PlanMemory(int64_t batch) const override;
 
-  int graphs_captured() const {
+  StatusOr<int> graphs_captured() const {
     std::lock_guard<std::mutex> lock(mu_);
+    if (!capture_error_.empty()) {
+      return absl::FailedPreconditionError(absl::StrCat("a CUDA graph capture failed (that shape "
+                                                        "runs eagerly): ", capture_error_));
+    }
     int count = 0;
     for (const auto& [key, plan] : plans_) count += plan->exec != nullptr ? 1 : 0;
     return count;
@@ -139,6 +144,7 @@ class CudaModel final : public Model {
   uint64_t arena_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   void* pinned_ ABSL_GUARDED_BY(mu_) = nullptr;
   size_t pinned_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  std::string capture_error_ ABSL_GUARDED_BY(mu_);  // the last failed capture, for tests
 };
 
 

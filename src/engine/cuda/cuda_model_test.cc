@@ -94,7 +94,7 @@ TEST_P(CudaBundledModelTest, MatchesReferenceAndCpuAcrossBatchSizes) {
     ExpectTensorsClose(got[0], want[0], rtol, name + " batch " + std::to_string(batch));
   }
   auto captured = CudaGraphsCaptured(*gpu);
-  ASSERT_TRUE(captured.ok());
+  ASSERT_TRUE(captured.ok()) << captured.status();
   EXPECT_EQ(*captured, graphs ? 3 : 0) << "one graph per batch size (1, 4, 8)";
 }
 
@@ -125,7 +125,9 @@ TEST(CudaModelTest, GraphReplayEqualsEagerBitForBit) {
       ASSERT_EQ(a[0].shape, b[0].shape);
       EXPECT_TRUE(a[0].bytes == b[0].bytes) << "batch " << batch;
     }
-    EXPECT_EQ(*CudaGraphsCaptured(*graphs), 1);  // only batch 4 ran more than once
+    auto captured = CudaGraphsCaptured(*graphs);
+    ASSERT_TRUE(captured.ok()) << captured.status();
+    EXPECT_EQ(*captured, 1);  // only batch 4 ran more than once
   }
 }
 

@@ -154,6 +154,11 @@ void CompareWithCpu(const std::string& path, const std::vector<Feed>& feeds,
     auto gpu = LoadOnnxModel(path, CudaOptions(precision, true));
     ASSERT_TRUE(gpu.ok()) << gpu.status();
     for (int run = 0; run < 3; ++run) {
+      if (run == 2) {  // the second Run captured the graph; the third replays it
+        auto captured = CudaGraphsCaptured(**gpu);
+        ASSERT_TRUE(captured.ok()) << captured.status();
+        EXPECT_EQ(*captured, 1);
+      }
       std::vector<Tensor> got;
       Status status = (*gpu)->Run(views, &got);
       ASSERT_TRUE(status.ok()) << status;
