@@ -289,19 +289,26 @@ TEST(CudaOpsTest, GatherEmbeddingRowsAndScalarIndex) {
   CompareWithCpu(b.Write("gather"), {{"x", {4, 3, 8}}, ids});
 }
 
-TEST(CudaOpsTest, TransposeSliceConcat) {
+TEST(CudaOpsTest, TransposeAndConcat) {
   TESSERA_REQUIRE_GPU();
   ModelBuilder b(13);
-  b.Input("x", {2, 3, 4}).Input("z", {2, 5, 4}).Output("t").Output("s").Output("c").Output("r");
+  b.Input("x", {2, 3, 4}).Input("z", {2, 5, 4}).Output("t").Output("c").Output("r");
   auto* t = b.Node("Transpose", {"x"}, {"t"});
   IntsAttr(t, "perm", {2, 0, 1});
-  b.IntInit("st", {2}, {1, -1}).IntInit("en", {2}, {3, -100}).IntInit("ax", {2}, {1, 2});
-  b.IntInit("sp", {2}, {1, -2});
-  b.Node("Slice", {"x", "st", "en", "ax", "sp"}, {"s"});
   auto* c = b.Node("Concat", {"x", "z", "x"}, {"c"});
   IntAttr(c, "axis", 1);
   b.Node("Transpose", {"z"}, {"r"});  // default perm: reversed
   CompareWithCpu(b.Write("movement"), {{"x", {2, 3, 4}}, {"z", {2, 5, 4}}});
+}
+
+TEST(CudaOpsTest, SliceWithStepsAndClamping) {
+  TESSERA_REQUIRE_GPU();
+  ModelBuilder b(13);
+  b.Input("x", {2, 3, 4}).Output("s");
+  b.IntInit("st", {2}, {1, -1}).IntInit("en", {2}, {3, -100}).IntInit("ax", {2}, {1, 2});
+  b.IntInit("sp", {2}, {1, -2});
+  b.Node("Slice", {"x", "st", "en", "ax", "sp"}, {"s"});  // [2, 2, 2]: rows 1..2, columns 3, 1
+  CompareWithCpu(b.Write("slice"), {{"x", {2, 3, 4}}});
 }
 
 TEST(CudaOpsTest, AliasesReshapeFlattenSqueezeUnsqueeze) {
