@@ -477,4 +477,21 @@ const CudaOpDef* FindDnnOp(const std::string& op_type) {
   return it == kOps->end() ? nullptr : &it->second;
 }
 
+Status CudaStatus(cudaError_t error, const char* what) {
+  if (error == cudaSuccess) return absl::OkStatus();
+  return absl::InternalError(absl::StrCat(what, ": ", cudaGetErrorName(error), " (",
+                                          cudaGetErrorString(error), ")"));
+}
+
+Status CudnnStatus(cudnnStatus_t status, const char* what) {
+  if (status == CUDNN_STATUS_SUCCESS) return absl::OkStatus();
+  return absl::InternalError(absl::StrCat(what, ": ", cudnnGetErrorString(status)));
+}
+
+Status CublasStatus(cublasStatus_t status, const char* what) {
+  if (status == CUBLAS_STATUS_SUCCESS) return absl::OkStatus();
+  return absl::InternalError(absl::StrCat(what, ": ", cublasGetStatusName(status), " (",
+                                          cublasGetStatusString(status), ")"));
+}
+
 }  // namespace tessera::engine::cuda

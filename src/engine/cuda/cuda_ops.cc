@@ -601,21 +601,4 @@ const CudaOpDef* FindCudaOp(const std::string& op_type) {
   return FindDnnOp(op_type);
 }
 
-Status CudaStatus(cudaError_t error, const char* what) {
-  if (error == cudaSuccess) return absl::OkStatus();
-  return absl::InternalError(absl::StrCat(what, ": ", cudaGetErrorName(error), " (",
-                                          cudaGetErrorString(error), ")"));
-}
-
-Status CudnnStatus(cudnnStatus_t status, const char* what) {
-  if (status == CUDNN_STATUS_SUCCESS) return absl::OkStatus();
-  return absl::InternalError(absl::StrCat(what, ": ", cudnnGetErrorString(status)));
-}
-
-Status CublasStatus(cublasStatus_t status, const char* what) {
-  if (status == CUBLAS_STATUS_SUCCESS) return absl::OkStatus();
-  return absl::InternalError(absl::StrCat(what, ": ", cublasGetStatusName(status), " (",
-                                          cublasGetStatusString(status), ")"));
-}
-
 }  // namespace tessera::engine::cuda
