@@ -6,6 +6,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -178,6 +179,8 @@ struct UnaryCase {
   float lo, hi;  // input range (Sqrt/Pow need positives)
 };
 
+void PrintTo(const UnaryCase& c, std::ostream* os) { *os << c.op; }
+
 class CudaUnaryOpTest : public ::testing::TestWithParam<UnaryCase> {};
 
 TEST_P(CudaUnaryOpTest, MatchesCpu) {
@@ -201,6 +204,10 @@ struct BinaryCase {
   Shape a, b;
   float lo, hi;
 };
+
+void PrintTo(const BinaryCase& c, std::ostream* os) {
+  *os << c.op << ShapeToString(c.a) << ShapeToString(c.b);
+}
 
 class CudaBinaryOpTest : public ::testing::TestWithParam<BinaryCase> {};
 
