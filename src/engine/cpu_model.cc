@@ -24,6 +24,9 @@
 #include "engine/thread_pool.h"
 #include "spdlog/spdlog.h"
 #include "tessera/engine/engine.h"
+#ifdef TESSERA_HAVE_CUDA
+#include "engine/cuda/cuda_model.h"
+#endif
 
 namespace tessera::engine {
 namespace {
@@ -460,9 +463,11 @@ StatusOr<MemoryPlanInfo> CpuModel::PlanMemory(int64_t batch) const {
 
 StatusOr<std::unique_ptr<Model>> LoadOnnxModel(const std::string& path,
                                                const ModelOptions& options) {
+#ifndef TESSERA_HAVE_CUDA
   if (options.backend != Backend::kCpu) {
     return absl::UnimplementedError("only the CPU backend is available in this build");
   }
+#endif
   try {
     TESSERA_ASSIGN_OR_RETURN(
         Graph graph, ImportOnnxModel(path, [](const std::string& op) {
@@ -496,6 +501,13 @@ StatusOr<std::unique_ptr<Model>> LoadOnnxModel(const std::string& path,
     StatusOr<PassSummary> passes = RunGraphPasses(&graph);
     if (!passes.ok()) return Prefixed(passes.status(), path);
     spdlog::info("{}: graph passes: {}", path, passes->ToString());
+#ifdef TESSERA_HAVE_CUDA
+    if (options.backend == Backend::kCuda) {
+      auto cuda_model = LoadCudaModel(std::move(graph), options);
+      if (!cuda_model.ok()) return Prefixed(cuda_model.status(), path);
+      return cuda_model;
+    }
+#endif
     return std::unique_ptr<Model>(
         std::make_unique<CpuModel>(std::move(graph), std::max(1, options.num_threads),
                                    options.plan_memory, options.onednn));

@@ -17,8 +17,14 @@
 
 namespace tessera::engine {
 
-// Which kernels run the model. Only kCpu exists in the foundation; kCuda comes with the engine issue.
+// Which kernels run the model. kCuda exists in builds with TESSERA_CUDA (src/engine/cuda/) and
+// needs a visible CUDA device at load; elsewhere loading with it fails with a clear Status.
 enum class Backend { kCpu, kCuda };
+
+// Storage and math precision of weights and activations (kCuda only; the CPU backend is FP32).
+// Graph inputs and outputs stay FP32/INT64 at the interface either way: kFp16 converts on the
+// device. kFp16 GEMMs and convolutions accumulate in FP32 on tensor cores.
+enum class Precision { kFp32, kFp16 };
 
 struct ModelOptions {
   Backend backend = Backend::kCpu;
@@ -30,6 +36,15 @@ struct ModelOptions {
   // Run Conv and pools through oneDNN on channels-last activations where this build has oneDNN;
   // false = the engine's own kernels only (the reference the oneDNN path is tested against).
   bool onednn = true;
+  // kCuda only: see Precision.
+  Precision precision = Precision::kFp32;
+  // kCuda only: after the first Run with an input shape, capture that shape's kernels once as a
+  // CUDA graph and replay it on later Runs with the same shape. Off = launch kernel by kernel.
+  bool cuda_graphs = true;
+  // kCuda only: the device ordinal to load on and run on; -1 = the loading thread's current device
+  // (e.g. a green context made current by the executor). A model always runs on the device it was
+  // loaded on: Run() switches the calling thread to it when that thread's current device differs.
+  int cuda_device = -1;
 };
 
 // The activation memory plan for one batch size (see Model::PlanMemory).
