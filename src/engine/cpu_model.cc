@@ -61,6 +61,7 @@ class CpuModel final : public Model {
   CpuModel(Graph graph, int num_threads, bool plan_memory, bool onednn)
       : graph_(std::move(graph)),
         plan_memory_(plan_memory),
+        onednn_(onednn),
         pool_(std::make_unique<ThreadPool>(num_threads)) {
     const size_t values = graph_.value_names.size();
     last_use_.assign(values, -1);
@@ -125,6 +126,7 @@ class CpuModel final : public Model {
 
   const Graph graph_;
   const bool plan_memory_;
+  const bool onednn_;
   std::vector<const cpu::OpDef*> ops_;  // parallel to graph_.nodes
   std::vector<std::unique_ptr<cpu::KernelState>> states_;  // parallel to graph_.nodes; may be null
   std::vector<int> last_use_;           // per value: index of the last node reading it, or -1
@@ -214,6 +216,7 @@ Status CpuModel::Execute(std::vector<Value>* slots, ThreadPool* pool, const Acti
                          std::vector<LayerTiming>* timings) const {
   cpu::OpContext ctx;
   ctx.pool = pool;
+  ctx.onednn = onednn_ && cpu::UsingOneDnn();
   cpu::Inputs node_inputs;
   cpu::Inputs original_inputs;  // node_inputs before any layout conversion
   std::vector<Value> converted;

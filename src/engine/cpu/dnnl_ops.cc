@@ -127,6 +127,15 @@ Status RunReference(KernelFn kernel, const OpContext& ctx, const Node& node, con
 
 bool UsingOneDnn() { return true; }
 
+void DnnlSgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+               const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+               int64_t ldc, int threads) {
+  omp_set_num_threads(threads);
+  // Arguments are checked by the callers (shapes) and dnnl_sgemm only fails on bad arguments.
+  dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb, beta, c,
+             ldc);
+}
+
 std::string OneDnnIsa() {
   switch (dnnl::get_effective_cpu_isa()) {
     case dnnl::cpu_isa::avx512_core_amx: return "avx512_core_amx";

@@ -123,8 +123,17 @@ void ComputeTile(const Operand& a, const Operand& b, int64_t k, float alpha, flo
 
 void Sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
            int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc,
-           ThreadPool* pool) {
+           ThreadPool* pool, bool onednn) {
   if (m <= 0 || n <= 0) return;
+#ifdef TESSERA_HAVE_ONEDNN
+  if (onednn) {
+    DnnlSgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
+              pool != nullptr ? pool->num_threads() : 1);
+    return;
+  }
+#else
+  (void)onednn;
+#endif
   if (beta != 1.0f) {
     for (int64_t i = 0; i < m; ++i) {
       float* row = c + i * ldc;

@@ -49,7 +49,7 @@ Status RunGemm(const OpContext& ctx, const Node& node, const Inputs& inputs,
     gemm_beta = 1.0f;
   }
   Sgemm(trans_a, trans_b, m, n, k, alpha, a->data<float>(), a->dim(1), b->data<float>(), b->dim(1),
-        gemm_beta, out, n, ctx.pool);
+        gemm_beta, out, n, ctx.pool, ctx.onednn);
   (*outputs)[0] = std::move(y);
   return absl::OkStatus();
 }
@@ -83,7 +83,8 @@ Status RunMatMul(const OpContext& ctx, const Node& node, const Inputs& inputs,
   int64_t batch_count = ElementCount(batch);
   if (batch_b.empty() && batch_a == batch) {
     // [.., m, k] x [k, n]: all of A's rows in one GEMM, which tiles and threads better.
-    Sgemm(false, false, batch_count * m, n, k, 1.0f, ad, k, bd, n, 0.0f, yd, n, ctx.pool);
+    Sgemm(false, false, batch_count * m, n, k, 1.0f, ad, k, bd, n, 0.0f, yd, n, ctx.pool,
+          ctx.onednn);
   } else {
     // Element offsets of each operand's matrix for a batch index, with broadcast dims fixed at 0.
     auto offset = [&](const Shape& own, int64_t index, int64_t matrix) {
@@ -99,9 +100,15 @@ Status RunMatMul(const OpContext& ctx, const Node& node, const Inputs& inputs,
       }
       return off * matrix;
     };
-    for (int64_t i = 0; i < batch_count; ++i) {
+    auto one = [&](int64_t i, ThreadPool* pool) {
       Sgemm(false, false, m, n, k, 1.0f, ad + offset(batch_a, i, m * k), k,
-            bd + offset(batch_b, i, k * n), n, 0.0f, yd + i * m * n, n, ctx.pool);
+            bd + offset(batch_b, i, k * n), n, 0.0f, yd + i * m * n, n, pool, ctx.onednn);
+    };
+    if (ctx.pool != nullptr && ctx.pool->num_threads() > 1 && batch_count >= ctx.pool->num_threads()) {
+      // Many small products (attention heads): one per thread beats threading each one.
+      ParallelFor(ctx.pool, batch_count, [&](int64_t i) { one(i, nullptr); });
+    } else {
+      for (int64_t i = 0; i < batch_count; ++i) one(i, ctx.pool);
     }
   }
   (*outputs)[0] = std::move(y);

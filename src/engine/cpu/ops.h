@@ -23,9 +23,11 @@ namespace tessera::engine::cpu {
 // C[m,n] = alpha * op(A)[m,k] * op(B)[k,n] + beta * C. op(X) = X^T when trans_x. lda/ldb/ldc are
 // the row strides of A, B, C as stored. beta == 0 overwrites C without reading it. Parallel over
 // output tiles on `pool` (null = calling thread only).
+// With `onednn` (only meaningful in builds with oneDNN) the product is oneDNN's sgemm, threaded
+// with OpenMP over pool->num_threads() threads (1 without a pool) instead of the pool itself.
 void Sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
            int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc,
-           ThreadPool* pool);
+           ThreadPool* pool, bool onednn = false);
 
 // Geometry of a 2-D convolution or pooling window, with pads already resolved.
 struct Window2d {
@@ -91,6 +93,7 @@ class KernelState {
 struct OpContext {
   ThreadPool* pool = nullptr;  // null = run on the calling thread
   KernelState* state = nullptr;  // the node's OpDef::make_state result; null when there is none
+  bool onednn = false;  // GEMMs through oneDNN's sgemm (ModelOptions::onednn in a oneDNN build)
   // Memory planner hooks, both optional (null = every output is a fresh allocation).
   // planned_outputs: per node output, a view of its planned arena bytes (undefined = none).
   const std::vector<Value>* planned_outputs = nullptr;
@@ -151,6 +154,10 @@ Status RunDnnlMaxPool(const OpContext&, const Node&, const Inputs&, std::vector<
 Status RunDnnlAveragePool(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
 Status RunGlobalAveragePoolAnyLayout(const OpContext&, const Node&, const Inputs&,
                                      std::vector<Value>*);
+// oneDNN's row-major sgemm on `threads` OpenMP threads (Sgemm with onednn=true).
+void DnnlSgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+               const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+               int64_t ldc, int threads);
 // Whether this build runs kernels through oneDNN, and its CPU ISA ("avx512_core", ...).
 bool UsingOneDnn();
 std::string OneDnnIsa();
