@@ -13,6 +13,8 @@
 #include <mutex>
 #include <unordered_set>
 
+#include <sys/stat.h>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/base/thread_annotations.h"
@@ -58,8 +60,9 @@ constexpr size_t kMaxCachedPlans = 64;
 
 class CpuModel final : public Model {
  public:
-  CpuModel(Graph graph, int num_threads, bool plan_memory, bool onednn)
-      : graph_(std::move(graph)),
+  CpuModel(std::shared_ptr<const Graph> graph, int num_threads, bool plan_memory, bool onednn)
+      : graph_owner_(std::move(graph)),
+        graph_(*graph_owner_),
         plan_memory_(plan_memory),
         onednn_(onednn),
         pool_(std::make_unique<ThreadPool>(num_threads)) {
@@ -124,7 +127,10 @@ class CpuModel final : public Model {
     return slots[id].defined() ? &slots[id] : nullptr;
   }
 
-  const Graph graph_;
+  // Shared with every other Model loaded from the same file in this process (LoadOnnxModel's
+  // graph cache): the weights are held once.
+  const std::shared_ptr<const Graph> graph_owner_;
+  const Graph& graph_;
   const bool plan_memory_;
   const bool onednn_;
   std::vector<const cpu::OpDef*> ops_;  // parallel to graph_.nodes
@@ -464,6 +470,88 @@ StatusOr<MemoryPlanInfo> CpuModel::PlanMemory(int64_t batch) const {
 
 }  // namespace
 
+namespace {
+
+// Import, per-node checks and graph passes: everything about a file that does not depend on the
+// ModelOptions.
+StatusOr<Graph> PrepareGraph(const std::string& path) {
+  TESSERA_ASSIGN_OR_RETURN(
+      Graph graph, ImportOnnxModel(path, [](const std::string& op) {
+        return cpu::FindOp(op) != nullptr;
+      }));
+  // Every node the kernels cannot run as configured, reported together.
+  std::vector<std::string> problems;
+  // Ops whose opset 1..6 semantics equal today's; the others had legacy attributes then
+  // (`broadcast`, `consumed_inputs`, Reshape's `shape`) that the kernels do not implement.
+  static const std::unordered_set<std::string> kStableSinceOpset1 = {
+      "GlobalAveragePool", "Relu", "Sigmoid", "Tanh", "Identity", "Transpose", "Flatten",
+      "MatMul", "Softmax", "Shape", "Gather", "MaxPool", "AveragePool", "Squeeze", "Unsqueeze",
+      "Not"};
+  for (const Node& node : graph.nodes) {
+    if (graph.opset < 7 && kStableSinceOpset1.count(node.op_type) == 0) {
+      problems.push_back(absl::StrCat(node.Describe(graph.value_names), ": opset ", graph.opset,
+                                      " semantics are not supported (need opset >= 7)"));
+      continue;
+    }
+    const cpu::OpDef* op = cpu::FindOp(node.op_type);
+    if (op->check == nullptr) continue;
+    Status status = op->check(node, graph);
+    if (!status.ok()) {
+      problems.push_back(absl::StrCat(node.Describe(graph.value_names), ": ", status.message()));
+    }
+  }
+  if (!problems.empty()) {
+    return absl::UnimplementedError(
+        absl::StrCat(path, ": unsupported node configuration: ", absl::StrJoin(problems, "; ")));
+  }
+  StatusOr<PassSummary> passes = RunGraphPasses(&graph);
+  if (!passes.ok()) return Prefixed(passes.status(), path);
+  spdlog::info("{}: graph passes: {}", path, passes->ToString());
+  return graph;
+}
+
+// Models loaded from the same unchanged file share one prepared graph and so its weights (a
+// Value's storage is shared on copy): the instances of a model in one executor hold its weights
+// once. Entries are weak: the graph goes when the last Model using it does.
+class GraphCache {
+ public:
+  StatusOr<std::shared_ptr<const Graph>> Get(const std::string& path) {
+    struct stat st;
+    if (stat(path.c_str(), &st) != 0) return PrepareShared(path);  // import reports the error
+    const std::string key = absl::StrCat(path, "|", st.st_dev, ":", st.st_ino, "|", st.st_size,
+                                         "|", st.st_mtim.tv_sec, ".", st.st_mtim.tv_nsec);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (auto it = graphs_.find(key); it != graphs_.end()) {
+        if (std::shared_ptr<const Graph> graph = it->second.lock()) return graph;
+      }
+    }
+    TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<const Graph> graph, PrepareShared(path));
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = graphs_.begin(); it != graphs_.end();) {
+      it = it->second.expired() ? graphs_.erase(it) : std::next(it);
+    }
+    graphs_[key] = graph;
+    return graph;
+  }
+
+ private:
+  static StatusOr<std::shared_ptr<const Graph>> PrepareShared(const std::string& path) {
+    TESSERA_ASSIGN_OR_RETURN(Graph graph, PrepareGraph(path));
+    return std::shared_ptr<const Graph>(std::make_shared<Graph>(std::move(graph)));
+  }
+
+  std::mutex mu_;
+  std::map<std::string, std::weak_ptr<const Graph>> graphs_ ABSL_GUARDED_BY(mu_);
+};
+
+GraphCache& SharedGraphs() {
+  static auto* cache = new GraphCache();
+  return *cache;
+}
+
+}  // namespace
+
 StatusOr<std::unique_ptr<Model>> LoadOnnxModel(const std::string& path,
                                                const ModelOptions& options) {
 #ifndef TESSERA_HAVE_CUDA
@@ -472,41 +560,10 @@ StatusOr<std::unique_ptr<Model>> LoadOnnxModel(const std::string& path,
   }
 #endif
   try {
-    TESSERA_ASSIGN_OR_RETURN(
-        Graph graph, ImportOnnxModel(path, [](const std::string& op) {
-          return cpu::FindOp(op) != nullptr;
-        }));
-    // Every node the kernels cannot run as configured, reported together.
-    std::vector<std::string> problems;
-    // Ops whose opset 1..6 semantics equal today's; the others had legacy attributes then
-    // (`broadcast`, `consumed_inputs`, Reshape's `shape`) that the kernels do not implement.
-    static const std::unordered_set<std::string> kStableSinceOpset1 = {
-        "GlobalAveragePool", "Relu", "Sigmoid", "Tanh", "Identity", "Transpose", "Flatten",
-        "MatMul", "Softmax", "Shape", "Gather", "MaxPool", "AveragePool", "Squeeze", "Unsqueeze",
-        "Not"};
-    for (const Node& node : graph.nodes) {
-      if (graph.opset < 7 && kStableSinceOpset1.count(node.op_type) == 0) {
-        problems.push_back(absl::StrCat(node.Describe(graph.value_names), ": opset ", graph.opset,
-                                        " semantics are not supported (need opset >= 7)"));
-        continue;
-      }
-      const cpu::OpDef* op = cpu::FindOp(node.op_type);
-      if (op->check == nullptr) continue;
-      Status status = op->check(node, graph);
-      if (!status.ok()) {
-        problems.push_back(absl::StrCat(node.Describe(graph.value_names), ": ", status.message()));
-      }
-    }
-    if (!problems.empty()) {
-      return absl::UnimplementedError(
-          absl::StrCat(path, ": unsupported node configuration: ", absl::StrJoin(problems, "; ")));
-    }
-    StatusOr<PassSummary> passes = RunGraphPasses(&graph);
-    if (!passes.ok()) return Prefixed(passes.status(), path);
-    spdlog::info("{}: graph passes: {}", path, passes->ToString());
+    TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<const Graph> graph, SharedGraphs().Get(path));
 #ifdef TESSERA_HAVE_CUDA
     if (options.backend == Backend::kCuda) {
-      auto cuda_model = LoadCudaModel(std::move(graph), options);
+      auto cuda_model = LoadCudaModel(Graph(*graph), options);
       if (!cuda_model.ok()) return Prefixed(cuda_model.status(), path);
       return cuda_model;
     }

@@ -6,6 +6,8 @@
 #include <fstream>
 #include <sstream>
 
+#include <unistd.h>
+
 #include "engine/onnx_import.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -193,6 +195,75 @@ TEST(ModelTest, TinyHandBuiltModelRuns) {
   ASSERT_TRUE((*loaded)->Run({view}, &out).ok());
   const float* y = Floats(out[0]);
   EXPECT_EQ(std::vector<float>(y, y + 4), (std::vector<float>{0, 2, 0, 4}));
+}
+
+// y = x + w with a constant w of `count` floats all equal to `value`.
+onnx::ModelProto AddConstantModel(int64_t count, float value) {
+  onnx::ModelProto model;
+  model.set_ir_version(8);
+  model.add_opset_import()->set_version(13);
+  onnx::GraphProto* graph = model.mutable_graph();
+  SetFloatTensor(graph->add_input(), "x", {1, count});
+  SetFloatTensor(graph->add_output(), "y", {1, count});
+  onnx::TensorProto* w = graph->add_initializer();
+  w->set_name("w");
+  w->set_data_type(onnx::TensorProto::FLOAT);
+  w->add_dims(1);
+  w->add_dims(count);
+  std::vector<float> values(static_cast<size_t>(count), value);
+  w->set_raw_data(values.data(), values.size() * sizeof(float));
+  onnx::NodeProto* node = graph->add_node();
+  node->set_op_type("Add");
+  node->add_input("x");
+  node->add_input("w");
+  node->add_output("y");
+  return model;
+}
+
+int64_t ResidentBytes() {
+  std::ifstream statm("/proc/self/statm");
+  int64_t size = 0, resident = 0;
+  statm >> size >> resident;
+  return resident * sysconf(_SC_PAGESIZE);
+}
+
+float FirstOutput(Model* model, int64_t count) {
+  std::vector<float> x(static_cast<size_t>(count), 1.0f);
+  TensorView view{"x", DataType::kFp32, {1, count}, x.data(), x.size() * 4};
+  std::vector<Tensor> out;
+  EXPECT_TRUE(model->Run({view}, &out).ok());
+  return out.empty() ? 0.0f : Floats(out[0])[0];
+}
+
+TEST(ModelTest, InstancesOfOneFileShareTheirWeights) {
+  constexpr int64_t kCount = 8 << 20;  // 32 MiB of weights
+  const std::string path = WriteModel(AddConstantModel(kCount, 2.0f), "big_weights.onnx");
+  std::vector<std::unique_ptr<Model>> models;
+  models.push_back(Load(path));
+  const int64_t after_first = ResidentBytes();
+  for (int i = 0; i < 3; ++i) models.push_back(Load(path));
+  const int64_t growth = ResidentBytes() - after_first;
+  // Three unshared copies would add 96 MiB; shared, the three loads add next to nothing.
+  EXPECT_LT(growth, 16 << 20) << "resident memory grew by " << growth << " bytes";
+  for (auto& model : models) {
+    ASSERT_NE(model, nullptr);
+    EXPECT_EQ(model->weight_bytes(), static_cast<uint64_t>(kCount) * 4);
+  }
+  EXPECT_EQ(FirstOutput(models.back().get(), kCount), 3.0f);
+}
+
+TEST(ModelTest, AChangedFileIsReadAgainNotServedFromTheSharedCopy) {
+  constexpr int64_t kCount = 16;
+  const std::string path = WriteModel(AddConstantModel(kCount, 2.0f), "changing.onnx");
+  std::unique_ptr<Model> before = Load(path);
+  ASSERT_NE(before, nullptr);
+  // A new file under the same name (as a repository update writes it: new inode, new mtime).
+  const std::string next = WriteModel(AddConstantModel(kCount, 5.0f), "changing.onnx.next");
+  ASSERT_EQ(std::rename(next.c_str(), path.c_str()), 0);
+  std::unique_ptr<Model> after = Load(path);
+  ASSERT_NE(after, nullptr);
+  EXPECT_EQ(FirstOutput(before.get(), kCount), 3.0f);
+  EXPECT_EQ(FirstOutput(after.get(), kCount), 6.0f);
 }
 
 class RunErrorTest : public ::testing::Test {

@@ -2,8 +2,9 @@
 //
 // A Model is created once per (model version, executor) and then run many times. Run() is
 // thread-compatible: one caller at a time per Model (an executor instance runs one batch at a time);
-// weights are immutable after Load. Two Models loaded from the same file today hold separate
-// copies of the weights (no cross-instance sharing yet); within one Model every Run shares them.
+// weights are immutable after Load. CPU Models loaded in one process from the same unchanged file
+// share one prepared graph and its weights (the instances of a model in an executor hold them
+// once; a file replaced on disk is read again). oneDNN's reordered Conv weights are per Model.
 #pragma once
 
 #include <cstdint>

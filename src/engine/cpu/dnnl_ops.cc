@@ -74,14 +74,33 @@ class PrimitiveCache final : public KernelState {
 struct ConvEntry {
   dnnl::convolution_forward::primitive_desc pd;
   dnnl::convolution_forward primitive;
-  memory weights;  // reordered constant weights; empty when W is a runtime input
+  memory weights;  // reordered constant weights (shared across shapes); empty for a runtime W
 };
 
 class ConvState final : public KernelState {
  public:
-  ConvState(bool weights_constant) : weights_constant(weights_constant) {}
+  explicit ConvState(bool weights_constant) : weights_constant(weights_constant) {}
+
+  // The constant weights reordered to `desc`, made on first request. Primitives for different
+  // batch sizes usually want the same layout: they share one copy instead of one per shape.
+  memory ReorderedWeights(const memory::desc& desc, memory user) {
+    std::lock_guard<std::mutex> lock(weights_mu_);
+    for (const auto& [d, m] : reordered_) {
+      if (d == desc) return m;
+    }
+    memory out(desc, CpuEngine());
+    dnnl::reorder(user, out).execute(ThreadStream(), user, out);
+    ThreadStream().wait();
+    reordered_.emplace_back(desc, out);
+    return out;
+  }
+
   const bool weights_constant;
   PrimitiveCache<ConvEntry> cache;
+
+ private:
+  std::mutex weights_mu_;
+  std::vector<std::pair<memory::desc, memory>> reordered_ ABSL_GUARDED_BY(weights_mu_);
 };
 
 // The post-op for a Conv fused with its activation by the graph passes (attributes
@@ -202,9 +221,7 @@ Status RunDnnlConv(const OpContext& ctx, const Node& node, const Inputs& inputs,
     if (cache_weights) {
       memory user(memory::desc(weight_dims, memory::data_type::f32, weight_tag), CpuEngine(),
                   const_cast<float*>(wt.data<float>()));
-      entry->weights = memory(entry->pd.weights_desc(), CpuEngine());
-      dnnl::reorder(user, entry->weights).execute(ThreadStream(), user, entry->weights);
-      ThreadStream().wait();
+      entry->weights = state->ReorderedWeights(entry->pd.weights_desc(), user);
     }
     return std::shared_ptr<const ConvEntry>(std::move(entry));
   };
