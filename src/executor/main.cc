@@ -62,8 +62,10 @@ int Main(int argc, char** argv) {
   tessera::engine::ModelOptions model_options;
   if (device == "cpu") {
     model_options.backend = tessera::engine::Backend::kCpu;
-  } else if (device.rfind("cuda", 0) == 0) {
+  } else if (int ordinal = -1; std::sscanf(device.c_str(), "cuda:%d", &ordinal) == 1 &&
+                                 ordinal >= 0) {
     model_options.backend = tessera::engine::Backend::kCuda;
+    model_options.cuda_device = ordinal;
   } else {
     spdlog::error("unknown --device '{}' (expected cpu or cuda:N)", device);
     return 1;
@@ -83,6 +85,8 @@ int Main(int argc, char** argv) {
       return 1;
     }
     spdlog::info("green context of {} SMs on GPU {} (asked {})", *granted, ordinal, green_sms);
+    // Naming the device would make the engine switch to the device's primary context.
+    model_options.cuda_device = -1;
   }
 
   auto input = tessera::ipc::SharedMemoryRegion::Open(input_shm, input_bytes);

@@ -83,12 +83,26 @@ int Run(int argc, char** argv) {
     spdlog::error("model repository '{}' is not a folder", config.model_repository);
     return 2;
   }
+  // `auto` stays on the CPU until the CUDA backend has been validated on a GPU (docs/engine-cuda.md);
+  // `gpu` opts in: executors run the engine's CUDA backend on GPU 0.
+#ifdef TESSERA_HAVE_CUDA_ENGINE
+  const bool on_gpu = config.devices == "gpu";
+  if (on_gpu) {
+    spdlog::warn("devices: gpu: executors run the CUDA backend on GPU 0; it is new and not yet "
+                 "validated on hardware (docs/engine-cuda.md)");
+  } else {
+    spdlog::info("serving on the CPU ({} executor(s)); `devices: gpu` runs the CUDA backend",
+                 config.cpu_executors);
+  }
+#else
+  const bool on_gpu = false;
   if (config.devices == "gpu") {
-    spdlog::error("devices: gpu was asked for, but this build has no GPU backend yet");
+    spdlog::error("devices: gpu was asked for, but this build has no CUDA backend (configure with "
+                  "-DTESSERA_CUDA=ON on a machine with nvcc)");
     return 2;
   }
-  spdlog::info("serving on the CPU ({} executor(s)); the GPU path arrives with the CUDA backend",
-               config.cpu_executors);
+  spdlog::info("serving on the CPU ({} executor(s))", config.cpu_executors);
+#endif
   tessera::partition::PartitionOptions partition_options;
   partition_options.mechanism = config.partition_mechanism;
   partition_options.devices = config.devices;
@@ -113,7 +127,7 @@ int Run(int argc, char** argv) {
   pool_options.executors = std::max(1, config.cpu_executors);
   pool_options.launch.binary =
       config.executor_binary.empty() ? DefaultExecutorBinary() : config.executor_binary;
-  pool_options.launch.device = "cpu";
+  pool_options.launch.device = on_gpu ? "cuda:0" : "cpu";
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   pool_options.launch.threads = config.threads_per_executor > 0
                                     ? config.threads_per_executor
