@@ -123,7 +123,7 @@ int main(int argc, char** argv) {
   }
   auto model = engine::LoadOnnxModel(model_path, options);
   if (!model.ok()) {
-    std::fprintf(stderr, "tessera-engine-bench: %s\n", std::string(model.status().message()).c_str());
+    std::fprintf(stderr, "tessera-engine-bench: %s\n", model.status().ToString().c_str());
     return 1;
   }
   if (options.backend == engine::Backend::kCuda) {
