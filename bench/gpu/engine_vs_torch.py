@@ -449,7 +449,8 @@ def main():
             r = {"model": name, "batch": batch, "gflop": g, "ours": ours, "eager": eager,
                  "compiled": None, "speed_c": None}
             r["speed"] = eager / ours if ours and eager else None
-            r["verdict"] = "-" if r["speed"] is None else ("ok" if r["speed"] >= TARGET else "MISSED")
+            r["verdict"] = ("FAILED" if r["speed"] is None else
+                            "ok" if r["speed"] >= TARGET else "MISSED")
             r["tflops"] = g / ours if ours else None  # GFLOP / ms = TFLOP/s
             r["share"] = 100 * r["tflops"] / peak if ours and peak else None
             r["eager_share"] = 100 * g / eager / peak if eager and peak else None
