@@ -1,19 +1,27 @@
 #!/usr/bin/env bash
-# Runs the engine's CUDA tests on a GPU machine from a build made elsewhere (the GPU machines lack
-# the absl/protobuf/onnx/grpc development files, so nothing is built there).
+# Runs the engine's CUDA tests, then the GPU benchmark (issue 3 item 8: engine FP16 vs PyTorch), on
+# a GPU machine from a build made elsewhere (the GPU machines lack the absl/protobuf/onnx/grpc
+# development files, so nothing is built there). docs/engine-cuda.md has the exact invocation.
 #
-#   On the build machine (CUDA toolkit, TESSERA_CUDA=ON build of the engine tests):
+#   On the build machine (CUDA toolkit, TESSERA_CUDA=ON build of the engine tests and
+#   tessera-engine-bench):
 #     scripts/gpu_check_engine.sh bundle [BUILD_DIR]      # default BUILD_DIR: build-cuda
-#   packs the engine_cuda_* test binaries (debug info stripped) and the non-CUDA shared libraries
-#   they need (protobuf, onnx_proto, absl, libstdc++) into BUILD_DIR/gpu-bundle (~12 MiB).
+#   packs the engine_cuda_* test binaries and tessera-engine-bench (debug info stripped) and the
+#   non-CUDA shared libraries they need (protobuf, onnx_proto, absl, libstdc++, libz) into
+#   BUILD_DIR/gpu-bundle, and fails when it exceeds 64 MiB (the device tool's carry limit).
 #   Carry BUILD_DIR/gpu-bundle to the GPU machine at the same place in the repository.
 #
 #   On the GPU machine, from the repository root:
-#     scripts/gpu_check_engine.sh [BUILD_DIR]
+#     scripts/gpu_check_engine.sh [--no-bench] [BUILD_DIR]
 #   prints the GPU, checks that every shared library resolves (cuBLAS 13 / cuDNN 9 come from the
-#   CUDA toolkit or the Python venv's nvidia/* wheels), runs every engine_cuda_* test binary and
-#   prints a summary. Exit status: 0 when every test passed; 1 on a failure, or when a test skipped
-#   for want of a GPU (on a GPU machine that means the device was not usable).
+#   CUDA toolkit or the Python venv's nvidia/* wheels), runs every engine_cuda_* test binary (each
+#   under `timeout`, TESSERA_GPU_TEST_TIMEOUT s, default 240) and prints a summary; then, whatever
+#   the tests did, runs bench/gpu/engine_vs_torch.py with a python3 that has torch (extra
+#   arguments in TESSERA_GPU_BENCH_ARGS). Logs and engine_vs_torch.md go to
+#   $TESSERA_GPU_LOG_DIR (default $OUT/tessera-gpu-check, else /tmp/tessera-gpu-check).
+#   Exit status: 0 when every test passed and the benchmark ran and met its target; 1 on a test
+#   failure, a skip for want of a GPU (on a GPU machine the device was not usable), or a
+#   benchmark that failed or missed its target (both parts always run; the summary says which).
 set -uo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -33,7 +41,11 @@ if [[ "$MODE" == bundle ]]; then
   shopt -s nullglob
   tests=("$BUILD"/bin/engine_cuda_*)
   [[ ${#tests[@]} -gt 0 ]] || { echo "no engine_cuda_* binaries in $BUILD/bin" >&2; exit 1; }
-  for t in "${tests[@]}"; do
+  [[ -x "$BUILD/bin/tessera-engine-bench" ]] || {
+    echo "no tessera-engine-bench in $BUILD/bin (configure with -DTESSERA_BUILD_BENCH=ON)" >&2
+    exit 1
+  }
+  for t in "${tests[@]}" "$BUILD/bin/tessera-engine-bench"; do
     objcopy --strip-debug "$t" "$BUNDLE/bin/$(basename "$t")"
     # Every resolved library except the CUDA ones (the GPU machine has its own) and glibc's.
     ldd "$t" | awk '/=> \// {print $3}' | while read -r lib; do
@@ -46,7 +58,21 @@ if [[ "$MODE" == bundle ]]; then
   done
   du -sh "$BUNDLE"
   ls "$BUNDLE/bin" "$BUNDLE/lib"
+  kib=$(du -sk "$BUNDLE" | cut -f1)
+  if [[ $kib -gt 65536 ]]; then
+    echo "the bundle is $((kib / 1024)) MiB, over the device tool's 64 MiB carry limit" >&2
+    exit 1
+  fi
   exit 0
+fi
+
+BENCH=1
+if [[ "${1:-}" == --no-bench ]]; then
+  BENCH=0
+  shift
+  BUILD="${1:-build-cuda}"
+  [[ "$BUILD" = /* ]] || BUILD="$REPO/$BUILD"
+  BUNDLE="$BUILD/gpu-bundle"
 fi
 
 BIN="$BUNDLE/bin"
@@ -61,6 +87,7 @@ fi
 echo "== GPU"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 || true
 
+ORIG_LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}"
 # Library path: the bundle, then wherever cuBLAS 13 and cuDNN 9 are on this machine.
 libpath="$BUNDLE/lib"
 for dir in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda-13*/lib64 \
@@ -103,8 +130,9 @@ for t in "${tests[@]}"; do
   name=$(basename "$t")
   log="$LOGS/$name.log"
   echo "== $name (log: $log)"
-  "$t" --gtest_color=no >"$log" 2>&1
+  timeout "${TESSERA_GPU_TEST_TIMEOUT:-240}" "$t" --gtest_color=no >"$log" 2>&1
   rc=$?
+  [[ $rc -eq 124 ]] && echo "$name: timed out after ${TESSERA_GPU_TEST_TIMEOUT:-240} s"
   grep -E '^\[  FAILED  \]|Failure$|^[^[].*(Expected|Value of|Which is|expected|differ)' "$log" | head -60
   passed=$(grep -oP '^\[  PASSED  \] \K[0-9]+' "$log" | tail -1)
   skipped=$(grep -oP '^\[  SKIPPED \] \K[0-9]+(?= test)' "$log" | tail -1)
@@ -115,6 +143,46 @@ for t in "${tests[@]}"; do
   summary+=("$name: rc=$rc passed=${passed:-0} failed=${failed:-0} skipped=${skipped:-0} (no GPU: $no_gpu)")
   [[ $rc -eq 0 && $no_gpu -eq 0 ]] || status=1
 done
+
+# The benchmark. Python runs with the machine's own library path (the bundle's libstdc++ must not
+# replace the one torch was built against); only the engine binary gets the bundle's, through a
+# wrapper script.
+bench_status=skipped
+if [[ $BENCH -eq 1 ]]; then
+  echo "== benchmark: engine FP16 vs PyTorch (log: $LOGS/engine_vs_torch.log)"
+  py=""
+  for cand in /usr/bin/python3 python3 "$REPO/.venv/bin/python"; do
+    if LD_LIBRARY_PATH="$ORIG_LD_LIBRARY_PATH" "$cand" -c 'import torch, onnx' 2>/dev/null; then
+      py="$cand"
+      break
+    fi
+  done
+  if [[ ! -x "$BIN/tessera-engine-bench" ]]; then
+    echo "no tessera-engine-bench in $BIN (re-run the bundle step)"
+    bench_status="not run (no tessera-engine-bench)"
+  elif [[ -z "$py" ]]; then
+    echo "no python3 with torch and onnx on this machine"
+    bench_status="not run (no python with torch)"
+  else
+    wrapper="$LOGS/tessera-engine-bench.sh"
+    printf '#!/bin/sh\nLD_LIBRARY_PATH=%q exec %q "$@"\n' "$LD_LIBRARY_PATH" \
+      "$BIN/tessera-engine-bench" >"$wrapper"
+    chmod +x "$wrapper"
+    # shellcheck disable=SC2086  # TESSERA_GPU_BENCH_ARGS is a list of arguments
+    LD_LIBRARY_PATH="$ORIG_LD_LIBRARY_PATH" "$py" "$REPO/bench/gpu/engine_vs_torch.py" \
+      --bench "$wrapper" --out "$LOGS/engine_vs_torch.md" ${TESSERA_GPU_BENCH_ARGS:-} \
+      2>&1 | tee "$LOGS/engine_vs_torch.log" | grep -vE "Warning|warnings.warn"
+    brc=${PIPESTATUS[0]}
+    case $brc in
+      0) bench_status="ran, every point met >= 1.0x eager" ;;
+      3) bench_status="ran, some point missed >= 1.0x eager or failed (see the table's notes)" ;;
+      *) bench_status="failed (exit $brc; see $LOGS/engine_vs_torch.log)" ;;
+    esac
+    [[ $brc -eq 0 ]] || status=1
+  fi
+fi
+
 echo "== summary"
 printf '%s\n' "${summary[@]}"
+echo "benchmark: $bench_status"
 exit $status

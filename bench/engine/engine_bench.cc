@@ -2,8 +2,14 @@
 // an optional per-layer breakdown. bench/engine/engine_vs_onnxruntime.py runs it next to
 // onnxruntime on the same file, threads and inputs' shapes, and prints both with their ratio.
 //
-// Output: one line per batch size, `batch=B median_ms=… p10_ms=… p90_ms=… runs=N`, and with
-// --layers the slowest op types and nodes of the last timed batch size.
+// Output: a `# ...` header naming the backend and precision (and, on CUDA, the device), one line
+// per batch size, `batch=B median_ms=… p10_ms=… p90_ms=… runs=N`, and with --layers the slowest
+// op types and nodes of the last timed batch size.
+//
+// With --backend cuda a timed Run is what a serving call pays: FP32/INT64 inputs from host memory
+// copied to the device, the kernels (a CUDA graph replay from the second Run of a shape on, unless
+// --no-cuda-graphs), and the outputs copied back to host memory, ending in a stream sync.
+// bench/gpu/engine_vs_torch.py runs it beside PyTorch on the same ONNX files.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -15,6 +21,10 @@
 
 #include "CLI/CLI.hpp"
 #include "tessera/engine/engine.h"
+
+#ifdef TESSERA_BENCH_CUDA
+#include <cuda_runtime.h>
+#endif
 
 namespace {
 
@@ -58,6 +68,19 @@ double Percentile(std::vector<double> v, double q) {
   return v[static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5)];
 }
 
+// "NVIDIA H100 80GB HBM3 (device 0)", or why there is none. Only in builds with CUDA.
+std::string CudaDeviceName() {
+#ifdef TESSERA_BENCH_CUDA
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return "no usable CUDA device";
+  cudaDeviceProp prop;
+  if (cudaGetDeviceProperties(&prop, device) != cudaSuccess) return "no usable CUDA device";
+  return std::string(prop.name) + " (device " + std::to_string(device) + ")";
+#else
+  return "this build has no CUDA";
+#endif
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -67,7 +90,8 @@ int main(int argc, char** argv) {
   std::vector<int64_t> batches = {1, 8};
   int threads = 1, warmup = 3, iterations = 20;
   int64_t dynamic_dim = 1, int_high = 2;
-  bool layers = false, no_onednn = false;
+  bool layers = false, no_onednn = false, no_cuda_graphs = false;
+  std::string backend = "cpu", precision = "fp32";
   app.add_option("--model", model_path, "ONNX model file")->required();
   app.add_option("--batches", batches, "Batch sizes (comma-separated)")->delimiter(',');
   app.add_option("--threads", threads, "Engine threads")->check(CLI::PositiveNumber);
@@ -77,17 +101,40 @@ int main(int argc, char** argv) {
   app.add_option("--dynamic-dim", dynamic_dim, "Value of dynamic dims other than the batch");
   app.add_option("--int-high", int_high, "Integer inputs are drawn from [0, int-high)");
   app.add_flag("--layers", layers, "Print the per-layer breakdown of the last batch size");
-  app.add_flag("--no-onednn", no_onednn, "Use only the engine's own kernels");
+  app.add_flag("--no-onednn", no_onednn, "Use only the engine's own kernels (CPU)");
+  app.add_option("--backend", backend, "Engine backend")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+  app.add_option("--precision", precision,
+                 "Weights/activations precision (fp16: CUDA only; the interface stays FP32)")
+      ->check(CLI::IsMember({"fp32", "fp16"}));
+  app.add_flag("--no-cuda-graphs", no_cuda_graphs,
+               "CUDA: launch kernel by kernel instead of replaying a captured graph");
   CLI11_PARSE(app, argc, argv);
 
   engine::ModelOptions options;
   options.num_threads = threads;
   options.onednn = !no_onednn;
+  options.backend = backend == "cuda" ? engine::Backend::kCuda : engine::Backend::kCpu;
+  options.precision = precision == "fp16" ? engine::Precision::kFp16 : engine::Precision::kFp32;
+  options.cuda_graphs = !no_cuda_graphs;
+  if (options.backend == engine::Backend::kCpu && options.precision != engine::Precision::kFp32) {
+    std::fprintf(stderr, "tessera-engine-bench: --precision fp16 needs --backend cuda\n");
+    return 2;
+  }
   auto model = engine::LoadOnnxModel(model_path, options);
   if (!model.ok()) {
-    std::fprintf(stderr, "tessera-engine-bench: %s\n", std::string(model.status().message()).c_str());
+    std::fprintf(stderr, "tessera-engine-bench: %s\n", model.status().ToString().c_str());
     return 1;
   }
+  if (options.backend == engine::Backend::kCuda) {
+    std::printf("# backend=cuda precision=%s cuda_graphs=%s device=%s\n", precision.c_str(),
+                no_cuda_graphs ? "off" : "on", CudaDeviceName().c_str());
+    std::printf("# timed Run = host->device input copies + kernels + device->host output copies"
+                " + stream sync\n");
+  } else {
+    std::printf("# backend=cpu threads=%d onednn=%s\n", threads, no_onednn ? "off" : "on");
+  }
+  std::fflush(stdout);
   std::mt19937 rng(1234);
   std::vector<engine::LayerTiming> last_timings;
   for (int64_t batch : batches) {
@@ -115,6 +162,7 @@ int main(int argc, char** argv) {
     std::printf("batch=%ld median_ms=%.3f p10_ms=%.3f p90_ms=%.3f runs=%d\n",
                 static_cast<long>(batch), Percentile(ms, 0.5), Percentile(ms, 0.1),
                 Percentile(ms, 0.9), iterations);
+    std::fflush(stdout);  // a later batch size may fail; the lines so far still reach the reader
     if (layers) {
       last_timings.clear();
       if (!(*model)->RunTimed(views, &outputs, &last_timings).ok()) return 1;
