@@ -1,8 +1,11 @@
 // Per-kernel tests on tiny hand-computed cases, plus randomized comparisons against naive loops for
 // the blocked GEMM and im2col convolution (sizes chosen to cross every tile boundary).
 #include <cmath>
+#include <limits>
+#include <limits>
 #include <random>
 
+#include "engine/cpu/fast_math.h"
 #include "engine/cpu/ops.h"
 #include "gtest/gtest.h"
 
@@ -372,6 +375,35 @@ TEST(BatchNormTest, InferenceFormula) {
   auto y = RunOp("BatchNormalization", {&x, &scale, &bias, &mean, &var}, attrs);
   ASSERT_TRUE(y.ok()) << y.status();
   ExpectNear(ToVector(*y), {0, 0.5f, 1, 3});
+}
+
+}  // namespace
+}  // namespace tessera::engine::cpu
+
+namespace tessera::engine::cpu {
+namespace {
+
+TEST(FastMathTest, ExpAndErfStayWithinTheirStatedErrors) {
+  float worst_exp = 0.0f, worst_erf = 0.0f;
+  for (float x = -86.9f; x <= 88.0f; x += 0.0137f) {
+    const float want = std::exp(x);
+    worst_exp = std::max(worst_exp, std::fabs(FastExp(x) - want) / want);
+  }
+  for (float x = -6.0f; x <= 6.0f; x += 0.00071f) {
+    worst_erf = std::max(worst_erf, std::fabs(FastErf(x) - std::erf(x)));
+  }
+  EXPECT_LT(worst_exp, 5e-7f);
+  EXPECT_LT(worst_erf, 6e-7f);
+  // Softmax masks with -inf and -1e4: both must come out as (next to) zero, never NaN.
+  EXPECT_EQ(FastExp(-std::numeric_limits<float>::infinity()), 0.0f);
+  EXPECT_EQ(FastExp(-1e4f), 0.0f);
+  // Never a denormal (they slow every later op): the smallest nonzero result is a normal float.
+  for (float x = -87.5f; x <= -86.0f; x += 0.001f) {
+    const float e = FastExp(x);
+    EXPECT_TRUE(e == 0.0f || std::fpclassify(e) == FP_NORMAL) << x;
+  }
+  EXPECT_EQ(FastErf(0.0f), 0.0f);
+  EXPECT_EQ(FastErf(-10.0f), -1.0f);
 }
 
 }  // namespace

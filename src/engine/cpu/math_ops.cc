@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/cpu/broadcast.h"
+#include "engine/cpu/fast_math.h"
 #include "engine/cpu/ops.h"
 
 namespace tessera::engine::cpu {
@@ -95,7 +96,7 @@ T IntPow(T base, int64_t exp) {
 
 Status RunErf(const OpContext& ctx, const Node&, const Inputs& inputs,
               std::vector<Value>* outputs) {
-  return RunFloatUnary(ctx, inputs, outputs, [](float x) { return std::erf(x); });
+  return RunFloatUnary(ctx, inputs, outputs, [](float x) { return FastErf(x); });
 }
 
 Status RunSqrt(const OpContext& ctx, const Node&, const Inputs& inputs,

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "engine/cpu/fast_math.h"
 #include "engine/cpu/ops.h"
 
 namespace tessera::engine::cpu {
@@ -16,12 +17,14 @@ void Softmax(const float* input, int64_t outer, int64_t axis_len, int64_t inner,
       // Subtracting the max keeps exp in range for large logits.
       float max_value = -std::numeric_limits<float>::infinity();
       for (int64_t i = 0; i < axis_len; ++i) max_value = std::max(max_value, x[i * inner]);
-      float sum = 0.0f;
-      for (int64_t i = 0; i < axis_len; ++i) {
-        float e = std::exp(x[i * inner] - max_value);
-        y[i * inner] = e;
-        sum += e;
+      // Exponentials first (a loop GCC vectorises when contiguous), then their sum.
+      if (inner == 1) {
+        for (int64_t i = 0; i < axis_len; ++i) y[i] = FastExp(x[i] - max_value);
+      } else {
+        for (int64_t i = 0; i < axis_len; ++i) y[i * inner] = FastExp(x[i * inner] - max_value);
       }
+      float sum = 0.0f;
+      for (int64_t i = 0; i < axis_len; ++i) sum += y[i * inner];
       float scale = 1.0f / sum;
       for (int64_t i = 0; i < axis_len; ++i) y[i * inner] *= scale;
     }
