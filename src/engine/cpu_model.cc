@@ -58,23 +58,50 @@ struct ActivationPlan {
 // new shapes run unplanned rather than growing the cache without bound.
 constexpr size_t kMaxCachedPlans = 64;
 
+// A file's prepared graph and the kernel states made for it, shared by every Model of the file in
+// this process (LoadOnnxModel's cache): the weights, and oneDNN's reordered weights and primitives,
+// are held once however many instances run. Kernel states are safe for concurrent Runs.
+class SharedModelData {
+ public:
+  explicit SharedModelData(Graph graph) : graph_(std::move(graph)) {}
+
+  const Graph& graph() const { return graph_; }
+
+  // Per node (null where the kernel keeps none), for the own kernels or the oneDNN ones; made on
+  // first use.
+  const std::vector<std::unique_ptr<cpu::KernelState>>& States(bool onednn) const {
+    const int k = onednn ? 1 : 0;
+    std::call_once(made_[k], [&] {
+      states_[k].resize(graph_.nodes.size());
+      for (size_t n = 0; n < graph_.nodes.size(); ++n) {
+        const cpu::OpDef* op = cpu::FindOp(graph_.nodes[n].op_type, onednn);
+        if (op->make_state != nullptr) states_[k][n] = op->make_state(graph_.nodes[n], graph_);
+      }
+    });
+    return states_[k];
+  }
+
+ private:
+  const Graph graph_;
+  mutable std::once_flag made_[2];
+  mutable std::vector<std::unique_ptr<cpu::KernelState>> states_[2];  // written once, in call_once
+};
+
 class CpuModel final : public Model {
  public:
-  CpuModel(std::shared_ptr<const Graph> graph, int num_threads, bool plan_memory, bool onednn)
-      : graph_owner_(std::move(graph)),
-        graph_(*graph_owner_),
+  CpuModel(std::shared_ptr<const SharedModelData> shared, int num_threads, bool plan_memory,
+           bool onednn)
+      : shared_(std::move(shared)),
+        graph_(shared_->graph()),
+        states_(shared_->States(onednn)),
         plan_memory_(plan_memory),
         onednn_(onednn),
         pool_(std::make_unique<ThreadPool>(num_threads)) {
     const size_t values = graph_.value_names.size();
     last_use_.assign(values, -1);
     keep_.assign(values, false);
-    states_.resize(graph_.nodes.size());
     for (size_t n = 0; n < graph_.nodes.size(); ++n) {
       ops_.push_back(cpu::FindOp(graph_.nodes[n].op_type, onednn));
-      if (ops_[n]->make_state != nullptr) {
-        states_[n] = ops_[n]->make_state(graph_.nodes[n], graph_);
-      }
       for (int id : graph_.nodes[n].inputs) {
         if (id != kNoValue) last_use_[id] = static_cast<int>(n);
       }
@@ -127,14 +154,13 @@ class CpuModel final : public Model {
     return slots[id].defined() ? &slots[id] : nullptr;
   }
 
-  // Shared with every other Model loaded from the same file in this process (LoadOnnxModel's
-  // graph cache): the weights are held once.
-  const std::shared_ptr<const Graph> graph_owner_;
+  // Shared with every other Model loaded from the same file in this process.
+  const std::shared_ptr<const SharedModelData> shared_;
   const Graph& graph_;
+  const std::vector<std::unique_ptr<cpu::KernelState>>& states_;  // per node; may hold nulls
   const bool plan_memory_;
   const bool onednn_;
   std::vector<const cpu::OpDef*> ops_;  // parallel to graph_.nodes
-  std::vector<std::unique_ptr<cpu::KernelState>> states_;  // parallel to graph_.nodes; may be null
   std::vector<int> last_use_;           // per value: index of the last node reading it, or -1
   std::vector<bool> keep_;              // per value: a graph output, never released early
   uint64_t weight_bytes_ = 0;
@@ -515,7 +541,7 @@ StatusOr<Graph> PrepareGraph(const std::string& path) {
 // once. Entries are weak: the graph goes when the last Model using it does.
 class GraphCache {
  public:
-  StatusOr<std::shared_ptr<const Graph>> Get(const std::string& path) {
+  StatusOr<std::shared_ptr<const SharedModelData>> Get(const std::string& path) {
     struct stat st;
     if (stat(path.c_str(), &st) != 0) return PrepareShared(path);  // import reports the error
     const std::string key = absl::StrCat(path, "|", st.st_dev, ":", st.st_ino, "|", st.st_size,
@@ -523,26 +549,27 @@ class GraphCache {
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (auto it = graphs_.find(key); it != graphs_.end()) {
-        if (std::shared_ptr<const Graph> graph = it->second.lock()) return graph;
+        if (std::shared_ptr<const SharedModelData> shared = it->second.lock()) return shared;
       }
     }
-    TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<const Graph> graph, PrepareShared(path));
+    TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<const SharedModelData> shared, PrepareShared(path));
     std::lock_guard<std::mutex> lock(mu_);
     for (auto it = graphs_.begin(); it != graphs_.end();) {
       it = it->second.expired() ? graphs_.erase(it) : std::next(it);
     }
-    graphs_[key] = graph;
-    return graph;
+    graphs_[key] = shared;
+    return shared;
   }
 
  private:
-  static StatusOr<std::shared_ptr<const Graph>> PrepareShared(const std::string& path) {
+  static StatusOr<std::shared_ptr<const SharedModelData>> PrepareShared(const std::string& path) {
     TESSERA_ASSIGN_OR_RETURN(Graph graph, PrepareGraph(path));
-    return std::shared_ptr<const Graph>(std::make_shared<Graph>(std::move(graph)));
+    return std::shared_ptr<const SharedModelData>(
+        std::make_shared<SharedModelData>(std::move(graph)));
   }
 
   std::mutex mu_;
-  std::map<std::string, std::weak_ptr<const Graph>> graphs_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::weak_ptr<const SharedModelData>> graphs_ ABSL_GUARDED_BY(mu_);
 };
 
 GraphCache& SharedGraphs() {
@@ -560,16 +587,17 @@ StatusOr<std::unique_ptr<Model>> LoadOnnxModel(const std::string& path,
   }
 #endif
   try {
-    TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<const Graph> graph, SharedGraphs().Get(path));
+    TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<const SharedModelData> shared,
+                             SharedGraphs().Get(path));
 #ifdef TESSERA_HAVE_CUDA
     if (options.backend == Backend::kCuda) {
-      auto cuda_model = LoadCudaModel(Graph(*graph), options);
+      auto cuda_model = LoadCudaModel(Graph(shared->graph()), options);
       if (!cuda_model.ok()) return Prefixed(cuda_model.status(), path);
       return cuda_model;
     }
 #endif
     return std::unique_ptr<Model>(
-        std::make_unique<CpuModel>(std::move(graph), std::max(1, options.num_threads),
+        std::make_unique<CpuModel>(std::move(shared), std::max(1, options.num_threads),
                                    options.plan_memory, options.onednn));
   } catch (const std::bad_alloc&) {
     return absl::ResourceExhaustedError(absl::StrCat(path, ": out of memory loading the model"));

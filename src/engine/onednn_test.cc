@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include "engine/cpu/ops.h"
 #include "gtest/gtest.h"
 #include "onnx/onnx_pb.h"
@@ -226,6 +228,42 @@ TEST(OneDnnTest, PlannedMemoryStillReportsAnArena) {
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_GT(plan->arena_bytes, 0u);
   EXPECT_LE(plan->arena_bytes, plan->naive_bytes);
+}
+
+int64_t ResidentBytes() {
+  std::ifstream statm("/proc/self/statm");
+  int64_t size = 0, resident = 0;
+  statm >> size >> resident;
+  return resident * sysconf(_SC_PAGESIZE);
+}
+
+TEST(OneDnnTest, InstancesShareTheReorderedConvWeights) {
+  // One 512x512 3x3 Conv: 9 MiB of weights, which oneDNN reorders into its own layout.
+  GraphBuilder b;
+  b.Input("input", {-1, 512, 4, 4});
+  b.Weight("w", {512, 512, 3, 3}, 0.01f);
+  auto* conv = b.Node("Conv", {"input", "w"}, {"output"});
+  GraphBuilder::Ints(conv, "pads", {1, 1, 1, 1});
+  b.Output("output");
+  const std::string path = b.Write("onednn_big_conv.onnx");
+  Tensor input;
+  input.name = "input";
+  input.dtype = DataType::kFp32;
+  input.shape = {1, 512, 4, 4};
+  input.bytes.assign(512 * 16 * sizeof(float), std::byte{0});
+  std::vector<std::unique_ptr<Model>> models;
+  auto load_and_run = [&] {
+    auto model = LoadOnnxModel(path, ModelOptions{});
+    ASSERT_TRUE(model.ok()) << model.status();
+    RunModel(model->get(), input);
+    models.push_back(std::move(*model));
+  };
+  load_and_run();
+  const int64_t after_first = ResidentBytes();
+  for (int i = 0; i < 3; ++i) load_and_run();
+  const int64_t growth = ResidentBytes() - after_first;
+  // Three more reordered copies would add 27 MiB.
+  EXPECT_LT(growth, 6 << 20) << "resident memory grew by " << growth << " bytes";
 }
 
 TEST(LayoutTest, RowMajorAndChannelsLastRoundTrip) {

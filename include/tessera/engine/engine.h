@@ -4,7 +4,7 @@
 // thread-compatible: one caller at a time per Model (an executor instance runs one batch at a time);
 // weights are immutable after Load. CPU Models loaded in one process from the same unchanged file
 // share one prepared graph and its weights (the instances of a model in an executor hold them
-// once; a file replaced on disk is read again). oneDNN's reordered Conv weights are per Model.
+// once, oneDNN's reordered Conv weights too; a file replaced on disk is read again).
 #pragma once
 
 #include <cstdint>
