@@ -93,7 +93,8 @@ std::string PassSummary::ToString() const {
       nodes_before, " -> ", nodes_after, " nodes: ", constant_folded, " constant-folded, ",
       shape_values_folded, " shape values folded, ", reshapes_rewritten,
       " reshape targets made static, ", dead_removed, " dead removed, ", batchnorms_folded,
-      " BatchNorms folded into Conv, ", activations_fused, " activations fused",
+      " BatchNorms folded into Conv, ", activations_fused, " activations fused, ",
+      layernorms_fused, " LayerNorms fused",
       batch_pinned_by.empty() ? "" : absl::StrCat("; batch pinned by ", batch_pinned_by));
 }
 
@@ -260,6 +261,131 @@ int FuseConvActivation(Graph* graph) {
   return fused;
 }
 
+namespace {
+// A constant FP32 scalar (any rank, one element), or false.
+bool ConstantScalar(const Graph& graph, int id, float* value) {
+  if (id == kNoValue || !graph.IsConstant(id)) return false;
+  const Value& v = *graph.constants[id];
+  if (v.dtype() != DataType::kFp32 || v.num_elements() != 1) return false;
+  *value = v.data<float>()[0];
+  return true;
+}
+
+// Whether a ReduceMean node averages its input over the last axis only, keeping dims (opset
+// < 18: axes is an attribute).
+bool MeanOverLastAxis(const Graph& graph, const Node& node) {
+  if (node.op_type != "ReduceMean" || node.inputs.size() != 1 || node.outputs.size() != 1 ||
+      node.attributes.GetInt("keepdims", 1) != 1) {
+    return false;
+  }
+  const std::vector<int64_t> axes = node.attributes.GetInts("axes");
+  if (axes.size() != 1) return false;
+  if (axes[0] == -1) return true;
+  const auto& shape = graph.shapes[node.inputs[0]];
+  return shape.has_value() && axes[0] == static_cast<int64_t>(shape->size()) - 1;
+}
+
+}  // namespace
+
+int FuseLayerNorm(Graph* graph) {
+  const std::vector<int> readers = ReaderCounts(*graph);
+  // The single node reading `id` (readers[id] == 1 and not a graph output), or -1.
+  std::vector<int> reader(graph->value_names.size(), -1);
+  for (size_t n = 0; n < graph->nodes.size(); ++n) {
+    for (int id : graph->nodes[n].inputs) {
+      if (id != kNoValue) reader[id] = static_cast<int>(n);
+    }
+  }
+  auto only_reader = [&](int id) { return readers[id] == 1 ? reader[id] : -1; };
+  auto other_input = [](const Node& node, int id) {
+    return node.inputs.size() == 2 ? (node.inputs[0] == id ? node.inputs[1] : node.inputs[0])
+                                   : kNoValue;
+  };
+  std::vector<bool> remove(graph->nodes.size(), false);
+  int fused = 0;
+  for (size_t n = 0; n < graph->nodes.size(); ++n) {
+    // The decomposed LayerNorm of PyTorch's opset < 17 exports:
+    //   mean = ReduceMean(x); d = x - mean; var = ReduceMean(Pow(d, 2));
+    //   y = d / Sqrt(var + eps) * gamma + beta
+    const Node& mean = graph->nodes[n];
+    if (remove[n] || !MeanOverLastAxis(*graph, mean)) continue;
+    const int x = mean.inputs[0];
+    const int sub_n = only_reader(mean.outputs[0]);
+    if (sub_n < 0) continue;
+    const Node& sub = graph->nodes[sub_n];
+    if (sub.op_type != "Sub" || sub.inputs.size() != 2 || sub.inputs[0] != x ||
+        sub.inputs[1] != mean.outputs[0] || readers[sub.outputs[0]] != 2) {
+      continue;
+    }
+    const int d = sub.outputs[0];
+    int pow_n = -1, div_n = -1;
+    for (size_t k = 0; k < graph->nodes.size(); ++k) {
+      const Node& node = graph->nodes[k];
+      if (node.op_type == "Pow" && node.inputs.size() == 2 && node.inputs[0] == d) {
+        pow_n = static_cast<int>(k);
+      }
+      if (node.op_type == "Div" && node.inputs.size() == 2 && node.inputs[0] == d) {
+        div_n = static_cast<int>(k);
+      }
+    }
+    float two = 0, eps = 0;
+    if (pow_n < 0 || div_n < 0 || !ConstantScalar(*graph, graph->nodes[pow_n].inputs[1], &two) ||
+        two != 2.0f) {
+      continue;
+    }
+    const int var_n = only_reader(graph->nodes[pow_n].outputs[0]);
+    if (var_n < 0 || !MeanOverLastAxis(*graph, graph->nodes[var_n])) continue;
+    const int add_eps_n = only_reader(graph->nodes[var_n].outputs[0]);
+    if (add_eps_n < 0 || graph->nodes[add_eps_n].op_type != "Add" ||
+        !ConstantScalar(*graph,
+                        other_input(graph->nodes[add_eps_n], graph->nodes[var_n].outputs[0]),
+                        &eps)) {
+      continue;
+    }
+    const int sqrt_n = only_reader(graph->nodes[add_eps_n].outputs[0]);
+    if (sqrt_n < 0 || graph->nodes[sqrt_n].op_type != "Sqrt" ||
+        only_reader(graph->nodes[sqrt_n].outputs[0]) != div_n ||
+        graph->nodes[div_n].inputs[1] != graph->nodes[sqrt_n].outputs[0]) {
+      continue;
+    }
+    const int mul_n = only_reader(graph->nodes[div_n].outputs[0]);
+    if (mul_n < 0 || graph->nodes[mul_n].op_type != "Mul") continue;
+    const int add_beta_n = only_reader(graph->nodes[mul_n].outputs[0]);
+    if (add_beta_n < 0 || graph->nodes[add_beta_n].op_type != "Add") continue;
+    // gamma and beta: 1-D constants of the normalised width (LayerNormalization checks it
+    // against x at run time).
+    const int gamma = other_input(graph->nodes[mul_n], graph->nodes[div_n].outputs[0]);
+    const int beta = other_input(graph->nodes[add_beta_n], graph->nodes[mul_n].outputs[0]);
+    if (gamma == kNoValue || !graph->IsConstant(gamma)) continue;
+    const int64_t width = graph->constants[gamma]->num_elements();
+    if (ConstantFp32(*graph, gamma, width) == nullptr ||
+        ConstantFp32(*graph, beta, width) == nullptr) {
+      continue;
+    }
+    // The fused node takes the place of the last one (every input exists by then).
+    Node fused_node;
+    fused_node.name = graph->nodes[add_beta_n].name;
+    fused_node.op_type = "LayerNormalization";
+    fused_node.opset = mean.opset;
+    Attribute axis, epsilon;
+    axis.kind = Attribute::Kind::kInt;
+    axis.i = -1;
+    epsilon.kind = Attribute::Kind::kFloat;
+    epsilon.f = eps;
+    fused_node.attributes.Set("axis", axis);
+    fused_node.attributes.Set("epsilon", epsilon);
+    fused_node.inputs = {x, gamma, beta};
+    fused_node.outputs = {graph->nodes[add_beta_n].outputs[0]};
+    for (int k : {static_cast<int>(n), sub_n, pow_n, var_n, add_eps_n, sqrt_n, div_n, mul_n}) {
+      remove[k] = true;
+    }
+    graph->nodes[add_beta_n] = std::move(fused_node);
+    ++fused;
+  }
+  EraseMarked(remove, graph);
+  return fused;
+}
+
 StatusOr<PassSummary> RunGraphPasses(Graph* graph) {
   PassSummary summary;
   summary.nodes_before = static_cast<int>(graph->nodes.size());
@@ -297,6 +423,7 @@ StatusOr<PassSummary> RunGraphPasses(Graph* graph) {
   }
   summary.batchnorms_folded = FoldBatchNormIntoConv(graph);
   summary.activations_fused = FuseConvActivation(graph);
+  summary.layernorms_fused = FuseLayerNorm(graph);
   summary.dead_removed += RemoveDeadNodes(graph);
   InferShapes(graph);
   summary.nodes_after = static_cast<int>(graph->nodes.size());

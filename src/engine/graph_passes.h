@@ -57,6 +57,7 @@ struct PassSummary {
   int dead_removed = 0;         // nodes removed because no output needs them
   int batchnorms_folded = 0;
   int activations_fused = 0;
+  int layernorms_fused = 0;     // decomposed LayerNorms (opset < 17 exports) made one node
   std::string batch_pinned_by;  // the Reshape that pinned the batch; empty if none
 
   std::string ToString() const;
@@ -74,6 +75,12 @@ int FoldShapeSubgraphs(Graph* graph, int* reshapes_rewritten = nullptr);
 
 // Returns the number of nodes removed.
 int RemoveDeadNodes(Graph* graph);
+
+// Replaces PyTorch's decomposed LayerNorm over the last axis (ReduceMean, Sub, Pow 2, ReduceMean,
+// Add eps, Sqrt, Div, Mul gamma, Add beta; constant eps/gamma/beta, no other readers of the
+// intermediates) with one LayerNormalization node, which both backends run as one kernel. Needs
+// graph->shapes. Returns the number fused.
+int FuseLayerNorm(Graph* graph);
 
 int FoldBatchNormIntoConv(Graph* graph);
 int FuseConvActivation(Graph* graph);

@@ -1,0 +1,109 @@
+// Builds small ONNX models in tests (protobufs written to the test temp dir). For tests only.
+#pragma once
+
+#include <cstdint>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "onnx/onnx_pb.h"
+
+namespace tessera::engine {
+
+class OnnxBuilderForTest {
+ public:
+  OnnxBuilderForTest() {
+    model_.set_ir_version(8);
+    model_.add_opset_import()->set_version(13);
+    graph_ = model_.mutable_graph();
+    graph_->set_name("onednn_test");
+  }
+
+  void Input(const std::string& name, std::vector<int64_t> dims) {
+    SetInfo(graph_->add_input(), name, dims);
+  }
+  void Output(const std::string& name) {
+    auto* info = graph_->add_output();
+    info->set_name(name);
+    info->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+  }
+  // A constant FP32 tensor of seeded random values (scaled to keep activations O(1)).
+  void Weight(const std::string& name, std::vector<int64_t> dims, float scale) {
+    auto* t = graph_->add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::FLOAT);
+    int64_t count = 1;
+    for (int64_t d : dims) {
+      t->add_dims(d);
+      count *= d;
+    }
+    std::normal_distribution<float> dist(0.0f, scale);
+    for (int64_t i = 0; i < count; ++i) t->add_float_data(dist(rng_));
+  }
+  void FloatConstant(const std::string& name, std::vector<int64_t> dims, std::vector<float> values) {
+    auto* t = graph_->add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::FLOAT);
+    for (int64_t d : dims) t->add_dims(d);
+    for (float v : values) t->add_float_data(v);
+  }
+  void Int64Constant(const std::string& name, std::vector<int64_t> values) {
+    auto* t = graph_->add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::INT64);
+    t->add_dims(static_cast<int64_t>(values.size()));
+    for (int64_t v : values) t->add_int64_data(v);
+  }
+  onnx::NodeProto* Node(const std::string& op, std::vector<std::string> inputs,
+                        std::vector<std::string> outputs) {
+    auto* node = graph_->add_node();
+    node->set_op_type(op);
+    node->set_name(outputs[0] + "_node");
+    for (const auto& in : inputs) node->add_input(in);
+    for (const auto& out : outputs) node->add_output(out);
+    return node;
+  }
+  static void Ints(onnx::NodeProto* node, const std::string& name, std::vector<int64_t> values) {
+    auto* a = node->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::INTS);
+    for (int64_t v : values) a->add_ints(v);
+  }
+  static void Int(onnx::NodeProto* node, const std::string& name, int64_t value) {
+    auto* a = node->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::INT);
+    a->set_i(value);
+  }
+
+  std::string Write(const std::string& file) {
+    std::string path = ::testing::TempDir() + "/" + file;
+    std::ofstream out(path, std::ios::binary);
+    model_.SerializeToOstream(&out);
+    return path;
+  }
+
+ private:
+  static void SetInfo(onnx::ValueInfoProto* info, const std::string& name,
+                      const std::vector<int64_t>& dims) {
+    info->set_name(name);
+    auto* tensor = info->mutable_type()->mutable_tensor_type();
+    tensor->set_elem_type(onnx::TensorProto::FLOAT);
+    for (int64_t d : dims) {
+      auto* dim = tensor->mutable_shape()->add_dim();
+      if (d < 0) {
+        dim->set_dim_param("batch");
+      } else {
+        dim->set_dim_value(d);
+      }
+    }
+  }
+
+  onnx::ModelProto model_;
+  onnx::GraphProto* graph_ = nullptr;
+  std::mt19937 rng_{42};
+};
+
+}  // namespace tessera::engine
