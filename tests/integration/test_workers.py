@@ -61,7 +61,8 @@ def test_workers_answer_concurrent_clients_and_are_counted(server):
                                   worker_batch=str(size)) or 0 for size in SIZES}
     assert executions and executions > 0
     # Every batch ran on one of the workers, and each was counted once.
+    print("batches by worker size:", by_worker, "executions:", executions)
     assert sum(by_worker.values()) == executions, (by_worker, executions)
-    assert set(by_worker) == set(SIZES)
+    assert sum(1 for v in by_worker.values() if v > 0) >= 2, by_worker  # several sizes ran
     log = server.log_path.read_text()
     assert "workers 8/4/2/1 on executor" in log, server.log_tail_text()
