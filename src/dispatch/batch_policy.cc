@@ -1,6 +1,8 @@
 #include "tessera/dispatch/batch_policy.h"
 
 #include <algorithm>
+#include <cstddef>
+#include <optional>
 
 namespace tessera::dispatch {
 
@@ -81,6 +83,71 @@ BatchDecision DecideDutyCycleBatch(const std::vector<PendingRequest>& pending, u
     return decision;
   }
   decision.wake_at_ns = round_end;
+  return decision;
+}
+
+SizedDecision DecideSizedBatches(const std::vector<PendingRequest>& pending,
+                                 const std::vector<SizedWorker>& workers, const BatchRule& rule) {
+  SizedDecision decision;
+  std::vector<bool> idle(workers.size());
+  int64_t largest_any = 0;
+  for (size_t w = 0; w < workers.size(); ++w) {
+    idle[w] = workers[w].idle;
+    largest_any = std::max(largest_any, workers[w].batch_size);
+  }
+  size_t next = 0;  // first pending request not handed out yet
+  while (next < pending.size()) {
+    // R: rows of the leading run of the oldest request's shape, counted only as far as matters.
+    int64_t ready = 0;
+    for (size_t i = next; i < pending.size() && ready <= largest_any; ++i) {
+      if (pending[i].shape_key != pending[next].shape_key) break;
+      ready += pending[i].rows;
+    }
+    // Largest idle ≤ R; else the smallest idle.
+    std::optional<size_t> pick;
+    for (size_t w = 0; w < workers.size(); ++w) {
+      if (!idle[w] || workers[w].batch_size > ready) continue;
+      if (!pick || workers[w].batch_size > workers[*pick].batch_size) pick = w;
+    }
+    if (!pick) {
+      for (size_t w = 0; w < workers.size(); ++w) {
+        if (idle[w] && (!pick || workers[w].batch_size < workers[*pick].batch_size)) pick = w;
+      }
+    }
+    if (!pick) break;  // nobody idle
+    const int64_t oldest_rows = pending[next].rows;
+    if (oldest_rows > workers[*pick].batch_size) {
+      std::optional<size_t> fits;
+      for (size_t w = 0; w < workers.size(); ++w) {
+        if (idle[w] && workers[w].batch_size >= oldest_rows &&
+            (!fits || workers[w].batch_size < workers[*fits].batch_size)) {
+          fits = w;
+        }
+      }
+      if (fits) {
+        pick = fits;
+      } else if (largest_any >= oldest_rows) {
+        break;  // a busy worker can take it when it finishes
+      } else {
+        for (size_t w = 0; w < workers.size(); ++w) {
+          if (idle[w] && workers[w].batch_size > workers[*pick].batch_size) pick = w;
+        }
+      }
+    }
+    const int64_t size = workers[*pick].batch_size;
+    // The rule needs at most size + 1 requests to decide (each has ≥ 1 row).
+    const size_t end = std::min(pending.size(), next + static_cast<size_t>(size) + 1);
+    const std::vector<PendingRequest> window(pending.begin() + static_cast<ptrdiff_t>(next),
+                                             pending.begin() + static_cast<ptrdiff_t>(end));
+    const BatchDecision batch = rule(window, size);
+    if (batch.count == 0) {
+      decision.wake_at_ns = batch.wake_at_ns;
+      break;
+    }
+    decision.handouts.push_back(SizedHandout{*pick, batch.count});
+    idle[*pick] = false;
+    next += batch.count;
+  }
   return decision;
 }
 

@@ -1,5 +1,6 @@
 #include "tessera/dispatch/model_queue.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "absl/hash/hash.h"
@@ -21,19 +22,57 @@ uint64_t ShapeKey(const Request& request, bool leading_batch_dim) {
   return key;
 }
 
+namespace {
+
+Lane InstancesLane(std::vector<std::unique_ptr<BatchRunner>> runners) {
+  Lane lane;
+  lane.plan.label = "instances";
+  for (auto& runner : runners) lane.runners.push_back(std::shared_ptr<BatchRunner>(std::move(runner)));
+  return lane;
+}
+
+}  // namespace
+
 ModelQueue::ModelQueue(ModelQueueOptions options, std::vector<std::unique_ptr<BatchRunner>> runners,
                        std::shared_ptr<ModelStats> stats, const Clock* clock)
+    : ModelQueue(std::move(options), InstancesLane(std::move(runners)), std::move(stats), clock) {}
+
+ModelQueue::ModelQueue(ModelQueueOptions options, Lane lane, std::shared_ptr<ModelStats> stats,
+                       const Clock* clock)
     : options_(std::move(options)),
       stats_(std::move(stats)),
       clock_(clock ? clock : &default_clock_),
       batched_(options_.policy.batching && options_.policy.max_batch_size > 0) {
-  Lane lane;
-  lane.plan.label = "instances";
-  for (auto& runner : runners) lane.runners.push_back(std::shared_ptr<BatchRunner>(std::move(runner)));
+  if (Status valid = ValidateLane(lane, options_.model_label); !valid.ok()) {
+    // The callers validate configs first; never run a lane whose workers do not match.
+    spdlog::error("{}; its workers take batches without sizes", valid.message());
+    lane.worker_batch_sizes.clear();
+  }
   LanePtr state = MakeLane(std::move(lane));
   std::lock_guard lock(mu_);
   StartWorkers(state);
   lanes_.push_back(std::move(state));
+}
+
+Status ModelQueue::ValidateLane(const Lane& lane, const std::string& model_label) {
+  if (lane.runners.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model '", model_label, "': lane '", lane.plan.label, "' has no runner"));
+  }
+  const std::vector<int64_t>& sizes = lane.worker_batch_sizes;
+  if (!sizes.empty() && sizes.size() != lane.runners.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model '", model_label, "': lane '", lane.plan.label, "' has ", sizes.size(),
+        " worker batch sizes for ", lane.runners.size(), " runners (one per runner)"));
+  }
+  for (int64_t size : sizes) {
+    if (size < 1) {
+      return absl::InvalidArgumentError(absl::StrCat("model '", model_label, "': lane '",
+                                                     lane.plan.label, "' has worker batch size ",
+                                                     size, " (must be ≥ 1)"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 ModelQueue::~ModelQueue() { Shutdown(); }
@@ -43,10 +82,17 @@ ModelQueue::LanePtr ModelQueue::MakeLane(Lane lane) {
   state->plan = std::move(lane.plan);
   if (state->plan.weight <= 0) state->plan.weight = 1;
   state->runners = std::move(lane.runners);
+  for (int64_t size : lane.worker_batch_sizes) state->sized.push_back(SizedWorkerState{size});
   return state;
 }
 
 void ModelQueue::StartWorkers(const LanePtr& lane) {
+  if (!lane->sized.empty()) {
+    for (size_t i = 0; i < lane->runners.size(); ++i) {
+      lane->workers.emplace_back([this, lane, i] { SizedWorkerLoop(lane, i); });
+    }
+    return;
+  }
   for (const auto& runner : lane->runners) {
     lane->workers.emplace_back([this, lane, r = runner.get()] { WorkerLoop(lane, r); });
   }
@@ -90,7 +136,7 @@ Status ModelQueue::Enqueue(std::unique_ptr<Request>&& request) {
   ++queued_;
   lock.unlock();
   stats_->RecordArrival();  // also counts it pending: one lock per request, not two
-  lane->cv.notify_one();
+  lane->cv.notify_one();  // on a multi-granularity lane, the woken worker hands out for all
   return absl::OkStatus();
 }
 
@@ -100,10 +146,7 @@ StatusOr<LaneSwap> ModelQueue::ReplaceLanes(std::vector<Lane> lanes) {
         absl::StrCat("model '", options_.model_label, "': a switch needs at least one lane"));
   }
   for (const Lane& lane : lanes) {
-    if (lane.runners.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat("model '", options_.model_label, "': lane '",
-                                                     lane.plan.label, "' has no runner"));
-    }
+    TESSERA_RETURN_IF_ERROR(ValidateLane(lane, options_.model_label));
   }
   std::lock_guard lifecycle(lifecycle_mu_);
   if (shut_down_) {
@@ -218,20 +261,8 @@ ModelQueue::Taken ModelQueue::TakeBatch(LaneState& lane, std::unique_lock<std::m
   const uint64_t now = clock_->NowNs();
   BatchDecision decision;
   if (lane.plan.duty_cycle) {
-    uint64_t build_start = std::max(lane.last_dispatch_ns, pending.front().arrival_ns);
-    // A plan makes duty + latency ≤ SLO exactly (seed 001 §2.4), so a request that arrived as the
-    // round began would finish right at its deadline, and any wake-up jitter would push it over.
-    // Close the round early enough for the oldest request to finish with a guard to spare.
-    const uint64_t run_ns = lane.plan.expected_run_ns;
-    if (options_.slo_ns > 0 && run_ns > 0 && lane.plan.duty.duty_ns > 0) {
-      const uint64_t guard_ns = std::min<uint64_t>(1'000'000, options_.slo_ns / 20);
-      const uint64_t deadline = pending.front().arrival_ns + options_.slo_ns;
-      const uint64_t latest_start = deadline > run_ns + guard_ns ? deadline - run_ns - guard_ns : 0;
-      if (latest_start < build_start + lane.plan.duty.duty_ns) {
-        build_start = latest_start > lane.plan.duty.duty_ns ? latest_start - lane.plan.duty.duty_ns : 0;
-      }
-    }
-    decision = DecideDutyCycleBatch(pending, now, build_start, lane.plan.duty);
+    decision = DecideDutyCycleBatch(pending, now, DutyBuildStart(lane, pending.front().arrival_ns),
+                                    lane.plan.duty);
   } else {
     decision = DecideBatch(pending, now, options_.policy);
   }
@@ -243,8 +274,30 @@ ModelQueue::Taken ModelQueue::TakeBatch(LaneState& lane, std::unique_lock<std::m
     }
     return taken;
   }
+  return PopBatch(lane, decision.count, now);
+}
+
+uint64_t ModelQueue::DutyBuildStart(const LaneState& lane, uint64_t oldest_arrival_ns) const {
+  uint64_t build_start = std::max(lane.last_dispatch_ns, oldest_arrival_ns);
+  // A plan makes duty + latency ≤ SLO exactly (seed 001 §2.4), so a request that arrived as the
+  // round began would finish right at its deadline, and any wake-up jitter would push it over.
+  // Close the round early enough for the oldest request to finish with a guard to spare.
+  const uint64_t run_ns = lane.plan.expected_run_ns;
+  if (options_.slo_ns > 0 && run_ns > 0 && lane.plan.duty.duty_ns > 0) {
+    const uint64_t guard_ns = std::min<uint64_t>(1'000'000, options_.slo_ns / 20);
+    const uint64_t deadline = oldest_arrival_ns + options_.slo_ns;
+    const uint64_t latest_start = deadline > run_ns + guard_ns ? deadline - run_ns - guard_ns : 0;
+    if (latest_start < build_start + lane.plan.duty.duty_ns) {
+      build_start = latest_start > lane.plan.duty.duty_ns ? latest_start - lane.plan.duty.duty_ns : 0;
+    }
+  }
+  return build_start;
+}
+
+ModelQueue::Taken ModelQueue::PopBatch(LaneState& lane, size_t count, uint64_t now) {
+  Taken taken;
   const bool may_drop = options_.slo_drop && options_.slo_ns > 0 && lane.plan.expected_run_ns > 0;
-  for (size_t i = 0; i < decision.count; ++i) {
+  for (size_t i = 0; i < count; ++i) {
     std::unique_ptr<Request> request = std::move(lane.queue.front().request);
     lane.queue.pop_front();
     if (may_drop &&
@@ -254,9 +307,52 @@ ModelQueue::Taken ModelQueue::TakeBatch(LaneState& lane, std::unique_lock<std::m
       taken.batch.push_back(std::move(request));
     }
   }
-  queued_ -= decision.count;
+  queued_ -= count;
   lane.last_dispatch_ns = now;
   return taken;
+}
+
+uint64_t ModelQueue::HandOutSized(LaneState& lane) {
+  if (lane.queue.empty()) return 0;
+  std::vector<SizedWorker> workers;
+  int64_t largest = 0;
+  for (const SizedWorkerState& worker : lane.sized) {
+    workers.push_back(SizedWorker{worker.batch_size, !worker.busy});
+    largest = std::max(largest, worker.batch_size);
+  }
+  // Every idle worker may take at most `largest` rows, so this many requests decide every handout.
+  const size_t scan = std::min(lane.queue.size(), lane.sized.size() * (static_cast<size_t>(largest) + 1));
+  std::vector<PendingRequest> pending;
+  pending.reserve(scan);
+  for (size_t i = 0; i < scan; ++i) {
+    const Request& request = *lane.queue[i].request;
+    pending.push_back(
+        PendingRequest{request.batch_size, request.arrival_ns, lane.queue[i].shape_key});
+  }
+  const uint64_t now = clock_->NowNs();
+  // The lane's normal rule, with the chosen worker's size as its row limit. Without dynamic
+  // batching's queue delay a worker takes what is there at once (E²bird never waits to fill one).
+  BatchRule rule = [&](const std::vector<PendingRequest>& window, int64_t max_rows) {
+    if (lane.plan.duty_cycle) {
+      DutyCyclePolicy duty = lane.plan.duty;
+      duty.max_rows = max_rows;
+      return DecideDutyCycleBatch(window, now, DutyBuildStart(lane, window.front().arrival_ns), duty);
+    }
+    BatchPolicyOptions policy;
+    policy.batching = true;
+    policy.max_batch_size = max_rows;
+    policy.max_queue_delay_ns = options_.policy.batching ? options_.policy.max_queue_delay_ns : 0;
+    return DecideBatch(window, now, policy);
+  };
+  SizedDecision decision = DecideSizedBatches(pending, workers, rule);
+  for (const SizedHandout& handout : decision.handouts) {
+    SizedWorkerState& worker = lane.sized[handout.worker];
+    worker.handed = PopBatch(lane, handout.count, now);
+    worker.busy = true;
+    ++running_batches_;  // counted from the handout, so WaitIdle never sees it as neither
+  }
+  if (!decision.handouts.empty()) lane.cv.notify_all();  // wake the workers handed a batch
+  return decision.wake_at_ns;
 }
 
 void ModelQueue::Drop(std::vector<std::unique_ptr<Request>> dropped, const LanePlan& plan) {
@@ -291,6 +387,40 @@ void ModelQueue::WorkerLoop(LanePtr lane, BatchRunner* runner) {
     lock.lock();
     --running_batches_;
     if (IdleLocked()) idle_cv_.notify_all();
+  }
+}
+
+void ModelQueue::SizedWorkerLoop(LanePtr lane, size_t index) {
+  BatchRunner* runner = lane->runners[index].get();
+  SizedWorkerState& me = lane->sized[index];  // the vector never changes size
+  std::unique_lock lock(mu_);
+  while (true) {
+    if (me.handed) {
+      // A handed batch runs even when the lane retired or the queue stops: it left the queue.
+      Taken taken = std::move(*me.handed);
+      me.handed.reset();
+      lock.unlock();
+      stats_->AddPending(-static_cast<int64_t>(taken.batch.size() + taken.dropped.size()));
+      if (!taken.dropped.empty()) Drop(std::move(taken.dropped), lane->plan);
+      if (!taken.batch.empty()) {
+        stats_->RecordWorkerBatch(me.batch_size);
+        RunBatch(runner, std::move(taken.batch));
+      }
+      lock.lock();
+      me.busy = false;
+      --running_batches_;
+      if (IdleLocked()) idle_cv_.notify_all();
+      continue;
+    }
+    if (stopping_ || lane->retired) break;
+    const uint64_t wake_at = HandOutSized(*lane);
+    if (me.handed) continue;
+    const uint64_t now = clock_->NowNs();
+    if (wake_at > now) {
+      lane->cv.wait_for(lock, std::chrono::nanoseconds(wake_at - now));
+    } else {
+      lane->cv.wait(lock);
+    }
   }
 }
 

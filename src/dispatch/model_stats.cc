@@ -56,6 +56,11 @@ void ModelStats::RecordSloDrop(uint64_t request_ns) {
   ++stats_.slo_dropped;
 }
 
+void ModelStats::RecordWorkerBatch(int64_t worker_batch_size) {
+  std::lock_guard lock(mu_);
+  ++stats_.worker_batches[worker_batch_size];
+}
+
 ModelStatsSnapshot ModelStats::Snapshot() const {
   std::lock_guard lock(mu_);
   return stats_;

@@ -92,6 +92,19 @@ class ModelStatsCollector final : public prometheus::Collectable {
       }
     }
     families.push_back(std::move(failures));
+    MetricFamily worker_batches{"tessera_worker_batches_total",
+                                "Batches run by a model's multi-granularity workers, by worker size",
+                                MetricType::Counter, {}};
+    for (const auto& [labels, snapshot] : snapshots) {
+      for (const auto& [size, count] : snapshot.worker_batches) {
+        ClientMetric metric;
+        metric.label = labels;
+        metric.label.push_back({"worker_batch", absl::StrCat(size)});
+        metric.counter.value = double(count);
+        worker_batches.metric.push_back(std::move(metric));
+      }
+    }
+    if (!worker_batches.metric.empty()) families.push_back(std::move(worker_batches));
     if (extra_) AppendExtra(extra_(), families);
     return families;
   }

@@ -15,10 +15,10 @@ using yaml::YamlMap;
 constexpr std::array<std::string_view, 3> kPrecisions = {"fp32", "fp16", "bf16"};
 constexpr std::array<std::string_view, 3> kInstanceKinds = {"KIND_AUTO", "KIND_GPU", "KIND_CPU"};
 
-constexpr std::array<std::string_view, 12> kModelKeys = {
-    "name",      "platform",         "max_batch_size", "version_policy",         "input",
+constexpr std::array<std::string_view, 13> kModelKeys = {
+    "name",      "platform", "max_batch_size",    "version_policy",         "input",
     "output",    "dynamic_batching", "instance_group", "default_model_filename", "slo_ms",
-    "precision", "backend"};
+    "precision", "backend",  "worker_batch_sizes"};
 constexpr std::array<std::string_view, 3> kTensorKeys = {"name", "data_type", "dims"};
 constexpr std::array<std::string_view, 3> kPolicyKeys = {"latest", "all", "specific"};
 constexpr std::array<std::string_view, 1> kLatestKeys = {"num_versions"};
@@ -200,6 +200,55 @@ Status ReadInstanceGroups(const YamlMap& root, std::vector<InstanceGroupConfig>&
   return absl::OkStatus();
 }
 
+// Tessera's multi-granularity workers (E²bird): one instance per listed batch size, each a power of
+// two ≤ max_batch_size, no two alike. They replace instance_group's count and the preferred sizes.
+Status ReadWorkerBatchSizes(const YamlMap& root, const ModelConfig& config,
+                            std::vector<int>& sizes) {
+  constexpr std::string_view kKey = "worker_batch_sizes";
+  std::optional<YAML::Node> node = root.Get(kKey);
+  if (!node) return absl::OkStatus();
+  std::string_view source = root.source();
+  const int line = root.KeyLine(kKey);
+  if (config.max_batch_size == 0) {
+    return yaml::ErrorAt(source, line, kKey, "needs max_batch_size > 0 (it is 0: no batching)");
+  }
+  TESSERA_ASSIGN_OR_RETURN(std::vector<YAML::Node> items, yaml::ReadList(source, *node, kKey));
+  TESSERA_ASSIGN_OR_RETURN(std::vector<int64_t> values,
+                           yaml::ReadIntList(source, *node, kKey, 1, config.max_batch_size));
+  if (values.empty()) {
+    return yaml::ErrorAt(source, line, kKey,
+                         "is empty (leave it out to use instance_group's instances)");
+  }
+  for (size_t i = 0; i < values.size(); ++i) {
+    const int64_t size = values[i];
+    if ((size & (size - 1)) != 0) {
+      return yaml::ErrorAt(source, items[i], yaml::IndexPath(std::string(kKey), i),
+                           absl::StrCat("must be a power of two, got ", size));
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (values[j] == size) {
+        return yaml::ErrorAt(source, items[i], yaml::IndexPath(std::string(kKey), i),
+                             absl::StrCat("duplicate size ", size, " (one worker per size)"));
+      }
+    }
+  }
+  int instances = 0;
+  for (const InstanceGroupConfig& group : config.instance_groups) instances += group.count;
+  if (instances > 1) {
+    return yaml::ErrorAt(source, line, kKey,
+                         absl::StrCat("gives one instance per size, so it cannot be combined with "
+                                      "instance_group's count (",
+                                      instances, " instances)"));
+  }
+  if (!config.dynamic_batching.preferred_batch_sizes.empty()) {
+    return yaml::ErrorAt(source, line, kKey,
+                         "the workers' sizes are the batch sizes: leave out "
+                         "dynamic_batching.preferred_batch_size");
+  }
+  sizes.assign(values.begin(), values.end());
+  return absl::OkStatus();
+}
+
 Status ParseInto(const YAML::Node& doc, std::string_view source, const std::string& expected_name,
                  ModelConfig& config) {
   TESSERA_ASSIGN_OR_RETURN(YamlMap root, YamlMap::Create(source, doc, "", kModelKeys));
@@ -258,6 +307,7 @@ Status ParseInto(const YAML::Node& doc, std::string_view source, const std::stri
   }
   TESSERA_RETURN_IF_ERROR(root.GetDouble("slo_ms", 0, 1e9, &config.slo_ms));
   TESSERA_RETURN_IF_ERROR(root.GetEnum("precision", kPrecisions, &config.precision));
+  TESSERA_RETURN_IF_ERROR(ReadWorkerBatchSizes(root, config, config.worker_batch_sizes));
   return absl::OkStatus();
 }
 

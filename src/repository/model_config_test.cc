@@ -301,6 +301,39 @@ TEST(ModelConfigTest, BatchingRules) {
   ExpectError(no_batching, 9, "dynamic_batching", "needs max_batch_size > 0");
 }
 
+TEST(ModelConfigTest, WorkerBatchSizes) {
+  StatusOr<ModelConfig> c = ParseModelConfig(Minimal("worker_batch_sizes: [8, 4, 2, 1]\n"),
+                                             kSource, "mlp");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->worker_batch_sizes, (std::vector<int>{8, 4, 2, 1}));
+  StatusOr<ModelConfig> plain = ParseModelConfig(Minimal(""), kSource, "mlp");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_TRUE(plain->worker_batch_sizes.empty());
+  // One instance_group entry of count 1 (say, to pick the kind) is fine.
+  EXPECT_TRUE(ParseModelConfig(Minimal("worker_batch_sizes: [2]\ninstance_group: [{kind: KIND_CPU}]\n"),
+                               kSource, "mlp")
+                  .ok());
+
+  ExpectError(Minimal("worker_batch_sizes: [8, 6]\n"), 9, "worker_batch_sizes[1]",
+              "must be a power of two, got 6");
+  ExpectError(Minimal("worker_batch_sizes: [16]\n"), 9, "worker_batch_sizes[0]",
+              "must be 1..8, got 16");
+  ExpectError(Minimal("worker_batch_sizes: [0]\n"), 9, "worker_batch_sizes[0]",
+              "must be 1..8, got 0");
+  ExpectError(Minimal("worker_batch_sizes: [4, 2, 4]\n"), 9, "worker_batch_sizes[2]",
+              "duplicate size 4 (one worker per size)");
+  ExpectError(Minimal("worker_batch_sizes: []\n"), 9, "worker_batch_sizes", "is empty");
+  ExpectError(Minimal("worker_batch_sizes: 4\n"), 9, "worker_batch_sizes", "expected a list");
+  ExpectError(Minimal("worker_batch_sizes: [4, 2]\ninstance_group: [{count: 2}]\n"), 9,
+              "worker_batch_sizes", "cannot be combined with instance_group's count (2 instances)");
+  ExpectError(Minimal("worker_batch_sizes: [4, 2]\n"
+                      "dynamic_batching: {preferred_batch_size: [4]}\n"),
+              9, "worker_batch_sizes", "leave out dynamic_batching.preferred_batch_size");
+  std::string no_batching = Minimal("worker_batch_sizes: [1]\n");
+  no_batching.replace(no_batching.find("max_batch_size: 8"), 17, "max_batch_size: 0");
+  ExpectError(no_batching, 9, "worker_batch_sizes", "needs max_batch_size > 0");
+}
+
 TEST(ModelConfigTest, SyntaxErrorsNeverThrow) {
   StatusOr<ModelConfig> c =
       ParseModelConfig("name: mlp\ninput: [a, b\noutput: x\n", kSource, "mlp");

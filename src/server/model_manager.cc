@@ -41,11 +41,18 @@ StatusOr<std::shared_ptr<ModelManager::LoadedVersion>> ModelManager::LoadVersion
   int count = 0;
   for (const auto& group : config.instance_groups) count += group.count;
   count = std::max(count, 1);
+  // Multi-granularity workers: one instance per size, all on one executor, so they share the
+  // weights (the engine loads a model file once per process) and run on their own threads.
+  const bool sized = !config.worker_batch_sizes.empty();
+  if (sized) count = static_cast<int>(config.worker_batch_sizes.size());
+  const int worker_slot = static_cast<int>(next_slot_ % static_cast<uint32_t>(pool_->size()));
+  if (sized) ++next_slot_;
 
   std::vector<std::unique_ptr<dispatch::BatchRunner>> runners;
   Status status;
   for (int i = 0; i < count && status.ok(); ++i) {
-    const int slot = static_cast<int>(next_slot_++ % static_cast<uint32_t>(pool_->size()));
+    const int slot = sized ? worker_slot
+                           : static_cast<int>(next_slot_++ % static_cast<uint32_t>(pool_->size()));
     ipc::LoadModel load = BuildLoadModel(
         config, version.version, version.model_path,
         absl::StrCat(config.name, "/", version.version, "#", next_instance_id_++));
@@ -79,7 +86,21 @@ StatusOr<std::shared_ptr<ModelManager::LoadedVersion>> ModelManager::LoadVersion
   queue_options.max_queue_size = config.dynamic_batching.max_queue_size;
   queue_options.slo_ns = static_cast<uint64_t>(config.slo_ms * 1e6);
   queue_options.slo_drop = options_.slo_drop;
-  loaded->queue = std::make_shared<dispatch::ModelQueue>(queue_options, std::move(runners),
+  if (!sized) {
+    loaded->queue = std::make_shared<dispatch::ModelQueue>(queue_options, std::move(runners),
+                                                           loaded->stats);
+    return loaded;
+  }
+  // The workers' sizes are the batching rule: batch even without a dynamic_batching key (a
+  // queue delay from it still applies to batches smaller than every idle worker).
+  queue_options.policy.batching = true;
+  dispatch::Lane lane;
+  lane.plan.label = absl::StrCat("workers ", absl::StrJoin(config.worker_batch_sizes, "/"),
+                                 " on executor ", worker_slot);
+  for (auto& runner : runners) lane.runners.push_back(std::move(runner));
+  lane.worker_batch_sizes.assign(config.worker_batch_sizes.begin(), config.worker_batch_sizes.end());
+  spdlog::info("model {}: {}", queue_options.model_label, lane.plan.label);
+  loaded->queue = std::make_shared<dispatch::ModelQueue>(queue_options, std::move(lane),
                                                          loaded->stats);
   return loaded;
 }
@@ -330,6 +351,11 @@ std::vector<ServedModel> ModelManager::ServedModels() const {
           std::make_shared<ExecutorBatchRunner>(pool_, instance.slot, instance.key, latest.config));
     }
     model.base_lane.plan.label = "instances";
+    const std::vector<int>& sizes = latest.config->worker_batch_sizes;
+    if (!sizes.empty() && sizes.size() == latest.instances.size()) {
+      model.base_lane.worker_batch_sizes.assign(sizes.begin(), sizes.end());
+      model.base_lane.plan.label = absl::StrCat("workers ", absl::StrJoin(sizes, "/"));
+    }
     served.push_back(std::move(model));
   }
   return served;

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 namespace tessera::dispatch {
@@ -48,6 +49,35 @@ struct DutyCyclePolicy {
 // request larger than max_rows still runs, alone (the frontend bounds it by max_batch_size).
 BatchDecision DecideDutyCycleBatch(const std::vector<PendingRequest>& pending, uint64_t now_ns,
                                    uint64_t build_start_ns, const DutyCyclePolicy& policy);
+
+// Multi-granularity workers (E²bird, seed 002 §1.4–1.5): a lane with several workers of fixed
+// batch sizes ("granularities", powers of two) hands batches out E²bird-style. With R rows ready
+// (the leading run of requests of the oldest one's shape), the idle worker with the largest size
+// ≤ R takes the first requests up to its size; the next-largest idle worker takes from the rest,
+// and so on, each batch the next consecutive run of the queue. When R is below every idle worker's
+// size, the smallest idle worker takes what is there under the lane's normal rule (`rule`, called
+// with that worker's size as its row limit: a queue delay or duty cycle may make it wait). An
+// oldest request larger than the chosen worker waits for the smallest worker it fits (idle now,
+// or busy: then nothing is handed out until one finishes); a request larger than every worker
+// runs alone on the largest idle one, as in the other rules.
+struct SizedWorker {
+  int64_t batch_size = 1;  // rows, ≥ 1
+  bool idle = true;
+};
+struct SizedHandout {
+  size_t worker = 0;  // index into the workers
+  size_t count = 0;   // the next `count` pending requests, after the earlier handouts'
+};
+struct SizedDecision {
+  std::vector<SizedHandout> handouts;  // in queue order
+  uint64_t wake_at_ns = 0;             // as BatchDecision, when the rule made the last one wait
+};
+// The lane's batching rule for a prefix of the queue, with a row limit: DecideBatch or
+// DecideDutyCycleBatch with that limit.
+using BatchRule =
+    std::function<BatchDecision(const std::vector<PendingRequest>& pending, int64_t max_rows)>;
+SizedDecision DecideSizedBatches(const std::vector<PendingRequest>& pending,
+                                 const std::vector<SizedWorker>& workers, const BatchRule& rule);
 
 // SLO-aware dropping: true when a request that arrived at `arrival_ns` can no longer finish within
 // `slo_ns` if its batch starts now and runs for `expected_run_ns`. Never with slo_ns == 0 (no SLO)

@@ -4,7 +4,9 @@
 // the plan spreads the model over several gpulets). Each lane has its own queue; one worker thread
 // per runner (a BatchRunner: a model instance in an executor process) takes batches by the lane's
 // rule — Triton's dynamic batcher (DecideBatch) or a planned gpulet's duty cycle
-// (DecideDutyCycleBatch) — so one batch builds while one runs per runner. With slo_drop, a request
+// (DecideDutyCycleBatch) — so one batch builds while one runs per runner. A lane whose runners
+// have batch sizes (multi-granularity workers, E²bird) hands batches to its idle workers by
+// DecideSizedBatches instead, largest fitting worker first, and they run concurrently. With slo_drop, a request
 // that can no longer meet the model's SLO is answered UNAVAILABLE at dispatch instead of being run
 // late. The lanes can be replaced while serving (ReplaceLanes). Thread-safe.
 #pragma once
@@ -14,6 +16,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -71,6 +74,10 @@ struct LanePlan {
 struct Lane {
   LanePlan plan;
   std::vector<std::shared_ptr<BatchRunner>> runners;
+  // Multi-granularity workers: empty (the runners take batches by the lane's rule, each up to the
+  // lane's row limit), or one batch size per runner, each ≥ 1 (E²bird's powers of two): every
+  // batch then goes to one worker and holds at most its size in rows (DecideSizedBatches).
+  std::vector<int64_t> worker_batch_sizes;
 };
 
 // What ReplaceLanes did, for the control loop's logs and metrics.
@@ -87,6 +94,9 @@ class ModelQueue {
   // One lane with `runners` under options.policy.
   ModelQueue(ModelQueueOptions options, std::vector<std::unique_ptr<BatchRunner>> runners,
              std::shared_ptr<ModelStats> stats, const Clock* clock = nullptr);
+  // One lane as given (its plan.duty_cycle false: options.policy). The lane must pass ValidateLane.
+  ModelQueue(ModelQueueOptions options, Lane lane, std::shared_ptr<ModelStats> stats,
+             const Clock* clock = nullptr);
   ~ModelQueue();  // Shutdown()
 
   ModelQueue(const ModelQueue&) = delete;
@@ -104,6 +114,9 @@ class ModelQueue {
   // they have. No request fails because of a switch. INVALID_ARGUMENT for no lanes or a lane
   // without runners; FAILED_PRECONDITION after Shutdown.
   StatusOr<LaneSwap> ReplaceLanes(std::vector<Lane> lanes);
+  // INVALID_ARGUMENT naming the lane when it has no runner or its worker_batch_sizes do not
+  // match its runners (count, or a size < 1).
+  static Status ValidateLane(const Lane& lane, const std::string& model_label);
   // The labels of the lanes serving now, in order.
   std::vector<std::string> LaneLabels() const;
 
@@ -121,9 +134,20 @@ class ModelQueue {
     std::unique_ptr<Request> request;
     uint64_t shape_key = 0;
   };
+  struct Taken {
+    std::vector<std::unique_ptr<Request>> batch;
+    std::vector<std::unique_ptr<Request>> dropped;  // missed their SLO
+  };
+  // A multi-granularity lane's worker: its batch size and the batch handed to it.
+  struct SizedWorkerState {
+    int64_t batch_size = 1;
+    bool busy = false;              // handed a batch, until it has run it
+    std::optional<Taken> handed;    // set by HandOutSized, taken by the worker's thread
+  };
   struct LaneState {
     LanePlan plan;
     std::vector<std::shared_ptr<BatchRunner>> runners;
+    std::vector<SizedWorkerState> sized;  // one per runner for multi-granularity lanes, else empty
     std::deque<Queued> queue;
     std::condition_variable cv;  // a request arrived, the lane retired, or stop
     double wrr_current = 0;      // smooth weighted round robin state
@@ -132,10 +156,6 @@ class ModelQueue {
     bool retired = false;
     std::vector<std::thread> workers;
   };
-  struct Taken {
-    std::vector<std::unique_ptr<Request>> batch;
-    std::vector<std::unique_ptr<Request>> dropped;  // missed their SLO
-  };
 
   using LanePtr = std::shared_ptr<LaneState>;  // shared with the lane's worker threads
 
@@ -143,8 +163,16 @@ class ModelQueue {
   void StartWorkers(const LanePtr& lane) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   LanePtr Route() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void WorkerLoop(LanePtr lane, BatchRunner* runner);
+  void SizedWorkerLoop(LanePtr lane, size_t index);
   Taken TakeBatch(LaneState& lane, std::unique_lock<std::mutex>& lock)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // When the batch building now on a duty-cycle lane began (see TakeBatch).
+  uint64_t DutyBuildStart(const LaneState& lane, uint64_t oldest_arrival_ns) const;
+  // Pops the first `count` queued requests of `lane`, splitting off those that miss the SLO.
+  Taken PopBatch(LaneState& lane, size_t count, uint64_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Hands batches to the idle workers of a multi-granularity lane (DecideSizedBatches); returns
+  // when to decide again if nothing arrives (0 = only on arrival or a worker finishing).
+  uint64_t HandOutSized(LaneState& lane) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RunBatch(BatchRunner* runner, std::vector<std::unique_ptr<Request>> batch);
   void Drop(std::vector<std::unique_ptr<Request>> dropped, const LanePlan& plan);
   bool IdleLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -38,6 +38,8 @@ struct ModelStatsSnapshot {
   uint64_t pending = 0;                            // enqueued, not yet executing
   uint64_t arrivals = 0;     // requests accepted into the queue (the control loop's rate source)
   uint64_t slo_dropped = 0;  // requests dropped because they could no longer meet the SLO
+  // Batches run by multi-granularity workers, by the worker's batch size (not the batch's rows).
+  std::map<int64_t, uint64_t> worker_batches;
 };
 
 class ModelStats {
@@ -52,6 +54,8 @@ class ModelStats {
   void RecordArrival();
   // A request dropped by the SLO rule: a REJECTED failure, also counted in slo_dropped.
   void RecordSloDrop(uint64_t request_ns);
+  // A batch handed to a multi-granularity worker of `worker_batch_size`.
+  void RecordWorkerBatch(int64_t worker_batch_size);
 
   ModelStatsSnapshot Snapshot() const;
 

@@ -57,6 +57,10 @@ struct ModelConfig {
   // Tessera's own keys.
   double slo_ms = 0;               // latency SLO; 0 = none
   std::string precision = "fp32";  // fp32 | fp16 | bf16
+  // Multi-granularity workers (E²bird): one instance per size, all on one executor (sharing the
+  // weights), each taking batches of at most its size; empty = instance_group's instances. Each a
+  // power of two ≤ max_batch_size, no duplicates, in the order written.
+  std::vector<int> worker_batch_sizes;
 };
 
 // Parses and validates config YAML text. `source` names the file in error messages. Every error

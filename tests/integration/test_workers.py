@@ -1,0 +1,68 @@
+"""Multi-granularity workers (E²bird): mlp with `worker_batch_sizes: [8, 4, 2, 1]` gets four
+instances on one executor, answers concurrent clients correctly, and counts which worker ran each
+batch in tessera_worker_batches_total."""
+
+import re
+import threading
+
+import numpy as np
+import pytest
+
+from conftest import copy_repository
+from tessera_testlib import (OrtReference, assert_close, fetch_metrics, infer, metric_sum,
+                             parse_metrics, random_inputs)
+
+SIZES = [8, 4, 2, 1]
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory):
+    repo = copy_repository(tmp_path_factory.mktemp("workers") / "models")
+    config = repo / "mlp" / "config.yaml"
+    text = config.read_text()
+    # The workers replace instance_group's count.
+    text = re.sub(r"instance_group:\n(  .*\n)+", "", text)
+    text += f"worker_batch_sizes: [{', '.join(map(str, SIZES))}]\n"
+    config.write_text(text)
+    return repo
+
+
+@pytest.fixture(scope="module")
+def server(make_server, repo):
+    return make_server(repository=repo, mode="poll", wait_models=["mlp"])
+
+
+def test_workers_answer_concurrent_clients_and_are_counted(server):
+    reference = OrtReference("mlp")
+    errors = []
+    lock = threading.Lock()
+
+    def client_thread(seed):
+        client = server.new_client()
+        for i in range(25):
+            x = random_inputs("mlp", 1 + (seed + i) % 3, seed * 1000 + i)
+            try:
+                y = infer(client, "mlp", x).as_numpy("output")
+                assert_close(y, reference(x), f"thread {seed} request {i}")
+            except Exception as e:  # collected: a failure in a thread must fail the test
+                with lock:
+                    errors.append(repr(e))
+
+    threads = [threading.Thread(target=client_thread, args=(s,)) for s in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not errors, errors[:3]
+
+    samples = parse_metrics(fetch_metrics(server.metrics_url))
+    executions = metric_sum(samples, "nv_inference_exec_count", model="mlp")
+    by_worker = {size: metric_sum(samples, "tessera_worker_batches_total", model="mlp",
+                                  worker_batch=str(size)) or 0 for size in SIZES}
+    assert executions and executions > 0
+    # Every batch ran on one of the workers, and each was counted once.
+    print("batches by worker size:", by_worker, "executions:", executions)
+    assert sum(by_worker.values()) == executions, (by_worker, executions)
+    assert sum(1 for v in by_worker.values() if v > 0) >= 2, by_worker  # several sizes ran
+    log = server.log_path.read_text()
+    assert "workers 8/4/2/1 on executor" in log, server.log_tail_text()
