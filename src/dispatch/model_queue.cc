@@ -131,7 +131,9 @@ Status ModelQueue::Enqueue(std::unique_ptr<Request>&& request) {
   // path. Under the lock on purpose: slots are then taken in queue order, so a batch is a
   // contiguous run of them (out-of-order slots would make the runner gather instead); a copy
   // costs microseconds (~1.4 µs for a 12 KB request).
-  if (lane->runners.size() == 1) lane->runners.front()->Stage(*request);
+  // A multi-granularity lane stages into its first worker's pool region, which all its workers
+  // read from: a worker's batch is the next consecutive run of the queue, so of the pool too.
+  if (lane->runners.size() == 1 || !lane->sized.empty()) lane->runners.front()->Stage(*request);
   lane->queue.push_back(Queued{std::move(request), key});
   ++queued_;
   lock.unlock();

@@ -154,6 +154,8 @@ class FakeSizedRunnerForTest : public BatchRunner {
     return responses;
   }
   std::string Describe() const override { return absl::StrCat("fake worker of ", size_); }
+  void Stage(Request& /*request*/) override { staged.fetch_add(1); }
+  std::atomic<int> staged{0};  // requests this runner was asked to stage
   void Hold() {
     std::lock_guard lock(mu_);
     held_ = true;
@@ -358,6 +360,20 @@ TEST(ModelQueueWorkersTest, ShutdownAnswersEveryRequestOnce) {
   }
   EXPECT_EQ(ok + abandoned, 40);
   EXPECT_GE(abandoned, 1);
+}
+
+TEST(ModelQueueWorkersTest, EveryRequestIsStagedOnceThroughTheFirstWorker) {
+  // The workers share the first worker's pool region: staging goes through it, in queue order,
+  // whichever worker later takes the request.
+  auto stats = std::make_shared<ModelStats>();
+  SizedLaneForTest sized = MakeSizedLane({4, 2, 1});
+  auto queue = std::make_unique<ModelQueue>(Options(), sized.lane, stats);
+  std::vector<Submitted> submitted(30);
+  for (auto& s : submitted) ASSERT_TRUE(queue->Enqueue(MakeRequest(s)).ok());
+  for (auto& s : submitted) ASSERT_TRUE(s.promise.get_future().get().ok());
+  EXPECT_EQ(sized.runners[0]->staged.load(), 30);
+  EXPECT_EQ(sized.runners[1]->staged.load(), 0);
+  EXPECT_EQ(sized.runners[2]->staged.load(), 0);
 }
 
 TEST(ModelQueueWorkersTest, LanesWhoseSizesDoNotMatchTheirRunnersAreRefused) {

@@ -34,7 +34,14 @@ ipc::LoadModel BuildLoadModel(const repository::ModelConfig& config, int64_t ver
 StatusOr<std::vector<dispatch::Response>> ExecutorBatchRunner::Run(
     const std::vector<const dispatch::Request*>& batch) {
   TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<ExecutorProcess> process, pool_->Acquire(slot_, key_));
-  return process->RunBatch(key_, *config_, batch);
+  return process->RunBatch(key_, *config_, batch, pool_key_);
+}
+
+void ExecutorBatchRunner::Stage(dispatch::Request& request) {
+  if (pool_key_.empty()) return;
+  // Never waits: a restarting executor means this request gathers at batch time instead.
+  std::shared_ptr<ExecutorProcess> process = pool_->Current(slot_);
+  if (process) request.staged = process->Stage(pool_key_, *config_, request);
 }
 
 std::string ExecutorBatchRunner::Describe() const {

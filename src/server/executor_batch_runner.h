@@ -27,12 +27,19 @@ class ExecutorBatchRunner : public dispatch::BatchRunner {
   StatusOr<std::vector<dispatch::Response>> Run(
       const std::vector<const dispatch::Request*>& batch) override;
   std::string Describe() const override;
+  // Stages into the pool region of `pool_key_` when one is set (see SharePoolOf); else nothing.
+  void Stage(dispatch::Request& request) override;
+
+  // Makes this runner one of a multi-granularity model's workers: requests are staged into the
+  // pool region of instance `pool_key` (the first worker's), and batches read from there.
+  void SharePoolOf(std::string pool_key) { pool_key_ = std::move(pool_key); }
 
  protected:
   ExecutorPool* pool_;
   int slot_;
   std::string key_;
   std::shared_ptr<const repository::ModelConfig> config_;
+  std::string pool_key_;  // empty: the runner's own instance (and no staging but a gpulet's)
 };
 
 // A model's share of a planned gpulet: the models of one gpulet take turns (one batch at a time,

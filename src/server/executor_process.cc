@@ -344,7 +344,7 @@ void ExecutorProcess::ReleaseInput(uint64_t offset) {
 
 StatusOr<std::vector<dispatch::Response>> ExecutorProcess::RunBatch(
     const std::string& instance_key, const repository::ModelConfig& config,
-    const std::vector<const dispatch::Request*>& batch) {
+    const std::vector<const dispatch::Request*>& batch, const std::string& pool_key) {
   if (!alive_) return absl::UnavailableError(absl::StrCat(Describe(), " is not running"));
   const uint64_t gather_start = MonotonicNs();
   const bool batched = config.max_batch_size > 0;
@@ -363,7 +363,9 @@ StatusOr<std::vector<dispatch::Response>> ExecutorProcess::RunBatch(
       if (handle == nullptr) break;
       staged.push_back(handle);
     }
-    if (staged.size() == batch.size()) pooled = input_pool_->ContiguousRun(instance_key, staged);
+    if (staged.size() == batch.size()) {
+      pooled = input_pool_->ContiguousRun(pool_key.empty() ? instance_key : pool_key, staged);
+    }
     if (pooled && pooled->size() != config.inputs.size()) pooled.reset();
   }
   ipc::InferBatch infer;

@@ -90,13 +90,16 @@ class ExecutorProcess {
                                                 const repository::ModelConfig& config,
                                                 const dispatch::Request& request);
 
-  // Runs `batch` on instance `instance_key`. When every request was staged here for this instance
-  // and their pool slots are back to back in batch order, the batch is sent pointing at the pooled
-  // bytes; otherwise inputs are gathered into the (non-pool part of the) input ring. Waits for the
-  // result, splits outputs per request (filtered to each request's requested outputs).
+  // Runs `batch` on instance `instance_key`. When every request was staged here for the instance
+  // `pool_key` (default: `instance_key`; the workers of a multi-granularity model share their first
+  // worker's region) and their pool slots are back to back in batch order, the batch is sent
+  // pointing at the pooled bytes; otherwise inputs are gathered into the (non-pool part of the)
+  // input ring. Waits for the result, splits outputs per request (filtered to each request's
+  // requested outputs).
   StatusOr<std::vector<dispatch::Response>> RunBatch(const std::string& instance_key,
                                                      const repository::ModelConfig& config,
-                                                     const std::vector<const dispatch::Request*>& batch);
+                                                     const std::vector<const dispatch::Request*>& batch,
+                                                     const std::string& pool_key = "");
 
   // Asks the executor to exit, waits up to `timeout_ms`, then kills it.
   void Stop(int64_t timeout_ms);

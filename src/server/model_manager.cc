@@ -97,7 +97,12 @@ StatusOr<std::shared_ptr<ModelManager::LoadedVersion>> ModelManager::LoadVersion
   dispatch::Lane lane;
   lane.plan.label = absl::StrCat("workers ", absl::StrJoin(config.worker_batch_sizes, "/"),
                                  " on executor ", worker_slot);
-  for (auto& runner : runners) lane.runners.push_back(std::move(runner));
+  // Every worker reads the first worker's pool region: the queue stages each request there in
+  // queue order, and a worker's batch is the next consecutive run of the queue.
+  for (auto& runner : runners) {
+    static_cast<ExecutorBatchRunner*>(runner.get())->SharePoolOf(loaded->instances.front().key);
+    lane.runners.push_back(std::move(runner));
+  }
   lane.worker_batch_sizes.assign(config.worker_batch_sizes.begin(), config.worker_batch_sizes.end());
   spdlog::info("model {}: {}", queue_options.model_label, lane.plan.label);
   loaded->queue = std::make_shared<dispatch::ModelQueue>(queue_options, std::move(lane),

@@ -64,5 +64,11 @@ def test_workers_answer_concurrent_clients_and_are_counted(server):
     print("batches by worker size:", by_worker, "executions:", executions)
     assert sum(by_worker.values()) == executions, (by_worker, executions)
     assert sum(1 for v in by_worker.values() if v > 0) >= 2, by_worker  # several sizes ran
+    # The workers read their inputs from the input pool (staged at enqueue into the first worker's
+    # region, in queue order): most batches go out with no copy at batch time.
+    pooled = metric_sum(samples, "tessera_input_pool_batches_total", path="pooled") or 0
+    gathered = metric_sum(samples, "tessera_input_pool_batches_total", path="gathered") or 0
+    print("input pool batches: pooled", pooled, "gathered", gathered)
+    assert pooled >= executions / 2, (pooled, gathered, executions)
     log = server.log_path.read_text()
     assert "workers 8/4/2/1 on executor" in log, server.log_tail_text()
