@@ -174,19 +174,21 @@ Status PlanConv(PlanCtx& ctx) {
         perf[i].mathType != CUDNN_DEFAULT_MATH) {
       continue;
     }
-    size_t bytes = 0;
-    if (cudnnGetConvolutionForwardWorkspaceSize(ctx.device.cudnn, state->x, state->w, state->conv,
-                                                state->y, perf[i].algo,
-                                                &bytes) != CUDNN_STATUS_SUCCESS ||
-        bytes > kMaxConvWorkspace) {
-      continue;
-    }
-    state->algo = perf[i].algo;
-    ctx.state->workspace_bytes = std::max<uint64_t>(bytes, perf[i].memory);
+    // FP16: the math type the heuristic ranked this algorithm with, set before the workspace
+    // query (the size depends on it). FP32 keeps FMA math.
     if (ctx.device.fp16) {
       TESSERA_RETURN_IF_ERROR(CudnnStatus(
           cudnnSetConvolutionMathType(state->conv, perf[i].mathType), "conv math type"));
     }
+    size_t bytes = 0;
+    if (cudnnGetConvolutionForwardWorkspaceSize(ctx.device.cudnn, state->x, state->w, state->conv,
+                                                state->y, perf[i].algo,
+                                                &bytes) != CUDNN_STATUS_SUCCESS ||
+        bytes > kMaxConvWorkspace || perf[i].memory > kMaxConvWorkspace) {
+      continue;
+    }
+    state->algo = perf[i].algo;
+    ctx.state->workspace_bytes = std::max<uint64_t>(bytes, perf[i].memory);
     found = true;
   }
   if (!found) {

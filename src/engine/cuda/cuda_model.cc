@@ -68,6 +68,12 @@ Status CudaModel::Init() {
     host_node_.push_back(host);
     ops_.push_back(host ? nullptr : FindCudaOp(node.op_type));
     for (int id : node.outputs) place_[id] = host ? Place::kHost : Place::kDevice;
+    if (host && cpu::FindOp(node.op_type, /*onednn=*/false) == nullptr) {
+      // Graphs from files only hold ops the CPU has; a graph built otherwise may not.
+      problems.push_back(absl::StrCat(node.Describe(graph_.value_names), ": runs on the host (its "
+                                      "inputs are host-known) but the CPU has no kernel for ",
+                                      node.op_type));
+    }
     if (host) continue;
     if (ops_.back() == nullptr) {
       problems.push_back(absl::StrCat(node.Describe(graph_.value_names),

@@ -461,6 +461,47 @@ Status LaunchWhereOp(LaunchCtx& ctx) {
                     "where kernel");
 }
 
+// Cast between the dtypes the CPU Cast supports. BERT-style exports cast the INT64 attention mask
+// (a graph input, so on the device) to FLOAT. ints = {from, to} (CastType).
+StatusOr<CastType> CastTypeOf(DataType dtype, const Device& device) {
+  switch (dtype) {
+    case DataType::kFp32: return device.fp16 ? CastType::kF16 : CastType::kF32;
+    case DataType::kInt64: return CastType::kI64;
+    case DataType::kInt32: return CastType::kI32;
+    case DataType::kUint8: return CastType::kU8;
+    case DataType::kBool: return CastType::kBool;
+    default:
+      return absl::UnimplementedError(absl::StrCat("Cast of ", TypeName(dtype), " on the device"));
+  }
+}
+
+Status PlanCast(PlanCtx& ctx) {
+  TESSERA_ASSIGN_OR_RETURN(const ValueMeta* x, Input(ctx, 0, "input"));
+  DataType to = DataType::kInvalid;
+  switch (ctx.node.attributes.GetInt("to", 0)) {  // ONNX TensorProto.DataType
+    case 1: to = DataType::kFp32; break;
+    case 2: to = DataType::kUint8; break;
+    case 6: to = DataType::kInt32; break;
+    case 7: to = DataType::kInt64; break;
+    case 9: to = DataType::kBool; break;
+    default:
+      return absl::UnimplementedError(absl::StrCat("Cast to ONNX type ",
+                                                   ctx.node.attributes.GetInt("to", 0)));
+  }
+  TESSERA_ASSIGN_OR_RETURN(CastType from_type, CastTypeOf(x->dtype, ctx.device));
+  TESSERA_ASSIGN_OR_RETURN(CastType to_type, CastTypeOf(to, ctx.device));
+  ctx.state->ints = {static_cast<int64_t>(from_type), static_cast<int64_t>(to_type)};
+  (*ctx.out)[0] = ValueMeta{to, x->shape, nullptr};
+  return absl::OkStatus();
+}
+
+Status LaunchCastOp(LaunchCtx& ctx) {
+  return CudaStatus(LaunchCast(static_cast<CastType>(ctx.state->ints[0]),
+                               static_cast<CastType>(ctx.state->ints[1]), ctx.in[0], ctx.out[0],
+                               ElementCount(ctx.out_meta[0]->shape), ctx.device.stream),
+                    "cast kernel");
+}
+
 // ---- Aliases: output 0 is input 0's bytes with another shape ------------------------------------
 
 Status PlanReshape(PlanCtx& ctx) {
@@ -586,6 +627,7 @@ const CudaOpDef* FindBasicOp(const std::string& op_type) {
       {"Slice", {PlanSlice, LaunchStrided}},
       {"Concat", {PlanConcat, LaunchConcat}},
       {"Where", {PlanWhere, LaunchWhereOp}},
+      {"Cast", {PlanCast, LaunchCastOp}},
       {"Reshape", {PlanReshape, nullptr}},
       {"Flatten", {PlanFlatten, nullptr}},
       {"Squeeze", {PlanSqueeze, nullptr}},

@@ -318,6 +318,23 @@ TEST(CudaOpsTest, SliceWithStepsAndClamping) {
   CompareWithCpu(b.Write("slice"), {{"x", {2, 3, 4}}});
 }
 
+// BERT's additive attention mask: the INT64 mask input is unsqueezed and cast to FLOAT on the
+// device, then (1 - m) * -10000.
+TEST(CudaOpsTest, CastInt64MaskToFloat) {
+  TESSERA_REQUIRE_GPU();
+  ModelBuilder b(13);
+  b.IntInput("mask", {2, 6}).Output("y");
+  b.IntInit("ax", {1}, {1}).FloatInit("one", {}, {1.0f}).FloatInit("big", {}, {-10000.0f});
+  b.Node("Unsqueeze", {"mask", "ax"}, {"m4"});
+  auto* cast = b.Node("Cast", {"m4"}, {"mf"});
+  IntAttr(cast, "to", 1);
+  b.Node("Sub", {"one", "mf"}, {"inv"});
+  b.Node("Mul", {"inv", "big"}, {"y"});
+  Feed mask{"mask", {2, 6}, 0, 2};
+  mask.int64 = true;
+  CompareWithCpu(b.Write("cast_mask"), {mask});
+}
+
 TEST(CudaOpsTest, AliasesReshapeFlattenSqueezeUnsqueeze) {
   TESSERA_REQUIRE_GPU();
   ModelBuilder b(13);

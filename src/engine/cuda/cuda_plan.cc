@@ -52,7 +52,10 @@ StatusOr<std::shared_ptr<Plan>> CudaModel::BuildPlan(const std::vector<Shape>& k
         }
       }
       std::vector<Value> outputs(node.outputs.size());
-      Status status = cpu::FindOp(node.op_type)->run(host_ctx, node, inputs, &outputs);
+      // The own (stateless, row-major) CPU kernels, as constant folding uses: oneDNN's variants
+      // may want a KernelState this backend never makes. Init checked that one exists.
+      Status status =
+          cpu::FindOp(node.op_type, /*onednn=*/false)->run(host_ctx, node, inputs, &outputs);
       if (!status.ok()) return Prefixed(status, node.Describe(graph_.value_names));
       for (size_t j = 0; j < outputs.size(); ++j) {
         const int id = node.outputs[j];

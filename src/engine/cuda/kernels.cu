@@ -257,6 +257,42 @@ __global__ void F16ToF32Kernel(const __half* x, float* y, int64_t n) {
   }
 }
 
+// Cast: every source widened (float, or int64 for integers), then narrowed to the target.
+__device__ __forceinline__ float Widen(float v) { return v; }
+__device__ __forceinline__ float Widen(__half v) { return __half2float(v); }
+__device__ __forceinline__ int64_t Widen(int64_t v) { return v; }
+__device__ __forceinline__ int64_t Widen(int32_t v) { return v; }
+__device__ __forceinline__ int64_t Widen(uint8_t v) { return v; }
+
+template <typename From, typename To, bool kToBool>
+__global__ void CastKernel(const From* x, To* y, int64_t n) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const auto v = Widen(x[i]);
+    if constexpr (kToBool) {
+      y[i] = static_cast<To>(v != 0 ? 1 : 0);
+    } else if constexpr (std::is_same_v<To, __half>) {
+      y[i] = __float2half(static_cast<float>(v));
+    } else {
+      y[i] = static_cast<To>(v);
+    }
+  }
+}
+
+// Runs `launch` with the storage type of a Cast operand.
+template <typename F>
+bool ForCastType(CastType t, F launch) {
+  switch (t) {
+    case CastType::kF32: launch(static_cast<float*>(nullptr)); return true;
+    case CastType::kF16: launch(static_cast<__half*>(nullptr)); return true;
+    case CastType::kI64: launch(static_cast<int64_t*>(nullptr)); return true;
+    case CastType::kI32: launch(static_cast<int32_t*>(nullptr)); return true;
+    case CastType::kU8:
+    case CastType::kBool: launch(static_cast<uint8_t*>(nullptr)); return true;
+  }
+  return false;
+}
+
 // Threads per row for the row kernels: enough to cover short rows, at most 1024, multiple of 32.
 unsigned int RowThreads(int64_t cols) {
   int64_t t = 32;
@@ -413,6 +449,28 @@ cudaError_t LaunchPool2d(int kind, Elem t, const void* x, void* y, const PoolGeo
     Pool2dKernel<T><<<Blocks(n), kThreads, 0, stream>>>(kind, static_cast<const T*>(x),
                                                         static_cast<T*>(y), g);
   });
+}
+
+cudaError_t LaunchCast(CastType from, CastType to, const void* x, void* y, int64_t n,
+                       cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  bool known_to = false;
+  const bool known_from = ForCastType(from, [&](auto* from_tag) {
+    using From = std::remove_pointer_t<decltype(from_tag)>;
+    known_to = ForCastType(to, [&](auto* to_tag) {
+      using To = std::remove_pointer_t<decltype(to_tag)>;
+      if constexpr (std::is_same_v<To, uint8_t>) {
+        if (to == CastType::kBool) {
+          CastKernel<From, To, true><<<Blocks(n), kThreads, 0, stream>>>(
+              static_cast<const From*>(x), static_cast<To*>(y), n);
+          return;
+        }
+      }
+      CastKernel<From, To, false><<<Blocks(n), kThreads, 0, stream>>>(
+          static_cast<const From*>(x), static_cast<To*>(y), n);
+    });
+  });
+  return known_from && known_to ? cudaGetLastError() : cudaErrorInvalidValue;
 }
 
 cudaError_t LaunchF32ToF16(const float* x, void* y, int64_t n, cudaStream_t stream) {

@@ -88,6 +88,13 @@ struct PoolGeometry {
 cudaError_t LaunchPool2d(int kind, Elem t, const void* x, void* y, const PoolGeometry& g,
                          cudaStream_t stream);
 
+// Storage types Cast converts between: FP32 (or FP16 in FP16 mode), INT64, INT32, UINT8 and
+// BOOL (one byte, 0 or 1).
+enum class CastType { kF32, kF16, kI64, kI32, kU8, kBool };
+// y[i] = x[i] converted (float to integer truncates toward zero; to kBool: x[i] != 0).
+cudaError_t LaunchCast(CastType from, CastType to, const void* x, void* y, int64_t n,
+                       cudaStream_t stream);
+
 // FP32 <-> FP16 conversion of n elements.
 cudaError_t LaunchF32ToF16(const float* x, void* y, int64_t n, cudaStream_t stream);
 cudaError_t LaunchF16ToF32(const void* x, float* y, int64_t n, cudaStream_t stream);
