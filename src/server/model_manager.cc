@@ -3,6 +3,7 @@
 #include "executor_batch_runner.h"
 
 #include <algorithm>
+#include <chrono>
 #include <set>
 
 #include "absl/strings/numbers.h"
@@ -72,6 +73,8 @@ StatusOr<std::shared_ptr<ModelManager::LoadedVersion>> ModelManager::LoadVersion
                                                      version.model_path, "): ", status.message()));
   }
 
+  WarmUpInstances(*loaded, sized);
+
   dispatch::ModelQueueOptions queue_options;
   queue_options.model_label = absl::StrCat(config.name, "/", version.version);
   queue_options.policy.batching = config.dynamic_batching.enabled && config.max_batch_size > 0;
@@ -108,6 +111,42 @@ StatusOr<std::shared_ptr<ModelManager::LoadedVersion>> ModelManager::LoadVersion
   loaded->queue = std::make_shared<dispatch::ModelQueue>(queue_options, std::move(lane),
                                                          loaded->stats);
   return loaded;
+}
+
+void ModelManager::WarmUpInstances(const LoadedVersion& loaded, bool sized) {
+  // The first Run of each input shape plans the activation memory and builds the kernels'
+  // primitives (oneDNN convolutions: milliseconds each), which made a model's first requests up to
+  // ~100x slower than the next ones. Running the batch sizes the model will most often see once
+  // here moves that cost out of serving, before the model reports READY. A failure is logged, not
+  // fatal: it is zeros, not a real request.
+  const repository::ModelConfig& config = *loaded.config;
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<int64_t> all_sizes;
+  for (size_t i = 0; i < loaded.instances.size(); ++i) {
+    std::vector<int64_t> sizes;
+    if (sized) {
+      sizes.push_back(config.worker_batch_sizes[i]);
+    } else {
+      sizes.push_back(1);
+      if (config.max_batch_size > 1) sizes.push_back(config.max_batch_size);
+    }
+    const Instance& instance = loaded.instances[i];
+    auto process = pool_->Acquire(instance.slot, instance.key);
+    for (int64_t rows : sizes) {
+      Status warmed = process.ok() ? WarmUp(**process, instance.key, config, rows) : process.status();
+      if (!warmed.ok()) {
+        spdlog::warn("model {}: {}", instance.key, warmed.ToString());
+        break;
+      }
+      if (std::find(all_sizes.begin(), all_sizes.end(), rows) == all_sizes.end()) {
+        all_sizes.push_back(rows);
+      }
+    }
+  }
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  spdlog::info("model {}/{}: warmed up {} instance(s) at batch sizes [{}] in {:.1f} ms", config.name,
+               loaded.version, loaded.instances.size(), absl::StrJoin(all_sizes, ", "), ms);
 }
 
 void ModelManager::Retire(VersionMap versions, const std::string& why) {

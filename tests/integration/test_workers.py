@@ -72,3 +72,6 @@ def test_workers_answer_concurrent_clients_and_are_counted(server):
     assert pooled >= executions / 2, (pooled, gathered, executions)
     log = server.log_path.read_text()
     assert "workers 8/4/2/1 on executor" in log, server.log_tail_text()
+    # Each worker ran once at its own size before the model was READY (no request pays for a
+    # first Run's planning and primitive creation).
+    assert "mlp/1: warmed up 4 instance(s) at batch sizes [8, 4, 2, 1]" in log, server.log_tail_text()
