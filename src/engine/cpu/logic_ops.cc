@@ -12,6 +12,26 @@
 namespace tessera::engine::cpu {
 namespace {
 
+// Calls run(T*) (a null pointer tagging the element type) for the engine's element types; every
+// 1-byte type (BOOL, UINT8) is handled as uint8_t.
+template <typename Run>
+void ForElementType(DataType dtype, Run&& run) {
+  switch (dtype) {
+    case DataType::kFp32:
+      run(static_cast<float*>(nullptr));
+      break;
+    case DataType::kInt64:
+      run(static_cast<int64_t*>(nullptr));
+      break;
+    case DataType::kInt32:
+      run(static_cast<int32_t*>(nullptr));
+      break;
+    default:
+      run(static_cast<uint8_t*>(nullptr));
+      break;
+  }
+}
+
 constexpr std::initializer_list<DataType> kComparable = {
     DataType::kFp32, DataType::kInt64, DataType::kInt32, DataType::kBool, DataType::kUint8};
 
@@ -27,20 +47,7 @@ Status RunCompare(const OpContext& ctx, const Inputs& inputs, std::vector<Value>
     BroadcastBinary(a->data<T>(), a->shape(), b->data<T>(), b->shape(), out, shape, ctx.pool,
                     [&](T x, T y) { return static_cast<uint8_t>(f(x, y)); });
   };
-  switch (a->dtype()) {
-    case DataType::kFp32:
-      run(static_cast<float*>(nullptr));
-      break;
-    case DataType::kInt64:
-      run(static_cast<int64_t*>(nullptr));
-      break;
-    case DataType::kInt32:
-      run(static_cast<int32_t*>(nullptr));
-      break;
-    default:
-      run(static_cast<uint8_t*>(nullptr));
-      break;
-  }
+  ForElementType(a->dtype(), run);
   (*outputs)[0] = std::move(c);
   return absl::OkStatus();
 }
@@ -216,20 +223,7 @@ Status RunWhere(const OpContext& ctx, const Node&, const Inputs& inputs,
                        }
                      });
   };
-  switch (x->dtype()) {
-    case DataType::kFp32:
-      run(static_cast<float*>(nullptr));
-      break;
-    case DataType::kInt64:
-      run(static_cast<int64_t*>(nullptr));
-      break;
-    case DataType::kInt32:
-      run(static_cast<int32_t*>(nullptr));
-      break;
-    default:
-      run(static_cast<uint8_t*>(nullptr));
-      break;
-  }
+  ForElementType(x->dtype(), run);
   (*outputs)[0] = std::move(out);
   return absl::OkStatus();
 }
