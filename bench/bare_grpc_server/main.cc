@@ -17,6 +17,7 @@
 #include "CLI/CLI.hpp"
 #include "grpcpp/grpcpp.h"
 #include "inference/grpc_service.grpc.pb.h"
+#include "tessera/common/mutex_mode.h"
 
 namespace {
 
@@ -115,6 +116,8 @@ class BareService final : public inference::GRPCInferenceService::CallbackServic
 }  // namespace
 
 int main(int argc, char** argv) {
+  // The same process set-up as tessera-server, so that the comparison is of the serving path only.
+  tessera::DisableMutexDeadlockDetection();
   Options options;
   std::string address = "0.0.0.0";
   int port = 8101;

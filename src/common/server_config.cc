@@ -29,9 +29,10 @@ constexpr std::array<std::string_view, 7> kSections = {
 constexpr std::array<std::string_view, 3> kGrpcKeys = {"address", "port", "max_message_bytes"};
 constexpr std::array<std::string_view, 2> kMetricsKeys = {"address", "port"};
 constexpr std::array<std::string_view, 3> kRepositoryKeys = {"path", "control_mode", "poll_secs"};
-constexpr std::array<std::string_view, 8> kExecutorKeys = {
+constexpr std::array<std::string_view, 9> kExecutorKeys = {
     "binary",           "devices",           "cpu_executors",       "threads_per_executor",
-    "input_ring_bytes", "output_ring_bytes", "partition_mechanism", "mps"};
+    "input_ring_bytes", "output_ring_bytes", "partition_mechanism", "mps",
+    "batches_in_flight"};
 constexpr std::array<std::string_view, 2> kMpsKeys = {"start_daemon", "pipe_directory"};
 constexpr std::array<std::string_view, 5> kSchedulerKeys = {"policy", "profiles", "epoch_secs",
                                                             "rate_window_ms", "slo_drop"};
@@ -81,6 +82,7 @@ Status ParseInto(const YAML::Node& doc, std::string_view source, ServerConfig& c
             m.GetInt("input_ring_bytes", kMinRingBytes, INT64_MAX, &config.input_ring_bytes));
         TESSERA_RETURN_IF_ERROR(
             m.GetInt("output_ring_bytes", kMinRingBytes, INT64_MAX, &config.output_ring_bytes));
+        TESSERA_RETURN_IF_ERROR(m.GetInt("batches_in_flight", 1, 64, &config.batches_in_flight));
         TESSERA_RETURN_IF_ERROR(
             m.GetEnum("partition_mechanism", kPartitionMechanisms, &config.partition_mechanism));
         return Section(m, "mps", kMpsKeys, [&](const YamlMap& mps) -> Status {

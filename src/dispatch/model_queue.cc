@@ -371,6 +371,12 @@ void ModelQueue::Drop(std::vector<std::unique_ptr<Request>> dropped, const LaneP
 }
 
 void ModelQueue::WorkerLoop(LanePtr lane, BatchRunner* runner) {
+  // A duty-cycle round is one batch at a time by the plan's arithmetic (seed 001 §2.4).
+  const int depth = lane->plan.duty_cycle ? 1 : runner->max_in_flight();
+  if (depth > 1) {
+    PipelinedWorkerLoop(std::move(lane), runner, depth);
+    return;
+  }
   std::unique_lock lock(mu_);
   while (!stopping_ && !lane->retired) {
     if (lane->queue.empty()) {
@@ -390,6 +396,81 @@ void ModelQueue::WorkerLoop(LanePtr lane, BatchRunner* runner) {
     --running_batches_;
     if (IdleLocked()) idle_cv_.notify_all();
   }
+}
+
+void ModelQueue::PipelinedWorkerLoop(LanePtr lane, BatchRunner* runner, int depth) {
+  // Requests of one submission of an unbatched lane: enough to amortise a round trip, few enough
+  // that the first answers are not held up behind many.
+  constexpr size_t kMaxUnbatchedPerSubmission = 32;
+  int in_flight = 0;  // guarded by mu_; the completions below outlive no loop iteration
+  std::unique_lock lock(mu_);
+  while (!stopping_ && !lane->retired) {
+    if (lane->queue.empty() || in_flight >= depth) {
+      lane->cv.wait(lock);
+      continue;
+    }
+    std::vector<Taken> taken;
+    if (batched_) {
+      Taken batch = TakeBatch(*lane, lock);
+      if (batch.batch.empty() && batch.dropped.empty()) continue;
+      taken.push_back(std::move(batch));
+    } else {
+      // The lane's other runners get their share of what is queued.
+      const size_t share = (lane->queue.size() + lane->runners.size() - 1) / lane->runners.size();
+      const size_t count = std::min(share, kMaxUnbatchedPerSubmission);
+      const uint64_t now = clock_->NowNs();
+      while (!lane->queue.empty() && taken.size() < count) {
+        taken.push_back(PopBatch(*lane, 1, now));
+      }
+    }
+    ++in_flight;
+    ++running_batches_;
+    const bool more_waiting = !lane->queue.empty();
+    lock.unlock();
+    if (more_waiting) lane->cv.notify_one();  // another idle runner of the lane may take the rest
+
+    size_t requests = 0;
+    std::vector<std::unique_ptr<Request>> dropped;
+    auto batches = std::make_shared<std::vector<std::vector<std::unique_ptr<Request>>>>();
+    for (Taken& t : taken) {
+      requests += t.batch.size() + t.dropped.size();
+      for (auto& request : t.dropped) dropped.push_back(std::move(request));
+      if (!t.batch.empty()) batches->push_back(std::move(t.batch));
+    }
+    stats_->AddPending(-static_cast<int64_t>(requests));
+    if (!dropped.empty()) Drop(std::move(dropped), lane->plan);
+
+    // The submission is finished when its last batch is; then the worker may send another.
+    auto finish_submission = [this, lane, &in_flight] {
+      std::lock_guard guard(mu_);
+      --in_flight;
+      --running_batches_;
+      // Notified under the lock: once it is released the worker may return, and with it in_flight.
+      lane->cv.notify_all();
+      if (IdleLocked()) idle_cv_.notify_all();
+    };
+    if (batches->empty()) {
+      finish_submission();
+    } else {
+      const uint64_t start_ns = clock_->NowNs();
+      auto remaining = std::make_shared<std::atomic<size_t>>(batches->size());
+      std::vector<std::vector<const Request*>> views(batches->size());
+      std::vector<BatchOutcomeCallback> done;
+      for (size_t i = 0; i < batches->size(); ++i) {
+        for (const auto& request : (*batches)[i]) views[i].push_back(request.get());
+        done.push_back([this, runner, batches, i, start_ns, remaining,
+                        finish_submission](BatchOutcome outcome) {
+          CompleteBatch(*runner, (*batches)[i], start_ns, std::move(outcome));
+          (*batches)[i].clear();  // frees the requests (and their pool slots) now
+          if (remaining->fetch_sub(1) == 1) finish_submission();
+        });
+      }
+      runner->Submit(views, std::move(done));
+    }
+    lock.lock();
+  }
+  // Retired or stopping: what was submitted still finishes here before the worker is joined.
+  lane->cv.wait(lock, [&] { return in_flight == 0; });
 }
 
 void ModelQueue::SizedWorkerLoop(LanePtr lane, size_t index) {
@@ -429,16 +510,18 @@ void ModelQueue::SizedWorkerLoop(LanePtr lane, size_t index) {
 void ModelQueue::RunBatch(BatchRunner* runner, std::vector<std::unique_ptr<Request>> batch) {
   const uint64_t start_ns = clock_->NowNs();
   std::vector<const Request*> views;
-  int64_t rows = 0;
-  for (const auto& request : batch) {
-    views.push_back(request.get());
-    rows += request->batch_size;
-  }
-  StatusOr<std::vector<Response>> result = runner->Run(views);
-  const uint64_t end_ns = clock_->NowNs();
+  for (const auto& request : batch) views.push_back(request.get());
+  CompleteBatch(*runner, batch, start_ns, runner->Run(views));
+}
 
+void ModelQueue::CompleteBatch(const BatchRunner& runner,
+                               const std::vector<std::unique_ptr<Request>>& batch,
+                               uint64_t start_ns, BatchOutcome result) {
+  const uint64_t end_ns = clock_->NowNs();
+  int64_t rows = 0;
+  for (const auto& request : batch) rows += request->batch_size;
   if (result.ok() && result->size() != batch.size()) {
-    result = absl::InternalError(absl::StrCat(runner->Describe(), " returned ", result->size(),
+    result = absl::InternalError(absl::StrCat(runner.Describe(), " returned ", result->size(),
                                               " responses for ", batch.size(), " requests"));
   }
   if (result.ok()) {
@@ -451,7 +534,7 @@ void ModelQueue::RunBatch(BatchRunner* runner, std::vector<std::unique_ptr<Reque
       batch[i]->done(std::move(response));
     }
   } else {
-    spdlog::warn("batch of {} request(s) on {} failed: {}", batch.size(), runner->Describe(),
+    spdlog::warn("batch of {} request(s) on {} failed: {}", batch.size(), runner.Describe(),
                  result.status().message());
     for (const auto& request : batch) {
       stats_->RecordFailure("BACKEND", end_ns - request->arrival_ns);

@@ -307,9 +307,25 @@ void Executor::HandleInfer(const ipc::InferBatch& infer) {
 }
 
 void Executor::InstanceLoop(Instance* instance) {
+  // Results of short batches are held while the next batch is already queued, then sent in one
+  // write: a burst of tiny batches then wakes the server once, not once per batch. A batch that ran
+  // long (a real model) never holds its result, and nothing is held past kMaxHoldNs.
+  constexpr uint64_t kShortRunNs = 20'000;
+  constexpr uint64_t kMaxHoldNs = 50'000;
+  std::vector<ipc::ControlMessage> held;
+  uint64_t first_held_ns = 0;
+  auto flush = [&] {
+    if (held.empty()) return;
+    Status sent = channel_->SendAll(held);
+    if (!sent.ok() && !send_failed_.exchange(true)) {
+      spdlog::warn("cannot send to the server: {}", sent.ToString());
+    }
+    held.clear();
+  };
   while (true) {
     ipc::InferBatch batch;
     {
+      // Held results exist only while a batch is queued (below), so this never waits on them.
       absl::MutexLock lock(&instance->mu);
       instance->mu.Await(absl::Condition(
           +[](Instance* i)
@@ -319,14 +335,26 @@ void Executor::InstanceLoop(Instance* instance) {
       batch = std::move(instance->queue.front());
       instance->queue.pop_front();
     }
+    const uint64_t start_ns = NowNs();
     ipc::ControlMessage message;
     *message.mutable_result() = RunBatch(*instance, batch);
     if (!message.result().ok()) {
       spdlog::warn("batch {} on {} failed: {}", batch.batch_id(), instance->key,
                    message.result().error());
     }
-    Send(message);
+    const uint64_t end_ns = NowNs();
+    if (held.empty()) first_held_ns = end_ns;
+    held.push_back(std::move(message));
+    bool next_queued;
+    {
+      absl::MutexLock lock(&instance->mu);
+      next_queued = !instance->queue.empty();
+    }
+    if (!next_queued || end_ns - start_ns > kShortRunNs || end_ns - first_held_ns > kMaxHoldNs) {
+      flush();
+    }
   }
+  flush();
   instance->model.reset();
   instance->exited = true;
 }
@@ -341,6 +369,7 @@ ipc::BatchResult Executor::RunBatch(Instance& instance, const ipc::InferBatch& i
   };
 
   const uint64_t t_start = NowNs();
+  result.set_started_ns(t_start);
   std::vector<TensorView> views;
   views.reserve(infer.inputs_size());
   const uint64_t ring_bytes = input_ring_->size();
@@ -463,13 +492,15 @@ StatusOr<std::vector<uint64_t>> Executor::AllocateOutputs(uint64_t batch_id,
 
 void Executor::HandleRelease(const ipc::ReleaseOutputs& release) {
   absl::MutexLock lock(&out_mu_);
-  auto it = batch_outputs_.find(release.batch_id());
-  if (it == batch_outputs_.end()) {
-    spdlog::warn("ReleaseOutputs for batch {} which holds no outputs", release.batch_id());
-    return;
+  for (uint64_t batch_id : release.batch_ids()) {
+    auto it = batch_outputs_.find(batch_id);
+    if (it == batch_outputs_.end()) {
+      spdlog::warn("ReleaseOutputs for batch {} which holds no outputs", batch_id);
+      continue;
+    }
+    for (uint64_t offset : it->second) out_ring_.Release(offset);
+    batch_outputs_.erase(it);
   }
-  for (uint64_t offset : it->second) out_ring_.Release(offset);
-  batch_outputs_.erase(it);
   out_space_.SignalAll();
 }
 

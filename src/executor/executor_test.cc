@@ -169,7 +169,7 @@ class ExecutorTest : public ::testing::Test {
 
   void Release(uint64_t batch_id) {
     ipc::ControlMessage message;
-    message.mutable_release()->set_batch_id(batch_id);
+    message.mutable_release()->add_batch_ids(batch_id);
     Send(message);
   }
 

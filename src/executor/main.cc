@@ -11,6 +11,7 @@
 #include "partition/green_context.h"
 #include "spdlog/spdlog.h"
 #include "tessera/common/logging.h"
+#include "tessera/common/mutex_mode.h"
 #include "tessera/engine/engine.h"
 #include "tessera/partition/partition.h"
 
@@ -129,5 +130,6 @@ int Main(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   tessera::engine::EnsurePassiveOpenMpWait(argv);
+  tessera::DisableMutexDeadlockDetection();
   return Main(argc, argv);
 }

@@ -173,7 +173,7 @@ TEST_F(ExecutorProcessTest, LoadsAndRunsTheMlpThenShutsDown) {
     EXPECT_EQ(y[i], y[10 + i]);
   }
   ControlMessage release;
-  release.mutable_release()->set_batch_id(11);
+  release.mutable_release()->add_batch_ids(11);
   ASSERT_TRUE(channel_->Send(release).ok());
 
   ControlMessage shutdown;

@@ -6,6 +6,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -78,24 +79,57 @@ void ControlChannel::Shutdown() {
   ::shutdown(fd_, SHUT_RDWR);
 }
 
-Status ControlChannel::Send(const ControlMessage& message) {
+namespace {
+
+// One recv(2) asks for this much: every frame of a burst arrives in one call.
+constexpr size_t kReadChunkBytes = 64 << 10;
+
+// Appends one length-prefixed frame to `frames`.
+Status AppendFrame(const ControlMessage& message, uint32_t max_frame_bytes, std::string* frames) {
   const size_t payload = message.ByteSizeLong();
-  if (payload > max_frame_bytes_) {
+  if (payload > max_frame_bytes) {
     return absl::ResourceExhaustedError(absl::StrCat(
-        "control message of ", payload, " bytes exceeds the frame limit of ", max_frame_bytes_));
+        "control message of ", payload, " bytes exceeds the frame limit of ", max_frame_bytes));
   }
-  std::string frame(4 + payload, '\0');
+  const size_t at = frames->size();
+  frames->resize(at + 4 + payload);
   const uint32_t length = static_cast<uint32_t>(payload);
-  for (int i = 0; i < 4; ++i) frame[i] = static_cast<char>((length >> (8 * i)) & 0xff);
-  if (!message.SerializeToArray(frame.data() + 4, static_cast<int>(payload))) {
+  for (int i = 0; i < 4; ++i) (*frames)[at + i] = static_cast<char>((length >> (8 * i)) & 0xff);
+  if (!message.SerializeToArray(frames->data() + at + 4, static_cast<int>(payload))) {
     return absl::InternalError("cannot serialize control message");
   }
+  return absl::OkStatus();
+}
 
+uint32_t FrameLength(const char* header) {
+  const auto* h = reinterpret_cast<const unsigned char*>(header);
+  return static_cast<uint32_t>(h[0]) | (static_cast<uint32_t>(h[1]) << 8) |
+         (static_cast<uint32_t>(h[2]) << 16) | (static_cast<uint32_t>(h[3]) << 24);
+}
+
+}  // namespace
+
+Status ControlChannel::Send(const ControlMessage& message) {
+  std::string frame;
+  TESSERA_RETURN_IF_ERROR(AppendFrame(message, max_frame_bytes_, &frame));
+  return SendFrames(frame);
+}
+
+Status ControlChannel::SendAll(const std::vector<ControlMessage>& messages) {
+  std::string frames;
+  for (const ControlMessage& message : messages) {
+    TESSERA_RETURN_IF_ERROR(AppendFrame(message, max_frame_bytes_, &frames));
+  }
+  if (frames.empty()) return absl::OkStatus();
+  return SendFrames(frames);
+}
+
+Status ControlChannel::SendFrames(const std::string& frames) {
   absl::MutexLock lock(&send_mu_);
   if (shut_down_.load()) return absl::UnavailableError("control channel shut down");
   size_t sent = 0;
-  while (sent < frame.size()) {
-    ssize_t n = ::send(fd_, frame.data() + sent, frame.size() - sent, MSG_NOSIGNAL);
+  while (sent < frames.size()) {
+    ssize_t n = ::send(fd_, frames.data() + sent, frames.size() - sent, MSG_NOSIGNAL);
     if (n < 0) {
       if (errno == EINTR) continue;
       int err = errno;
@@ -110,20 +144,25 @@ Status ControlChannel::Send(const ControlMessage& message) {
   return absl::OkStatus();
 }
 
-namespace {
-
-// Reads exactly `size` bytes. `*got` tells how many arrived before EOF or an error.
-Status ReadFull(int fd, char* data, size_t size, size_t* got, const std::atomic<bool>& shut_down) {
-  *got = 0;
-  while (*got < size) {
-    ssize_t n = ::recv(fd, data + *got, size - *got, 0);
+Status ControlChannel::Fill(size_t size) {
+  if (read_end_ - read_pos_ >= size) return absl::OkStatus();
+  if (read_pos_ > 0) {
+    std::memmove(read_buffer_.data(), read_buffer_.data() + read_pos_, read_end_ - read_pos_);
+    read_end_ -= read_pos_;
+    read_pos_ = 0;
+  }
+  if (read_buffer_.size() < std::max(size, kReadChunkBytes)) {
+    read_buffer_.resize(std::max(size, kReadChunkBytes));
+  }
+  while (read_end_ < size) {
+    ssize_t n = ::recv(fd_, read_buffer_.data() + read_end_, read_buffer_.size() - read_end_, 0);
     if (n > 0) {
-      *got += static_cast<size_t>(n);
+      read_end_ += static_cast<size_t>(n);
       continue;
     }
     if (n == 0) {
-      return absl::UnavailableError(shut_down.load() ? "control channel shut down (peer closed)"
-                                                     : "control channel peer closed");
+      return absl::UnavailableError(shut_down_.load() ? "control channel shut down (peer closed)"
+                                                      : "control channel peer closed");
     }
     if (errno == EINTR) continue;
     int err = errno;
@@ -136,37 +175,49 @@ Status ReadFull(int fd, char* data, size_t size, size_t* got, const std::atomic<
   return absl::OkStatus();
 }
 
-}  // namespace
+bool ControlChannel::HasBufferedFrame() const {
+  const size_t available = read_end_ - read_pos_;
+  if (available < 4) return false;
+  const uint32_t length = FrameLength(read_buffer_.data() + read_pos_);
+  // An oversized length is "ready" too: Receive reports it without blocking.
+  return length > max_frame_bytes_ || available - 4 >= length;
+}
 
 Status ControlChannel::Receive(ControlMessage* message) {
-  unsigned char header[4];
-  size_t got = 0;
-  Status status = ReadFull(fd_, reinterpret_cast<char*>(header), sizeof(header), &got, shut_down_);
+  Status status = Fill(4);
   if (!status.ok()) {
-    if (got > 0 && absl::IsUnavailable(status)) {
+    if (read_end_ > read_pos_ && absl::IsUnavailable(status)) {
       return absl::UnavailableError("control channel peer closed in the middle of a frame header");
     }
     return status;
   }
-  const uint32_t length =
-      static_cast<uint32_t>(header[0]) | (static_cast<uint32_t>(header[1]) << 8) |
-      (static_cast<uint32_t>(header[2]) << 16) | (static_cast<uint32_t>(header[3]) << 24);
+  const uint32_t length = FrameLength(read_buffer_.data() + read_pos_);
   if (length > max_frame_bytes_) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "control frame of ", length, " bytes exceeds the limit of ", max_frame_bytes_, " bytes"));
   }
-  std::string payload(length, '\0');
-  status = ReadFull(fd_, payload.data(), length, &got, shut_down_);
+  status = Fill(4 + static_cast<size_t>(length));
   if (!status.ok()) {
     if (absl::IsUnavailable(status)) {
-      return absl::UnavailableError(absl::StrCat("control channel peer closed after ", got, " of ",
-                                                 length, " payload bytes"));
+      return absl::UnavailableError(absl::StrCat("control channel peer closed after ",
+                                                 read_end_ - read_pos_ - 4, " of ", length,
+                                                 " payload bytes"));
     }
     return status;
   }
-  if (!message->ParseFromString(payload)) {
+  const char* payload = read_buffer_.data() + read_pos_ + 4;
+  read_pos_ += 4 + static_cast<size_t>(length);
+  if (!message->ParseFromArray(payload, static_cast<int>(length))) {
     return absl::DataLossError(
         absl::StrCat("control frame of ", length, " bytes is not a valid ControlMessage"));
+  }
+  if (read_pos_ == read_end_) {
+    read_pos_ = read_end_ = 0;
+    // A rare huge frame must not keep its buffer for the life of the channel.
+    if (read_buffer_.size() > 16 * kReadChunkBytes) {
+      read_buffer_.resize(kReadChunkBytes);
+      read_buffer_.shrink_to_fit();
+    }
   }
   return absl::OkStatus();
 }

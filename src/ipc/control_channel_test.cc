@@ -195,6 +195,68 @@ TEST(ControlChannelTest, PeerClosingMidFrameIsUnavailable) {
   EXPECT_TRUE(absl::IsUnavailable(status)) << status;
 }
 
+TEST(ControlChannelTest, PeerClosingMidFrameNamesHowManyPayloadBytesCame) {
+  int fds[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+  auto channel = ControlChannel::FromFd(fds[0]);
+  ASSERT_TRUE(channel.ok());
+  const unsigned char partial[] = {100, 0, 0, 0, 1, 2, 3};
+  ASSERT_EQ(write(fds[1], partial, sizeof(partial)), static_cast<ssize_t>(sizeof(partial)));
+  close(fds[1]);
+  ControlMessage m;
+  Status status = (*channel)->Receive(&m);
+  EXPECT_NE(status.message().find("after 3 of 100 payload bytes"), std::string::npos) << status;
+}
+
+TEST(ControlChannelTest, SendAllDeliversABurstInOrderAndReceiveServesItFromItsBuffer) {
+  auto pair = ControlChannel::CreatePair();
+  ASSERT_TRUE(pair.ok());
+  auto& [a, b] = *pair;
+  std::vector<ControlMessage> burst;
+  for (uint64_t id = 1; id <= 5; ++id) burst.push_back(MakeInfer(id, "m/1"));
+  ASSERT_TRUE(a->SendAll(burst).ok());
+  EXPECT_FALSE(b->HasBufferedFrame());  // nothing read yet
+  for (uint64_t id = 1; id <= 5; ++id) {
+    ControlMessage m;
+    ASSERT_TRUE(b->Receive(&m).ok());
+    EXPECT_EQ(m.infer().batch_id(), id);
+    // The first Receive read the whole burst: the rest is buffered, the last leaves none.
+    EXPECT_EQ(b->HasBufferedFrame(), id < 5) << id;
+  }
+  EXPECT_TRUE(a->SendAll({}).ok());
+}
+
+TEST(ControlChannelTest, AFrameLargerThanTheReadChunkArrivesWhole) {
+  auto pair = ControlChannel::CreatePair();
+  ASSERT_TRUE(pair.ok());
+  auto& [a, b] = *pair;
+  ControlMessage big;
+  big.mutable_result()->set_batch_id(9);
+  big.mutable_result()->set_error(std::string(300 << 10, 'e'));  // 300 KiB, several recv(2)s
+  std::thread sender([&] { EXPECT_TRUE(a->SendAll({big, MakeInfer(10, "m/1")}).ok()); });
+  ControlMessage m;
+  ASSERT_TRUE(b->Receive(&m).ok());
+  EXPECT_EQ(m.result().error().size(), 300u << 10);
+  ASSERT_TRUE(b->Receive(&m).ok());
+  EXPECT_EQ(m.infer().batch_id(), 10u);
+  sender.join();
+}
+
+TEST(ControlChannelTest, SendAllRefusesABurstWithAnOversizedMessageAndSendsNothing) {
+  auto pair = ControlChannel::CreatePair();
+  ASSERT_TRUE(pair.ok());
+  auto small = ControlChannel::FromFd(dup((*pair).first->fd()), 64);
+  ASSERT_TRUE(small.ok());
+  ControlMessage large;
+  large.mutable_load()->set_model_path(std::string(200, 'p'));
+  EXPECT_TRUE(absl::IsResourceExhausted((*small)->SendAll({MakeInfer(1, "m/1"), large})));
+  // The first frame that reaches the peer is the next one sent, not half of the refused burst.
+  ASSERT_TRUE((*small)->Send(MakeInfer(7, "m/1")).ok());
+  ControlMessage m;
+  ASSERT_TRUE((*pair).second->Receive(&m).ok());
+  EXPECT_EQ(m.infer().batch_id(), 7u);
+}
+
 TEST(ControlChannelTest, SendToAClosedPeerIsUnavailableNotSigpipe) {
   auto pair = ControlChannel::CreatePair();
   ASSERT_TRUE(pair.ok());

@@ -37,6 +37,20 @@ StatusOr<std::vector<dispatch::Response>> ExecutorBatchRunner::Run(
   return process->RunBatch(key_, *config_, batch, pool_key_);
 }
 
+int ExecutorBatchRunner::max_in_flight() const {
+  return std::max(1, pool_->base_launch().batches_in_flight);
+}
+
+void ExecutorBatchRunner::Submit(const std::vector<std::vector<const dispatch::Request*>>& batches,
+                                 std::vector<dispatch::BatchOutcomeCallback> done) {
+  StatusOr<std::shared_ptr<ExecutorProcess>> process = pool_->Acquire(slot_, key_);
+  if (!process.ok()) {
+    for (auto& callback : done) callback(process.status());
+    return;
+  }
+  (*process)->SubmitBatches(key_, *config_, batches, std::move(done), pool_key_);
+}
+
 void ExecutorBatchRunner::Stage(dispatch::Request& request) {
   if (pool_key_.empty()) return;
   // Never waits: a restarting executor means this request gathers at batch time instead.

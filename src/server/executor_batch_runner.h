@@ -27,6 +27,11 @@ class ExecutorBatchRunner : public dispatch::BatchRunner {
   StatusOr<std::vector<dispatch::Response>> Run(
       const std::vector<const dispatch::Request*>& batch) override;
   std::string Describe() const override;
+  // executors.batches_in_flight; Submit sends without waiting, answers arrive on the executor's
+  // reader thread.
+  int max_in_flight() const override;
+  void Submit(const std::vector<std::vector<const dispatch::Request*>>& batches,
+              std::vector<dispatch::BatchOutcomeCallback> done) override;
   // Stages into the pool region of `pool_key_` when one is set (see SharePoolOf); else nothing.
   void Stage(dispatch::Request& request) override;
 
@@ -58,6 +63,7 @@ class GpuletBatchRunner final : public ExecutorBatchRunner {
       const std::vector<const dispatch::Request*>& batch) override;
   void Stage(dispatch::Request& request) override;
   std::string Describe() const override;
+  int max_in_flight() const override { return 1; }  // the round gate is held for the whole batch
 
  private:
   std::shared_ptr<std::mutex> round_gate_;

@@ -140,6 +140,7 @@ Status ExecutorProcess::Spawn() {
   }
   alive_ = true;
   reader_ = std::thread([this] { ReaderLoop(); });
+  watchdog_ = std::thread([this] { WatchdogLoop(); });
   spdlog::info("{} started on {} with {} thread(s)", Describe(), options_.device, options_.threads);
   return absl::OkStatus();
 }
@@ -176,16 +177,27 @@ std::string ExecutorProcess::WaitForExitDescription(int64_t timeout_ms) {
 }
 
 void ExecutorProcess::ReaderLoop() {
+  // Outputs copied out and not yet given back: one ReleaseOutputs per burst of results.
+  std::vector<uint64_t> to_release;
   while (true) {
     ipc::ControlMessage message;
     Status status = channel_->Receive(&message);
     if (!status.ok()) break;
     if (message.has_result()) {
-      std::lock_guard lock(mu_);
-      auto it = pending_batches_.find(message.result().batch_id());
-      if (it != pending_batches_.end()) {
-        it->second.set_value(std::move(*message.mutable_result()));
-        pending_batches_.erase(it);
+      const ipc::BatchResult& result = message.result();
+      std::optional<PendingBatch> pending;
+      {
+        std::lock_guard lock(mu_);
+        auto it = pending_batches_.find(result.batch_id());
+        if (it != pending_batches_.end()) {
+          pending = std::move(it->second);
+          pending_batches_.erase(it);
+        }
+      }
+      if (pending) {
+        StatusOr<std::vector<dispatch::Response>> responses = FinishBatch(*pending, result);
+        if (result.ok()) to_release.push_back(result.batch_id());
+        pending->done(std::move(responses));
       }
     } else if (message.has_load_result()) {
       const ipc::LoadResult& result = message.load_result();
@@ -199,15 +211,41 @@ void ExecutorProcess::ReaderLoop() {
     } else {
       spdlog::warn("{} sent an unexpected message: {}", Describe(), message.ShortDebugString());
     }
+    if (!to_release.empty() && !channel_->HasBufferedFrame()) {
+      ipc::ControlMessage release;
+      for (uint64_t id : to_release) release.mutable_release()->add_batch_ids(id);
+      channel_->Send(release).IgnoreError();  // a dead executor holds nothing any more
+      to_release.clear();
+    }
   }
   HandleExit();
+}
+
+void ExecutorProcess::WatchdogLoop() {
+  const auto period = std::chrono::milliseconds(
+      std::clamp<int64_t>(options_.batch_timeout_ms / 4, 1, 1000));
+  const uint64_t timeout_ns = static_cast<uint64_t>(options_.batch_timeout_ms) * 1'000'000;
+  std::unique_lock lock(mu_);
+  while (!exited_ && !stopping_) {
+    watchdog_cv_.wait_for(lock, period);
+    const uint64_t now = MonotonicNs();
+    for (const auto& [id, pending] : pending_batches_) {
+      if (now - pending.sent_ns <= timeout_ns) continue;
+      // A hung executor is treated like a crashed one: killing it fails its batches through
+      // HandleExit, and the pool restarts it.
+      spdlog::error("{} did not answer batch {} of '{}' within {} ms; killing it", Describe(), id,
+                    pending.model_name, options_.batch_timeout_ms);
+      kill(pid_, SIGKILL);
+      return;
+    }
+  }
 }
 
 void ExecutorProcess::HandleExit() {
   alive_ = false;
   std::string how = WaitForExitDescription(stopping_ ? 5000 : 2000);
   const std::string description = absl::StrCat(Describe(), " ", how);
-  std::map<uint64_t, std::promise<StatusOr<ipc::BatchResult>>> batches;
+  std::map<uint64_t, PendingBatch> batches;
   std::map<std::string, std::promise<Status>> loads;
   {
     std::lock_guard lock(mu_);
@@ -215,8 +253,10 @@ void ExecutorProcess::HandleExit() {
     batches.swap(pending_batches_);
     loads.swap(pending_loads_);
   }
-  for (auto& [id, promise] : batches) {
-    promise.set_value(absl::UnavailableError(
+  watchdog_cv_.notify_all();
+  for (auto& [id, pending] : batches) {
+    ReleaseGathered(pending);
+    pending.done(absl::UnavailableError(
         absl::StrCat(description, " while running this request's batch")));
   }
   for (auto& [key, promise] : loads) {
@@ -314,7 +354,16 @@ void ExecutorProcess::Unload(const std::string& instance_key) {
   channel_->Send(message).IgnoreError();  // a dead executor holds nothing to unload
 }
 
-StatusOr<uint64_t> ExecutorProcess::AllocateInput(uint64_t bytes) {
+StatusOr<uint64_t> ExecutorProcess::AllocateInput(uint64_t bytes,
+                                                  const std::function<void()>& before_wait) {
+  if (before_wait) {
+    {
+      std::lock_guard lock(ring_mu_);
+      if (std::optional<uint64_t> offset = input_allocator_.Allocate(bytes)) return *offset;
+    }
+    // Space comes back only when sent batches are answered: send those held back first.
+    before_wait();
+  }
   std::unique_lock lock(ring_mu_);
   if (input_allocator_.RoundUp(bytes) > input_allocator_.capacity()) {
     return absl::ResourceExhaustedError(absl::StrCat(
@@ -342,14 +391,18 @@ void ExecutorProcess::ReleaseInput(uint64_t offset) {
   ring_cv_.notify_all();
 }
 
-StatusOr<std::vector<dispatch::Response>> ExecutorProcess::RunBatch(
+StatusOr<ipc::InferBatch> ExecutorProcess::PrepareBatch(
     const std::string& instance_key, const repository::ModelConfig& config,
-    const std::vector<const dispatch::Request*>& batch, const std::string& pool_key) {
-  if (!alive_) return absl::UnavailableError(absl::StrCat(Describe(), " is not running"));
+    const std::vector<const dispatch::Request*>& batch, const std::string& pool_key,
+    const std::function<void()>& before_wait, PendingBatch* pending) {
   const uint64_t gather_start = MonotonicNs();
   const bool batched = config.max_batch_size > 0;
   int64_t total_rows = 0;
   for (const dispatch::Request* request : batch) total_rows += request->batch_size;
+  pending->model_name = config.name;
+  pending->batched = batched;
+  pending->total_rows = total_rows;
+  pending->requests = batch;
 
   // Pooled: every request was staged here, back to back per input, so the pool already holds each
   // input as one tensor. Otherwise gather: each input becomes one contiguous tensor in the gather
@@ -369,12 +422,12 @@ StatusOr<std::vector<dispatch::Response>> ExecutorProcess::RunBatch(
     if (pooled && pooled->size() != config.inputs.size()) pooled.reset();
   }
   ipc::InferBatch infer;
-  const uint64_t batch_id = next_batch_id_++;
-  infer.set_batch_id(batch_id);
+  infer.set_batch_id(next_batch_id_++);
   infer.set_instance_key(instance_key);
-  std::vector<uint64_t> allocations;
+  std::vector<uint64_t>& allocations = pending->gather_allocations;
   auto release_inputs = [&] {
     for (uint64_t offset : allocations) ReleaseInput(offset);
+    allocations.clear();
   };
   uint64_t gathered_bytes = 0;
   for (size_t k = 0; k < config.inputs.size(); ++k) {
@@ -384,7 +437,7 @@ StatusOr<std::vector<dispatch::Response>> ExecutorProcess::RunBatch(
     if (pooled) {
       ring_offset = (*pooled)[k].offset;
     } else {
-      auto offset = AllocateInput(bytes);
+      auto offset = AllocateInput(bytes, before_wait);
       if (!offset.ok()) {
         release_inputs();
         return offset.status();
@@ -415,75 +468,112 @@ StatusOr<std::vector<dispatch::Response>> ExecutorProcess::RunBatch(
     gather_bytes_ += gathered_bytes;
   }
 
-  std::future<StatusOr<ipc::BatchResult>> future;
-  {
-    std::lock_guard lock(mu_);
-    if (exited_) {
-      release_inputs();
-      return absl::UnavailableError(absl::StrCat(Describe(), " is not running"));
+  pending->prep_ns = MonotonicNs() - gather_start;
+  (pooled ? prep_ns_pooled_ : prep_ns_gathered_) += pending->prep_ns;
+  return infer;
+}
+
+void ExecutorProcess::ReleaseGathered(const PendingBatch& pending) {
+  for (uint64_t offset : pending.gather_allocations) ReleaseInput(offset);
+}
+
+void ExecutorProcess::SubmitBatches(const std::string& instance_key,
+                                    const repository::ModelConfig& config,
+                                    const std::vector<std::vector<const dispatch::Request*>>& batches,
+                                    std::vector<BatchDone> done, const std::string& pool_key) {
+  std::vector<ipc::ControlMessage> messages;
+  std::vector<uint64_t> message_ids;
+  auto send = [&] {
+    if (messages.empty()) return;
+    Status sent = channel_->SendAll(messages);
+    messages.clear();
+    std::vector<uint64_t> ids;
+    ids.swap(message_ids);
+    if (sent.ok()) return;
+    // Whatever the reader's HandleExit has not failed yet fails here, each exactly once.
+    for (uint64_t id : ids) {
+      std::optional<PendingBatch> pending;
+      {
+        std::lock_guard lock(mu_);
+        auto it = pending_batches_.find(id);
+        if (it == pending_batches_.end()) continue;
+        pending = std::move(it->second);
+        pending_batches_.erase(it);
+      }
+      ReleaseGathered(*pending);
+      pending->done(absl::UnavailableError(absl::StrCat(Describe(), ": ", sent.message())));
     }
-    future = pending_batches_[batch_id].get_future();
-  }
-  const uint64_t gather_ns = MonotonicNs() - gather_start;
-  (pooled ? prep_ns_pooled_ : prep_ns_gathered_) += gather_ns;
-  ipc::ControlMessage message;
-  *message.mutable_infer() = std::move(infer);
-  Status sent = channel_->Send(message);
-  if (!sent.ok()) {
+  };
+  for (size_t i = 0; i < batches.size(); ++i) {
+    if (!alive_) {
+      done[i](absl::UnavailableError(absl::StrCat(Describe(), " is not running")));
+      continue;
+    }
+    PendingBatch pending;
+    StatusOr<ipc::InferBatch> infer =
+        PrepareBatch(instance_key, config, batches[i], pool_key, send, &pending);
+    if (!infer.ok()) {
+      done[i](infer.status());
+      continue;
+    }
+    pending.done = std::move(done[i]);
+    pending.sent_ns = MonotonicNs();
+    const uint64_t id = infer->batch_id();
     {
       std::lock_guard lock(mu_);
-      pending_batches_.erase(batch_id);
+      if (!exited_) {
+        pending_batches_.emplace(id, std::move(pending));
+        message_ids.push_back(id);
+        *messages.emplace_back().mutable_infer() = *std::move(infer);
+        continue;
+      }
     }
-    release_inputs();
-    return absl::UnavailableError(absl::StrCat(Describe(), ": ", sent.message()));
+    ReleaseGathered(pending);
+    pending.done(absl::UnavailableError(absl::StrCat(Describe(), " is not running")));
   }
-  if (future.wait_for(std::chrono::milliseconds(options_.batch_timeout_ms)) !=
-      std::future_status::ready) {
-    // A hung executor is treated like a crashed one: killing it fails this batch (and any other
-    // on it) through HandleExit, and the pool restarts it.
-    spdlog::error("{} did not answer batch {} of '{}' within {} ms; killing it", Describe(),
-                  batch_id, instance_key, options_.batch_timeout_ms);
-    kill(pid_, SIGKILL);
-  }
-  StatusOr<ipc::BatchResult> result = future.get();
-  // The executor is done reading inputs once it answered (or died). Pooled slots are released
-  // later, when the queue destroys the requests after this call returns.
-  release_inputs();
-  if (!result.ok()) return result.status();
-  if (!result->ok()) {
-    return absl::InternalError(absl::StrCat("model '", config.name, "' failed on ", Describe(),
-                                            ": ", result->error()));
+  send();
+}
+
+StatusOr<std::vector<dispatch::Response>> ExecutorProcess::FinishBatch(
+    PendingBatch& pending, const ipc::BatchResult& result) {
+  // The executor is done reading inputs once it answered. Pooled slots are released later, when
+  // the queue destroys the requests.
+  ReleaseGathered(pending);
+  pending.gather_allocations.clear();
+  if (!result.ok()) {
+    return absl::InternalError(absl::StrCat("model '", pending.model_name, "' failed on ",
+                                            Describe(), ": ", result.error()));
   }
 
   // Split: request i gets rows [row_begin, row_begin + rows) of every output.
   const uint64_t split_start = MonotonicNs();
-  std::vector<dispatch::Response> responses(batch.size());
+  std::vector<dispatch::Response> responses(pending.requests.size());
   const auto* out_base = reinterpret_cast<const char*>(output_ring_->data());
   Status split_status;
-  for (const ipc::BatchTensor& output : result->outputs()) {
+  for (const ipc::BatchTensor& output : result.outputs()) {
     if (output.offset() + output.byte_size() > output_ring_->size()) {
       split_status = absl::InternalError(absl::StrCat(Describe(), " returned output '",
                                                       output.name(), "' outside its ring"));
       break;
     }
     Shape shape(output.shape().begin(), output.shape().end());
-    if (batched && (shape.empty() || shape[0] != total_rows)) {
+    if (pending.batched && (shape.empty() || shape[0] != pending.total_rows)) {
       split_status = absl::InternalError(absl::StrCat(
-          "model '", config.name, "' output '", output.name(), "' has shape ",
-          ShapeToString(shape), ", but a batch of ", total_rows,
+          "model '", pending.model_name, "' output '", output.name(), "' has shape ",
+          ShapeToString(shape), ", but a batch of ", pending.total_rows,
           " rows needs it as the leading dim (max_batch_size > 0 models must batch every output)"));
       break;
     }
     const uint64_t row_bytes =
-        batched && total_rows > 0 ? output.byte_size() / static_cast<uint64_t>(total_rows) : 0;
+        pending.batched && pending.total_rows > 0 ? output.byte_size() / static_cast<uint64_t>(pending.total_rows) : 0;
     int64_t row_begin = 0;
-    for (size_t i = 0; i < batch.size(); ++i) {
-      const dispatch::Request* request = batch[i];
+    for (size_t i = 0; i < pending.requests.size(); ++i) {
+      const dispatch::Request* request = pending.requests[i];
       dispatch::OutputTensor tensor;
       tensor.name = output.name();
       tensor.dtype = static_cast<DataType>(output.data_type());
       tensor.shape = shape;
-      if (batched && !tensor.shape.empty()) {
+      if (pending.batched && !tensor.shape.empty()) {
         tensor.shape[0] = request->batch_size;
         tensor.bytes.assign(out_base + output.offset() + row_begin * row_bytes,
                             request->batch_size * row_bytes);
@@ -494,29 +584,39 @@ StatusOr<std::vector<dispatch::Response>> ExecutorProcess::RunBatch(
       responses[i].outputs.push_back(std::move(tensor));
     }
   }
-  ipc::ControlMessage release;
-  release.mutable_release()->set_batch_id(batch_id);
-  channel_->Send(release).IgnoreError();
   TESSERA_RETURN_IF_ERROR(split_status);
 
   // Keep only what each request asked for, in the order it asked.
   const uint64_t split_ns = MonotonicNs() - split_start;
-  for (size_t i = 0; i < batch.size(); ++i) {
+  for (size_t i = 0; i < pending.requests.size(); ++i) {
     dispatch::Response& response = responses[i];
-    if (!batch[i]->requested_outputs.empty()) {
+    if (!pending.requests[i]->requested_outputs.empty()) {
       std::vector<dispatch::OutputTensor> selected;
-      for (const std::string& name : batch[i]->requested_outputs) {
+      for (const std::string& name : pending.requests[i]->requested_outputs) {
         for (auto& tensor : response.outputs) {
           if (tensor.name == name) selected.push_back(std::move(tensor));
         }
       }
       response.outputs = std::move(selected);
     }
-    response.timing.compute_input_ns = gather_ns + result->compute_input_ns();
-    response.timing.compute_infer_ns = result->compute_infer_ns();
-    response.timing.compute_output_ns = result->compute_output_ns() + split_ns;
+    response.timing.compute_input_ns = pending.prep_ns + result.compute_input_ns();
+    response.timing.compute_infer_ns = result.compute_infer_ns();
+    response.timing.compute_output_ns = result.compute_output_ns() + split_ns;
   }
   return responses;
+}
+
+StatusOr<std::vector<dispatch::Response>> ExecutorProcess::RunBatch(
+    const std::string& instance_key, const repository::ModelConfig& config,
+    const std::vector<const dispatch::Request*>& batch, const std::string& pool_key) {
+  std::promise<StatusOr<std::vector<dispatch::Response>>> promise;
+  std::future<StatusOr<std::vector<dispatch::Response>>> future = promise.get_future();
+  std::vector<BatchDone> done;
+  done.push_back([&promise](StatusOr<std::vector<dispatch::Response>> result) {
+    promise.set_value(std::move(result));
+  });
+  SubmitBatches(instance_key, config, {batch}, std::move(done), pool_key);
+  return future.get();  // the watchdog bounds the wait: a hung executor is killed
 }
 
 void ExecutorProcess::Stop(int64_t timeout_ms) {
@@ -532,11 +632,17 @@ void ExecutorProcess::Stop(int64_t timeout_ms) {
   if (pid_ > 0) WaitForExitDescription(timeout_ms);
   if (channel_) channel_->Shutdown();
   if (reader_.joinable() && reader_.get_id() != std::this_thread::get_id()) reader_.join();
+  {
+    std::lock_guard lock(mu_);
+    watchdog_cv_.notify_all();
+  }
+  if (watchdog_.joinable()) watchdog_.join();
 }
 
 ExecutorProcess::~ExecutorProcess() {
   Stop(5000);
   if (reader_.joinable()) reader_.detach();
+  if (watchdog_.joinable()) watchdog_.join();
 }
 
 }  // namespace tessera::server

@@ -43,6 +43,10 @@ struct ExecutorLaunchOptions {
   int log_verbose = 0;
   int64_t handshake_timeout_ms = 20000;
   int64_t batch_timeout_ms = 300000;  // a batch not answered by then marks the executor hung
+  // Batches (for unbatched models: groups of requests sent together) one runner may have on this
+  // executor before the first has finished: 1 waits for each result before sending the next; 2
+  // sends the next while one runs, hiding the round trip (executors.batches_in_flight).
+  int batches_in_flight = 2;
   // From the executor's partition (partition::ExecutorPlacement): "K=V" entries added to (or
   // replacing those of) the server's environment, and arguments appended to the command line.
   std::vector<std::string> extra_env;
@@ -90,6 +94,18 @@ class ExecutorProcess {
                                                 const repository::ModelConfig& config,
                                                 const dispatch::Request& request);
 
+  // One batch's outcome: a Response per request, or one error for the whole batch.
+  using BatchDone = std::function<void(StatusOr<std::vector<dispatch::Response>>)>;
+
+  // Sends `batches` to instance `instance_key` (each one run of the model, run in order) in one
+  // write, and returns without waiting. `done[i]` is called exactly once with batch i's outcome: on
+  // this process's reader thread when the result arrives, on the watchdog's kill or the process's
+  // death with UNAVAILABLE, or before SubmitBatches returns when batch i cannot be sent. The
+  // requests must stay alive until their `done`. Inputs are placed as RunBatch describes.
+  void SubmitBatches(const std::string& instance_key, const repository::ModelConfig& config,
+                     const std::vector<std::vector<const dispatch::Request*>>& batches,
+                     std::vector<BatchDone> done, const std::string& pool_key = "");
+
   // Runs `batch` on instance `instance_key`. When every request was staged here for the instance
   // `pool_key` (default: `instance_key`; the workers of a multi-granularity model share their first
   // worker's region) and their pool slots are back to back in batch order, the batch is sent
@@ -114,10 +130,35 @@ class ExecutorProcess {
   ExecutorProcess(const ExecutorLaunchOptions& options,
                   std::function<void(const std::string&)> on_exit);
   Status Spawn();
+  // A batch sent and not yet answered.
+  struct PendingBatch {
+    std::string model_name;
+    bool batched = false;
+    int64_t total_rows = 0;
+    std::vector<const dispatch::Request*> requests;
+    std::vector<uint64_t> gather_allocations;  // input-ring offsets to free once answered
+    uint64_t prep_ns = 0;
+    uint64_t sent_ns = 0;
+    BatchDone done;
+  };
+  // Places the inputs (pool or gather) and builds the InferBatch; fills `pending` but `done`.
+  StatusOr<ipc::InferBatch> PrepareBatch(const std::string& instance_key,
+                                         const repository::ModelConfig& config,
+                                         const std::vector<const dispatch::Request*>& batch,
+                                         const std::string& pool_key,
+                                         const std::function<void()>& before_wait,
+                                         PendingBatch* pending);
+  // Splits the outputs of an answered batch per request; frees its inputs.
+  StatusOr<std::vector<dispatch::Response>> FinishBatch(PendingBatch& pending,
+                                                        const ipc::BatchResult& result);
+  void ReleaseGathered(const PendingBatch& pending);
   void ReaderLoop();
+  void WatchdogLoop();
   void HandleExit();
   std::string WaitForExitDescription(int64_t timeout_ms);
-  StatusOr<uint64_t> AllocateInput(uint64_t bytes);
+  // Gather space in the input ring. When there is none at once, `before_wait` (if set) runs
+  // before waiting for space.
+  StatusOr<uint64_t> AllocateInput(uint64_t bytes, const std::function<void()>& before_wait);
   void ReleaseInput(uint64_t offset);
 
   const ExecutorLaunchOptions options_;
@@ -132,6 +173,8 @@ class ExecutorProcess {
   std::atomic<bool> stopping_{false};
   std::atomic<uint64_t> next_batch_id_{1};
   std::thread reader_;
+  std::thread watchdog_;
+  std::condition_variable watchdog_cv_;  // stop
 
   // The input ring is [0, pool bytes) for the input pool, then the gather ring from gather_base_.
   std::shared_ptr<InputPool> input_pool_;
@@ -148,7 +191,7 @@ class ExecutorProcess {
 
   std::mutex reap_mu_;
   std::mutex mu_;
-  std::map<uint64_t, std::promise<StatusOr<ipc::BatchResult>>> pending_batches_ ABSL_GUARDED_BY(mu_);
+  std::map<uint64_t, PendingBatch> pending_batches_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::promise<Status>> pending_loads_ ABSL_GUARDED_BY(mu_);
   std::string exit_description_ ABSL_GUARDED_BY(mu_);
   bool exited_ ABSL_GUARDED_BY(mu_) = false;

@@ -13,6 +13,10 @@
 #include <thread>
 #include <vector>
 
+#include <condition_variable>
+#include <mutex>
+#include <optional>
+
 #include "gtest/gtest.h"
 #include "tessera/repository/model_config.h"
 
@@ -35,6 +39,7 @@ class ExecutorProcessPoolTest : public ::testing::Test {
     options.binary = TESSERA_EXECUTOR_BINARY;
     options.input_ring_bytes = 1 << 20;
     options.output_ring_bytes = 1 << 20;
+    options.batch_timeout_ms = batch_timeout_ms_;
     auto process = ExecutorProcess::Start(options, nullptr);
     ASSERT_TRUE(process.ok()) << process.status();
     process_ = *std::move(process);
@@ -93,6 +98,37 @@ class ExecutorProcessPoolTest : public ::testing::Test {
     }
   }
 
+  // Submits `batches` in one SubmitBatches; returns each batch's outcome, by index, once all came.
+  std::vector<StatusOr<std::vector<dispatch::Response>>> SubmitAll(
+      const std::vector<std::vector<const dispatch::Request*>>& batches) {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::vector<std::optional<StatusOr<std::vector<dispatch::Response>>>> outcomes(batches.size());
+    std::vector<int> calls(batches.size(), 0);
+    size_t answered = 0;
+    std::vector<ExecutorProcess::BatchDone> done;
+    for (size_t i = 0; i < batches.size(); ++i) {
+      done.push_back([&, i](StatusOr<std::vector<dispatch::Response>> outcome) {
+        std::lock_guard lock(mu);
+        if (calls[i]++ == 0) outcomes[i] = std::move(outcome);
+        ++answered;
+        cv.notify_all();
+      });
+    }
+    process_->SubmitBatches(kKey, config_, batches, std::move(done));
+    std::unique_lock lock(mu);
+    EXPECT_TRUE(cv.wait_for(lock, std::chrono::seconds(60),
+                            [&] { return answered >= batches.size(); }));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // a second call would show here
+    std::vector<StatusOr<std::vector<dispatch::Response>>> result;
+    for (size_t i = 0; i < batches.size(); ++i) {
+      EXPECT_EQ(calls[i], 1) << "batch " << i << " answered " << calls[i] << " times";
+      result.push_back(outcomes[i] ? std::move(*outcomes[i]) : absl::InternalError("no answer"));
+    }
+    return result;
+  }
+
+  int64_t batch_timeout_ms_ = 300000;
   repository::ModelConfig config_;
   std::unique_ptr<ExecutorProcess> process_;
   std::vector<std::vector<float>> data_;
@@ -185,6 +221,79 @@ TEST_F(ExecutorProcessPoolTest, StagedHandleOutlivesACrashedProcess) {
   EXPECT_EQ(process_->Stage(kKey, config_, *requests[0]), nullptr);
   process_.reset();
   requests[0]->staged.reset();  // releases into the dead process's pool state: no crash
+}
+
+TEST_F(ExecutorProcessPoolTest, SubmittedBatchesMatchBatchesRunOneByOne) {
+  std::vector<int64_t> rows;
+  for (int i = 0; i < 40; ++i) rows.push_back(1 + i % 4);
+  auto requests = MakeRequests(rows);
+  std::vector<std::vector<const dispatch::Request*>> batches;
+  std::vector<std::string> expected;
+  for (size_t i = 0; i < requests.size(); i += 2) {
+    batches.push_back({requests[i].get(), requests[i + 1].get()});
+    auto outputs = process_->RunBatch(kKey, config_, batches.back());
+    ASSERT_TRUE(outputs.ok()) << outputs.status();
+    for (const auto& response : *outputs) expected.push_back(response.outputs[0].bytes);
+  }
+  auto outcomes = SubmitAll(batches);
+  std::vector<std::string> got;
+  for (auto& outcome : outcomes) {
+    ASSERT_TRUE(outcome.ok()) << outcome.status();
+    ASSERT_EQ(outcome->size(), 2u);
+    for (const auto& response : *outcome) got.push_back(response.outputs[0].bytes);
+  }
+  EXPECT_EQ(got, expected);
+}
+
+TEST_F(ExecutorProcessPoolTest, ASubmissionLargerThanTheGatherRingIsSentInParts) {
+  // 300 batches of 8 rows gather 600 KiB; the gather part of the 1 MiB input ring holds 512 KiB,
+  // which comes back only as sent batches are answered: the first ones must go out first.
+  auto requests = MakeRequests(std::vector<int64_t>(300, 8));
+  std::vector<std::vector<const dispatch::Request*>> batches;
+  for (const auto& request : requests) batches.push_back({request.get()});
+  const auto start = std::chrono::steady_clock::now();
+  auto outcomes = SubmitAll(batches);
+  for (auto& outcome : outcomes) ASSERT_TRUE(outcome.ok()) << outcome.status();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
+  EXPECT_EQ(process_->input_pool_counters().batches_gathered, 300u);
+}
+
+TEST_F(ExecutorProcessPoolTest, AKilledExecutorAnswersEveryBatchInFlightOnce) {
+  auto requests = MakeRequests(std::vector<int64_t>(200, 8));
+  std::vector<std::vector<const dispatch::Request*>> batches;
+  for (const auto& request : requests) batches.push_back({request.get()});
+  std::thread killer([pid = process_->pid()] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    kill(pid, SIGKILL);
+  });
+  auto outcomes = SubmitAll(batches);  // checks one call per batch
+  killer.join();
+  size_t failed = 0;
+  for (auto& outcome : outcomes) {
+    if (outcome.ok()) continue;
+    ++failed;
+    EXPECT_TRUE(absl::IsUnavailable(outcome.status())) << outcome.status();
+  }
+  EXPECT_GT(failed, 0u);
+}
+
+class ExecutorProcessWatchdogTest : public ExecutorProcessPoolTest {
+ protected:
+  ExecutorProcessWatchdogTest() { batch_timeout_ms_ = 300; }
+};
+
+TEST_F(ExecutorProcessWatchdogTest, AHungExecutorIsKilledAndItsBatchFails) {
+  auto requests = MakeRequests({1});
+  kill(process_->pid(), SIGSTOP);  // hangs: alive, never answers
+  const auto start = std::chrono::steady_clock::now();
+  auto outcome = process_->RunBatch(kKey, config_, {requests[0].get()});
+  const auto waited = std::chrono::steady_clock::now() - start;
+  ASSERT_FALSE(outcome.ok());
+  EXPECT_TRUE(absl::IsUnavailable(outcome.status())) << outcome.status();
+  EXPECT_NE(outcome.status().message().find("killed by signal 9"), std::string::npos)
+      << outcome.status();
+  EXPECT_GE(waited, std::chrono::milliseconds(300));
+  EXPECT_LT(waited, std::chrono::seconds(10));
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include "model_manager.h"
 #include "spdlog/spdlog.h"
 #include "tessera/common/logging.h"
+#include "tessera/common/mutex_mode.h"
 #include "tessera/common/server_config.h"
 #include "tessera/frontend/grpc_frontend.h"
 #include "tessera/partition/partition.h"
@@ -134,6 +135,7 @@ int Run(int argc, char** argv) {
                                     : std::max(1, cores / pool_options.executors);
   pool_options.launch.input_ring_bytes = static_cast<uint64_t>(config.input_ring_bytes);
   pool_options.launch.output_ring_bytes = static_cast<uint64_t>(config.output_ring_bytes);
+  pool_options.launch.batches_in_flight = config.batches_in_flight;
   pool_options.launch.log_verbose = config.log_verbose;
   auto pool = tessera::server::ExecutorPool::Start(pool_options);
   if (!pool.ok()) {
@@ -264,4 +266,7 @@ int Run(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) { return Run(argc, argv); }
+int main(int argc, char** argv) {
+  tessera::DisableMutexDeadlockDetection();
+  return Run(argc, argv);
+}

@@ -31,6 +31,9 @@ struct ServerConfig {
   int threads_per_executor = 0;    // 0 = cores / cpu_executors
   int64_t input_ring_bytes = 64ll << 20;
   int64_t output_ring_bytes = 64ll << 20;
+  // Batches one instance may have sent to its executor before the first is answered: 2 overlaps
+  // the hand-off of the next with the running one; 1 sends each only when the last is answered.
+  int batches_in_flight = 2;
   std::string partition_mechanism = "auto";  // auto | mps | green | none
   bool mps_start_daemon = false;     // start nvidia-cuda-mps-control -d when none runs
   std::string mps_pipe_directory;    // "" = $CUDA_MPS_PIPE_DIRECTORY, else /tmp/nvidia-mps

@@ -30,7 +30,11 @@
 
 namespace tessera::dispatch {
 
-// Runs one batch on one instance. Called by a single worker thread per runner.
+// One batch's outcome: a Response per request, in order, or one error for the whole batch.
+using BatchOutcome = StatusOr<std::vector<Response>>;
+using BatchOutcomeCallback = std::function<void(BatchOutcome)>;
+
+// Runs batches on one instance. Called by a single worker thread per runner.
 class BatchRunner {
  public:
   virtual ~BatchRunner() = default;
@@ -45,6 +49,19 @@ class BatchRunner {
   // the enqueuing thread with the queue locked (keep it short, never block). May copy the inputs into the runner's input pool and set request.staged;
   // must not fail the request: with no pool space it leaves it unstaged and Run gathers instead.
   virtual void Stage(Request& /*request*/) {}
+
+  // How many submissions (see Submit) the runner takes before the first has finished. 1: the
+  // queue calls Run and waits for it, so a batch is formed only when the runner is free. More:
+  // the queue calls Submit and forms the next submission while earlier ones run, which hides the
+  // hand-off to an executor process behind the running batch.
+  virtual int max_in_flight() const { return 1; }
+  // Starts `batches` in order, each one run of the model, and returns without waiting for them.
+  // `done[i]` gets batch i's outcome exactly once, from any thread, possibly before Submit
+  // returns. Only called when max_in_flight() > 1; this default runs them one by one.
+  virtual void Submit(const std::vector<std::vector<const Request*>>& batches,
+                      std::vector<BatchOutcomeCallback> done) {
+    for (size_t i = 0; i < batches.size(); ++i) done[i](Run(batches[i]));
+  }
 };
 
 struct ModelQueueOptions {
@@ -173,7 +190,13 @@ class ModelQueue {
   // Hands batches to the idle workers of a multi-granularity lane (DecideSizedBatches); returns
   // when to decide again if nothing arrives (0 = only on arrival or a worker finishing).
   uint64_t HandOutSized(LaneState& lane) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The worker of a runner with max_in_flight() > 1: takes the next submission while earlier
+  // ones run (unbatched lanes send every queued request, each its own batch, as one submission).
+  void PipelinedWorkerLoop(LanePtr lane, BatchRunner* runner, int depth);
   void RunBatch(BatchRunner* runner, std::vector<std::unique_ptr<Request>> batch);
+  // Records `outcome` of `batch` (started at start_ns) and answers every request.
+  void CompleteBatch(const BatchRunner& runner, const std::vector<std::unique_ptr<Request>>& batch,
+                     uint64_t start_ns, BatchOutcome outcome);
   void Drop(std::vector<std::unique_ptr<Request>> dropped, const LanePlan& plan);
   bool IdleLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
@@ -45,7 +46,14 @@ class ControlChannel {
   // the channel was shut down; never raises SIGPIPE.
   Status Send(const ControlMessage& message) ABSL_LOCKS_EXCLUDED(send_mu_);
 
-  // Blocks until one whole frame arrived and parses it into `message`.
+  // Writes several whole frames with one system call where the kernel takes them at once, so a
+  // burst wakes the peer once instead of once per message. Frames are contiguous: a concurrent
+  // Send never lands between them. Same errors as Send; nothing is sent when one is too large.
+  Status SendAll(const std::vector<ControlMessage>& messages) ABSL_LOCKS_EXCLUDED(send_mu_);
+
+  // Blocks until one whole frame arrived and parses it into `message`. Reads ahead: one recv(2)
+  // takes every frame the peer has written so far, and later calls are served from that buffer.
+  // Receive is for one thread at a time.
   // UNAVAILABLE ("peer closed") on orderly EOF, connection reset or after Shutdown();
   // RESOURCE_EXHAUSTED for a frame above max_frame_bytes; DATA_LOSS for an unparsable payload.
   // After any error the stream position is undefined: the caller must stop using the channel.
@@ -54,6 +62,10 @@ class ControlChannel {
   // Makes a blocked or future Receive/Send return UNAVAILABLE (shutdown(2) of both directions; the
   // peer sees EOF). The descriptor itself stays open until destruction. Idempotent.
   void Shutdown();
+
+  // True when a whole frame is already buffered, so the next Receive returns without blocking.
+  // Lets a reader finish the burst it has before doing per-burst work (such as one reply for all).
+  bool HasBufferedFrame() const;
 
   // The socket, for poll()-style integration and for tests that forge raw frames.
   int fd() const { return fd_; }
@@ -65,6 +77,14 @@ class ControlChannel {
   const uint32_t max_frame_bytes_;
   std::atomic<bool> shut_down_{false};
   absl::Mutex send_mu_;  // serialises whole frames on the socket
+  // Read-ahead buffer: bytes [read_pos_, read_end_) arrived but are not parsed yet.
+  std::string read_buffer_;
+  size_t read_pos_ = 0;
+  size_t read_end_ = 0;
+
+  Status SendFrames(const std::string& frames) ABSL_LOCKS_EXCLUDED(send_mu_);
+  // Makes at least `size` unparsed bytes available, reading as much as the socket has.
+  Status Fill(size_t size);
 };
 
 // A bound, listening Unix-domain socket that accepts ControlChannels.
