@@ -528,7 +528,7 @@ void ModelQueue::CompleteBatch(const BatchRunner& runner,
     stats_->RecordExecution(rows, result->front().timing);
     for (size_t i = 0; i < batch.size(); ++i) {
       Response& response = (*result)[i];
-      response.timing.queue_ns = start_ns - batch[i]->arrival_ns;
+      response.timing.queue_ns += start_ns - batch[i]->arrival_ns;  // plus the runner's own
       response.batch_size = rows;
       stats_->RecordSuccess(batch[i]->batch_size, end_ns - batch[i]->arrival_ns, response.timing);
       batch[i]->done(std::move(response));

@@ -599,6 +599,9 @@ StatusOr<std::vector<dispatch::Response>> ExecutorProcess::FinishBatch(
       }
       response.outputs = std::move(selected);
     }
+    // Queued behind an earlier batch in the executor: the queue adds its own wait to this.
+    response.timing.queue_ns =
+        result.started_ns() > pending.sent_ns ? result.started_ns() - pending.sent_ns : 0;
     response.timing.compute_input_ns = pending.prep_ns + result.compute_input_ns();
     response.timing.compute_infer_ns = result.compute_infer_ns();
     response.timing.compute_output_ns = result.compute_output_ns() + split_ns;

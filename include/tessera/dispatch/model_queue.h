@@ -41,7 +41,7 @@ class BatchRunner {
   // `batch` holds >= 1 requests with equal non-batch shapes and total rows <= max batch size.
   // Returns one Response per request, in order (outputs split per request and filtered to the
   // requested names), or one error that fails the whole batch. Responses' timing has compute_*
-  // filled; queue_ns is filled by the queue.
+  // filled; queue_ns only a wait inside the runner (an executor's queue): the queue adds its own.
   virtual StatusOr<std::vector<Response>> Run(const std::vector<const Request*>& batch) = 0;
   // For log and error messages: "mlp/1 on executor 0".
   virtual std::string Describe() const = 0;
