@@ -402,10 +402,18 @@ void ModelQueue::PipelinedWorkerLoop(LanePtr lane, BatchRunner* runner, int dept
   // Requests of one submission of an unbatched lane: enough to amortise a round trip, few enough
   // that the first answers are not held up behind many.
   constexpr size_t kMaxUnbatchedPerSubmission = 32;
-  int in_flight = 0;  // guarded by mu_; the completions below outlive no loop iteration
+  // Both guarded by mu_, and both outlive every completion: the loop returns only at in_flight 0.
+  int in_flight = 0;
+  // A worker at its limit waits here, not on the lane's cv: an arrival then wakes only workers
+  // that can take it (a wasted wake-up per request otherwise, and with notify_one a lost one).
+  std::condition_variable capacity_cv;
   std::unique_lock lock(mu_);
   while (!stopping_ && !lane->retired) {
-    if (lane->queue.empty() || in_flight >= depth) {
+    if (in_flight >= depth) {
+      capacity_cv.wait(lock);
+      continue;
+    }
+    if (lane->queue.empty()) {
       lane->cv.wait(lock);
       continue;
     }
@@ -441,12 +449,12 @@ void ModelQueue::PipelinedWorkerLoop(LanePtr lane, BatchRunner* runner, int dept
     if (!dropped.empty()) Drop(std::move(dropped), lane->plan);
 
     // The submission is finished when its last batch is; then the worker may send another.
-    auto finish_submission = [this, lane, &in_flight] {
+    auto finish_submission = [this, &in_flight, &capacity_cv] {
       std::lock_guard guard(mu_);
       --in_flight;
       --running_batches_;
-      // Notified under the lock: once it is released the worker may return, and with it in_flight.
-      lane->cv.notify_all();
+      // Notified under the lock: once it is released the worker may return, and with it both.
+      capacity_cv.notify_one();
       if (IdleLocked()) idle_cv_.notify_all();
     };
     if (batches->empty()) {
@@ -470,7 +478,7 @@ void ModelQueue::PipelinedWorkerLoop(LanePtr lane, BatchRunner* runner, int dept
     lock.lock();
   }
   // Retired or stopping: what was submitted still finishes here before the worker is joined.
-  lane->cv.wait(lock, [&] { return in_flight == 0; });
+  capacity_cv.wait(lock, [&] { return in_flight == 0; });
 }
 
 void ModelQueue::SizedWorkerLoop(LanePtr lane, size_t index) {
