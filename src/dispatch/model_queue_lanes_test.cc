@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "tessera/dispatch/model_queue.h"
+#include "model_queue_test_requests.h"
 
 namespace tessera::dispatch {
 namespace {
@@ -61,19 +62,6 @@ class FakeLaneRunnerForTest : public BatchRunner {
   milliseconds pause_;
   bool stage_;
 };
-
-struct Submitted {
-  float value = 0;
-  std::promise<StatusOr<Response>> promise;
-};
-
-std::unique_ptr<Request> MakeRequest(Submitted& s, uint64_t arrival_ns = 0) {
-  auto request = std::make_unique<Request>();
-  request->inputs.push_back(TensorView{"x", DataType::kFp32, {1, 1}, &s.value, 4});
-  request->arrival_ns = arrival_ns ? arrival_ns : MonotonicNs();
-  request->done = [&s](StatusOr<Response> r) { s.promise.set_value(std::move(r)); };
-  return request;
-}
 
 Lane DutyLane(std::shared_ptr<BatchRunner> runner, double weight, int64_t rows, uint64_t duty_ns,
               std::string label, uint64_t expected_run_ns = 0) {

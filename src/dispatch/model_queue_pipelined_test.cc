@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "tessera/dispatch/model_queue.h"
+#include "model_queue_test_requests.h"
 
 namespace tessera::dispatch {
 namespace {
@@ -114,25 +115,6 @@ class FakeAsyncRunnerForTest : public BatchRunner {
   std::vector<size_t> batch_sizes_;
   std::thread thread_;  // last: starts after the rest is initialised
 };
-
-struct Submitted {
-  std::vector<float> value;
-  std::promise<StatusOr<Response>> promise;
-};
-
-std::unique_ptr<Request> MakeRequest(Submitted& s) {
-  auto request = std::make_unique<Request>();
-  request->inputs.push_back(TensorView{"x", DataType::kFp32, {1, 1}, s.value.data(), 4});
-  request->arrival_ns = MonotonicNs();
-  request->done = [&s](StatusOr<Response> r) { s.promise.set_value(std::move(r)); };
-  return request;
-}
-
-float FirstFloat(const Response& r) {
-  float v;
-  std::memcpy(&v, r.outputs[0].bytes.data(), 4);
-  return v;
-}
 
 // Enqueues n requests valued 0..n-1 while the runner holds its answers, then lets it go.
 std::vector<Submitted> EnqueueHeld(ModelQueue& queue, FakeAsyncRunnerForTest* runner, size_t n) {

@@ -1,4 +1,5 @@
 #include "tessera/dispatch/model_queue.h"
+#include "model_queue_test_requests.h"
 
 #include <gtest/gtest.h>
 
@@ -42,25 +43,6 @@ class FakeRunnerForTest : public BatchRunner {
   std::chrono::milliseconds pause_;
   bool fail_;
 };
-
-struct Submitted {
-  std::vector<float> value;
-  std::promise<StatusOr<Response>> promise;
-};
-
-std::unique_ptr<Request> MakeRequest(Submitted& s) {
-  auto request = std::make_unique<Request>();
-  request->inputs.push_back(TensorView{"x", DataType::kFp32, {1, 1}, s.value.data(), 4});
-  request->arrival_ns = MonotonicNs();
-  request->done = [&s](StatusOr<Response> r) { s.promise.set_value(std::move(r)); };
-  return request;
-}
-
-float FirstFloat(const Response& r) {
-  float v;
-  std::memcpy(&v, r.outputs[0].bytes.data(), 4);
-  return v;
-}
 
 TEST(ModelQueueTest, ConcurrentRequestsAreBatchedAndAnsweredInOrder) {
   auto runner = std::make_unique<FakeRunnerForTest>(std::chrono::milliseconds(20));

@@ -14,6 +14,7 @@
 
 #include "tessera/dispatch/batch_policy.h"
 #include "tessera/dispatch/model_queue.h"
+#include "model_queue_test_requests.h"
 
 namespace tessera::dispatch {
 namespace {
@@ -185,25 +186,6 @@ class FakeSizedRunnerForTest : public BatchRunner {
   milliseconds pause_;
 };
 
-struct Submitted {
-  float value = 0;
-  std::promise<StatusOr<Response>> promise;
-};
-
-std::unique_ptr<Request> MakeRequest(Submitted& s, uint64_t arrival_ns = 0) {
-  auto request = std::make_unique<Request>();
-  request->inputs.push_back(TensorView{"x", DataType::kFp32, {1, 1}, &s.value, 4});
-  request->arrival_ns = arrival_ns ? arrival_ns : MonotonicNs();
-  request->done = [&s](StatusOr<Response> r) { s.promise.set_value(std::move(r)); };
-  return request;
-}
-
-float Answer(const Response& response) {
-  float v;
-  std::memcpy(&v, response.outputs.at(0).bytes.data(), 4);
-  return v;
-}
-
 struct SizedLaneForTest {
   Lane lane;
   std::vector<std::shared_ptr<FakeSizedRunnerForTest>> runners;
@@ -259,7 +241,7 @@ TEST(ModelQueueWorkersTest, Fig10TwelveReadyRunOnTheEightAndTheFourConcurrentlyI
   for (size_t i = 0; i < submitted.size(); ++i) {
     auto result = submitted[i].promise.get_future().get();
     ASSERT_TRUE(result.ok()) << result.status();
-    EXPECT_EQ(Answer(*result), static_cast<float>(i));
+    EXPECT_EQ(FirstFloat(*result), static_cast<float>(i));
     EXPECT_EQ(result->batch_size, i < 8 ? 8 : 4);
   }
   ModelStatsSnapshot snap = stats->Snapshot();
@@ -294,7 +276,7 @@ TEST(ModelQueueWorkersTest, NoRequestIsLostOrDuplicatedAndNoBatchExceedsItsWorke
   for (size_t i = 0; i < submitted.size(); ++i) {
     auto result = submitted[i].promise.get_future().get();
     ASSERT_TRUE(result.ok()) << result.status();
-    EXPECT_EQ(Answer(*result), static_cast<float>(i));
+    EXPECT_EQ(FirstFloat(*result), static_cast<float>(i));
   }
   EXPECT_TRUE(queue.WaitIdle(5000));
   std::multiset<float> seen;

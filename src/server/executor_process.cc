@@ -185,16 +185,7 @@ void ExecutorProcess::ReaderLoop() {
     if (!status.ok()) break;
     if (message.has_result()) {
       const ipc::BatchResult& result = message.result();
-      std::optional<PendingBatch> pending;
-      {
-        std::lock_guard lock(mu_);
-        auto it = pending_batches_.find(result.batch_id());
-        if (it != pending_batches_.end()) {
-          pending = std::move(it->second);
-          pending_batches_.erase(it);
-        }
-      }
-      if (pending) {
+      if (std::optional<PendingBatch> pending = TakePending(result.batch_id())) {
         StatusOr<std::vector<dispatch::Response>> responses = FinishBatch(*pending, result);
         if (result.ok()) to_release.push_back(result.batch_id());
         pending->done(std::move(responses));
@@ -219,6 +210,15 @@ void ExecutorProcess::ReaderLoop() {
     }
   }
   HandleExit();
+}
+
+std::optional<ExecutorProcess::PendingBatch> ExecutorProcess::TakePending(uint64_t batch_id) {
+  std::lock_guard lock(mu_);
+  auto it = pending_batches_.find(batch_id);
+  if (it == pending_batches_.end()) return std::nullopt;
+  std::optional<PendingBatch> pending = std::move(it->second);
+  pending_batches_.erase(it);
+  return pending;
 }
 
 void ExecutorProcess::WatchdogLoop() {
@@ -492,14 +492,8 @@ void ExecutorProcess::SubmitBatches(const std::string& instance_key,
     if (sent.ok()) return;
     // Whatever the reader's HandleExit has not failed yet fails here, each exactly once.
     for (uint64_t id : ids) {
-      std::optional<PendingBatch> pending;
-      {
-        std::lock_guard lock(mu_);
-        auto it = pending_batches_.find(id);
-        if (it == pending_batches_.end()) continue;
-        pending = std::move(it->second);
-        pending_batches_.erase(it);
-      }
+      std::optional<PendingBatch> pending = TakePending(id);
+      if (!pending) continue;
       ReleaseGathered(*pending);
       pending->done(absl::UnavailableError(absl::StrCat(Describe(), ": ", sent.message())));
     }

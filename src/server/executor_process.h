@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -152,6 +153,8 @@ class ExecutorProcess {
   StatusOr<std::vector<dispatch::Response>> FinishBatch(PendingBatch& pending,
                                                         const ipc::BatchResult& result);
   void ReleaseGathered(const PendingBatch& pending);
+  // Removes and returns batch `batch_id`'s entry; nullopt when another path already answered it.
+  std::optional<PendingBatch> TakePending(uint64_t batch_id);
   void ReaderLoop();
   void WatchdogLoop();
   void HandleExit();
