@@ -2,7 +2,9 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
@@ -19,6 +21,9 @@ namespace {
 
 using grpc::CallbackServerContext;
 using grpc::ServerUnaryReactor;
+
+constexpr char kRefusedWhileShuttingDown[] =
+    "server is shutting down: new requests are refused while accepted ones drain";
 
 // The one place where an absl::Status becomes a gRPC status (the code numbers are identical).
 grpc::Status ToGrpc(const Status& status) {
@@ -41,6 +46,19 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
  public:
   InferenceService(ServerCore* core, std::string version)
       : core_(core), version_(std::move(version)) {}
+
+  // Worded apart from every error an accepted request can get, so that a client (and the drain
+  // test) can tell "refused at the door" from "accepted, then lost".
+  // (DefaultReactor() may be called once per call, hence the reactor as the argument.)
+  ServerUnaryReactor* RefuseWhileShuttingDown(ServerUnaryReactor* reactor) {
+    last_refusal_ns_.store(MonotonicNs(), std::memory_order_relaxed);
+    refused_.fetch_add(1, std::memory_order_relaxed);
+    reactor->Finish(ToGrpc(absl::UnavailableError(kRefusedWhileShuttingDown)));
+    return reactor;
+  }
+
+  uint64_t last_refusal_ns() const { return last_refusal_ns_.load(std::memory_order_relaxed); }
+  uint64_t refused() const { return refused_.load(std::memory_order_relaxed); }
 
   // Waits for detached repository-control threads (load/unload) to finish.
   void WaitForBackgroundWork() {
@@ -114,9 +132,7 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
                                  const inference::ModelInferRequest* request,
                                  inference::ModelInferResponse* response) override {
     const uint64_t arrival_ns = MonotonicNs();
-    if (!core_->IsReady()) {
-      return FinishNow(context, absl::UnavailableError("server is shutting down"));
-    }
+    if (!core_->IsReady()) return RefuseWhileShuttingDown(context->DefaultReactor());
     auto model = core_->GetReadyModel(request->model_name(), request->model_version());
     if (!model.ok()) return FinishNow(context, model.status());
 
@@ -143,6 +159,10 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
       reactor->Finish(grpc::Status::OK);
     };
     Status enqueued = model->queue->Enqueue(std::move(dispatch_request));
+    if (enqueued.code() == absl::StatusCode::kAborted && !core_->IsReady()) {
+      // Shutdown began after the check above and closed the queue: refused, not lost.
+      return RefuseWhileShuttingDown(reactor);
+    }
     if (enqueued.code() == absl::StatusCode::kAborted) {
       // The version was swapped out between lookup and enqueue (a reload): the new one serves it.
       auto current = core_->GetReadyModel(request->model_name(), request->model_version());
@@ -252,6 +272,8 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
   std::mutex mu_;
   std::condition_variable background_cv_;
   int background_ = 0;
+  std::atomic<uint64_t> last_refusal_ns_{0};
+  std::atomic<uint64_t> refused_{0};
 };
 
 class GrpcFrontendImpl final : public GrpcFrontend {
@@ -262,6 +284,29 @@ class GrpcFrontendImpl final : public GrpcFrontend {
   ~GrpcFrontendImpl() override { Shutdown(0); }
 
   int port() const override { return port_; }
+
+  void RefuseUntilQuiet(int64_t quiet_ms, int64_t max_ms) override {
+    const uint64_t start_ns = MonotonicNs();
+    const uint64_t quiet_ns = static_cast<uint64_t>(std::max<int64_t>(quiet_ms, 0)) * 1000000;
+    const uint64_t deadline_ns =
+        start_ns + static_cast<uint64_t>(std::max<int64_t>(max_ms, 0)) * 1000000;
+    bool quiet = false;
+    for (;;) {
+      const uint64_t now = MonotonicNs();
+      // Counted from the start too: a call on the wire needs time to arrive even if none has yet.
+      const uint64_t quiet_until = std::max(start_ns, service_->last_refusal_ns()) + quiet_ns;
+      if (now >= quiet_until) {
+        quiet = true;
+        break;
+      }
+      if (now >= deadline_ns) break;
+      std::this_thread::sleep_for(std::chrono::nanoseconds(std::min(quiet_until, deadline_ns) - now));
+    }
+    spdlog::info("refused {} inference request(s) while shutting down; closing the endpoint ({} "
+                 "after {:.0f} ms)",
+                 service_->refused(), quiet ? "no more arriving" : "still arriving",
+                 static_cast<double>(MonotonicNs() - start_ns) / 1e6);
+  }
 
   void Shutdown(int64_t deadline_ms) override {
     if (!server_) return;

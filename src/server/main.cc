@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
 #include <condition_variable>
 #include <filesystem>
 #include <iostream>
@@ -26,6 +28,12 @@ namespace {
 
 using tessera::ModelControlMode;
 using tessera::ServerConfig;
+
+// After the queues drain, the endpoint stays up refusing inference calls until none has come for
+// this long (a loopback or LAN round trip is far shorter), and at most kShutdownRefusalMaxMs, so a
+// client that retries in a loop cannot hold the shutdown.
+constexpr int64_t kShutdownQuietMs = 50;
+constexpr int64_t kShutdownRefusalMaxMs = 1000;
 
 std::string DefaultExecutorBinary() {
   std::error_code error;
@@ -253,8 +261,18 @@ int Run(int argc, char** argv) {
   poll_cv.notify_all();
   if (poller.joinable()) poller.join();
   if (control) control->StopLoop();
+  const auto drain_deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(config.shutdown_drain_secs);
   manager.BeginShutdown();
   const bool drained = manager.WaitIdle(int64_t{config.shutdown_drain_secs} * 1000);
+  // Idle queues do not mean idle clients: calls already on the wire at the signal would be cut
+  // off (CANCELLED, broken pipe) by the transport's shutdown. Keep refusing them clearly until
+  // none has come for a while.
+  const int64_t drain_left_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                    drain_deadline - std::chrono::steady_clock::now())
+                                    .count();
+  (*frontend)->RefuseUntilQuiet(kShutdownQuietMs, std::clamp<int64_t>(drain_left_ms, 0,
+                                                                      kShutdownRefusalMaxMs));
   (*frontend)->Shutdown(2000);
   metrics.reset();
   manager.UnloadAll();

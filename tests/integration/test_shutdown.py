@@ -18,7 +18,13 @@ from tessera_testlib import (BUNDLED_MODELS, OUTPUT_NAME, assert_close, executor
 
 DRAIN_TIMEOUT_S = 30   # configs/server.yaml shutdown.drain_secs
 THREADS = 128          # requests kept outstanding (latency >> RACE_MARGIN_S)
-RACE_MARGIN_S = 0.1    # a request sent this close to SIGTERM may not have reached the server yet
+# A request sent this close to SIGTERM may not have reached the server yet: with 128 Python threads
+# sharing the GIL on a 2-core machine, the gap between a thread's t0 and its bytes on the wire was
+# seen above 130 ms. Requests closer to the signal are judged by their status instead (below).
+RACE_MARGIN_S = 0.5
+# The frontend's refusal of a request that arrives after SIGTERM, and the connection refused once
+# the listener has closed: both say the request never got in. Anything else is a lost request.
+REFUSED_AT_THE_DOOR = ("server is shutting down: new requests are refused", "failed to connect")
 
 
 def assert_processes_exit(pids, timeout=10.0):
@@ -115,15 +121,20 @@ def test_sigterm_drains_requests_in_flight(make_server, tmp_path):
     for o in outcomes:
         if o[3] is None:
             assert_close(o[2], y)
-    drained = [o for o in sent_before if o[1] > t_term]
-    latencies = sorted(o[1] - o[0] for o in sent_before)
+    # Whenever it was sent, a request either succeeded or was refused before the server took it:
+    # one the server accepted and then failed (dropped from a queue, cut off by the executor's
+    # shutdown) was lost by the drain.
+    lost = [(o[3].status(), o[3].message(), f"sent {(t_term - o[0]) * 1e3:.0f} ms before SIGTERM")
+            for o in outcomes if o[3] is not None
+            and not (o[3].status() == "StatusCode.UNAVAILABLE"
+                     and any(s in o[3].message() for s in REFUSED_AT_THE_DOOR))]
+    assert not lost, f"{len(lost)} requests were accepted and then failed during the drain: {lost[:5]}"
+    drained = [o for o in outcomes if o[3] is None and o[1] > t_term]
+    latencies = sorted(o[1] - o[0] for o in outcomes if o[3] is None)
     print(f"{len(outcomes)} requests; {len(drained)} were in flight at SIGTERM and completed; "
           f"median latency {latencies[len(latencies) // 2] * 1e3:.1f} ms")
-    late_bad = [(o[3].status(), o[3].message()) for o in outcomes if o[3] is not None
-                and o[3].status() not in ("StatusCode.UNAVAILABLE", "StatusCode.CANCELLED")]
-    assert not late_bad, f"requests at SIGTERM failed with unexpected codes: {late_bad[:5]}"
     assert code == 0, f"exit code {code} after SIGTERM"
     assert_processes_exit(executors)
     if not drained:
-        warnings.warn(f"no request sent > {RACE_MARGIN_S * 1e3:.0f} ms before SIGTERM was still "
-                      "in flight: the server is too fast for this test to exercise the drain")
+        warnings.warn("no request was still in flight at SIGTERM: the server is too fast for this "
+                      "test to exercise the drain")

@@ -27,6 +27,10 @@ class GrpcFrontend {
   virtual ~GrpcFrontend() = default;
 
   virtual int port() const = 0;
+  // For a shutdown, once the server refuses new requests (ServerCore::IsReady false): returns when
+  // no ModelInfer call has arrived for `quiet_ms`, or after `max_ms`. Calls already on the wire
+  // then get the refusal, not a transport-level cancel from Shutdown. Logs how many were refused.
+  virtual void RefuseUntilQuiet(int64_t quiet_ms, int64_t max_ms) = 0;
   // Stops accepting new RPCs, waits up to `deadline_ms` for running ones, then cancels the rest.
   virtual void Shutdown(int64_t deadline_ms) = 0;
 };
