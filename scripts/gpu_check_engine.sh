@@ -25,6 +25,8 @@
 set -uo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=scripts/gpu_env.sh
+source "$REPO/scripts/gpu_env.sh"
 MODE=run
 if [[ "${1:-}" == bundle ]]; then
   MODE=bundle
@@ -45,7 +47,12 @@ if [[ "$MODE" == bundle ]]; then
     echo "no tessera-engine-bench in $BUILD/bin (configure with -DTESSERA_BUILD_BENCH=ON)" >&2
     exit 1
   }
-  for t in "${tests[@]}" "$BUILD/bin/tessera-engine-bench"; do
+  # The data plane's binaries too, when this build has them (bench/gpu/gpulet_isolation.sh).
+  extra=()
+  for b in tessera-executor tessera-gpulet-bench; do
+    [[ -x "$BUILD/bin/$b" ]] && extra+=("$BUILD/bin/$b")
+  done
+  for t in "${tests[@]}" "$BUILD/bin/tessera-engine-bench" "${extra[@]}"; do
     objcopy --strip-debug "$t" "$BUNDLE/bin/$(basename "$t")"
     # Every resolved library except the CUDA ones (the GPU machine has its own) and glibc's.
     ldd "$t" | awk '/=> \// {print $3}' | while read -r lib; do
@@ -58,7 +65,10 @@ if [[ "$MODE" == bundle ]]; then
   done
   du -sh "$BUNDLE"
   ls "$BUNDLE/bin" "$BUNDLE/lib"
-  kib=$(du -sk "$BUNDLE" | cut -f1)
+  # Carried compressed: the folder (oneDNN alone is ~38 MiB) is over the device tool's limit.
+  tar -czf "$BUILD/gpu-bundle.tar.gz" -C "$BUILD" gpu-bundle
+  kib=$(du -sk "$BUILD/gpu-bundle.tar.gz" | cut -f1)
+  echo "$BUILD/gpu-bundle.tar.gz: $((kib / 1024)) MiB (carry it; the scripts unpack it)"
   if [[ $kib -gt 65536 ]]; then
     echo "the bundle is $((kib / 1024)) MiB, over the device tool's 64 MiB carry limit" >&2
     exit 1
@@ -75,6 +85,7 @@ if [[ "${1:-}" == --no-bench ]]; then
   BUNDLE="$BUILD/gpu-bundle"
 fi
 
+tessera_gpu_unpack "$BUILD"
 BIN="$BUNDLE/bin"
 [[ -d "$BIN" ]] || BIN="$BUILD/bin"  # a build made on this machine
 shopt -s nullglob
@@ -87,22 +98,7 @@ fi
 echo "== GPU"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 || true
 
-ORIG_LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}"
-# Library path: the bundle, then wherever cuBLAS 13 and cuDNN 9 are on this machine.
-libpath="$BUNDLE/lib"
-for dir in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda-13*/lib64 \
-           /usr/lib/x86_64-linux-gnu; do
-  [[ -d "$dir" ]] && libpath="$libpath:$dir"
-done
-for py in "$REPO/.venv/bin/python" python3 /usr/bin/python3; do
-  site=$("$py" -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null) || continue
-  for s in $site; do
-    for lib in "$s"/nvidia/*/lib "$s"/nvidia/cu13/lib; do
-      [[ -d "$lib" ]] && libpath="$libpath:$lib"
-    done
-  done
-done
-export LD_LIBRARY_PATH="$libpath${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+TESSERA_REPO="$REPO" tessera_gpu_libpath "$BUNDLE"
 export TESSERA_SOURCE_DIR="$REPO"
 
 echo "== shared libraries"

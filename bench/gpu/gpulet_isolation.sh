@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# Issue 5 item 8 on a GPU machine: which partition mechanisms the machine has (MPS, green
+# contexts), then two models in gpulets of different sizes on GPU 0 with tessera-gpulet-bench
+# (bench/gpulet/): each alone vs both together (isolation; GSLICE reports <= 3 % slowdown) and a
+# live resize of one gpulet under load (switch gap, drain, failed requests), once per mechanism
+# that works.
+#
+#   On the build machine (full build with TESSERA_CUDA, the default):
+#     scripts/gpu_check_engine.sh bundle build     # -> build/gpu-bundle.tar.gz (executor included)
+#   On the GPU machine (device tool), from the repository root:
+#     run(carry=["build/gpu-bundle.tar.gz"], command="bench/gpu/gpulet_isolation.sh build")
+#
+# Models: ResNet-50 and BERT-base (seq 128), exported as FP32 ONNX by bench/gpu/engine_vs_torch.py
+# (--flops-only: no timing) with the machine's python3 and torch, served FP16 by the CUDA backend.
+# Environment: TESSERA_GPULET_MODELS (default "resnet50:60:8 bert_base:40:8", NAME:PCT:BATCH per
+# gpulet), TESSERA_GPULET_SECONDS (per phase, default 10), TESSERA_GPULET_MECHANISMS (default
+# "green mps"). Output: $OUT/tessera-gpulet/ (or /tmp/...): gpulet-<mechanism>.{txt,json}, the
+# exports' log, and facts.txt. Exit status 0 when at least one mechanism ran with no failed request.
+set -uo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+# shellcheck source=scripts/gpu_env.sh
+source "$REPO/scripts/gpu_env.sh"
+BUILD="${1:-build}"
+[[ "$BUILD" = /* ]] || BUILD="$REPO/$BUILD"
+tessera_gpu_unpack "$BUILD"
+BIN="$BUILD/gpu-bundle/bin"
+[[ -x "$BIN/tessera-gpulet-bench" ]] || BIN="$BUILD/bin"
+if [[ ! -x "$BIN/tessera-gpulet-bench" || ! -x "$BIN/tessera-executor" ]]; then
+  echo "no tessera-gpulet-bench and tessera-executor under $BUILD/gpu-bundle/bin or $BUILD/bin" >&2
+  exit 1
+fi
+LOGS="${TESSERA_GPU_LOG_DIR:-${OUT:-/tmp}/tessera-gpulet}"
+mkdir -p "$LOGS"
+MODELS="${TESSERA_GPULET_MODELS:-resnet50:60:8 bert_base:40:8}"
+SECONDS_PER_PHASE="${TESSERA_GPULET_SECONDS:-10}"
+MECHANISMS="${TESSERA_GPULET_MECHANISMS:-green mps}"
+
+echo "== machine" | tee "$LOGS/facts.txt"
+{
+  nvidia-smi --query-gpu=name,driver_version,memory.total,compute_mode --format=csv,noheader 2>&1
+  echo "nvidia-cuda-mps-control: $(command -v nvidia-cuda-mps-control || echo 'not on PATH')"
+  echo "CUDA_MPS_PIPE_DIRECTORY=${CUDA_MPS_PIPE_DIRECTORY:-} (a running daemon answers at" \
+       "${CUDA_MPS_PIPE_DIRECTORY:-/tmp/nvidia-mps}/control: $(
+         [[ -S "${CUDA_MPS_PIPE_DIRECTORY:-/tmp/nvidia-mps}/control" ]] && echo yes || echo no))"
+} 2>&1 | tee -a "$LOGS/facts.txt"
+
+# The models: exported with the python that has torch, under the machine's own library path.
+py=""
+for cand in /usr/bin/python3 python3; do
+  if "$cand" -c 'import torch, onnx' 2>/dev/null; then py="$cand"; break; fi
+done
+[[ -n "$py" ]] || { echo "no python3 with torch and onnx here" >&2; exit 1; }
+ZOO=/tmp/zoo-gpu
+names=$(for spec in $MODELS; do echo "${spec%%:*}"; done | paste -sd, -)
+echo "== exporting $names into $ZOO (log: $LOGS/export.log)"
+"$py" "$REPO/bench/gpu/engine_vs_torch.py" --flops-only --models "$names" --zoo "$ZOO" \
+  >"$LOGS/export.log" 2>&1 || { tail -20 "$LOGS/export.log"; exit 1; }
+
+# A repository of FP16 models with fixed shapes (the bench feeds one row per request).
+REPOSITORY="$LOGS/repository"
+rm -rf "$REPOSITORY"
+for name in ${names//,/ }; do
+  mkdir -p "$REPOSITORY/$name/1"
+  ln -s "$ZOO/$name/model-opset17.onnx" "$REPOSITORY/$name/1/model.onnx"
+  case "$name" in
+    resnet50)
+      io='input:
+  - {name: input, data_type: TYPE_FP32, dims: [3, 224, 224]}
+output:
+  - {name: output, data_type: TYPE_FP32, dims: [1000]}' ;;
+    bert_base)
+      io='input:
+  - {name: input_ids, data_type: TYPE_INT64, dims: [128]}
+  - {name: attention_mask, data_type: TYPE_INT64, dims: [128]}
+output:
+  - {name: last_hidden_state, data_type: TYPE_FP32, dims: [128, 768]}
+  - {name: pooler_output, data_type: TYPE_FP32, dims: [768]}' ;;
+    *) echo "no config for model '$name' in this script" >&2; exit 1 ;;
+  esac
+  cat >"$REPOSITORY/$name/config.yaml" <<YAML
+name: $name
+platform: onnx
+max_batch_size: 32
+$io
+instance_group:
+  - {count: 1, kind: KIND_GPU}
+precision: fp16
+YAML
+done
+
+TESSERA_REPO="$REPO" tessera_gpu_libpath "$BUILD/gpu-bundle"
+model_args=()
+for spec in $MODELS; do model_args+=(--model "$spec"); done
+ok=0
+for mechanism in $MECHANISMS; do
+  extra=()
+  [[ "$mechanism" == mps ]] && extra+=(--mps-start-daemon)
+  echo "== $mechanism (log: $LOGS/gpulet-$mechanism.txt)"
+  timeout 400 "$BIN/tessera-gpulet-bench" --executor "$BIN/tessera-executor" \
+    --repository "$REPOSITORY" "${model_args[@]}" --devices gpu --mechanism "$mechanism" \
+    "${extra[@]}" --duration-s "$SECONDS_PER_PHASE" --json "$LOGS/gpulet-$mechanism.json" \
+    >"$LOGS/gpulet-$mechanism.txt" 2>&1
+  rc=$?
+  grep -vE '^[0-9]{4}-[0-9]{2}-[0-9]{2}T' "$LOGS/gpulet-$mechanism.txt"
+  grep -E ' [EW] \[' "$LOGS/gpulet-$mechanism.txt" | head -20
+  echo "$mechanism: exit $rc"
+  [[ $rc -eq 0 ]] && ok=1
+done
+[[ $ok -eq 1 ]]

@@ -1,0 +1,36 @@
+# Sourced by the scripts that run carried binaries on a GPU machine (scripts/gpu_check_engine.sh,
+# bench/gpu/gpulet_isolation.sh). Defines:
+#
+#   tessera_gpu_unpack BUILD_DIR   extracts BUILD_DIR/gpu-bundle.tar.gz into BUILD_DIR when the
+#                                  gpu-bundle folder is not there (the device tool carries the
+#                                  compressed bundle: the folder is over its 64 MiB limit)
+#   tessera_gpu_libpath BUNDLE     sets ORIG_LD_LIBRARY_PATH (as it was) and exports LD_LIBRARY_PATH:
+#                                  the bundle's lib/, then wherever cuBLAS 13 / cuDNN 9 are here (the
+#                                  CUDA toolkit, or the nvidia/* wheels of a python's site-packages)
+
+tessera_gpu_unpack() {
+  local build="$1"
+  if [[ ! -d "$build/gpu-bundle" && -f "$build/gpu-bundle.tar.gz" ]]; then
+    echo "== unpacking $build/gpu-bundle.tar.gz"
+    tar -xzf "$build/gpu-bundle.tar.gz" -C "$build"
+  fi
+}
+
+tessera_gpu_libpath() {
+  local bundle="$1" libpath dir py site s lib
+  ORIG_LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}"
+  libpath="$bundle/lib"
+  for dir in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda-13*/lib64 \
+             /usr/lib/x86_64-linux-gnu; do
+    [[ -d "$dir" ]] && libpath="$libpath:$dir"
+  done
+  for py in "${TESSERA_REPO:-.}/.venv/bin/python" python3 /usr/bin/python3; do
+    site=$("$py" -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null) || continue
+    for s in $site; do
+      for lib in "$s"/nvidia/*/lib "$s"/nvidia/cu13/lib; do
+        [[ -d "$lib" ]] && libpath="$libpath:$lib"
+      done
+    done
+  done
+  export LD_LIBRARY_PATH="$libpath${ORIG_LD_LIBRARY_PATH:+:$ORIG_LD_LIBRARY_PATH}"
+}
