@@ -47,9 +47,10 @@ if [[ "$MODE" == bundle ]]; then
     echo "no tessera-engine-bench in $BUILD/bin (configure with -DTESSERA_BUILD_BENCH=ON)" >&2
     exit 1
   }
-  # The data plane's binaries too, when this build has them (bench/gpu/gpulet_isolation.sh).
+  # The data plane's binaries and the server too, when this build has them
+  # (bench/gpu/gpulet_isolation.sh, bench/gpu/perf_analyzer_compat.sh).
   extra=()
-  for b in tessera-executor tessera-gpulet-bench; do
+  for b in tessera-executor tessera-gpulet-bench tessera-server tessera-bench; do
     [[ -x "$BUILD/bin/$b" ]] && extra+=("$BUILD/bin/$b")
   done
   for t in "${tests[@]}" "$BUILD/bin/tessera-engine-bench" "${extra[@]}"; do

@@ -10,7 +10,9 @@
 #   # on a machine with pip and network (e.g. the dev VM):
 #   pip download perf-analyzer==2.60.0 --no-deps --only-binary=:all: \
 #       --platform manylinux_2_38_x86_64 --python-version 3.12 -d bench/gpu/wheels
-#   # on the GPU machine, from the repository root, with build/bin built:
+#   # on the GPU machine, from the repository root, with build/bin built there, or with the
+#   # bundle carried (scripts/gpu_check_engine.sh bundle build; the device tool call is
+#   # run(carry=["build/gpu-bundle.tar.gz", "bench/gpu/wheels"], command=...)):
 #   bench/gpu/perf_analyzer_compat.sh --wheel bench/gpu/wheels/perf_analyzer-*.whl
 #   # or with a perf_analyzer binary already there:
 #   PERF_ANALYZER=/path/to/perf_analyzer bench/gpu/perf_analyzer_compat.sh
@@ -85,15 +87,30 @@ fi
   die "$PA does not start here (missing libraries? see above)"
 }
 
+# The binaries: a build made on this machine, or the bundle carried from the build machine
+# (scripts/gpu_check_engine.sh bundle build -> build/gpu-bundle.tar.gz), whose libraries are put
+# on the path of the Tessera binaries only: perf_analyzer and python3 keep the machine's own.
+# shellcheck source=scripts/gpu_env.sh
+source "$REPO/scripts/gpu_env.sh"
+tessera_gpu_unpack "$BUILD_DIR"
+BIN="$BUILD_DIR/bin"
+TESSERA_LD="${LD_LIBRARY_PATH:-}"
+if [[ -x "$BUILD_DIR/gpu-bundle/bin/tessera-server" ]]; then
+  BIN="$BUILD_DIR/gpu-bundle/bin"
+  TESSERA_REPO="$REPO" tessera_gpu_libpath "$BUILD_DIR/gpu-bundle"
+  TESSERA_LD="$LD_LIBRARY_PATH"
+  export LD_LIBRARY_PATH="$ORIG_LD_LIBRARY_PATH"
+fi
+tessera() { LD_LIBRARY_PATH="$TESSERA_LD" "$@"; }
 for bin in tessera-server tessera-executor tessera-bench; do
-  [[ -x "$BUILD_DIR/bin/$bin" ]] || die "$BUILD_DIR/bin/$bin not found: build first (scripts/test.sh or cmake --build)"
+  [[ -x "$BIN/$bin" ]] || die "$BIN/$bin not found: build first (scripts/test.sh or cmake --build)"
 done
 
 # ---- server ----------------------------------------------------------------------------------------
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 GRPC_PORT="$(port)"
 METRICS_PORT="$(port)"
-"$BUILD_DIR/bin/tessera-server" --model-repository "$REPO/configs/models" --grpc-port "$GRPC_PORT" \
+env LD_LIBRARY_PATH="$TESSERA_LD" "$BIN/tessera-server" --model-repository "$REPO/configs/models" --grpc-port "$GRPC_PORT" \
   --metrics-port "$METRICS_PORT" --model-control-mode none >"$WORK/server.log" 2>&1 &
 SERVER_PID=$!
 URL="127.0.0.1:$GRPC_PORT"
@@ -101,7 +118,7 @@ for model in $MODELS; do
   ready=0
   for _ in $(seq 1 120); do
     kill -0 "$SERVER_PID" 2>/dev/null || { tail -n 40 "$WORK/server.log" >&2; die "tessera-server exited"; }
-    if "$BUILD_DIR/bin/tessera-bench" -u "$URL" -m "$model" --concurrency-range 1 --warmup-s 0 \
+    if tessera "$BIN/tessera-bench" -u "$URL" -m "$model" --concurrency-range 1 --warmup-s 0 \
          --duration-s 0.05 --progress off --fail-on-error >/dev/null 2>&1; then
       ready=1; break
     fi
@@ -134,9 +151,9 @@ GPU="$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/n
     cat "$WORK/$model.csv"
     echo
     echo "## $model: tessera-bench, same closed-loop load"
-    bcmd=("$BUILD_DIR/bin/tessera-bench" -u "$URL" -m "$model" --concurrency-range "$CONCURRENCY"
+    bcmd=(tessera "$BIN/tessera-bench" -u "$URL" -m "$model" --concurrency-range "$CONCURRENCY"
           --warmup-s 1 --duration-s "$(awk "BEGIN{print $INTERVAL_MS/1000*3}")" --progress off)
-    echo "\$ ${bcmd[*]}"
+    echo "\$ ${bcmd[*]:1}"
     "${bcmd[@]}" 2>&1
   done
 } | tee "$OUTPUT"
