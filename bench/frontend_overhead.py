@@ -14,6 +14,12 @@ Loads (each run `--repeats` times, servers interleaved, medians reported):
   closed loop, concurrency 16  -> throughput at saturation
 The identity model has one instance, FP32 [1, --dims]; no dynamic batching unless --batching
 (then max_queue_delay_microseconds 0: whatever is queued runs as one batch).
+
+A third server, the bare one with --answer-thread (each response finished from a thread of its
+own, not the gRPC thread that received the request), is measured alongside: the gap between the
+two bare servers is what gRPC charges any server that answers asynchronously, Tessera included;
+the gap from there to Tessera is Tessera's own queueing and executor IPC. The targets are judged
+against the plain bare server, as the issue defines them.
 """
 
 import argparse
@@ -50,27 +56,33 @@ def main():
     repo = work / "models"
     benchlib.write_identity_model(repo / "identity", args.dims, batching=args.batching)
 
-    tessera_port, bare_port = benchlib.free_port(), benchlib.free_port()
+    tessera_port, bare_port, async_port = (benchlib.free_port(), benchlib.free_port(),
+                                           benchlib.free_port())
     dims = [str(d) for d in args.dims]
+    names = ("bare", "bare-async", "tessera")
     servers = {
         "bare": benchlib.Server("tessera-bare-server",
                                 [bare_bin, "--grpc-port", bare_port, "--model", "identity",
                                  "--dims", *dims], work),
+        "bare-async": benchlib.Server("tessera-bare-server-answer-thread",
+                                      [bare_bin, "--grpc-port", async_port, "--model", "identity",
+                                       "--dims", *dims, "--answer-thread"], work),
         "tessera": benchlib.Server("tessera-server",
                                    [server_bin, "--model-repository", repo, "--grpc-port",
                                     tessera_port, "--metrics-port", "0",
                                     "--model-control-mode", "none"], work),
     }
-    urls = {"bare": f"127.0.0.1:{bare_port}", "tessera": f"127.0.0.1:{tessera_port}"}
+    urls = {"bare": f"127.0.0.1:{bare_port}", "bare-async": f"127.0.0.1:{async_port}",
+            "tessera": f"127.0.0.1:{tessera_port}"}
     results = {}  # (name, concurrency) -> list of overall summaries
     try:
         for s in servers.values():
             s.start()
-        for name in ("bare", "tessera"):
+        for name in names:
             benchlib.wait_model(bench_bin, servers[name], urls[name], "identity")
         for c in args.concurrency:
             for r in range(args.repeats):
-                for name in ("bare", "tessera"):
+                for name in names:
                     servers[name].check_alive()
                     report = benchlib.run_bench(
                         bench_bin,
@@ -106,17 +118,19 @@ def main():
         f"{'with dynamic batching (max_queue_delay 0)' if args.batching else 'without batching'}, "
         f"one instance",
         "",
-        "| concurrency | metric | bare grpc++ | tessera | tessera / bare |",
-        "|---|---|---|---|---|",
+        "| concurrency | metric | bare grpc++ | bare, answered from a thread | tessera | "
+        "tessera / bare | tessera / bare answered from a thread |",
+        "|---|---|---|---|---|---|---|",
     ]
     for c in args.concurrency:
-        tb, tt = med("bare", c, "throughput"), med("tessera", c, "throughput")
-        rows = [("throughput (req/s)", tb, tt, f"{tt / tb:.2f}x")]
+        tb, ta, tt = (med(n, c, "throughput") for n in names)
+        rows = [("throughput (req/s)", tb, ta, tt, f"{tt / tb:.2f}x", f"{tt / ta:.2f}x")]
         for key, label in (("p50", "p50 latency (ms)"), ("p99", "p99 latency (ms)")):
-            b, t = med("bare", c, "latency_ms", key), med("tessera", c, "latency_ms", key)
-            rows.append((label, b, t, f"{t / b:.2f}x (+{(t - b) * 1000:.0f} us)"))
-        for label, b, t, ratio in rows:
-            lines.append(f"| {c} | {label} | {b:.3f} | {t:.3f} | {ratio} |")
+            b, a, t = (med(n, c, "latency_ms", key) for n in names)
+            rows.append((label, b, a, t, f"{t / b:.2f}x (+{(t - b) * 1000:.0f} us)",
+                         f"{t / a:.2f}x (+{(t - a) * 1000:.0f} us)"))
+        for label, b, a, t, ratio, ratio_async in rows:
+            lines.append(f"| {c} | {label} | {b:.3f} | {a:.3f} | {t:.3f} | {ratio} | {ratio_async} |")
     # Throughput is judged at the highest concurrency (saturation; at concurrency 1 it is just
     # 1/latency), added median latency at the lowest (no queueing in either server).
     c_hi, c_lo = max(args.concurrency), min(args.concurrency)

@@ -6,9 +6,17 @@
 // and shape), on the calling gRPC thread. No queue, no batching, no executor process: whatever
 // Tessera adds on top of this is its frontend, dispatch and IPC overhead. Server settings match
 // Tessera's frontend (callback API, INT32_MAX message size).
+//
+// With --answer-thread the handler only queues the finished response, and one thread of its own
+// calls Finish: the least any server pays whose answers come from somewhere other than the gRPC
+// thread that received the request (a worker, an executor's reader). Against Tessera it separates
+// that gRPC cost, which Tessera shares, from Tessera's own queueing and IPC.
 
+#include <condition_variable>
 #include <csignal>
+#include <deque>
 #include <iostream>
+#include <mutex>
 #include <memory>
 #include <string>
 #include <thread>
@@ -29,6 +37,50 @@ struct Options {
   std::string datatype = "FP32";
   std::vector<int64_t> dims = {256};
   int64_t max_batch_size = 8;
+  bool answer_thread = false;
+};
+
+// Calls Finish on queued reactors from its own thread, in arrival order.
+class AnswerThread {
+ public:
+  AnswerThread() : thread_([this] { Loop(); }) {}
+  ~AnswerThread() {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_one();
+    thread_.join();
+  }
+  void Post(ServerUnaryReactor* reactor) {
+    bool was_empty = false;
+    {
+      std::lock_guard lock(mu_);
+      was_empty = queue_.empty();
+      queue_.push_back(reactor);
+    }
+    if (was_empty) cv_.notify_one();
+  }
+
+ private:
+  void Loop() {
+    std::unique_lock lock(mu_);
+    while (true) {
+      cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      if (queue_.empty()) return;
+      std::deque<ServerUnaryReactor*> ready;
+      ready.swap(queue_);
+      lock.unlock();
+      for (ServerUnaryReactor* reactor : ready) reactor->Finish(grpc::Status::OK);
+      lock.lock();
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<ServerUnaryReactor*> queue_;
+  bool stop_ = false;
+  std::thread thread_;
 };
 
 ServerUnaryReactor* Finish(CallbackServerContext* context, grpc::Status status) {
@@ -39,7 +91,9 @@ ServerUnaryReactor* Finish(CallbackServerContext* context, grpc::Status status) 
 
 class BareService final : public inference::GRPCInferenceService::CallbackService {
  public:
-  explicit BareService(Options options) : o_(std::move(options)) {}
+  explicit BareService(Options options) : o_(std::move(options)) {
+    if (o_.answer_thread) answers_ = std::make_unique<AnswerThread>();
+  }
 
   ServerUnaryReactor* ServerLive(CallbackServerContext* c, const inference::ServerLiveRequest*,
                                  inference::ServerLiveResponse* r) override {
@@ -103,6 +157,11 @@ class BareService final : public inference::GRPCInferenceService::CallbackServic
     out->set_datatype(q->inputs(0).datatype());
     *out->mutable_shape() = q->inputs(0).shape();
     *r->add_raw_output_contents() = q->raw_input_contents(0);
+    if (answers_) {
+      ServerUnaryReactor* reactor = c->DefaultReactor();
+      answers_->Post(reactor);
+      return reactor;
+    }
     return Finish(c, grpc::Status::OK);
   }
 
@@ -111,6 +170,7 @@ class BareService final : public inference::GRPCInferenceService::CallbackServic
     return {grpc::StatusCode::NOT_FOUND, "unknown model '" + name + "'"};
   }
   Options o_;
+  std::unique_ptr<AnswerThread> answers_;
 };
 
 }  // namespace
@@ -130,6 +190,8 @@ int main(int argc, char** argv) {
   app.add_option("--datatype", options.datatype, "Input datatype reported by metadata");
   app.add_option("--dims", options.dims, "Input dims without the batch dimension");
   app.add_option("--max-batch-size", options.max_batch_size, "Reported max_batch_size");
+  app.add_flag("--answer-thread", options.answer_thread,
+               "Finish every ModelInfer from one thread of its own, not the gRPC thread");
   CLI11_PARSE(app, argc, argv);
 
   BareService service(options);
