@@ -6,10 +6,12 @@
 #   On the build machine (CUDA toolkit, TESSERA_CUDA=ON build of the engine tests and
 #   tessera-engine-bench):
 #     scripts/gpu_check_engine.sh bundle [BUILD_DIR]      # default BUILD_DIR: build-cuda
-#   packs the engine_cuda_* test binaries and tessera-engine-bench (debug info stripped) and the
-#   non-CUDA shared libraries they need (protobuf, onnx_proto, absl, libstdc++, libz) into
-#   BUILD_DIR/gpu-bundle, and fails when it exceeds 64 MiB (the device tool's carry limit).
-#   Carry BUILD_DIR/gpu-bundle to the GPU machine at the same place in the repository.
+#   packs the engine_cuda_* test binaries and tessera-engine-bench (debug info stripped), the
+#   data-plane binaries when the build has them (tessera-executor, -gpulet-bench, -server, -bench),
+#   the non-CUDA shared libraries they need and the ONNX node tests (for
+#   engine_cuda_conformance_test) into BUILD_DIR/gpu-bundle, packed as BUILD_DIR/gpu-bundle.tar.gz;
+#   fails when that exceeds 64 MiB (the device tool's carry limit). Carry the .tar.gz to the GPU
+#   machine at the same place in the repository; the scripts there unpack it.
 #
 #   On the GPU machine, from the repository root:
 #     scripts/gpu_check_engine.sh [--no-bench] [BUILD_DIR]
@@ -64,6 +66,12 @@ if [[ "$MODE" == bundle ]]; then
       esac
     done
   done
+  # The ONNX node tests for engine_cuda_conformance_test (Debian's libonnx-testdata; 4 MiB packed).
+  if [[ -d /usr/share/libonnx-testdata/data/node ]]; then
+    cp -r /usr/share/libonnx-testdata/data/node "$BUNDLE/onnx-node-tests"
+  else
+    echo "no /usr/share/libonnx-testdata: the CUDA conformance test will skip (apt-get install libonnx-testdata)" >&2
+  fi
   du -sh "$BUNDLE"
   ls "$BUNDLE/bin" "$BUNDLE/lib"
   # Carried compressed: the folder (oneDNN alone is ~38 MiB) is over the device tool's limit.
@@ -100,6 +108,7 @@ echo "== GPU"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 || true
 
 TESSERA_REPO="$REPO" tessera_gpu_libpath "$BUNDLE"
+[[ -d "$BUNDLE/onnx-node-tests" ]] && export TESSERA_ONNX_NODE_TESTS="$BUNDLE/onnx-node-tests"
 export TESSERA_SOURCE_DIR="$REPO"
 
 echo "== shared libraries"

@@ -11,124 +11,20 @@
 #include <sstream>
 
 #include "engine/cpu/ops.h"
-#include "engine/onnx_import.h"
+#include "engine/onnx_node_test_case.h"
 #include "gtest/gtest.h"
-#include "onnx/onnx_pb.h"
 #include "tessera/engine/engine.h"
 
 namespace tessera::engine {
 namespace {
 
-namespace fs = std::filesystem;
-
-constexpr char kNodeTests[] = "/usr/share/libonnx-testdata/data/node";
-
-// Op types used by the case's model, or empty when the file does not parse.
-std::set<std::string> OpTypes(const fs::path& model_path) {
-  std::ifstream in(model_path, std::ios::binary);
-  onnx::ModelProto model;
-  if (!model.ParseFromIstream(&in)) return {};
-  std::set<std::string> ops;
-  for (const auto& node : model.graph().node()) {
-    ops.insert(node.domain().empty() ? node.op_type() : node.domain() + "." + node.op_type());
-  }
-  return ops;
-}
-
-// Element k of a tensor of any dtype the engine produces, as a double for comparison.
-double ElementAsDouble(const Tensor& t, int64_t k) {
-  const std::byte* p = t.bytes.data();
-  switch (t.dtype) {
-    case DataType::kFp32:
-      return reinterpret_cast<const float*>(p)[k];
-    case DataType::kInt64:
-      return static_cast<double>(reinterpret_cast<const int64_t*>(p)[k]);
-    case DataType::kInt32:
-      return reinterpret_cast<const int32_t*>(p)[k];
-    case DataType::kBool:
-      return reinterpret_cast<const uint8_t*>(p)[k] != 0 ? 1.0 : 0.0;
-    case DataType::kUint8:
-      return reinterpret_cast<const uint8_t*>(p)[k];
-    default:
-      ADD_FAILURE() << "unexpected output dtype " << static_cast<int>(t.dtype);
-      return std::nan("");
-  }
-}
-
-// Runs one case (its data set `data_set`); returns "" on success, "SKIP: reason" to skip, or the
-// failure. `max_error`, when given, receives the largest |actual - expected| / (1 + |expected|).
-std::string RunCase(const fs::path& dir, const std::string& data_set = "test_data_set_0",
-                    double* max_error = nullptr) {
-  auto loaded = LoadOnnxModel((dir / "model.onnx").string(), {});
-  if (!loaded.ok()) {
-    if (loaded.status().code() == absl::StatusCode::kUnimplemented) {
-      return "SKIP: " + std::string(loaded.status().message());
-    }
-    return "load failed: " + std::string(loaded.status().message());
-  }
-  Model& model = **loaded;
-  // UINT8 is imported so mask buffers (older GPT-2 exports) can be sliced and cast, but no
-  // kernel computes on it: cases that feed UINT8 into the graph are out of scope.
-  for (const TensorInfo& info : model.inputs()) {
-    if (info.dtype == DataType::kUint8) {
-      return "SKIP: UINT8 graph input \"" + info.name +
-             "\" (UINT8 is only moved and cast, not computed on)";
-    }
-  }
-  const fs::path data = dir / data_set;
-  std::vector<Tensor> inputs;
-  for (size_t i = 0; i < model.inputs().size(); ++i) {
-    auto tensor = ReadTensorProtoFile((data / ("input_" + std::to_string(i) + ".pb")).string());
-    if (!tensor.ok()) {
-      if (tensor.status().code() == absl::StatusCode::kUnimplemented) {
-        return "SKIP: " + std::string(tensor.status().message());
-      }
-      return "bad input: " + std::string(tensor.status().message());
-    }
-    tensor->name = model.inputs()[i].name;
-    inputs.push_back(*std::move(tensor));
-  }
-  std::vector<TensorView> views;
-  for (Tensor& t : inputs) views.push_back(t.View());
-  // Twice: the first Run records and plans memory, the second runs in the planned arena.
-  for (int pass = 0; pass < 2; ++pass) {
-    std::vector<Tensor> outputs;
-    Status status = model.Run(views, &outputs);
-    if (!status.ok()) {
-      return "run " + std::to_string(pass) + " failed: " + std::string(status.message());
-    }
-    for (size_t i = 0; i < outputs.size(); ++i) {
-      auto expected =
-          ReadTensorProtoFile((data / ("output_" + std::to_string(i) + ".pb")).string());
-      if (!expected.ok()) return "bad output file: " + std::string(expected.status().message());
-      if (expected->dtype != outputs[i].dtype || expected->shape != outputs[i].shape) {
-        return "output " + std::to_string(i) + " is " + ShapeToString(outputs[i].shape) +
-               ", expected " + ShapeToString(expected->shape);
-      }
-      const int64_t count = ElementCount(expected->shape);
-      for (int64_t k = 0; k < count; ++k) {
-        const double a = ElementAsDouble(outputs[i], k);
-        const double e = ElementAsDouble(*expected, k);
-        const bool both_nan = std::isnan(a) && std::isnan(e);
-        if (max_error != nullptr && a != e && !both_nan) {
-          *max_error = std::max(*max_error, std::fabs(a - e) / (1.0 + std::fabs(e)));
-        }
-        if (a != e && !both_nan && !(std::fabs(a - e) <= 1e-5 + 1e-4 * std::fabs(e))) {
-          return "output " + std::to_string(i) + "[" + std::to_string(k) +
-                 "] = " + std::to_string(a) + ", expected " + std::to_string(e);
-        }
-      }
-    }
-  }
-  return "";
-}
-
 TEST(OnnxConformanceTest, ClaimedOperatorsPassTheOnnxNodeTests) {
-  if (!fs::is_directory(kNodeTests)) GTEST_SKIP() << kNodeTests << " not found (libonnx-testdata)";
+  const fs::path node_tests = NodeTestsDir();
+  if (!fs::is_directory(node_tests)) GTEST_SKIP() << node_tests << " not found (libonnx-testdata)";
   const std::vector<std::string> supported_list = cpu::SupportedOps();
   const std::set<std::string> supported(supported_list.begin(), supported_list.end());
   std::vector<fs::path> cases;
-  for (const auto& entry : fs::directory_iterator(kNodeTests)) {
+  for (const auto& entry : fs::directory_iterator(node_tests)) {
     if (fs::exists(entry.path() / "model.onnx")) cases.push_back(entry.path());
   }
   std::sort(cases.begin(), cases.end());
