@@ -23,38 +23,7 @@ TEST(OnnxConformanceTest, ClaimedOperatorsPassTheOnnxNodeTests) {
   if (!fs::is_directory(node_tests)) GTEST_SKIP() << node_tests << " not found (libonnx-testdata)";
   const std::vector<std::string> supported_list = cpu::SupportedOps();
   const std::set<std::string> supported(supported_list.begin(), supported_list.end());
-  std::vector<fs::path> cases;
-  for (const auto& entry : fs::directory_iterator(node_tests)) {
-    if (fs::exists(entry.path() / "model.onnx")) cases.push_back(entry.path());
-  }
-  std::sort(cases.begin(), cases.end());
-
-  int passed = 0;
-  std::vector<std::string> skipped, passed_names;
-  std::set<std::string> ops_exercised;
-  for (const fs::path& dir : cases) {
-    std::set<std::string> ops = OpTypes(dir / "model.onnx");
-    if (ops.empty()) continue;
-    bool claimed = std::all_of(ops.begin(), ops.end(),
-                               [&](const std::string& op) { return supported.count(op) != 0; });
-    if (!claimed) continue;
-    const std::string name = dir.filename().string();
-    std::string result = RunCase(dir);
-    if (result.empty()) {
-      ++passed;
-      passed_names.push_back(name);
-      ops_exercised.insert(ops.begin(), ops.end());
-    } else if (result.rfind("SKIP: ", 0) == 0) {
-      skipped.push_back(name + " (" + result.substr(6) + ")");
-    } else {
-      ADD_FAILURE() << name << ": " << result;
-    }
-  }
-  std::cout << "conformance: " << passed << " passed, " << skipped.size() << " skipped\n";
-  for (const std::string& s : skipped) std::cout << "  skipped " << s << "\n";
-  std::cout << "  ops exercised:";
-  for (const std::string& op : ops_exercised) std::cout << " " << op;
-  std::cout << "\n";
+  const NodeTestRun run = RunClaimedNodeTests(supported, {}, {}, "conformance");
   // Every claimed op must have at least one passing upstream case, except those whose upstream
   // cases all use dtypes the engine does not support (covered by kernels_test instead).
   const std::map<std::string, std::string> kNoUsableCase = {
@@ -65,9 +34,9 @@ TEST(OnnxConformanceTest, ClaimedOperatorsPassTheOnnxNodeTests) {
       std::cout << "  not exercised: " << op << " (" << it->second << ")\n";
       continue;
     }
-    EXPECT_TRUE(ops_exercised.count(op) != 0) << "no passing ONNX node test exercises " << op;
+    EXPECT_TRUE(run.ops_exercised.count(op) != 0) << "no passing ONNX node test exercises " << op;
   }
-  EXPECT_GT(passed, 100);
+  EXPECT_GT(run.passed, 100);
 }
 
 // Per-op-type kernel time of a case's test_data_set_0 (best of 3 runs, 2 threads), to check that

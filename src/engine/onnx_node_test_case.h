@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <set>
 #include <string>
 #include <vector>
@@ -136,6 +137,51 @@ inline std::string RunCase(const fs::path& dir, const std::string& data_set = "t
     }
   }
   return "";
+}
+
+// What running every claimed case gave.
+struct NodeTestRun {
+  int passed = 0;
+  std::vector<std::string> skipped;      // "name (reason)"
+  std::set<std::string> ops_exercised;  // ops of the passing cases
+};
+
+// Runs test_data_set_0 of every case under NodeTestsDir() whose ops are all in `claimed`, with
+// `options`; a case that neither passes nor skips is a test failure naming it. Prints the counts,
+// the skipped cases with reasons and the ops exercised, under `label`.
+inline NodeTestRun RunClaimedNodeTests(const std::set<std::string>& claimed,
+                                       const ModelOptions& options, CaseTolerance tolerance,
+                                       const std::string& label) {
+  std::vector<fs::path> cases;
+  for (const auto& entry : fs::directory_iterator(NodeTestsDir())) {
+    if (fs::exists(entry.path() / "model.onnx")) cases.push_back(entry.path());
+  }
+  std::sort(cases.begin(), cases.end());
+  NodeTestRun run;
+  for (const fs::path& dir : cases) {
+    std::set<std::string> ops = OpTypes(dir / "model.onnx");
+    if (ops.empty()) continue;
+    if (!std::all_of(ops.begin(), ops.end(),
+                     [&](const std::string& op) { return claimed.count(op) != 0; })) {
+      continue;
+    }
+    const std::string name = dir.filename().string();
+    const std::string result = RunCase(dir, "test_data_set_0", nullptr, options, tolerance);
+    if (result.empty()) {
+      ++run.passed;
+      run.ops_exercised.insert(ops.begin(), ops.end());
+    } else if (result.rfind("SKIP: ", 0) == 0) {
+      run.skipped.push_back(name + " (" + result.substr(6) + ")");
+    } else {
+      ADD_FAILURE() << name << ": " << result;
+    }
+  }
+  std::cout << label << ": " << run.passed << " passed, " << run.skipped.size() << " skipped\n";
+  for (const std::string& s : run.skipped) std::cout << "  skipped " << s << "\n";
+  std::cout << "  ops exercised:";
+  for (const std::string& op : run.ops_exercised) std::cout << " " << op;
+  std::cout << "\n";
+  return run;
 }
 
 }  // namespace tessera::engine

@@ -5,9 +5,7 @@
 // reason. Every other case must match the expected outputs. The cases come from
 // $TESSERA_ONNX_NODE_TESTS (scripts/gpu_check_engine.sh carries them in its bundle) or Debian's
 // libonnx-testdata.
-#include <algorithm>
 #include <iostream>
-#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -28,52 +26,19 @@ TEST(CudaConformanceTest, ClaimedOperatorsPassTheOnnxNodeTestsOnTheGpu) {
   }
   const std::vector<std::string> claimed_list = cpu::SupportedOps();
   const std::set<std::string> claimed(claimed_list.begin(), claimed_list.end());
-  std::vector<fs::path> cases;
-  for (const auto& entry : fs::directory_iterator(node_tests)) {
-    if (fs::exists(entry.path() / "model.onnx")) cases.push_back(entry.path());
-  }
-  std::sort(cases.begin(), cases.end());
-
   ModelOptions options;
   options.backend = Backend::kCuda;
   options.precision = Precision::kFp32;
   options.cuda_graphs = true;
   // FP32 kernels (cuDNN FMA math, cuBLAS 32F compute) but other summation orders and fused
   // multiply-adds than the reference: a tenth of the CPU engine's relative bound is not enough.
-  const CaseTolerance tolerance{1e-4, 1e-3};
-  int passed = 0;
-  std::vector<std::string> skipped;
-  std::set<std::string> ops_passed;
-  std::map<std::string, int> skip_reasons;
-  for (const fs::path& dir : cases) {
-    std::set<std::string> ops = OpTypes(dir / "model.onnx");
-    if (ops.empty()) continue;
-    if (!std::all_of(ops.begin(), ops.end(),
-                     [&](const std::string& op) { return claimed.count(op) != 0; })) {
-      continue;
-    }
-    const std::string name = dir.filename().string();
-    const std::string result = RunCase(dir, "test_data_set_0", nullptr, options, tolerance);
-    if (result.empty()) {
-      ++passed;
-      ops_passed.insert(ops.begin(), ops.end());
-    } else if (result.rfind("SKIP: ", 0) == 0) {
-      skipped.push_back(name + " (" + result.substr(6) + ")");
-      ++skip_reasons[result.substr(6)];
-    } else {
-      ADD_FAILURE() << name << ": " << result;
-    }
-  }
-  std::cout << "cuda conformance: " << passed << " passed, " << skipped.size() << " skipped\n";
-  for (const std::string& s : skipped) std::cout << "  skipped " << s << "\n";
-  std::cout << "  ops with a passing case:";
-  for (const std::string& op : ops_passed) std::cout << " " << op;
-  std::cout << "\n  claimed ops without one:";
+  const NodeTestRun run = RunClaimedNodeTests(claimed, options, {1e-4, 1e-3}, "cuda conformance");
+  std::cout << "  claimed ops without a passing case:";
   for (const std::string& op : claimed) {
-    if (ops_passed.count(op) == 0) std::cout << " " << op;
+    if (run.ops_exercised.count(op) == 0) std::cout << " " << op;
   }
   std::cout << "\n";
-  EXPECT_GT(passed, 0);
+  EXPECT_GT(run.passed, 0);
 }
 
 }  // namespace
