@@ -70,9 +70,9 @@ class GpuletBatchRunner final : public ExecutorBatchRunner {
   std::string gpulet_label_;
 };
 
-// Runs one batch of `rows` zero-filled rows through the instance so that its first real batch
-// does not pay for first-touch allocation and memory planning. Models with a variable non-batch
-// dim cannot be warmed without a real request: OK, nothing run.
+// Runs a batch of `rows` zero-filled rows through the instance twice, so that its first real batch
+// does not pay for first-touch allocation, memory planning or CUDA graph capture. Models with a
+// variable non-batch dim cannot be warmed without a real request: OK, nothing run.
 Status WarmUp(ExecutorProcess& process, const std::string& instance_key,
               const repository::ModelConfig& config, int64_t rows);
 

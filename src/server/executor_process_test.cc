@@ -17,6 +17,7 @@
 #include <mutex>
 #include <optional>
 
+#include "executor_batch_runner.h"
 #include "gtest/gtest.h"
 #include "tessera/repository/model_config.h"
 
@@ -221,6 +222,13 @@ TEST_F(ExecutorProcessPoolTest, StagedHandleOutlivesACrashedProcess) {
   EXPECT_EQ(process_->Stage(kKey, config_, *requests[0]), nullptr);
   process_.reset();
   requests[0]->staged.reset();  // releases into the dead process's pool state: no crash
+}
+
+TEST_F(ExecutorProcessPoolTest, WarmUpRunsEachSizeTwiceSoTheFirstLiveBatchIsNotTheEnginesFirst) {
+  const InputPoolCounters before = process_->input_pool_counters();
+  ASSERT_TRUE(WarmUp(*process_, kKey, config_, 4).ok());
+  const InputPoolCounters after = process_->input_pool_counters();
+  EXPECT_EQ(after.batches_gathered - before.batches_gathered, 2u);
 }
 
 TEST_F(ExecutorProcessPoolTest, SubmittedBatchesMatchBatchesRunOneByOne) {
