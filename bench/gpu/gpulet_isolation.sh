@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Issue 5 item 8 on a GPU machine: which partition mechanisms the machine has (MPS, green
-# contexts), then two models in gpulets of different sizes on GPU 0 with tessera-gpulet-bench
+# contexts); tessera-server itself with `executors.devices: gpu` serving the bundled models under a
+# short tessera-bench load (zero errors); then two models in gpulets of different sizes on GPU 0 with tessera-gpulet-bench
 # (bench/gpulet/): each alone vs both together (isolation; GSLICE reports <= 3 % slowdown) and a
 # live resize of one gpulet under load (switch gap, drain, failed requests), once per mechanism
 # that works.
@@ -44,6 +45,43 @@ echo "== machine" | tee "$LOGS/facts.txt"
        "${CUDA_MPS_PIPE_DIRECTORY:-/tmp/nvidia-mps}/control: $(
          [[ -S "${CUDA_MPS_PIPE_DIRECTORY:-/tmp/nvidia-mps}/control" ]] && echo yes || echo no))"
 } 2>&1 | tee -a "$LOGS/facts.txt"
+
+# First the whole server on the GPU: tessera-server with `executors.devices: gpu` on the bundled
+# repository, tessera-bench closed loop against each model (any error fails the step).
+if [[ -x "$BIN/tessera-server" && -x "$BIN/tessera-bench" ]]; then
+  echo "== tessera-server on the GPU, bundled models (log: $LOGS/server-gpu.log)"
+  printf 'executors:\n  devices: gpu\n' >"$LOGS/server-gpu.yaml"
+  # The bundle's libraries for the Tessera processes only (python3 keeps the machine's own).
+  tessera_ld=$(TESSERA_REPO="$REPO" tessera_gpu_libpath "$BUILD/gpu-bundle"; echo "$LD_LIBRARY_PATH")
+  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  env LD_LIBRARY_PATH="$tessera_ld" \
+    "$BIN/tessera-server" --config "$LOGS/server-gpu.yaml" --model-repository "$REPO/configs/models" \
+    --grpc-port "$port" --metrics-port 0 --model-control-mode none >"$LOGS/server-gpu.log" 2>&1 &
+  server_pid=$!
+  server_ok=0
+  for model in mlp small_cnn; do
+    for _ in $(seq 1 60); do
+      kill -0 "$server_pid" 2>/dev/null || break
+      if env LD_LIBRARY_PATH="$tessera_ld" \
+           "$BIN/tessera-bench" -u "127.0.0.1:$port" -m "$model" --concurrency-range 1 \
+           --warmup-s 0 --duration-s 0.05 --progress off --fail-on-error >/dev/null 2>&1; then
+        server_ok=$((server_ok + 1)); break
+      fi
+      sleep 1
+    done
+  done
+  if [[ $server_ok -eq 2 ]]; then
+    env LD_LIBRARY_PATH="$tessera_ld" \
+      "$BIN/tessera-bench" -u "127.0.0.1:$port" -m mlp -m small_cnn --concurrency-range 8 \
+      --warmup-s 1 --duration-s 3 --progress off --fail-on-error 2>&1 | tee "$LOGS/server-gpu-bench.txt"
+    echo "server on the GPU: bench exit ${PIPESTATUS[0]}"
+  else
+    echo "server on the GPU: models not ready; last log lines:"
+    tail -20 "$LOGS/server-gpu.log"
+  fi
+  kill -TERM "$server_pid" 2>/dev/null; wait "$server_pid" 2>/dev/null
+  grep -E " [EW] \[" "$LOGS/server-gpu.log" | head -10
+fi
 
 # The models: exported with the python that has torch, under the machine's own library path.
 py=""
