@@ -167,10 +167,12 @@ class ClosedLoop {
       model = manager_->GetReadyModel(model_, "");
       enqueued = model.ok() ? model->queue->Enqueue(std::move(request)) : model.status();
     }
-    if (!enqueued.ok()) Answered(sent_ns, enqueued);
+    // Refused at once: counted, and its slot is not refilled (a model that refuses everything
+    // would otherwise resend from here without end).
+    if (!enqueued.ok()) Answered(sent_ns, enqueued, /*may_resend=*/false);
   }
 
-  void Answered(uint64_t sent_ns, const Status& status) {
+  void Answered(uint64_t sent_ns, const Status& status, bool may_resend = true) {
     const uint64_t now = MonotonicNs();
     bool again = false;
     {
@@ -184,7 +186,7 @@ class ClosedLoop {
         ++result_.failed;
         ++result_.failures[std::string(status.message())];
       }
-      again = now < stop_ns_;
+      again = may_resend && now < stop_ns_;
       if (!again && --in_flight_ == 0) cv_.notify_all();
     }
     if (again) Send();
@@ -355,22 +357,7 @@ int Main(int argc, char** argv) {
     inputs[spec.model] = std::move(made).value();
   }
 
-  PlanApplierOptions applier_options;
-  applier_options.cpu_cores = static_cast<int>(manager_of_partitions->allowed_cpus().size());
-  applier_options.place = [manager_of_partitions](int device, int pct) -> StatusOr<GpuletPlacement> {
-    TESSERA_ASSIGN_OR_RETURN(partition::ExecutorPlacement placed,
-                             manager_of_partitions->Place(device, pct));
-    GpuletPlacement placement;
-    placement.id = placed.id;
-    placement.threads = std::max(1, placed.compute_threads);
-    placement.extra_env = placed.env;
-    placement.extra_args = placed.args;
-    placement.describe = placed.describe;
-    return placement;
-  };
-  applier_options.release = [manager_of_partitions](int64_t id) {
-    manager_of_partitions->Release(id).IgnoreError();
-  };
+  PlanApplierOptions applier_options = PlacedBy(manager_of_partitions);
   PlanApplier applier(applier_options, pool->get());
   bool apply_failed = false;
   auto apply = [&](const scheduler::Plan& plan) {

@@ -167,23 +167,7 @@ int Run(int argc, char** argv) {
     control_options.epoch_ms = config.scheduler_epoch_secs * 1000;
     control_options.window_ms = config.scheduler_rate_window_ms;
     control_options.devices = 1;  // the CPU; GPU devices come with the CUDA backend
-    tessera::partition::PartitionManager* partition_manager = partitions->get();
-    control_options.applier.cpu_cores = static_cast<int>(partition_manager->allowed_cpus().size());
-    control_options.applier.place = [partition_manager](int device, int pct)
-        -> tessera::StatusOr<tessera::server::GpuletPlacement> {
-      TESSERA_ASSIGN_OR_RETURN(tessera::partition::ExecutorPlacement placed,
-                               partition_manager->Place(device, pct));
-      tessera::server::GpuletPlacement placement;
-      placement.id = placed.id;
-      placement.threads = std::max(1, placed.compute_threads);
-      placement.extra_env = placed.env;
-      placement.extra_args = placed.args;
-      placement.describe = placed.describe;
-      return placement;
-    };
-    control_options.applier.release = [partition_manager](int64_t id) {
-      partition_manager->Release(id).IgnoreError();
-    };
+    control_options.applier = tessera::server::PlacedBy(partitions->get());
     auto created = tessera::server::ControlLoop::Create(control_options, &manager, pool->get());
     if (!created.ok()) {
       spdlog::error("{}", created.status().message());

@@ -27,6 +27,23 @@ std::string Identity(const scheduler::Gpulet& gpulet, const std::map<std::string
 
 }  // namespace
 
+PlanApplierOptions PlacedBy(partition::PartitionManager* partitions) {
+  PlanApplierOptions options;
+  options.cpu_cores = static_cast<int>(partitions->allowed_cpus().size());
+  options.place = [partitions](int device, int pct) -> StatusOr<GpuletPlacement> {
+    TESSERA_ASSIGN_OR_RETURN(partition::ExecutorPlacement placed, partitions->Place(device, pct));
+    GpuletPlacement placement;
+    placement.id = placed.id;
+    placement.threads = std::max(1, placed.compute_threads);
+    placement.extra_env = placed.env;
+    placement.extra_args = placed.args;
+    placement.describe = placed.describe;
+    return placement;
+  };
+  options.release = [partitions](int64_t id) { partitions->Release(id).IgnoreError(); };
+  return options;
+}
+
 PlanApplier::PlanApplier(PlanApplierOptions options, ExecutorPool* pool)
     : options_(std::move(options)), pool_(pool) {}
 

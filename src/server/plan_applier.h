@@ -24,6 +24,7 @@
 #include "executor_pool.h"
 #include "model_manager.h"
 #include "tessera/dispatch/model_queue.h"
+#include "tessera/partition/partition.h"
 #include "tessera/scheduler/plan.h"
 
 namespace tessera::server {
@@ -46,6 +47,11 @@ struct PlanApplierOptions {
   int cpu_cores = 1;
   int64_t load_timeout_ms = 120000;
 };
+
+// Options whose place/release hand out partitions of `partitions` (MPS shares, green contexts or
+// CPU core shares, whichever it chose), with cpu_cores its allowed cores. `partitions` must outlive
+// the applier.
+PlanApplierOptions PlacedBy(partition::PartitionManager* partitions);
 
 // A gpulet as it runs now.
 struct AppliedGpulet {
