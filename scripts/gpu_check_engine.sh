@@ -50,7 +50,7 @@ if [[ "$MODE" == bundle ]]; then
     exit 1
   }
   # The data plane's binaries and the server too, when this build has them
-  # (bench/gpu/gpulet_isolation.sh, bench/gpu/perf_analyzer_compat.sh).
+  # (bench/gpu/gpulet_isolation.sh, bench/perf_analyzer_compat.sh).
   extra=()
   for b in tessera-executor tessera-gpulet-bench tessera-server tessera-bench; do
     [[ -x "$BUILD/bin/$b" ]] && extra+=("$BUILD/bin/$b")

@@ -2,13 +2,16 @@
 # Installs everything Tessera needs to build, test and serve on Debian 12:
 #   1. the Debian packages below (apt-get update runs only when one is missing);
 #   2. a virtualenv at <repo>/.venv, made from Debian's /usr/bin/python3, holding the Python packages
-#      of tools/requirements-dev.txt (pip runs only when that list changed since the last install).
+#      of tools/requirements-dev.txt (pip runs only when that list changed since the last install);
+#   3. Triton's perf_analyzer, for the compatibility test (scripts/fetch_perf_analyzer.sh: its PyPI
+#      wheel, and on Debian 12 Debian 13's C runtime beside it; once, into <repo>/.cache).
 # Idempotent and non-interactive: runs as root directly, otherwise through sudo. When everything is
 # already there it takes well under 5 s.
 #
 # Environment:
 #   TESSERA_SKIP_APT=1   skip the Debian package step (e.g. a machine where someone else manages them)
 #   TESSERA_VENV=DIR     put the virtualenv elsewhere (default <repo>/.venv)
+#   TESSERA_SKIP_PERF_ANALYZER=1   skip step 3 (integration_tritonclient_perf_analyzer then fails)
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -99,6 +102,11 @@ if ! [[ -f "$STAMP" ]] || ! cmp -s <(wanted_stamp) "$STAMP"; then
   "$VENV/bin/python" -c 'import tritonclient.grpc, tritonclient.grpc.service_pb2_grpc, onnx, onnxruntime, numpy, pytest' \
     || die "the virtualenv does not import the test packages"
   wanted_stamp >"$STAMP"
+fi
+
+# ---- 3. perf_analyzer ----------------------------------------------------------------------------
+if [[ "${TESSERA_SKIP_PERF_ANALYZER:-0}" != 1 ]]; then
+  "$REPO/scripts/fetch_perf_analyzer.sh" >/dev/null || die "could not fetch perf_analyzer"
 fi
 
 log "ok (venv: $VENV)"

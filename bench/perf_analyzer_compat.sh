@@ -3,32 +3,31 @@
 # figures sit next to tessera-bench's for the same closed-loop load. Writes the whole output, with
 # date, machine, GPU and commit, to bench/results/<date>-perf-analyzer-<host>.txt.
 #
-# Where it runs: perf_analyzer's prebuilt binary needs glibc >= 2.38 (Ubuntu 24.04 class: the GPU
-# machines qualify, Debian 12 does not). The GPU image has no pip, so the binary is carried in as
-# the PyPI wheel and unpacked (a wheel is a zip; no installation needed):
+# Where it runs: anywhere scripts/fetch_perf_analyzer.sh can make perf_analyzer run (it is called
+# when no perf_analyzer is given): on Debian 12 the PyPI binary runs on Debian 13's C runtime put
+# beside it; on the GPU machines (glibc >= 2.38, no pip, no network) carry the wheel in and pass it:
 #
-#   # on a machine with pip and network (e.g. the dev VM):
-#   pip download perf-analyzer==2.60.0 --no-deps --only-binary=:all: \
-#       --platform manylinux_2_38_x86_64 --python-version 3.12 -d bench/gpu/wheels
-#   # on the GPU machine, from the repository root, with build/bin built there, or with the
-#   # bundle carried (scripts/gpu_check_engine.sh bundle build; the device tool call is
-#   # run(carry=["build/gpu-bundle.tar.gz", "bench/gpu/wheels"], command=...)):
-#   bench/gpu/perf_analyzer_compat.sh --wheel bench/gpu/wheels/perf_analyzer-*.whl
+#   bench/perf_analyzer_compat.sh                      # here: fetches perf_analyzer once
+#   # on a GPU machine, the wheel downloaded here beforehand (bench/gpu/wheels is git-ignored):
+#   #   pip download perf-analyzer==2.60.0 --no-deps --only-binary=:all: \
+#   #       --platform manylinux_2_38_x86_64 --python-version 3.12 -d bench/gpu/wheels
+#   bench/perf_analyzer_compat.sh --build-dir build --wheel bench/gpu/wheels/perf_analyzer-*.whl
 #   # or with a perf_analyzer binary already there:
-#   PERF_ANALYZER=/path/to/perf_analyzer bench/gpu/perf_analyzer_compat.sh
+#   PERF_ANALYZER=/path/to/perf_analyzer bench/perf_analyzer_compat.sh
 #
 # Options: --build-dir DIR (default build), --models "mlp small_cnn", --concurrency 1:4:1,
-# --interval-ms 3000, --output FILE. Exit 1 with a message saying what is missing when
-# perf_analyzer, glibc or the binaries are not there.
+# --interval-ms 3000, --modes "sync async batch4 shm streaming", --output FILE. Exit 1 with a message
+# saying what is missing when perf_analyzer or the binaries are not there.
 set -euo pipefail
 
-REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD_DIR="$REPO/build"
 MODELS="mlp small_cnn"
 CONCURRENCY="1:4:1"
 INTERVAL_MS=3000
 WHEEL=""
 OUTPUT=""
+MODES="sync async batch4 shm streaming"
 
 die() { echo "perf_analyzer_compat: error: $*" >&2; exit 1; }
 
@@ -39,19 +38,14 @@ while (($#)); do
     --concurrency) CONCURRENCY="$2"; shift 2 ;;
     --interval-ms) INTERVAL_MS="$2"; shift 2 ;;
     --wheel) WHEEL="$2"; shift 2 ;;
+    --modes) MODES="$2"; shift 2 ;;
     --output) OUTPUT="$2"; shift 2 ;;
-    -h|--help) sed -n '2,24p' "${BASH_SOURCE[0]}"; exit 0 ;;
+    -h|--help) sed -n '2,20p' "${BASH_SOURCE[0]}"; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
   esac
 done
 
-# ---- glibc -----------------------------------------------------------------------------------------
 glibc="$(getconf GNU_LIBC_VERSION 2>/dev/null | awk '{print $2}')"
-[[ -n "$glibc" ]] || die "cannot tell the glibc version (getconf GNU_LIBC_VERSION)"
-if [[ "$(printf '%s\n2.38\n' "$glibc" | sort -V | head -n1)" != "2.38" ]]; then
-  die "glibc $glibc < 2.38: perf_analyzer's prebuilt binary does not run here (Debian 12 has 2.36);" \
-      "run this on a GPU machine (Ubuntu 24.04 class)"
-fi
 
 # ---- perf_analyzer -----------------------------------------------------------------------------------
 WORK="$(mktemp -d /tmp/tessera-pa.XXXXXX)"
@@ -80,10 +74,13 @@ fi
 if [[ -z "$PA" ]]; then
   PA="$(command -v perf_analyzer || true)"
 fi
+if [[ -z "$PA" ]]; then
+  PA="$("$REPO/scripts/fetch_perf_analyzer.sh")" || die "scripts/fetch_perf_analyzer.sh failed"
+fi
 [[ -n "$PA" && -x "$PA" ]] || die "perf_analyzer not found: set PERF_ANALYZER=/path/to/perf_analyzer" \
   "or pass --wheel perf_analyzer-2.60.0-...whl (see the header of this script for how to get it)"
-"$PA" --help >/dev/null 2>&1 || {
-  "$PA" --help 2>&1 | tail -n 5 >&2
+"$PA" --version >/dev/null 2>&1 || {
+  "$PA" --version 2>&1 | tail -n 5 >&2 || true
   die "$PA does not start here (missing libraries? see above)"
 }
 
@@ -140,21 +137,45 @@ GPU="$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/n
   echo "commit: $COMMIT"
   echo "perf_analyzer: $PA"
   echo "server: tessera-server on configs/models (CPU executor unless a GPU backend is built)"
+  top_concurrency="${CONCURRENCY%%:*}"
+  [[ "$CONCURRENCY" == *:* ]] && top_concurrency="$(cut -d: -f2 <<<"$CONCURRENCY")"
   for model in $MODELS; do
-    echo
-    echo "## $model: perf_analyzer"
-    cmd=("$PA" -m "$model" -i grpc -u "$URL" --concurrency-range "$CONCURRENCY"
-         --measurement-interval "$INTERVAL_MS" -f "$WORK/$model.csv")
-    echo "\$ ${cmd[*]}"
-    "${cmd[@]}" 2>&1
-    echo "--- CSV"
-    cat "$WORK/$model.csv"
-    echo
-    echo "## $model: tessera-bench, same closed-loop load"
-    bcmd=(tessera "$BIN/tessera-bench" -u "$URL" -m "$model" --concurrency-range "$CONCURRENCY"
-          --warmup-s 1 --duration-s "$(awk "BEGIN{print $INTERVAL_MS/1000*3}")" --progress off)
-    echo "\$ ${bcmd[*]:1}"
-    "${bcmd[@]}" 2>&1
+    for mode in $MODES; do
+      echo
+      echo "## $model: perf_analyzer, $mode"
+      cmd=("$PA" -m "$model" -i grpc -u "$URL" --measurement-interval "$INTERVAL_MS"
+           -f "$WORK/$model-$mode.csv")
+      case "$mode" in
+        sync) cmd+=(--concurrency-range "$CONCURRENCY") ;;
+        async) cmd+=(--async --concurrency-range "$top_concurrency") ;;
+        batch4) cmd+=(-b 4 --concurrency-range "$top_concurrency") ;;
+        shm) cmd+=(--shared-memory system --concurrency-range "$top_concurrency") ;;
+        streaming) cmd+=(--streaming --concurrency-range "$top_concurrency") ;;
+        *) echo "unknown mode '$mode' (sync async batch4 shm streaming)"; echo "FAILED" >>"$WORK/failed"; continue ;;
+      esac
+      echo "\$ ${cmd[*]}"
+      if "${cmd[@]}" 2>&1; then
+        echo "--- CSV"
+        cat "$WORK/$model-$mode.csv"
+      else
+        echo "--- FAILED: perf_analyzer exited non-zero ($model, $mode)"
+        echo "$model $mode" >>"$WORK/failed"
+      fi
+      [[ "$mode" == sync ]] || continue
+      echo
+      echo "## $model: tessera-bench, the same closed-loop load"
+      bcmd=(tessera "$BIN/tessera-bench" -u "$URL" -m "$model" --concurrency-range "$CONCURRENCY"
+            --warmup-s 1 --duration-s "$(awk "BEGIN{print $INTERVAL_MS/1000*3}")" --progress off)
+      echo "\$ ${bcmd[*]:1}"
+      "${bcmd[@]}" 2>&1
+    done
   done
+  echo
+  if [[ -s "$WORK/failed" ]]; then
+    echo "# result: perf_analyzer FAILED in: $(tr '\n' ';' <"$WORK/failed")"
+  else
+    echo "# result: every perf_analyzer run succeeded"
+  fi
 } | tee "$OUTPUT"
 echo "perf_analyzer_compat: wrote $OUTPUT" >&2
+[[ ! -s "$WORK/failed" ]]

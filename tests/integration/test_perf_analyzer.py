@@ -1,0 +1,91 @@
+"""Triton's own load generator, perf_analyzer (its PyPI binary, unchanged), measures Tessera over gRPC
+in each of its inference modes: every request must succeed, and the server-side statistics it reads
+(ModelStatistics) must account for every request it sent.
+
+perf_analyzer is fetched by scripts/install_deps.sh (scripts/fetch_perf_analyzer.sh); on Debian 12 it
+runs on Debian 13's C runtime, which that script puts beside it.
+"""
+
+import csv
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tessera_testlib import SOURCE_DIR
+
+PERF_ANALYZER = Path(os.environ.get("TESSERA_PERF_ANALYZER",
+                                    SOURCE_DIR / ".cache" / "perf_analyzer" / "bin" / "perf_analyzer"))
+RUN_TIMEOUT_S = 120
+# Short windows; the stability rule is relaxed because the test asserts correctness, not speed
+# (a 2-core CI machine running other tests beside this one is not stable within 10 %).
+WINDOW_ARGS = ["--measurement-interval", "400", "--stability-percentage", "200", "--max-trials", "6"]
+
+
+@pytest.fixture(scope="module")
+def perf_analyzer():
+    if not PERF_ANALYZER.is_file():
+        pytest.fail(f"{PERF_ANALYZER} not found: run scripts/install_deps.sh "
+                    f"(or scripts/fetch_perf_analyzer.sh)", pytrace=False)
+    return PERF_ANALYZER
+
+
+def run_perf_analyzer(perf_analyzer, server, tmp_path, model, *args):
+    """Runs perf_analyzer; returns (stdout, csv rows). Fails the test with its output on an error."""
+    report = tmp_path / f"{model}.csv"
+    cmd = [str(perf_analyzer), "-m", model, "-i", "grpc", "-u", server.url, "-f", str(report),
+           *WINDOW_ARGS, *args]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+    out = proc.stdout + proc.stderr
+    if proc.returncode != 0:
+        pytest.fail(f"perf_analyzer exited {proc.returncode}\n$ {' '.join(cmd)}\n{out}\n"
+                    f"--- server log\n{server.log_tail_text()}", pytrace=False)
+    with open(report, newline="") as f:
+        rows = list(csv.DictReader(f))
+    return out, rows
+
+
+def server_counts(out):
+    """(client request count, server inference count, server successful count) per load level."""
+    client = [int(n) for n in re.findall(r"Request count: (\d+)", out)]
+    inferences = [int(n) for n in re.findall(r"Inference count: (\d+)", out)]
+    successes = [int(n) for n in re.findall(r"Successful request count: (\d+)", out)]
+    return client, inferences, successes
+
+
+def assert_all_served(out, rows, levels, batch=1):
+    assert "rror" not in out, out
+    assert len(rows) == levels, f"expected {levels} CSV rows, got {rows}"
+    for row in rows:
+        assert float(row["Inferences/Second"]) > 0, row
+    client, inferences, successes = server_counts(out)
+    assert len(client) == levels and len(successes) == levels, out
+    for sent, inferred, succeeded in zip(client, inferences, successes):
+        assert sent > 0
+        # The server's window is read just before and after the client's, so it can count a few
+        # requests of the neighbouring windows, but never fewer than the client sent (no loss).
+        assert succeeded >= sent * 0.95, out
+        assert inferred == succeeded * batch, out
+
+
+@pytest.mark.parametrize("model", ["mlp", "small_cnn"])
+def test_sync_concurrency_sweep(perf_analyzer, server, tmp_path, model):
+    out, rows = run_perf_analyzer(perf_analyzer, server, tmp_path, model,
+                                  "--concurrency-range", "1:3:2")
+    assert_all_served(out, rows, levels=2)
+    # The server-side breakdown comes from ModelStatistics ("statistics" extension).
+    assert re.search(r"overhead \d+ usec \+ queue \d+ usec \+ compute input", out), out
+
+
+def test_async_batch_of_four(perf_analyzer, server, tmp_path):
+    out, rows = run_perf_analyzer(perf_analyzer, server, tmp_path, "small_cnn", "--async",
+                                  "-b", "4", "--concurrency-range", "2")
+    assert_all_served(out, rows, levels=1, batch=4)
+
+
+def test_request_rate_with_zero_inputs(perf_analyzer, server, tmp_path):
+    out, rows = run_perf_analyzer(perf_analyzer, server, tmp_path, "mlp", "--request-rate-range",
+                                  "200", "--input-data", "zero")
+    assert_all_served(out, rows, levels=1)
