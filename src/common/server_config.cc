@@ -26,7 +26,8 @@ constexpr int64_t kMinRingBytes = 4096;
 
 constexpr std::array<std::string_view, 7> kSections = {
     "grpc", "metrics", "repository", "executors", "scheduler", "shutdown", "log"};
-constexpr std::array<std::string_view, 3> kGrpcKeys = {"address", "port", "max_message_bytes"};
+constexpr std::array<std::string_view, 4> kGrpcKeys = {"address", "port", "max_message_bytes",
+                                                       "allow_client_shm"};
 constexpr std::array<std::string_view, 2> kMetricsKeys = {"address", "port"};
 constexpr std::array<std::string_view, 3> kRepositoryKeys = {"path", "control_mode", "poll_secs"};
 constexpr std::array<std::string_view, 9> kExecutorKeys = {
@@ -56,7 +57,9 @@ Status ParseInto(const YAML::Node& doc, std::string_view source, ServerConfig& c
   TESSERA_RETURN_IF_ERROR(Section(root, "grpc", kGrpcKeys, [&](const YamlMap& m) -> Status {
     TESSERA_RETURN_IF_ERROR(m.GetString("address", &config.grpc_address));
     TESSERA_RETURN_IF_ERROR(m.GetInt("port", 0, kMaxPort, &config.grpc_port));
-    return m.GetInt("max_message_bytes", 1, kMaxGrpcMessageBytes, &config.max_grpc_message_bytes);
+    TESSERA_RETURN_IF_ERROR(
+        m.GetInt("max_message_bytes", 1, kMaxGrpcMessageBytes, &config.max_grpc_message_bytes));
+    return m.GetBool("allow_client_shm", &config.allow_client_shm);
   }));
   TESSERA_RETURN_IF_ERROR(Section(root, "metrics", kMetricsKeys, [&](const YamlMap& m) -> Status {
     TESSERA_RETURN_IF_ERROR(m.GetString("address", &config.metrics_address));

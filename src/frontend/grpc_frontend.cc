@@ -6,10 +6,13 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <deque>
+#include <functional>
 #include <mutex>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "client_shm.h"
 #include "config_proto.h"
 #include "infer_request.h"
 #include "inference/grpc_service.grpc.pb.h"
@@ -24,6 +27,8 @@ using grpc::ServerUnaryReactor;
 
 constexpr char kRefusedWhileShuttingDown[] =
     "server is shutting down: new requests are refused while accepted ones drain";
+constexpr char kNoCudaShm[] =
+    "CUDA shared memory is not supported yet; register system shared memory instead";
 
 // The one place where an absl::Status becomes a gRPC status (the code numbers are identical).
 grpc::Status ToGrpc(const Status& status) {
@@ -44,17 +49,15 @@ void FillDuration(const dispatch::Duration& from, inference::StatisticDuration* 
 
 class InferenceService final : public inference::GRPCInferenceService::CallbackService {
  public:
-  InferenceService(ServerCore* core, std::string version)
-      : core_(core), version_(std::move(version)) {}
+  InferenceService(ServerCore* core, std::string version, bool allow_client_shm)
+      : core_(core), version_(std::move(version)), client_shm_(allow_client_shm) {}
 
   // Worded apart from every error an accepted request can get, so that a client (and the drain
   // test) can tell "refused at the door" from "accepted, then lost".
-  // (DefaultReactor() may be called once per call, hence the reactor as the argument.)
-  ServerUnaryReactor* RefuseWhileShuttingDown(ServerUnaryReactor* reactor) {
+  void Refuse(const std::function<void(const grpc::Status&)>& finish) {
     last_refusal_ns_.store(MonotonicNs(), std::memory_order_relaxed);
     refused_.fetch_add(1, std::memory_order_relaxed);
-    reactor->Finish(ToGrpc(absl::UnavailableError(kRefusedWhileShuttingDown)));
-    return reactor;
+    finish(ToGrpc(absl::UnavailableError(kRefusedWhileShuttingDown)));
   }
 
   uint64_t last_refusal_ns() const { return last_refusal_ns_.load(std::memory_order_relaxed); }
@@ -95,6 +98,7 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
          {"model_repository", "model_configuration", "binary_tensor_data", "statistics"}) {
       response->add_extensions(extension);
     }
+    if (client_shm_.enabled()) response->add_extensions("system_shared_memory");
     return FinishNow(context, absl::OkStatus());
   }
 
@@ -131,41 +135,53 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
   ServerUnaryReactor* ModelInfer(CallbackServerContext* context,
                                  const inference::ModelInferRequest* request,
                                  inference::ModelInferResponse* response) override {
-    const uint64_t arrival_ns = MonotonicNs();
-    if (!core_->IsReady()) return RefuseWhileShuttingDown(context->DefaultReactor());
-    auto model = core_->GetReadyModel(request->model_name(), request->model_version());
-    if (!model.ok()) return FinishNow(context, model.status());
+    ServerUnaryReactor* reactor = context->DefaultReactor();
+    Submit(*request, response, [reactor](const grpc::Status& status) { reactor->Finish(status); });
+    return reactor;
+  }
 
-    auto storage = std::make_shared<ConvertedInputs>();
-    auto built = BuildDispatchRequest(*request, *model->config, storage.get());
+  grpc::ServerBidiReactor<inference::ModelInferRequest, inference::ModelStreamInferResponse>*
+  ModelStreamInfer(CallbackServerContext*) override;
+
+  // Validates and queues one inference (a ModelInfer call, or one request of a stream); `finish`
+  // runs exactly once, after `response` is filled, or at once with the error. `request` and
+  // `response` must stay alive until then.
+  void Submit(const inference::ModelInferRequest& request, inference::ModelInferResponse* response,
+              std::function<void(const grpc::Status&)> finish) {
+    const uint64_t arrival_ns = MonotonicNs();
+    if (!core_->IsReady()) return Refuse(finish);
+    auto model = core_->GetReadyModel(request.model_name(), request.model_version());
+    if (!model.ok()) return finish(ToGrpc(model.status()));
+
+    auto storage = std::make_shared<RequestStorage>();
+    auto built = BuildDispatchRequest(request, *model->config, storage.get(), &client_shm_);
     if (!built.ok()) {
       model->stats->RecordFailure("OTHER", MonotonicNs() - arrival_ns);
-      return FinishNow(context, built.status());
+      return finish(ToGrpc(built.status()));
     }
     std::unique_ptr<dispatch::Request> dispatch_request = std::move(built).value();
     dispatch_request->arrival_ns = arrival_ns;
 
-    ServerUnaryReactor* reactor = context->DefaultReactor();
     // Set again if a reload moves the request to a newer version before it is queued.
     auto served_version = std::make_shared<int64_t>(model->version);
     // Holds only what the answer needs: capturing the queue would make it own itself.
-    dispatch_request->done = [reactor, response, storage, served_version, name = model->name,
-                              id = request->id()](StatusOr<dispatch::Response> result) {
+    dispatch_request->done = [finish, response, storage, served_version, name = model->name,
+                              id = request.id()](StatusOr<dispatch::Response> result) {
       if (!result.ok()) {
-        reactor->Finish(ToGrpc(result.status()));
+        finish(ToGrpc(result.status()));
         return;
       }
-      FillInferResponse(name, *served_version, id, std::move(result).value(), response);
-      reactor->Finish(grpc::Status::OK);
+      finish(ToGrpc(FillInferResponse(name, *served_version, id, std::move(result).value(),
+                                      *storage, response)));
     };
     Status enqueued = model->queue->Enqueue(std::move(dispatch_request));
     if (enqueued.code() == absl::StatusCode::kAborted && !core_->IsReady()) {
       // Shutdown began after the check above and closed the queue: refused, not lost.
-      return RefuseWhileShuttingDown(reactor);
+      return Refuse(finish);
     }
     if (enqueued.code() == absl::StatusCode::kAborted) {
       // The version was swapped out between lookup and enqueue (a reload): the new one serves it.
-      auto current = core_->GetReadyModel(request->model_name(), request->model_version());
+      auto current = core_->GetReadyModel(request.model_name(), request.model_version());
       if (current.ok()) {
         *served_version = current->version;
         enqueued = current->queue->Enqueue(std::move(dispatch_request));
@@ -178,9 +194,8 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
     }
     if (!enqueued.ok()) {
       model->stats->RecordFailure("REJECTED", MonotonicNs() - arrival_ns);
-      reactor->Finish(ToGrpc(enqueued));
+      finish(ToGrpc(enqueued));
     }
-    return reactor;
   }
 
   ServerUnaryReactor* ModelStatistics(CallbackServerContext* context,
@@ -249,6 +264,52 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
     });
   }
 
+  ServerUnaryReactor* SystemSharedMemoryRegister(
+      CallbackServerContext* context, const inference::SystemSharedMemoryRegisterRequest* request,
+      inference::SystemSharedMemoryRegisterResponse*) override {
+    return FinishNow(context, client_shm_.Register(request->name(), request->key(),
+                                                   request->offset(), request->byte_size()));
+  }
+
+  ServerUnaryReactor* SystemSharedMemoryUnregister(
+      CallbackServerContext* context, const inference::SystemSharedMemoryUnregisterRequest* request,
+      inference::SystemSharedMemoryUnregisterResponse*) override {
+    return FinishNow(context, client_shm_.Unregister(request->name()));
+  }
+
+  ServerUnaryReactor* SystemSharedMemoryStatus(
+      CallbackServerContext* context, const inference::SystemSharedMemoryStatusRequest* request,
+      inference::SystemSharedMemoryStatusResponse* response) override {
+    auto regions = client_shm_.Regions(request->name());
+    if (!regions.ok()) return FinishNow(context, regions.status());
+    for (const auto& region : *regions) {
+      auto& out = (*response->mutable_regions())[region->name];
+      out.set_name(region->name);
+      out.set_key(region->key);
+      out.set_offset(region->offset);
+      out.set_byte_size(region->byte_size);
+    }
+    return FinishNow(context, absl::OkStatus());
+  }
+
+  // CUDA shared memory (a client's cudaIpcMemHandle) needs the GPU-resident input pool to be worth
+  // anything; until then a clear answer rather than gRPC's bare UNIMPLEMENTED.
+  ServerUnaryReactor* CudaSharedMemoryRegister(CallbackServerContext* context,
+                                               const inference::CudaSharedMemoryRegisterRequest*,
+                                               inference::CudaSharedMemoryRegisterResponse*) override {
+    return FinishNow(context, absl::UnimplementedError(kNoCudaShm));
+  }
+  ServerUnaryReactor* CudaSharedMemoryUnregister(
+      CallbackServerContext* context, const inference::CudaSharedMemoryUnregisterRequest*,
+      inference::CudaSharedMemoryUnregisterResponse*) override {
+    return FinishNow(context, absl::UnimplementedError(kNoCudaShm));
+  }
+  ServerUnaryReactor* CudaSharedMemoryStatus(CallbackServerContext* context,
+                                             const inference::CudaSharedMemoryStatusRequest*,
+                                             inference::CudaSharedMemoryStatusResponse*) override {
+    return FinishNow(context, absl::UnimplementedError(kNoCudaShm));
+  }
+
  private:
   // Loading can take seconds; never block a gRPC callback thread on it.
   ServerUnaryReactor* RunInBackground(CallbackServerContext* context,
@@ -269,12 +330,127 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
 
   ServerCore* core_;
   const std::string version_;
+  ClientShmRegistry client_shm_;
   std::mutex mu_;
   std::condition_variable background_cv_;
   int background_ = 0;
   std::atomic<uint64_t> last_refusal_ns_{0};
   std::atomic<uint64_t> refused_{0};
 };
+
+// One ModelStreamInfer call: every request read is submitted at once (reading goes on while it
+// runs), and each answer is written when it is ready, in completion order (clients match them by
+// `id`). A request that fails gets a ModelStreamInferResponse with error_message, and the stream
+// goes on. The call finishes once the client has closed its side and every answer is written.
+//
+// Threads: gRPC's callbacks and the dispatch threads that finish requests; the fields below are
+// guarded by mu_. Lifetime: gRPC calls OnDone after Finish, which is called only once no request
+// is in flight, so nothing refers to the reactor when OnDone deletes it.
+class StreamInferReactor final
+    : public grpc::ServerBidiReactor<inference::ModelInferRequest,
+                                     inference::ModelStreamInferResponse> {
+ public:
+  explicit StreamInferReactor(InferenceService* service) : service_(service) {
+    StartRead(&incoming_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {  // the client closed its side, or the call was cancelled
+      bool finish = false;
+      {
+        std::lock_guard lock(mu_);
+        reads_done_ = true;
+        finish = ShouldFinishLocked();
+      }
+      if (finish) Finish(grpc::Status::OK);
+      return;
+    }
+    auto request = std::make_shared<inference::ModelInferRequest>();
+    request->Swap(&incoming_);
+    auto response = std::make_shared<inference::ModelStreamInferResponse>();
+    {
+      std::lock_guard lock(mu_);
+      ++in_flight_;
+    }
+    StartRead(&incoming_);
+    service_->Submit(*request, response->mutable_infer_response(),
+                     [this, request, response](const grpc::Status& status) {
+                       if (!status.ok()) {
+                         response->mutable_infer_response()->Clear();
+                         response->mutable_infer_response()->set_model_name(request->model_name());
+                         response->mutable_infer_response()->set_id(request->id());
+                         response->set_error_message(status.error_message());
+                       }
+                       Send(response);
+                     });
+  }
+
+  void OnWriteDone(bool ok) override {
+    std::shared_ptr<inference::ModelStreamInferResponse> next;
+    bool finish = false;
+    {
+      std::lock_guard lock(mu_);
+      --in_flight_;
+      writing_.reset();
+      if (!ok) {
+        // The stream is broken (client gone): what is left cannot be delivered.
+        in_flight_ -= static_cast<int64_t>(pending_.size());
+        pending_.clear();
+        broken_ = true;
+      } else if (!pending_.empty()) {
+        next = std::move(pending_.front());
+        pending_.pop_front();
+        writing_ = next;
+      }
+      finish = !next && ShouldFinishLocked();
+    }
+    if (next) StartWrite(next.get());
+    if (finish) Finish(grpc::Status::OK);
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  void Send(std::shared_ptr<inference::ModelStreamInferResponse> response) {
+    bool finish = false;
+    bool start = false;
+    {
+      std::lock_guard lock(mu_);
+      if (broken_) {
+        --in_flight_;
+        finish = ShouldFinishLocked();
+      } else if (writing_) {
+        pending_.push_back(response);
+      } else {
+        writing_ = response;
+        start = true;  // only one write may be outstanding, and none is
+      }
+    }
+    if (start) StartWrite(response.get());
+    if (finish) Finish(grpc::Status::OK);
+  }
+
+  bool ShouldFinishLocked() {
+    if (finished_ || !reads_done_ || in_flight_ > 0 || writing_) return false;
+    finished_ = true;
+    return true;
+  }
+
+  InferenceService* const service_;
+  inference::ModelInferRequest incoming_;  // the read in progress (one at a time)
+  std::mutex mu_;
+  int64_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;  // read, not yet written or dropped
+  std::shared_ptr<inference::ModelStreamInferResponse> writing_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::shared_ptr<inference::ModelStreamInferResponse>> pending_ ABSL_GUARDED_BY(mu_);
+  bool reads_done_ ABSL_GUARDED_BY(mu_) = false;
+  bool broken_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+grpc::ServerBidiReactor<inference::ModelInferRequest, inference::ModelStreamInferResponse>*
+InferenceService::ModelStreamInfer(CallbackServerContext*) {
+  return new StreamInferReactor(this);
+}
 
 class GrpcFrontendImpl final : public GrpcFrontend {
  public:
@@ -326,7 +502,8 @@ class GrpcFrontendImpl final : public GrpcFrontend {
 
 StatusOr<std::unique_ptr<GrpcFrontend>> GrpcFrontend::Start(const FrontendOptions& options,
                                                             ServerCore* core) {
-  auto service = std::make_unique<InferenceService>(core, options.server_version);
+  auto service =
+      std::make_unique<InferenceService>(core, options.server_version, options.allow_client_shm);
   grpc::ServerBuilder builder;
   int selected_port = 0;
   const std::string address = absl::StrCat(options.grpc_address, ":", options.grpc_port);

@@ -1,6 +1,7 @@
 #include "infer_request.h"
 
 #include <cstring>
+#include <optional>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -76,12 +77,22 @@ Status CheckShape(const repository::TensorConfig& tensor, const Shape& shape, in
 
 StatusOr<std::unique_ptr<dispatch::Request>> BuildDispatchRequest(
     const ModelInferRequest& wire, const repository::ModelConfig& config,
-    ConvertedInputs* storage) {
+    RequestStorage* storage, const ClientShmRegistry* shm) {
+  static const ClientShmRegistry kNoRegions(/*enabled=*/false);
+  if (shm == nullptr) shm = &kNoRegions;
+  // raw_input_contents holds the inputs that are not in shared memory, in order (as tritonclient
+  // sends them): raw_index[i] is wire input i's entry, -1 for one in shared memory.
+  std::vector<int> raw_index(wire.inputs_size(), -1);
+  int wire_inputs_not_in_shm = 0;
+  for (int i = 0; i < wire.inputs_size(); ++i) {
+    if (!NamesShmRegion(wire.inputs(i).parameters())) raw_index[i] = wire_inputs_not_in_shm++;
+  }
   const bool raw = wire.raw_input_contents_size() > 0;
-  if (raw && wire.raw_input_contents_size() != wire.inputs_size()) {
+  if (raw && wire.raw_input_contents_size() != wire_inputs_not_in_shm) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "request has ", wire.inputs_size(), " inputs but ", wire.raw_input_contents_size(),
-        " raw_input_contents; raw contents must be given for every input or for none"));
+        "request has ", wire_inputs_not_in_shm, " inputs outside shared memory but ",
+        wire.raw_input_contents_size(),
+        " raw_input_contents; raw contents must be given for every such input or for none"));
   }
 
   // Map wire inputs by name, rejecting duplicates and names the model does not have.
@@ -102,7 +113,8 @@ StatusOr<std::unique_ptr<dispatch::Request>> BuildDispatchRequest(
 
   auto request = std::make_unique<dispatch::Request>();
   int64_t batch_size = -1;
-  storage->reserve(config.inputs.size());
+  // No reallocation below: the views point into these strings (small ones hold bytes inline).
+  storage->converted.reserve(config.inputs.size());
   for (size_t k = 0; k < config.inputs.size(); ++k) {
     const repository::TensorConfig& tensor = config.inputs[k];
     if (wire_index[k] < 0) {
@@ -139,8 +151,20 @@ StatusOr<std::unique_ptr<dispatch::Request>> BuildDispatchRequest(
         static_cast<size_t>(ElementCount(shape)) * DataTypeByteSize(*dtype);
     const void* data = nullptr;
     size_t byte_size = 0;
-    if (raw) {
-      const std::string& bytes = wire.raw_input_contents(wire_index[k]);
+    const std::string what = absl::StrCat("input '", tensor.name, "'");
+    TESSERA_ASSIGN_OR_RETURN(std::optional<ClientShmSlice> slice,
+                             shm->SliceFor(what, input.parameters()));
+    if (slice) {
+      if (slice->byte_size != expected_bytes) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            what, ": shared_memory_byte_size is ", slice->byte_size, ", but shape ",
+            ShapeToString(shape), " of ", input.datatype(), " needs ", expected_bytes));
+      }
+      data = slice->data;
+      byte_size = slice->byte_size;
+      storage->shm_inputs.push_back(std::move(*slice));
+    } else if (raw) {
+      const std::string& bytes = wire.raw_input_contents(raw_index[wire_index[k]]);
       if (bytes.size() != expected_bytes) {
         return absl::InvalidArgumentError(absl::StrCat(
             "input '", tensor.name, "': raw_input_contents has ", bytes.size(),
@@ -158,9 +182,9 @@ StatusOr<std::unique_ptr<dispatch::Request>> BuildDispatchRequest(
             "input '", tensor.name, "': contents hold ", count, " elements, but shape ",
             ShapeToString(shape), " needs ", ElementCount(shape)));
       }
-      storage->push_back(std::move(packed));
-      data = storage->back().data();
-      byte_size = storage->back().size();
+      storage->converted.push_back(std::move(packed));
+      data = storage->converted.back().data();
+      byte_size = storage->converted.back().size();
     }
     // The engine never writes inputs; the view type is shared with outputs, hence non-const.
     request->inputs.push_back(
@@ -181,13 +205,18 @@ StatusOr<std::unique_ptr<dispatch::Request>> BuildDispatchRequest(
       return absl::InvalidArgumentError(
           absl::StrCat("output '", output.name(), "' is requested twice"));
     }
+    TESSERA_ASSIGN_OR_RETURN(
+        std::optional<ClientShmSlice> slice,
+        shm->SliceFor(absl::StrCat("output '", output.name(), "'"), output.parameters()));
+    if (slice) storage->shm_outputs.push_back(ShmOutput{output.name(), std::move(*slice)});
     request->requested_outputs.push_back(output.name());
   }
   return request;
 }
 
-void FillInferResponse(const std::string& model_name, int64_t version, const std::string& id,
-                       dispatch::Response response, inference::ModelInferResponse* wire) {
+Status FillInferResponse(const std::string& model_name, int64_t version, const std::string& id,
+                         dispatch::Response response, const RequestStorage& storage,
+                         inference::ModelInferResponse* wire) {
   wire->set_model_name(model_name);
   wire->set_model_version(std::to_string(version));
   wire->set_id(id);
@@ -196,8 +225,29 @@ void FillInferResponse(const std::string& model_name, int64_t version, const std
     tensor->set_name(output.name);
     tensor->set_datatype(std::string(DataTypeToWireName(output.dtype)));
     for (int64_t dim : output.shape) tensor->add_shape(dim);
-    *wire->add_raw_output_contents() = std::move(output.bytes);
+    std::string* raw = wire->add_raw_output_contents();
+    const ShmOutput* target = nullptr;
+    for (const ShmOutput& candidate : storage.shm_outputs) {
+      if (candidate.name == output.name) target = &candidate;
+    }
+    if (target == nullptr) {
+      *raw = std::move(output.bytes);
+      continue;
+    }
+    if (output.bytes.size() > target->slice.byte_size) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "output '", output.name, "': shared_memory_byte_size is ", target->slice.byte_size,
+          ", but the result ", ShapeToString(output.shape), " needs ", output.bytes.size(),
+          " bytes"));
+    }
+    std::memcpy(target->slice.data, output.bytes.data(), output.bytes.size());
+    // The client reads this many bytes from its region (the window may be larger).
+    (*tensor->mutable_parameters())["shared_memory_region"].set_string_param(
+        target->slice.region->name);
+    (*tensor->mutable_parameters())["shared_memory_byte_size"].set_int64_param(
+        static_cast<int64_t>(output.bytes.size()));
   }
+  return absl::OkStatus();
 }
 
 }  // namespace tessera::frontend

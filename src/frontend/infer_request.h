@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "client_shm.h"
 #include "inference/grpc_service.pb.h"
 #include "tessera/common/status.h"
 #include "tessera/dispatch/request.h"
@@ -14,19 +15,34 @@
 
 namespace tessera::frontend {
 
-// Bytes converted from typed `contents` (when the client did not send raw bytes). Owned by the RPC
-// and kept alive until the request completes, since the dispatch::Request only views them.
-using ConvertedInputs = std::vector<std::string>;
+// An output the client asked to receive in one of its shared-memory regions.
+struct ShmOutput {
+  std::string name;
+  ClientShmSlice slice;
+};
+
+// What a request's views point into besides the wire message, owned by the RPC and kept alive until
+// the request completes (the dispatch::Request only views its inputs).
+struct RequestStorage {
+  std::vector<std::string> converted;  // bytes converted from typed `contents`
+  std::vector<ClientShmSlice> shm_inputs;  // inputs read from client shared memory (kept mapped)
+  std::vector<ShmOutput> shm_outputs;
+};
 
 // Validates `wire` against `config` and builds the request (without `done` / `arrival_ns`).
-// Errors are INVALID_ARGUMENT (UNIMPLEMENTED for BYTES tensors). The views point into `wire` and
-// `storage`, which must outlive the request.
+// Errors are INVALID_ARGUMENT (UNIMPLEMENTED for BYTES tensors; NOT_FOUND or PERMISSION_DENIED
+// for a shared-memory region that is not registered or not allowed). Inputs come from
+// raw_input_contents, typed contents or a region of `shm` (null: none is registered). The views
+// point into `wire` and `storage`, which must outlive the request.
 StatusOr<std::unique_ptr<dispatch::Request>> BuildDispatchRequest(
     const inference::ModelInferRequest& wire, const repository::ModelConfig& config,
-    ConvertedInputs* storage);
+    RequestStorage* storage, const ClientShmRegistry* shm = nullptr);
 
-// Fills `wire` with the outputs as raw_output_contents (one per output, same order), moving bytes.
-void FillInferResponse(const std::string& model_name, int64_t version, const std::string& id,
-                       dispatch::Response response, inference::ModelInferResponse* wire);
+// Fills `wire` with the outputs: raw_output_contents has one entry per output in the same order
+// (moved bytes), left empty for an output written into client shared memory (`storage`), as
+// Triton does. INVALID_ARGUMENT when an output is larger than the window given for it.
+Status FillInferResponse(const std::string& model_name, int64_t version, const std::string& id,
+                         dispatch::Response response, const RequestStorage& storage,
+                         inference::ModelInferResponse* wire);
 
 }  // namespace tessera::frontend

@@ -27,7 +27,7 @@ inference::ModelInferRequest RawRequest(const std::string& dtype, std::vector<in
 }
 
 Status Build(const inference::ModelInferRequest& wire, const repository::ModelConfig& config) {
-  ConvertedInputs storage;
+  RequestStorage storage;
   return BuildDispatchRequest(wire, config, &storage).status();
 }
 
@@ -39,14 +39,14 @@ void ExpectInvalid(const Status& status, const std::string& fragment) {
 
 TEST(InferRequestTest, ValidRawRequestBuildsViewsIntoTheMessage) {
   auto wire = RawRequest("FP32", {3, 4}, 48);
-  ConvertedInputs storage;
+  RequestStorage storage;
   auto request = BuildDispatchRequest(wire, MlpConfig(), &storage);
   ASSERT_TRUE(request.ok()) << request.status();
   EXPECT_EQ((*request)->batch_size, 3);
   ASSERT_EQ((*request)->inputs.size(), 1u);
   EXPECT_EQ((*request)->inputs[0].data, wire.raw_input_contents(0).data());
   EXPECT_EQ((*request)->inputs[0].shape, (Shape{3, 4}));
-  EXPECT_TRUE(storage.empty());
+  EXPECT_TRUE(storage.converted.empty());
 }
 
 TEST(InferRequestTest, TypedContentsAreConverted) {
@@ -57,10 +57,10 @@ TEST(InferRequestTest, TypedContentsAreConverted) {
   input->add_shape(1);
   input->add_shape(4);
   for (float v : {1.f, 2.f, 3.f, 4.f}) input->mutable_contents()->add_fp32_contents(v);
-  ConvertedInputs storage;
+  RequestStorage storage;
   auto request = BuildDispatchRequest(wire, MlpConfig(), &storage);
   ASSERT_TRUE(request.ok()) << request.status();
-  ASSERT_EQ(storage.size(), 1u);
+  ASSERT_EQ(storage.converted.size(), 1u);
   const float* data = static_cast<const float*>((*request)->inputs[0].data);
   EXPECT_EQ(data[3], 4.f);
 
@@ -113,7 +113,7 @@ TEST(InferRequestTest, ResponseCarriesRawOutputs) {
   dispatch::Response response;
   response.outputs.push_back({"output", DataType::kFp32, {1, 2}, std::string(8, 'a')});
   inference::ModelInferResponse wire;
-  FillInferResponse("mlp", 3, "req-7", std::move(response), &wire);
+  ASSERT_TRUE(FillInferResponse("mlp", 3, "req-7", std::move(response), RequestStorage{}, &wire).ok());
   EXPECT_EQ(wire.model_version(), "3");
   EXPECT_EQ(wire.id(), "req-7");
   ASSERT_EQ(wire.outputs_size(), 1);

@@ -62,6 +62,10 @@ int Run(int argc, char** argv) {
                  "Model to load at start in explicit mode (repeatable; '*' = all)");
   app.add_option("--cpu-executors", cpu_executors, "Executor processes on a machine with no GPU (default 1)");
   app.add_option("--log-verbose", log_verbose, "0 = info, 1 = debug, 2 = trace");
+  bool allow_client_shm = false;
+  app.add_flag("--allow-client-shm", allow_client_shm,
+               "Let clients register POSIX shared memory for inputs and outputs (the "
+               "system_shared_memory extension; off by default, as in Triton)");
   CLI11_PARSE(app, argc, argv);
 
   ServerConfig config;
@@ -82,6 +86,7 @@ int Run(int argc, char** argv) {
   if (app.count("--repository-poll-secs")) config.repository_poll_secs = poll_secs;
   if (app.count("--cpu-executors")) config.cpu_executors = cpu_executors;
   if (app.count("--log-verbose")) config.log_verbose = log_verbose;
+  if (app.count("--allow-client-shm")) config.allow_client_shm = allow_client_shm;
   if (!load_models.empty() && config.model_control_mode != ModelControlMode::kExplicit) {
     std::cerr << "tessera-server: --load-model needs --model-control-mode=explicit\n";
     return 2;
@@ -181,6 +186,7 @@ int Run(int argc, char** argv) {
   frontend_options.grpc_address = config.grpc_address;
   frontend_options.grpc_port = config.grpc_port;
   frontend_options.max_message_bytes = config.max_grpc_message_bytes;
+  frontend_options.allow_client_shm = config.allow_client_shm;
   frontend_options.server_version = TESSERA_VERSION;
   auto frontend = tessera::frontend::GrpcFrontend::Start(frontend_options, &manager);
   if (!frontend.ok()) {

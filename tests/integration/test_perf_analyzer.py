@@ -1,6 +1,7 @@
 """Triton's own load generator, perf_analyzer (its PyPI binary, unchanged), measures Tessera over gRPC
-in each of its inference modes: every request must succeed, and the server-side statistics it reads
-(ModelStatistics) must account for every request it sent.
+in each of its inference modes (sync, async, streaming, system shared memory, batches, request
+rate): every request must succeed, and the server-side statistics it reads (ModelStatistics) must
+account for every request it sent.
 
 perf_analyzer is fetched by scripts/install_deps.sh (scripts/fetch_perf_analyzer.sh); on Debian 12 it
 runs on Debian 13's C runtime, which that script puts beside it.
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import MODELS_DIR, require_bundled_models
 from tessera_testlib import SOURCE_DIR
 
 PERF_ANALYZER = Path(os.environ.get("TESSERA_PERF_ANALYZER",
@@ -22,6 +24,13 @@ RUN_TIMEOUT_S = 120
 # Short windows; the stability rule is relaxed because the test asserts correctness, not speed
 # (a 2-core CI machine running other tests beside this one is not stable within 10 %).
 WINDOW_ARGS = ["--measurement-interval", "400", "--stability-percentage", "200", "--max-trials", "6"]
+
+
+@pytest.fixture(scope="module")
+def server(make_server):
+    """The bundled models, with client shared memory allowed (for --shared-memory system)."""
+    require_bundled_models()
+    return make_server(repository=MODELS_DIR, mode="none", extra_args=("--allow-client-shm",))
 
 
 @pytest.fixture(scope="module")
@@ -89,3 +98,16 @@ def test_request_rate_with_zero_inputs(perf_analyzer, server, tmp_path):
     out, rows = run_perf_analyzer(perf_analyzer, server, tmp_path, "mlp", "--request-rate-range",
                                   "200", "--input-data", "zero")
     assert_all_served(out, rows, levels=1)
+
+
+def test_streaming(perf_analyzer, server, tmp_path):
+    out, rows = run_perf_analyzer(perf_analyzer, server, tmp_path, "mlp", "--streaming",
+                                  "--concurrency-range", "2")
+    assert_all_served(out, rows, levels=1)
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+def test_system_shared_memory(perf_analyzer, server, tmp_path, batch):
+    out, rows = run_perf_analyzer(perf_analyzer, server, tmp_path, "small_cnn", "--shared-memory",
+                                  "system", "-b", str(batch), "--concurrency-range", "2")
+    assert_all_served(out, rows, levels=1, batch=batch)

@@ -18,6 +18,7 @@ struct ServerConfig {
   std::string metrics_address = "0.0.0.0";
   int metrics_port = 8002;  // 0 = no metrics endpoint
   int64_t max_grpc_message_bytes = 2147483647;  // INT32_MAX, as Triton and its clients use
+  bool allow_client_shm = false;  // the system shared-memory extension (Triton: --allow-client-shm)
 
   // Repository.
   std::string model_repository = "configs/models";

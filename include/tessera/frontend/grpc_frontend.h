@@ -17,6 +17,9 @@ struct FrontendOptions {
   std::string metrics_address = "0.0.0.0";
   int metrics_port = 8002;  // 0 = no metrics endpoint
   std::string server_version = "0.1.0";
+  // The system shared-memory extension: clients may register POSIX shm objects for the server to
+  // read inputs from and write outputs to. Off by default, as in Triton (--allow-client-shm).
+  bool allow_client_shm = false;
 };
 
 class GrpcFrontend {
