@@ -33,6 +33,7 @@ void ExpectDefaults(const ServerConfig& c) {
   EXPECT_EQ(c.metrics_address, "0.0.0.0");
   EXPECT_EQ(c.metrics_port, 8002);
   EXPECT_EQ(c.max_grpc_message_bytes, 2147483647);
+  EXPECT_FALSE(c.allow_client_shm);
   EXPECT_EQ(c.model_repository, "configs/models");
   EXPECT_EQ(c.model_control_mode, ModelControlMode::kPoll);
   EXPECT_EQ(c.repository_poll_secs, 5);
@@ -61,7 +62,7 @@ TEST(ServerConfigTest, EmptyTextGivesDefaults) {
 
 TEST(ServerConfigTest, EveryKeyOverrides) {
   StatusOr<ServerConfig> c = ParseServerConfig(R"(
-grpc: { address: 127.0.0.1, port: 9001, max_message_bytes: 1048576 }
+grpc: { address: 127.0.0.1, port: 9001, max_message_bytes: 1048576, allow_client_shm: true }
 metrics: { address: "::1", port: 0 }
 repository: { path: /models, control_mode: explicit, poll_secs: 2 }
 executors:
@@ -82,6 +83,7 @@ log: { verbose: 2 }
   EXPECT_EQ(c->grpc_address, "127.0.0.1");
   EXPECT_EQ(c->grpc_port, 9001);
   EXPECT_EQ(c->max_grpc_message_bytes, 1048576);
+  EXPECT_TRUE(c->allow_client_shm);
   EXPECT_EQ(c->metrics_address, "::1");
   EXPECT_EQ(c->metrics_port, 0);
   EXPECT_EQ(c->model_repository, "/models");
