@@ -108,7 +108,7 @@ port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); 
 GRPC_PORT="$(port)"
 METRICS_PORT="$(port)"
 env LD_LIBRARY_PATH="$TESSERA_LD" "$BIN/tessera-server" --model-repository "$REPO/configs/models" --grpc-port "$GRPC_PORT" \
-  --metrics-port "$METRICS_PORT" --model-control-mode none >"$WORK/server.log" 2>&1 &
+  --metrics-port "$METRICS_PORT" --model-control-mode none --allow-client-shm >"$WORK/server.log" 2>&1 &
 SERVER_PID=$!
 URL="127.0.0.1:$GRPC_PORT"
 for model in $MODELS; do
@@ -136,7 +136,8 @@ GPU="$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/n
   echo "machine: $(nproc) cores, $(. /etc/os-release && echo "$PRETTY_NAME"), glibc $glibc, GPU: ${GPU:-none}"
   echo "commit: $COMMIT"
   echo "perf_analyzer: $PA"
-  echo "server: tessera-server on configs/models (CPU executor unless a GPU backend is built)"
+  echo "server: tessera-server on configs/models, --allow-client-shm (CPU executor unless a GPU backend is built)"
+  echo "modes: $MODES"
   top_concurrency="${CONCURRENCY%%:*}"
   [[ "$CONCURRENCY" == *:* ]] && top_concurrency="$(cut -d: -f2 <<<"$CONCURRENCY")"
   for model in $MODELS; do
