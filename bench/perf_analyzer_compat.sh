@@ -92,7 +92,7 @@ source "$REPO/scripts/gpu_env.sh"
 tessera_gpu_unpack "$BUILD_DIR"
 BIN="$BUILD_DIR/bin"
 TESSERA_LD="${LD_LIBRARY_PATH:-}"
-if [[ -x "$BUILD_DIR/gpu-bundle/bin/tessera-server" ]]; then
+if [[ ! -x "$BIN/tessera-server" && -x "$BUILD_DIR/gpu-bundle/bin/tessera-server" ]]; then
   BIN="$BUILD_DIR/gpu-bundle/bin"
   TESSERA_REPO="$REPO" tessera_gpu_libpath "$BUILD_DIR/gpu-bundle"
   TESSERA_LD="$LD_LIBRARY_PATH"
