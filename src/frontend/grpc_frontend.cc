@@ -9,6 +9,7 @@
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -46,6 +47,8 @@ void FillDuration(const dispatch::Duration& from, inference::StatisticDuration* 
   to->set_count(from.count);
   to->set_ns(from.ns);
 }
+
+class StreamInferReactor;
 
 class InferenceService final : public inference::GRPCInferenceService::CallbackService {
  public:
@@ -142,6 +145,21 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
 
   grpc::ServerBidiReactor<inference::ModelInferRequest, inference::ModelStreamInferResponse>*
   ModelStreamInfer(CallbackServerContext*) override;
+
+  // Open streams, so that a shutdown can end them itself: left to gRPC, a stream the client keeps
+  // open holds Shutdown for its whole deadline and then ends as a bare "Cancelling all calls".
+  // AddStream returns false once CloseStreams has run (the stream should end at once).
+  bool AddStream(StreamInferReactor* stream) {
+    std::lock_guard lock(streams_mu_);
+    streams_.insert(stream);
+    return !streams_closed_;
+  }
+  void RemoveStream(StreamInferReactor* stream) {
+    std::lock_guard lock(streams_mu_);
+    streams_.erase(stream);
+  }
+  // Ends every open stream with the shutdown refusal, each once its answers are written.
+  void CloseStreams();
 
   // Validates and queues one inference (a ModelInfer call, or one request of a stream); `finish`
   // runs exactly once, after `response` is filled, or at once with the error. `request` and
@@ -331,6 +349,9 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
   ServerCore* core_;
   const std::string version_;
   ClientShmRegistry client_shm_;
+  std::mutex streams_mu_;
+  std::set<StreamInferReactor*> streams_ ABSL_GUARDED_BY(streams_mu_);
+  bool streams_closed_ ABSL_GUARDED_BY(streams_mu_) = false;
   std::mutex mu_;
   std::condition_variable background_cv_;
   int background_ = 0;
@@ -346,23 +367,48 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
 // Threads: gRPC's callbacks and the dispatch threads that finish requests; the fields below are
 // guarded by mu_. Lifetime: gRPC calls OnDone after Finish, which is called only once no request
 // is in flight, so nothing refers to the reactor when OnDone deletes it.
+// One ModelStreamInfer call: every request read is submitted at once (reading goes on while it
+// runs), and each answer is written when it is ready, in completion order (clients match them by
+// `id`). A request that fails gets a ModelStreamInferResponse with error_message, and the stream
+// goes on. The call finishes once the client has closed its side (or the server is shutting down)
+// and every answer is written.
+//
+// Threads: gRPC's callbacks and the dispatch threads that finish requests; the fields below are
+// guarded by mu_ (taken after the service's streams_mu_, never before). Lifetime: gRPC calls
+// OnDone after Finish, which is called once, when no request is in flight, so nothing refers to
+// the reactor when OnDone deletes it.
 class StreamInferReactor final
     : public grpc::ServerBidiReactor<inference::ModelInferRequest,
                                      inference::ModelStreamInferResponse> {
  public:
   explicit StreamInferReactor(InferenceService* service) : service_(service) {
+    if (!service_->AddStream(this) && BeginClose(ShuttingDownStatus())) {
+      Finish(ShuttingDownStatus());
+      return;
+    }
     StartRead(&incoming_);
+  }
+
+  static grpc::Status ShuttingDownStatus() {
+    return ToGrpc(absl::UnavailableError(kRefusedWhileShuttingDown));
+  }
+
+  // Ends the stream with `status` once every answer is written. True when the caller must call
+  // Finish(status) now (nothing in flight); it does so outside the service's lock.
+  bool BeginClose(const grpc::Status& status) {
+    std::lock_guard lock(mu_);
+    if (closing_ || finished_) return false;
+    closing_ = true;
+    finish_status_ = status;
+    return ShouldFinishLocked();
   }
 
   void OnReadDone(bool ok) override {
     if (!ok) {  // the client closed its side, or the call was cancelled
-      bool finish = false;
-      {
-        std::lock_guard lock(mu_);
+      FinishIf([this] {
         reads_done_ = true;
-        finish = ShouldFinishLocked();
-      }
-      if (finish) Finish(grpc::Status::OK);
+        return ShouldFinishLocked();
+      });
       return;
     }
     auto request = std::make_shared<inference::ModelInferRequest>();
@@ -370,6 +416,8 @@ class StreamInferReactor final
     auto response = std::make_shared<inference::ModelStreamInferResponse>();
     {
       std::lock_guard lock(mu_);
+      // Finish was called meanwhile (shutdown): nothing more can be written on this stream.
+      if (finished_) return;
       ++in_flight_;
     }
     StartRead(&incoming_);
@@ -387,9 +435,7 @@ class StreamInferReactor final
 
   void OnWriteDone(bool ok) override {
     std::shared_ptr<inference::ModelStreamInferResponse> next;
-    bool finish = false;
-    {
-      std::lock_guard lock(mu_);
+    FinishIf([&] {
       --in_flight_;
       writing_.reset();
       if (!ok) {
@@ -402,36 +448,49 @@ class StreamInferReactor final
         pending_.pop_front();
         writing_ = next;
       }
-      finish = !next && ShouldFinishLocked();
-    }
+      return !next && ShouldFinishLocked();
+    });
     if (next) StartWrite(next.get());
-    if (finish) Finish(grpc::Status::OK);
   }
 
-  void OnDone() override { delete this; }
+  void OnDone() override {
+    service_->RemoveStream(this);
+    delete this;
+  }
 
  private:
   void Send(std::shared_ptr<inference::ModelStreamInferResponse> response) {
-    bool finish = false;
     bool start = false;
-    {
-      std::lock_guard lock(mu_);
+    FinishIf([&] {
       if (broken_) {
         --in_flight_;
-        finish = ShouldFinishLocked();
-      } else if (writing_) {
+        return ShouldFinishLocked();
+      }
+      if (writing_) {
         pending_.push_back(response);
       } else {
         writing_ = response;
         start = true;  // only one write may be outstanding, and none is
       }
-    }
+      return false;
+    });
     if (start) StartWrite(response.get());
-    if (finish) Finish(grpc::Status::OK);
   }
 
-  bool ShouldFinishLocked() {
-    if (finished_ || !reads_done_ || in_flight_ > 0 || writing_) return false;
+  // Runs `decide` under mu_; if it says so, calls Finish after releasing the lock.
+  template <typename Decide>
+  void FinishIf(Decide decide) {
+    grpc::Status status;
+    {
+      std::lock_guard lock(mu_);
+      if (!decide()) return;
+      status = finish_status_;
+    }
+    Finish(status);
+  }
+
+  bool ShouldFinishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (finished_ || !(reads_done_ || closing_) || in_flight_ > 0 || writing_) return false;
     finished_ = true;
     return true;
   }
@@ -443,13 +502,28 @@ class StreamInferReactor final
   std::shared_ptr<inference::ModelStreamInferResponse> writing_ ABSL_GUARDED_BY(mu_);
   std::deque<std::shared_ptr<inference::ModelStreamInferResponse>> pending_ ABSL_GUARDED_BY(mu_);
   bool reads_done_ ABSL_GUARDED_BY(mu_) = false;
+  bool closing_ ABSL_GUARDED_BY(mu_) = false;  // the server ends the stream (shutdown)
   bool broken_ ABSL_GUARDED_BY(mu_) = false;
-  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;  // Finish called or about to be
+  grpc::Status finish_status_ ABSL_GUARDED_BY(mu_);
 };
 
 grpc::ServerBidiReactor<inference::ModelInferRequest, inference::ModelStreamInferResponse>*
 InferenceService::ModelStreamInfer(CallbackServerContext*) {
   return new StreamInferReactor(this);
+}
+
+void InferenceService::CloseStreams() {
+  std::vector<StreamInferReactor*> finish_now;
+  {
+    std::lock_guard lock(streams_mu_);
+    streams_closed_ = true;
+    for (StreamInferReactor* stream : streams_) {
+      if (stream->BeginClose(StreamInferReactor::ShuttingDownStatus())) finish_now.push_back(stream);
+    }
+  }
+  // Safe outside the lock: a stream that BeginClose claimed cannot reach OnDone before Finish.
+  for (StreamInferReactor* stream : finish_now) stream->Finish(StreamInferReactor::ShuttingDownStatus());
 }
 
 class GrpcFrontendImpl final : public GrpcFrontend {
@@ -486,6 +560,7 @@ class GrpcFrontendImpl final : public GrpcFrontend {
 
   void Shutdown(int64_t deadline_ms) override {
     if (!server_) return;
+    service_->CloseStreams();
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(deadline_ms));
     service_->WaitForBackgroundWork();
     server_->Wait();

@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from conftest import MODELS_DIR
 from tessera_testlib import (OUTPUT_NAME, OrtReference, assert_close, load_reference, make_input,
                              random_inputs)
 
@@ -104,3 +105,21 @@ def test_closing_the_stream_still_delivers_every_answer(server):
     for _, result, error in answers:
         assert error is None
         assert_close(result.as_numpy(OUTPUT_NAME), y, "small_cnn answered before the close")
+
+
+def test_shutdown_ends_an_open_stream_with_the_shutdown_message(make_server):
+    """A client that keeps its stream open does not hold the shutdown until gRPC's deadline cancels
+    the call: the server ends the stream itself, saying why, and exits cleanly."""
+    srv = make_server(repository=MODELS_DIR, mode="none")
+    client = srv.new_client()
+    s = Stream(client)
+    x, y = load_reference("mlp")
+    s.send("mlp", x, "before")
+    [(rid, result, error)] = s.collect(1)
+    assert error is None and rid == "before"
+    assert_close(result.as_numpy(OUTPUT_NAME), y, "mlp before the shutdown")
+    assert srv.stop(timeout=15.0) == 0
+    [(_, _, error)] = s.collect(1)
+    assert "server is shutting down" in str(error), error
+    client.stop_stream()
+    client.close()
