@@ -4,6 +4,7 @@
 #include <optional>
 #include <set>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 
 namespace tessera::frontend {
@@ -82,7 +83,7 @@ StatusOr<std::unique_ptr<dispatch::Request>> BuildDispatchRequest(
   if (shm == nullptr) shm = &kNoRegions;
   // raw_input_contents holds the inputs that are not in shared memory, in order (as tritonclient
   // sends them): raw_index[i] is wire input i's entry, -1 for one in shared memory.
-  std::vector<int> raw_index(wire.inputs_size(), -1);
+  absl::InlinedVector<int, 8> raw_index(wire.inputs_size(), -1);  // no allocation per request
   int wire_inputs_not_in_shm = 0;
   for (int i = 0; i < wire.inputs_size(); ++i) {
     if (!NamesShmRegion(wire.inputs(i).parameters())) raw_index[i] = wire_inputs_not_in_shm++;
@@ -96,7 +97,7 @@ StatusOr<std::unique_ptr<dispatch::Request>> BuildDispatchRequest(
   }
 
   // Map wire inputs by name, rejecting duplicates and names the model does not have.
-  std::vector<int> wire_index(config.inputs.size(), -1);
+  absl::InlinedVector<int, 8> wire_index(config.inputs.size(), -1);
   for (int i = 0; i < wire.inputs_size(); ++i) {
     const std::string& name = wire.inputs(i).name();
     size_t k = 0;
