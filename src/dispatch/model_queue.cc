@@ -94,7 +94,19 @@ void ModelQueue::StartWorkers(const LanePtr& lane) {
     return;
   }
   for (const auto& runner : lane->runners) {
-    lane->workers.emplace_back([this, lane, r = runner.get()] { WorkerLoop(lane, r); });
+    // A duty-cycle round is one batch at a time by the plan's arithmetic (seed 001 §2.4).
+    const int depth = lane->plan.duty_cycle ? 1 : runner->max_in_flight();
+    if (depth > 1) {
+      auto pipe = std::make_unique<PipeState>();
+      pipe->runner = runner.get();
+      pipe->depth = depth;
+      pipe->try_submit = runner->supports_try_submit();
+      PipeState* p = pipe.get();
+      lane->pipes.push_back(std::move(pipe));
+      lane->workers.emplace_back([this, lane, p] { PipelinedWorkerLoop(lane, p); });
+    } else {
+      lane->workers.emplace_back([this, lane, r = runner.get()] { WorkerLoop(lane, r); });
+    }
   }
 }
 
@@ -136,9 +148,30 @@ Status ModelQueue::Enqueue(std::unique_ptr<Request>&& request) {
   if (lane->runners.size() == 1 || !lane->sized.empty()) lane->runners.front()->Stage(*request);
   lane->queue.push_back(Queued{std::move(request), key});
   ++queued_;
+  // A pipelined runner with room takes a ready submission from this thread: waking its worker
+  // for it would cost a context switch per request.
+  // Runners at their limit need nobody: the thread that gets their next result takes the queue.
+  PipeState* ready_pipe = nullptr;
+  std::vector<Taken> ready;
+  bool wake_worker = lane->pipes.empty();  // other lanes' workers take every batch themselves
+  for (const auto& pipe : lane->pipes) {
+    if (!pipe->try_submit) {
+      wake_worker = true;
+      continue;
+    }
+    if (pipe->in_flight >= pipe->depth) continue;
+    ready = TakeReadyLocked(*lane, *pipe);
+    if (!ready.empty()) {
+      ready_pipe = pipe.get();
+    } else {
+      WakeForRuleLocked(*lane, *pipe);  // the batching rule says wait: the worker waits it out
+    }
+    break;
+  }
   lock.unlock();
   stats_->RecordArrival();  // also counts it pending: one lock per request, not two
-  lane->cv.notify_one();  // on a multi-granularity lane, the woken worker hands out for all
+  if (wake_worker) lane->cv.notify_one();  // on a multi-granularity lane it hands out for all
+  if (ready_pipe != nullptr) Launch(lane, ready_pipe, std::move(ready), /*may_wait=*/false);
   return absl::OkStatus();
 }
 
@@ -182,7 +215,7 @@ StatusOr<LaneSwap> ModelQueue::ReplaceLanes(std::vector<Lane> lanes) {
   }
   for (const LanePtr& lane : fresh) lane->cv.notify_all();
   for (const LanePtr& lane : old) {
-    lane->cv.notify_all();
+    WakeWorkers(*lane);
     for (std::thread& worker : lane->workers) worker.join();  // after their running batch
     lane->workers.clear();
   }
@@ -228,7 +261,7 @@ void ModelQueue::Shutdown(const std::string& reason) {
     queued_ = 0;
   }
   for (const LanePtr& lane : lanes) {
-    lane->cv.notify_all();
+    WakeWorkers(*lane);
     for (std::thread& worker : lane->workers) worker.join();
     lane->workers.clear();
   }
@@ -247,8 +280,7 @@ size_t ModelQueue::pending() const {
   return queued_;
 }
 
-ModelQueue::Taken ModelQueue::TakeBatch(LaneState& lane, std::unique_lock<std::mutex>& lock) {
-  Taken taken;
+BatchDecision ModelQueue::DecideLocked(LaneState& lane, uint64_t now) {
   // A request has >= 1 row, so more than max rows + 1 entries never matter to the decision.
   int64_t max_rows = lane.plan.duty_cycle ? lane.plan.duty.max_rows : options_.policy.max_batch_size;
   size_t scan = lane.queue.size();
@@ -260,14 +292,17 @@ ModelQueue::Taken ModelQueue::TakeBatch(LaneState& lane, std::unique_lock<std::m
     pending.push_back(
         PendingRequest{request.batch_size, request.arrival_ns, lane.queue[i].shape_key});
   }
-  const uint64_t now = clock_->NowNs();
-  BatchDecision decision;
   if (lane.plan.duty_cycle) {
-    decision = DecideDutyCycleBatch(pending, now, DutyBuildStart(lane, pending.front().arrival_ns),
-                                    lane.plan.duty);
-  } else {
-    decision = DecideBatch(pending, now, options_.policy);
+    return DecideDutyCycleBatch(pending, now, DutyBuildStart(lane, pending.front().arrival_ns),
+                                lane.plan.duty);
   }
+  return DecideBatch(pending, now, options_.policy);
+}
+
+ModelQueue::Taken ModelQueue::TakeBatch(LaneState& lane, std::unique_lock<std::mutex>& lock) {
+  Taken taken;
+  const uint64_t now = clock_->NowNs();
+  const BatchDecision decision = DecideLocked(lane, now);
   if (decision.count == 0) {
     if (decision.wake_at_ns > now) {
       lane.cv.wait_for(lock, std::chrono::nanoseconds(decision.wake_at_ns - now));
@@ -371,12 +406,6 @@ void ModelQueue::Drop(std::vector<std::unique_ptr<Request>> dropped, const LaneP
 }
 
 void ModelQueue::WorkerLoop(LanePtr lane, BatchRunner* runner) {
-  // A duty-cycle round is one batch at a time by the plan's arithmetic (seed 001 §2.4).
-  const int depth = lane->plan.duty_cycle ? 1 : runner->max_in_flight();
-  if (depth > 1) {
-    PipelinedWorkerLoop(std::move(lane), runner, depth);
-    return;
-  }
   std::unique_lock lock(mu_);
   while (!stopping_ && !lane->retired) {
     if (lane->queue.empty()) {
@@ -398,19 +427,61 @@ void ModelQueue::WorkerLoop(LanePtr lane, BatchRunner* runner) {
   }
 }
 
-void ModelQueue::PipelinedWorkerLoop(LanePtr lane, BatchRunner* runner, int depth) {
+namespace {
+
+// Set while this thread starts a submission, so that a result delivered inside that call (a
+// runner that fails at once) does not start the next submission from the same stack: the worker
+// takes it instead, and a run of failures cannot recurse through the whole queue.
+thread_local bool starting_submission = false;
+
+}  // namespace
+
+std::vector<ModelQueue::Taken> ModelQueue::TakeUnbatchedLocked(LaneState& lane) {
   // Requests of one submission of an unbatched lane: enough to amortise a round trip, few enough
   // that the first answers are not held up behind many.
   constexpr size_t kMaxUnbatchedPerSubmission = 32;
-  // Both guarded by mu_, and both outlive every completion: the loop returns only at in_flight 0.
-  int in_flight = 0;
-  // A worker at its limit waits here, not on the lane's cv: an arrival then wakes only workers
-  // that can take it (a wasted wake-up per request otherwise, and with notify_one a lost one).
-  std::condition_variable capacity_cv;
+  // The lane's other runners get their share of what is queued.
+  const size_t share = (lane.queue.size() + lane.runners.size() - 1) / lane.runners.size();
+  const size_t count = std::min(share, kMaxUnbatchedPerSubmission);
+  const uint64_t now = clock_->NowNs();
+  std::vector<Taken> taken;
+  while (!lane.queue.empty() && taken.size() < count) taken.push_back(PopBatch(lane, 1, now));
+  return taken;
+}
+
+std::vector<ModelQueue::Taken> ModelQueue::TakeReadyLocked(LaneState& lane, PipeState& pipe) {
+  std::vector<Taken> taken;
+  if (pipe.in_flight >= pipe.depth || lane.queue.empty() || lane.retired || stopping_) return taken;
+  if (batched_) {
+    const uint64_t now = clock_->NowNs();
+    const BatchDecision decision = DecideLocked(lane, now);
+    if (decision.count == 0) return taken;  // the worker waits out the queue delay
+    taken.push_back(PopBatch(lane, decision.count, now));
+  } else {
+    taken = TakeUnbatchedLocked(lane);
+  }
+  ++pipe.in_flight;
+  ++running_batches_;
+  return taken;
+}
+
+void ModelQueue::PipelinedWorkerLoop(LanePtr lane, PipeState* pipe) {
+  PipeState& me = *pipe;
   std::unique_lock lock(mu_);
-  while (!stopping_ && !lane->retired) {
-    if (in_flight >= depth) {
-      capacity_cv.wait(lock);
+  while (true) {
+    if (!me.handoff.empty()) {
+      // Taken by a thread that could not start it; it left the queue, so it runs even when the
+      // lane retired or the queue stops.
+      std::vector<Taken> taken = std::move(me.handoff.front());
+      me.handoff.pop_front();
+      lock.unlock();
+      Launch(lane, pipe, std::move(taken), /*may_wait=*/true);
+      lock.lock();
+      continue;
+    }
+    if (stopping_ || lane->retired) break;
+    if (me.in_flight >= me.depth) {
+      me.capacity_cv.wait(lock);
       continue;
     }
     if (lane->queue.empty()) {
@@ -419,66 +490,127 @@ void ModelQueue::PipelinedWorkerLoop(LanePtr lane, BatchRunner* runner, int dept
     }
     std::vector<Taken> taken;
     if (batched_) {
-      Taken batch = TakeBatch(*lane, lock);
+      Taken batch = TakeBatch(*lane, lock);  // may wait for the queue delay; then decide again
       if (batch.batch.empty() && batch.dropped.empty()) continue;
       taken.push_back(std::move(batch));
     } else {
-      // The lane's other runners get their share of what is queued.
-      const size_t share = (lane->queue.size() + lane->runners.size() - 1) / lane->runners.size();
-      const size_t count = std::min(share, kMaxUnbatchedPerSubmission);
-      const uint64_t now = clock_->NowNs();
-      while (!lane->queue.empty() && taken.size() < count) {
-        taken.push_back(PopBatch(*lane, 1, now));
-      }
+      taken = TakeUnbatchedLocked(*lane);
     }
-    ++in_flight;
+    ++me.in_flight;
     ++running_batches_;
     const bool more_waiting = !lane->queue.empty();
     lock.unlock();
     if (more_waiting) lane->cv.notify_one();  // another idle runner of the lane may take the rest
-
-    size_t requests = 0;
-    std::vector<std::unique_ptr<Request>> dropped;
-    auto batches = std::make_shared<std::vector<std::vector<std::unique_ptr<Request>>>>();
-    for (Taken& t : taken) {
-      requests += t.batch.size() + t.dropped.size();
-      for (auto& request : t.dropped) dropped.push_back(std::move(request));
-      if (!t.batch.empty()) batches->push_back(std::move(t.batch));
-    }
-    stats_->AddPending(-static_cast<int64_t>(requests));
-    if (!dropped.empty()) Drop(std::move(dropped), lane->plan);
-
-    // The submission is finished when its last batch is; then the worker may send another.
-    auto finish_submission = [this, &in_flight, &capacity_cv] {
-      std::lock_guard guard(mu_);
-      --in_flight;
-      --running_batches_;
-      // Notified under the lock: once it is released the worker may return, and with it both.
-      capacity_cv.notify_one();
-      if (IdleLocked()) idle_cv_.notify_all();
-    };
-    if (batches->empty()) {
-      finish_submission();
-    } else {
-      const uint64_t start_ns = clock_->NowNs();
-      auto remaining = std::make_shared<std::atomic<size_t>>(batches->size());
-      std::vector<std::vector<const Request*>> views(batches->size());
-      std::vector<BatchOutcomeCallback> done;
-      for (size_t i = 0; i < batches->size(); ++i) {
-        for (const auto& request : (*batches)[i]) views[i].push_back(request.get());
-        done.push_back([this, runner, batches, i, start_ns, remaining,
-                        finish_submission](BatchOutcome outcome) {
-          CompleteBatch(*runner, (*batches)[i], start_ns, std::move(outcome));
-          (*batches)[i].clear();  // frees the requests (and their pool slots) now
-          if (remaining->fetch_sub(1) == 1) finish_submission();
-        });
-      }
-      runner->Submit(views, std::move(done));
-    }
+    Launch(lane, pipe, std::move(taken), /*may_wait=*/true);
     lock.lock();
   }
-  // Retired or stopping: what was submitted still finishes here before the worker is joined.
-  capacity_cv.wait(lock, [&] { return in_flight == 0; });
+  // Retired or stopping: what was submitted still finishes here before the worker is joined
+  // (FinishSubmission starts nothing new on a retired lane or a stopping queue).
+  while (true) {
+    me.capacity_cv.wait(lock, [&] { return me.in_flight == 0 || !me.handoff.empty(); });
+    if (me.handoff.empty()) break;
+    std::vector<Taken> taken = std::move(me.handoff.front());
+    me.handoff.pop_front();
+    lock.unlock();
+    Launch(lane, pipe, std::move(taken), /*may_wait=*/true);
+    lock.lock();
+  }
+}
+
+void ModelQueue::Launch(const LanePtr& lane, PipeState* pipe, std::vector<Taken> taken,
+                        bool may_wait) {
+  size_t requests = 0;
+  std::vector<std::unique_ptr<Request>> dropped;
+  auto batches = std::make_shared<std::vector<std::vector<std::unique_ptr<Request>>>>();
+  for (Taken& t : taken) {
+    requests += t.batch.size() + t.dropped.size();
+    for (auto& request : t.dropped) dropped.push_back(std::move(request));
+    if (!t.batch.empty()) batches->push_back(std::move(t.batch));
+  }
+  const size_t dropped_count = dropped.size();
+  stats_->AddPending(-static_cast<int64_t>(requests));
+  if (!dropped.empty()) Drop(std::move(dropped), lane->plan);
+  const bool was_starting = starting_submission;
+  starting_submission = true;
+  if (batches->empty()) {
+    FinishSubmission(lane, pipe);
+    starting_submission = was_starting;
+    return;
+  }
+
+  BatchRunner* runner = pipe->runner;
+  const uint64_t start_ns = clock_->NowNs();
+  auto remaining = std::make_shared<std::atomic<size_t>>(batches->size());
+  std::vector<std::vector<const Request*>> views(batches->size());
+  std::vector<BatchOutcomeCallback> done;
+  done.reserve(batches->size());
+  for (size_t i = 0; i < batches->size(); ++i) {
+    for (const auto& request : (*batches)[i]) views[i].push_back(request.get());
+    // The submission is finished when its last batch is; then its place may take another.
+    done.push_back([this, lane, pipe, batches, i, start_ns, remaining](BatchOutcome outcome) {
+      CompleteBatch(*pipe->runner, (*batches)[i], start_ns, std::move(outcome));
+      (*batches)[i].clear();  // frees the requests (and their pool slots) now
+      if (remaining->fetch_sub(1) == 1) FinishSubmission(lane, pipe);
+    });
+  }
+  bool started = true;
+  if (may_wait) {
+    runner->Submit(views, std::move(done));
+  } else {
+    started = runner->TrySubmit(views, done);
+  }
+  starting_submission = was_starting;
+  if (started) return;
+
+  // Not started and no callback ran: the requests go back to being one submission, for the worker.
+  std::vector<Taken> back;
+  for (auto& batch : *batches) back.push_back(Taken{std::move(batch), {}});
+  stats_->AddPending(static_cast<int64_t>(requests - dropped_count));
+  {
+    std::lock_guard lock(mu_);
+    pipe->handoff.push_back(std::move(back));
+  }
+  pipe->capacity_cv.notify_one();
+  lane->cv.notify_all();  // the worker may be waiting for an arrival instead
+}
+
+void ModelQueue::FinishSubmission(const LanePtr& lane, PipeState* pipe) {
+  std::vector<Taken> next;
+  {
+    std::lock_guard lock(mu_);
+    --pipe->in_flight;
+    --running_batches_;
+    // The thread with the result starts the next ready submission (no worker wake-up); not from
+    // inside a submission's own start, nor once the lane retired or the queue stops.
+    if (pipe->try_submit && !starting_submission) next = TakeReadyLocked(*lane, *pipe);
+    if (next.empty()) {
+      // Notified under the lock: once it is released the worker may return, and with it the lane.
+      if (!pipe->try_submit || starting_submission || stopping_ || lane->retired) {
+        pipe->capacity_cv.notify_one();
+        lane->cv.notify_all();  // the worker may be waiting for an arrival instead
+      } else {
+        WakeForRuleLocked(*lane, *pipe);
+      }
+      if (IdleLocked()) idle_cv_.notify_all();
+      return;
+    }
+  }
+  Launch(lane, pipe, std::move(next), /*may_wait=*/false);
+}
+
+void ModelQueue::WakeWorkers(LaneState& lane) {
+  lane.cv.notify_all();
+  // A pipelined worker at its limit waits on its pipe, which finishing submissions notify only
+  // when the worker has something to do.
+  for (const auto& pipe : lane.pipes) pipe->capacity_cv.notify_all();
+}
+
+void ModelQueue::WakeForRuleLocked(LaneState& lane, PipeState& pipe) {
+  // Requests wait while the pipe has room: only the batching rule's delay holds them, and only
+  // the worker waits one out.
+  if (lane.queue.empty() || pipe.in_flight >= pipe.depth) return;
+  pipe.capacity_cv.notify_one();
+  lane.cv.notify_all();
 }
 
 void ModelQueue::SizedWorkerLoop(LanePtr lane, size_t index) {

@@ -17,10 +17,18 @@ namespace {
 
 // Test double: Submit queues the batches; a thread of its own answers them in order (each
 // request with its input's first float) while the queue goes on. Records what it was given.
+// With a TryMode other than kNone it also takes submissions through TrySubmit (kAccept), or
+// refuses every TrySubmit (kRefuse), and records which threads called it.
+enum class TryMode { kNone, kAccept, kRefuse };
+
 class FakeAsyncRunnerForTest : public BatchRunner {
  public:
-  FakeAsyncRunnerForTest(int max_in_flight, std::chrono::microseconds per_batch)
-      : max_in_flight_(max_in_flight), per_batch_(per_batch), thread_([this] { Answer(); }) {}
+  FakeAsyncRunnerForTest(int max_in_flight, std::chrono::microseconds per_batch,
+                         TryMode try_mode = TryMode::kNone)
+      : max_in_flight_(max_in_flight),
+        per_batch_(per_batch),
+        try_mode_(try_mode),
+        thread_([this] { Answer(); }) {}
   ~FakeAsyncRunnerForTest() override {
     {
       std::lock_guard lock(mu_);
@@ -44,6 +52,28 @@ class FakeAsyncRunnerForTest : public BatchRunner {
     cv_.notify_all();
   }
   std::string Describe() const override { return "fake async"; }
+  bool supports_try_submit() const override { return try_mode_ != TryMode::kNone; }
+  bool TrySubmit(const std::vector<std::vector<const Request*>>& batches,
+                 std::vector<BatchOutcomeCallback>& done) override {
+    {
+      std::lock_guard lock(mu_);
+      try_threads_.push_back(std::this_thread::get_id());
+      if (try_mode_ != TryMode::kAccept) return false;
+      ++tried_submissions_;
+    }
+    Submit(batches, std::move(done));
+    return true;
+  }
+  // Submit calls that did not come through TrySubmit: the worker's.
+  size_t worker_submissions() {
+    std::lock_guard lock(mu_);
+    return submission_sizes_.size() - tried_submissions_;
+  }
+  std::vector<std::thread::id> try_threads() {
+    std::lock_guard lock(mu_);
+    return try_threads_;
+  }
+  std::thread::id answer_thread() const { return thread_.get_id(); }
 
   void Hold(bool hold) {
     {
@@ -104,6 +134,9 @@ class FakeAsyncRunnerForTest : public BatchRunner {
 
   const int max_in_flight_;
   const std::chrono::microseconds per_batch_;
+  const TryMode try_mode_;
+  size_t tried_submissions_ = 0;
+  std::vector<std::thread::id> try_threads_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Submission> work_;
@@ -277,6 +310,152 @@ TEST(ModelQueuePipelinedTest, ShutdownWaitsForSubmittedBatchesAndFailsOnlyQueued
   }
   EXPECT_EQ(ok, 2);  // the two submitted batches of one row each
   EXPECT_EQ(abandoned, 3);
+}
+
+TEST(ModelQueuePipelinedTest, WithRoomTheEnqueuingThreadStartsTheSubmissionItself) {
+  auto runner = std::make_unique<FakeAsyncRunnerForTest>(2, std::chrono::microseconds(0),
+                                                         TryMode::kAccept);
+  FakeAsyncRunnerForTest* fake = runner.get();
+  std::vector<std::unique_ptr<BatchRunner>> runners;
+  runners.push_back(std::move(runner));
+  auto stats = std::make_shared<ModelStats>();
+  ModelQueue queue({"m/1", BatchPolicyOptions{}, 0}, std::move(runners), stats);
+  for (int i = 0; i < 5; ++i) {
+    Submitted s;
+    s.value = static_cast<float>(i);
+    ASSERT_TRUE(queue.Enqueue(MakeRequest(s)).ok());
+    auto result = s.promise.get_future().get();
+    ASSERT_TRUE(result.ok()) << result.status();
+    EXPECT_EQ(FirstFloat(*result), static_cast<float>(i));
+  }
+  EXPECT_TRUE(queue.WaitIdle(5000));
+  const std::vector<std::thread::id> threads = fake->try_threads();
+  ASSERT_EQ(threads.size(), 5u);  // one request at a time: each found the runner idle
+  for (std::thread::id id : threads) EXPECT_EQ(id, std::this_thread::get_id());
+  EXPECT_EQ(fake->worker_submissions(), 0u);
+  EXPECT_EQ(stats->Snapshot().pending, 0u);
+}
+
+TEST(ModelQueuePipelinedTest, TheThreadWithAResultStartsWhatQueuedMeanwhile) {
+  auto runner = std::make_unique<FakeAsyncRunnerForTest>(2, std::chrono::microseconds(100),
+                                                         TryMode::kAccept);
+  FakeAsyncRunnerForTest* fake = runner.get();
+  std::vector<std::unique_ptr<BatchRunner>> runners;
+  runners.push_back(std::move(runner));
+  auto stats = std::make_shared<ModelStats>();
+  ModelQueue queue({"m/1", BatchPolicyOptions{}, 0}, std::move(runners), stats);
+
+  // Two go out from this thread (the limit), 38 queue; the answers start the rest.
+  std::vector<Submitted> submitted = EnqueueHeld(queue, fake, 40);
+  for (size_t i = 0; i < submitted.size(); ++i) {
+    auto result = submitted[i].promise.get_future().get();
+    ASSERT_TRUE(result.ok()) << result.status();
+    EXPECT_EQ(FirstFloat(*result), static_cast<float>(i));
+  }
+  EXPECT_TRUE(queue.WaitIdle(5000));
+  EXPECT_EQ(fake->max_seen_in_flight(), 2);
+  EXPECT_EQ(fake->worker_submissions(), 0u);
+  const std::vector<std::thread::id> threads = fake->try_threads();
+  ASSERT_GE(threads.size(), 3u);
+  EXPECT_EQ(threads[0], std::this_thread::get_id());
+  EXPECT_EQ(threads[1], std::this_thread::get_id());
+  for (size_t i = 2; i < threads.size(); ++i) EXPECT_EQ(threads[i], fake->answer_thread());
+  for (size_t size : fake->submission_sizes()) EXPECT_LE(size, 32u);
+  ModelStatsSnapshot snap = stats->Snapshot();
+  EXPECT_EQ(snap.success.count, 40u);
+  EXPECT_EQ(snap.pending, 0u);
+}
+
+TEST(ModelQueuePipelinedTest, ASubmissionTheRunnerCannotStartAtOnceIsHandedToTheWorker) {
+  auto runner = std::make_unique<FakeAsyncRunnerForTest>(2, std::chrono::microseconds(50),
+                                                         TryMode::kRefuse);
+  FakeAsyncRunnerForTest* fake = runner.get();
+  std::vector<std::unique_ptr<BatchRunner>> runners;
+  runners.push_back(std::move(runner));
+  auto stats = std::make_shared<ModelStats>();
+  ModelQueue queue({"m/1", BatchPolicyOptions{}, 0}, std::move(runners), stats);
+  std::vector<Submitted> submitted = EnqueueHeld(queue, fake, 30);
+  for (size_t i = 0; i < submitted.size(); ++i) {
+    auto result = submitted[i].promise.get_future().get();
+    ASSERT_TRUE(result.ok()) << result.status();
+    EXPECT_EQ(FirstFloat(*result), static_cast<float>(i));
+  }
+  EXPECT_TRUE(queue.WaitIdle(5000));
+  EXPECT_GT(fake->try_threads().size(), 0u);  // it was asked, refused, and the worker sent it
+  EXPECT_EQ(fake->worker_submissions(), fake->submission_sizes().size());
+  EXPECT_LE(fake->max_seen_in_flight(), 2);
+  ModelStatsSnapshot snap = stats->Snapshot();
+  EXPECT_EQ(snap.success.count, 30u);
+  EXPECT_EQ(snap.pending, 0u);
+}
+
+TEST(ModelQueuePipelinedTest, TheQueueDelayIsWaitedOutEvenWhenTheRunnerHasRoom) {
+  auto runner = std::make_unique<FakeAsyncRunnerForTest>(2, std::chrono::microseconds(0),
+                                                         TryMode::kAccept);
+  FakeAsyncRunnerForTest* fake = runner.get();
+  std::vector<std::unique_ptr<BatchRunner>> runners;
+  runners.push_back(std::move(runner));
+  auto stats = std::make_shared<ModelStats>();
+  // Batches of up to 8 rows, waiting up to 150 ms for more.
+  ModelQueue queue({"m/1", BatchPolicyOptions{true, 8, {}, 150'000'000}, 0}, std::move(runners),
+                   stats);
+  std::vector<Submitted> submitted(3);
+  const auto start = std::chrono::steady_clock::now();
+  for (size_t i = 0; i < submitted.size(); ++i) {
+    submitted[i].value = static_cast<float>(i);
+    ASSERT_TRUE(queue.Enqueue(MakeRequest(submitted[i])).ok());
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_TRUE(fake->submission_sizes().empty());  // nobody started it early
+  for (auto& s : submitted) ASSERT_TRUE(s.promise.get_future().get().ok());
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(140));
+  EXPECT_EQ(fake->batch_sizes(), std::vector<size_t>{3});  // one batch, after the delay
+  EXPECT_EQ(fake->worker_submissions(), 1u);               // the worker waited it out
+}
+
+// Test double: answers every batch with an error inside the call that submits it.
+class FakeFailingRunnerForTest : public BatchRunner {
+ public:
+  StatusOr<std::vector<Response>> Run(const std::vector<const Request*>&) override {
+    return absl::InternalError("Run called on a pipelined runner");
+  }
+  int max_in_flight() const override { return 2; }
+  void Submit(const std::vector<std::vector<const Request*>>& batches,
+              std::vector<BatchOutcomeCallback> done) override {
+    for (size_t i = 0; i < batches.size(); ++i) done[i](absl::UnavailableError("fake is down"));
+  }
+  bool supports_try_submit() const override { return true; }
+  bool TrySubmit(const std::vector<std::vector<const Request*>>& batches,
+                 std::vector<BatchOutcomeCallback>& done) override {
+    Submit(batches, std::move(done));
+    return true;
+  }
+  std::string Describe() const override { return "fake failing"; }
+};
+
+TEST(ModelQueuePipelinedTest, ARunnerThatFailsInsideTheCallAnswersEveryRequestWithoutRecursing) {
+  std::vector<std::unique_ptr<BatchRunner>> runners;
+  runners.push_back(std::make_unique<FakeFailingRunnerForTest>());
+  auto stats = std::make_shared<ModelStats>();
+  ModelQueue queue({"m/1", BatchPolicyOptions{}, 0}, std::move(runners), stats);
+  constexpr size_t kRequests = 20000;
+  std::vector<Submitted> submitted(kRequests);
+  std::vector<std::thread> enqueuers;
+  for (size_t t = 0; t < 4; ++t) {
+    enqueuers.emplace_back([&, t] {
+      for (size_t i = t; i < kRequests; i += 4) {
+        EXPECT_TRUE(queue.Enqueue(MakeRequest(submitted[i])).ok());
+      }
+    });
+  }
+  for (auto& thread : enqueuers) thread.join();
+  for (auto& s : submitted) {
+    auto result = s.promise.get_future().get();
+    ASSERT_FALSE(result.ok());
+    EXPECT_TRUE(absl::IsUnavailable(result.status())) << result.status();
+  }
+  EXPECT_TRUE(queue.WaitIdle(5000));
+  EXPECT_EQ(stats->Snapshot().pending, 0u);
 }
 
 }  // namespace

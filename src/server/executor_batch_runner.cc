@@ -51,6 +51,15 @@ void ExecutorBatchRunner::Submit(const std::vector<std::vector<const dispatch::R
   (*process)->SubmitBatches(key_, *config_, batches, std::move(done), pool_key_);
 }
 
+bool ExecutorBatchRunner::TrySubmit(
+    const std::vector<std::vector<const dispatch::Request*>>& batches,
+    std::vector<dispatch::BatchOutcomeCallback>& done) {
+  std::shared_ptr<ExecutorProcess> process = pool_->TryAcquire(slot_, key_);
+  if (!process) return false;
+  process->SubmitBatches(key_, *config_, batches, std::move(done), pool_key_);
+  return true;
+}
+
 void ExecutorBatchRunner::Stage(dispatch::Request& request) {
   if (pool_key_.empty()) return;
   // Never waits: a restarting executor means this request gathers at batch time instead.

@@ -1,7 +1,8 @@
 // Batch runners that run a model instance on one executor of the pool, and the pieces the model
 // manager and the plan applier share to put instances there (the LoadModel message, warm-up).
 //
-// Thread-safety: a runner is used by its lane's worker (Run) and by enqueuing threads (Stage).
+// Thread-safety: a runner is used by its lane's worker (Run, Submit), by enqueuing threads (Stage,
+// TrySubmit) and by executor reader threads (TrySubmit, from a finished submission).
 #pragma once
 
 #include <memory>
@@ -32,6 +33,10 @@ class ExecutorBatchRunner : public dispatch::BatchRunner {
   int max_in_flight() const override;
   void Submit(const std::vector<std::vector<const dispatch::Request*>>& batches,
               std::vector<dispatch::BatchOutcomeCallback> done) override;
+  // Submit while the executor is up (SubmitBatches never waits); false while it restarts.
+  bool supports_try_submit() const override { return true; }
+  bool TrySubmit(const std::vector<std::vector<const dispatch::Request*>>& batches,
+                 std::vector<dispatch::BatchOutcomeCallback>& done) override;
   // Stages into the pool region of `pool_key_` when one is set (see SharePoolOf); else nothing.
   void Stage(dispatch::Request& request) override;
 

@@ -189,6 +189,16 @@ std::map<int, InputPoolCounters> ExecutorPool::input_pool_counters() const {
   return counters;
 }
 
+std::shared_ptr<ExecutorProcess> ExecutorPool::TryAcquire(int slot,
+                                                          const std::string& instance_key) const {
+  std::lock_guard lock(mu_);
+  if (stopping_ || slot < 0 || slot >= static_cast<int>(slots_.size())) return nullptr;
+  const Slot& s = slots_[slot];
+  if (s.removed || s.needs_restart || !s.process || !s.process->alive()) return nullptr;
+  if (!s.instances.count(instance_key)) return nullptr;
+  return s.process;
+}
+
 uint64_t ExecutorPool::restarts() const {
   std::lock_guard lock(mu_);
   return restarts_;

@@ -51,6 +51,8 @@ class ExecutorPool {
 
   // The running executor of `slot` now, without waiting; null while it restarts or was removed.
   std::shared_ptr<ExecutorProcess> Current(int slot) const;
+  // Acquire without waiting: null whenever Acquire would wait or fail (it then says why).
+  std::shared_ptr<ExecutorProcess> TryAcquire(int slot, const std::string& instance_key) const;
 
   uint64_t restarts() const;
   // Input-pool counters of every running executor, by slot (they restart from 0 with the process).

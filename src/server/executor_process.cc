@@ -176,9 +176,14 @@ std::string ExecutorProcess::WaitForExitDescription(int64_t timeout_ms) {
   return description;
 }
 
+namespace {
+// The process whose reader thread this is (SubmitBatches called from a `done` queues its batches
+// in the reader's outbox instead of writing them itself).
+thread_local const ExecutorProcess* reader_of = nullptr;
+}  // namespace
+
 void ExecutorProcess::ReaderLoop() {
-  // Outputs copied out and not yet given back: one ReleaseOutputs per burst of results.
-  std::vector<uint64_t> to_release;
+  reader_of = this;
   while (true) {
     ipc::ControlMessage message;
     Status status = channel_->Receive(&message);
@@ -187,8 +192,9 @@ void ExecutorProcess::ReaderLoop() {
       const ipc::BatchResult& result = message.result();
       if (std::optional<PendingBatch> pending = TakePending(result.batch_id())) {
         StatusOr<std::vector<dispatch::Response>> responses = FinishBatch(*pending, result);
-        if (result.ok()) to_release.push_back(result.batch_id());
-        pending->done(std::move(responses));
+        // Outputs are copied out: given back with the burst's write.
+        if (result.ok()) reader_release_.push_back(result.batch_id());
+        pending->done(std::move(responses));  // may submit the next batches (reader_outbox_)
       }
     } else if (message.has_load_result()) {
       const ipc::LoadResult& result = message.load_result();
@@ -202,14 +208,33 @@ void ExecutorProcess::ReaderLoop() {
     } else {
       spdlog::warn("{} sent an unexpected message: {}", Describe(), message.ShortDebugString());
     }
-    if (!to_release.empty() && !channel_->HasBufferedFrame()) {
-      ipc::ControlMessage release;
-      for (uint64_t id : to_release) release.mutable_release()->add_batch_ids(id);
-      channel_->Send(release).IgnoreError();  // a dead executor holds nothing any more
-      to_release.clear();
-    }
+    if (deferred_count_.load() > 0) StartDeferred(reader_outbox_);
+    // One write per burst of results: the releases and the batches submitted meanwhile.
+    if (!channel_->HasBufferedFrame()) Flush(reader_outbox_, &reader_release_);
   }
   HandleExit();
+}
+
+void ExecutorProcess::Flush(Outbox& out, std::vector<uint64_t>* release) {
+  if (release != nullptr && !release->empty()) {
+    ipc::ControlMessage message;
+    for (uint64_t id : *release) message.mutable_release()->add_batch_ids(id);
+    release->clear();
+    out.messages.insert(out.messages.begin(), std::move(message));
+  }
+  if (out.messages.empty()) return;
+  Status sent = channel_->SendAll(out.messages);
+  out.messages.clear();
+  std::vector<uint64_t> ids;
+  ids.swap(out.batch_ids);
+  if (sent.ok()) return;
+  // Whatever the reader's HandleExit has not failed yet fails here, each exactly once.
+  for (uint64_t id : ids) {
+    std::optional<PendingBatch> pending = TakePending(id);
+    if (!pending) continue;
+    ReleaseGathered(*pending);
+    pending->done(absl::UnavailableError(absl::StrCat(Describe(), ": ", sent.message())));
+  }
 }
 
 std::optional<ExecutorProcess::PendingBatch> ExecutorProcess::TakePending(uint64_t batch_id) {
@@ -254,10 +279,23 @@ void ExecutorProcess::HandleExit() {
     loads.swap(pending_loads_);
   }
   watchdog_cv_.notify_all();
+  std::deque<BatchJob> parked;
+  {
+    std::lock_guard lock(ring_mu_);
+    ring_closed_ = true;
+    parked.swap(deferred_);
+    deferred_count_ = 0;
+  }
+  reader_outbox_ = Outbox{};  // its batches are pending_batches_ entries, failed below
+  reader_release_.clear();
   for (auto& [id, pending] : batches) {
     ReleaseGathered(pending);
     pending.done(absl::UnavailableError(
         absl::StrCat(description, " while running this request's batch")));
+  }
+  for (BatchJob& job : parked) {
+    job.done(absl::UnavailableError(
+        absl::StrCat(description, " before this request's batch could be sent")));
   }
   for (auto& [key, promise] : loads) {
     promise.set_value(
@@ -354,178 +392,196 @@ void ExecutorProcess::Unload(const std::string& instance_key) {
   channel_->Send(message).IgnoreError();  // a dead executor holds nothing to unload
 }
 
-StatusOr<uint64_t> ExecutorProcess::AllocateInput(uint64_t bytes,
-                                                  const std::function<void()>& before_wait) {
-  if (before_wait) {
-    {
-      std::lock_guard lock(ring_mu_);
-      if (std::optional<uint64_t> offset = input_allocator_.Allocate(bytes)) return *offset;
+bool ExecutorProcess::AllocateGatherLocked(const std::vector<uint64_t>& bytes,
+                                          std::vector<uint64_t>* offsets) {
+  offsets->clear();
+  for (uint64_t size : bytes) {
+    std::optional<uint64_t> offset = input_allocator_.Allocate(size);
+    if (!offset) {
+      // All or nothing; releasing newest-first hands the space straight back.
+      for (auto it = offsets->rbegin(); it != offsets->rend(); ++it) input_allocator_.Release(*it);
+      offsets->clear();
+      return false;
     }
-    // Space comes back only when sent batches are answered: send those held back first.
-    before_wait();
+    offsets->push_back(*offset);
   }
-  std::unique_lock lock(ring_mu_);
-  if (input_allocator_.RoundUp(bytes) > input_allocator_.capacity()) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "batch input of ", bytes, " bytes does not fit the gather part of the executor input ",
-        "ring (", input_allocator_.capacity(), " of ", options_.input_ring_bytes,
-        " bytes; the rest is the input pool): raise executors.input_ring_bytes"));
-  }
-  std::optional<uint64_t> offset;
-  const bool got = ring_cv_.wait_for(lock, std::chrono::seconds(30), [&] {
-    offset = input_allocator_.Allocate(bytes);
-    return offset.has_value() || !alive_.load();
-  });
-  if (!got || !offset) {
-    return absl::UnavailableError(absl::StrCat(Describe(), ": no input ring space for ", bytes,
-                                               " bytes"));
-  }
-  return *offset;
+  return true;
 }
 
-void ExecutorProcess::ReleaseInput(uint64_t offset) {
-  {
-    std::lock_guard lock(ring_mu_);
-    input_allocator_.Release(offset);
-  }
-  ring_cv_.notify_all();
-}
-
-StatusOr<ipc::InferBatch> ExecutorProcess::PrepareBatch(
-    const std::string& instance_key, const repository::ModelConfig& config,
-    const std::vector<const dispatch::Request*>& batch, const std::string& pool_key,
-    const std::function<void()>& before_wait, PendingBatch* pending) {
-  const uint64_t gather_start = MonotonicNs();
-  const bool batched = config.max_batch_size > 0;
-  int64_t total_rows = 0;
-  for (const dispatch::Request* request : batch) total_rows += request->batch_size;
-  pending->model_name = config.name;
-  pending->batched = batched;
-  pending->total_rows = total_rows;
-  pending->requests = batch;
-
+void ExecutorProcess::StartBatch(BatchJob job, Outbox& out) {
+  const uint64_t start_ns = MonotonicNs();
   // Pooled: every request was staged here, back to back per input, so the pool already holds each
   // input as one tensor. Otherwise gather: each input becomes one contiguous tensor in the gather
   // part of the input ring, requests in batch order.
   std::optional<std::vector<PoolRange>> pooled;
   {
     std::vector<const PooledInputs*> staged;
-    staged.reserve(batch.size());
-    for (const dispatch::Request* request : batch) {
+    staged.reserve(job.requests.size());
+    for (const dispatch::Request* request : job.requests) {
       const auto* handle = dynamic_cast<const PooledInputs*>(request->staged.get());
       if (handle == nullptr) break;
       staged.push_back(handle);
     }
-    if (staged.size() == batch.size()) {
-      pooled = input_pool_->ContiguousRun(pool_key.empty() ? instance_key : pool_key, staged);
+    if (staged.size() == job.requests.size()) {
+      pooled = input_pool_->ContiguousRun(job.pool_key.empty() ? job.instance_key : job.pool_key,
+                                          staged);
     }
-    if (pooled && pooled->size() != config.inputs.size()) pooled.reset();
+    if (pooled && pooled->size() != job.input_count) pooled.reset();
   }
+  if (pooled) {
+    QueueBatch(std::move(job), *pooled, {}, start_ns, out);
+    return;
+  }
+
+  job.gather_bytes.assign(job.input_count, 0);
+  uint64_t reserved = 0;
+  for (size_t k = 0; k < job.input_count; ++k) {
+    for (const dispatch::Request* request : job.requests) {
+      job.gather_bytes[k] += request->inputs[k].byte_size;
+    }
+    reserved += input_allocator_.RoundUp(job.gather_bytes[k]);  // RoundUp reads constants only
+  }
+  std::vector<uint64_t> offsets;
+  {
+    std::lock_guard lock(ring_mu_);
+    if (reserved > input_allocator_.capacity()) {
+      // Even an empty ring would not hold it: waiting could never end.
+      job.done(absl::ResourceExhaustedError(absl::StrCat(
+          "batch inputs of ", reserved, " bytes do not fit the gather part of the executor input ",
+          "ring (", input_allocator_.capacity(), " of ", options_.input_ring_bytes,
+          " bytes; the rest is the input pool): raise executors.input_ring_bytes")));
+      return;
+    }
+    if (ring_closed_) {
+      job.done(absl::UnavailableError(absl::StrCat(Describe(), " is not running")));
+      return;
+    }
+    // Behind a batch already waiting, or no room now: wait in order. The reader finishes the
+    // batches that hold the room (it takes ring_mu_ to free it), then sends the waiting ones.
+    if (!deferred_.empty() || !AllocateGatherLocked(job.gather_bytes, &offsets)) {
+      deferred_.push_back(std::move(job));
+      deferred_count_ = deferred_.size();
+      return;
+    }
+  }
+  QueueBatch(std::move(job), {}, std::move(offsets), start_ns, out);
+}
+
+void ExecutorProcess::StartDeferred(Outbox& out) {
+  while (true) {
+    BatchJob job;
+    std::vector<uint64_t> offsets;
+    {
+      std::lock_guard lock(ring_mu_);
+      if (deferred_.empty() || !AllocateGatherLocked(deferred_.front().gather_bytes, &offsets)) {
+        return;
+      }
+      job = std::move(deferred_.front());
+      deferred_.pop_front();
+      deferred_count_ = deferred_.size();
+    }
+    QueueBatch(std::move(job), {}, std::move(offsets), MonotonicNs(), out);
+  }
+}
+
+void ExecutorProcess::QueueBatch(BatchJob job, const std::vector<PoolRange>& pooled,
+                                 std::vector<uint64_t> gather_offsets, uint64_t start_ns,
+                                 Outbox& out) {
+  const bool gathered = pooled.empty();
+  int64_t total_rows = 0;
+  for (const dispatch::Request* request : job.requests) total_rows += request->batch_size;
+  PendingBatch pending;
+  pending.model_name = job.model_name;
+  pending.batched = job.batched;
+  pending.total_rows = total_rows;
+  pending.requests = job.requests;
+  pending.gather_allocations = std::move(gather_offsets);
+
   ipc::InferBatch infer;
   infer.set_batch_id(next_batch_id_++);
-  infer.set_instance_key(instance_key);
-  std::vector<uint64_t>& allocations = pending->gather_allocations;
-  auto release_inputs = [&] {
-    for (uint64_t offset : allocations) ReleaseInput(offset);
-    allocations.clear();
-  };
+  infer.set_instance_key(job.instance_key);
   uint64_t gathered_bytes = 0;
-  for (size_t k = 0; k < config.inputs.size(); ++k) {
-    uint64_t bytes = 0;
-    for (const dispatch::Request* request : batch) bytes += request->inputs[k].byte_size;
+  auto* ring = reinterpret_cast<char*>(input_ring_->data());
+  for (size_t k = 0; k < job.input_count; ++k) {
     uint64_t ring_offset;
-    if (pooled) {
-      ring_offset = (*pooled)[k].offset;
-    } else {
-      auto offset = AllocateInput(bytes, before_wait);
-      if (!offset.ok()) {
-        release_inputs();
-        return offset.status();
-      }
-      allocations.push_back(*offset);
-      ring_offset = gather_base_ + *offset;
-      auto* dst = reinterpret_cast<char*>(input_ring_->data()) + ring_offset;
-      for (const dispatch::Request* request : batch) {
+    uint64_t bytes;
+    if (gathered) {
+      ring_offset = gather_base_ + pending.gather_allocations[k];
+      bytes = job.gather_bytes[k];
+      // The range is this batch's alone until it is answered: no lock needed for the copy.
+      char* dst = ring + ring_offset;
+      for (const dispatch::Request* request : job.requests) {
         std::memcpy(dst, request->inputs[k].data, request->inputs[k].byte_size);
         dst += request->inputs[k].byte_size;
       }
       gathered_bytes += bytes;
+    } else {
+      ring_offset = pooled[k].offset;
+      bytes = pooled[k].bytes;
     }
-    const TensorView& first = batch.front()->inputs[k];
+    const TensorView& first = job.requests.front()->inputs[k];
     auto* tensor = infer.add_inputs();
     tensor->set_name(first.name);
     tensor->set_data_type(static_cast<int>(first.dtype));
     for (size_t d = 0; d < first.shape.size(); ++d) {
-      tensor->add_shape(batched && d == 0 ? total_rows : first.shape[d]);
+      tensor->add_shape(job.batched && d == 0 ? total_rows : first.shape[d]);
     }
     tensor->set_offset(ring_offset);
     tensor->set_byte_size(bytes);
   }
-  if (pooled) {
-    ++batches_pooled_;
-  } else {
+  if (gathered) {
     ++batches_gathered_;
     gather_bytes_ += gathered_bytes;
+  } else {
+    ++batches_pooled_;
   }
-
-  pending->prep_ns = MonotonicNs() - gather_start;
-  (pooled ? prep_ns_pooled_ : prep_ns_gathered_) += pending->prep_ns;
-  return infer;
+  pending.prep_ns = MonotonicNs() - start_ns;
+  (gathered ? prep_ns_gathered_ : prep_ns_pooled_) += pending.prep_ns;
+  pending.done = std::move(job.done);
+  pending.sent_ns = MonotonicNs();
+  const uint64_t id = infer.batch_id();
+  {
+    std::lock_guard lock(mu_);
+    if (!exited_) {
+      pending_batches_.emplace(id, std::move(pending));
+      out.batch_ids.push_back(id);
+      *out.messages.emplace_back().mutable_infer() = std::move(infer);
+      return;
+    }
+  }
+  ReleaseGathered(pending);
+  pending.done(absl::UnavailableError(absl::StrCat(Describe(), " is not running")));
 }
 
 void ExecutorProcess::ReleaseGathered(const PendingBatch& pending) {
-  for (uint64_t offset : pending.gather_allocations) ReleaseInput(offset);
+  if (pending.gather_allocations.empty()) return;
+  std::lock_guard lock(ring_mu_);
+  for (uint64_t offset : pending.gather_allocations) input_allocator_.Release(offset);
 }
 
 void ExecutorProcess::SubmitBatches(const std::string& instance_key,
                                     const repository::ModelConfig& config,
                                     const std::vector<std::vector<const dispatch::Request*>>& batches,
                                     std::vector<BatchDone> done, const std::string& pool_key) {
-  std::vector<ipc::ControlMessage> messages;
-  std::vector<uint64_t> message_ids;
-  auto send = [&] {
-    if (messages.empty()) return;
-    Status sent = channel_->SendAll(messages);
-    messages.clear();
-    std::vector<uint64_t> ids;
-    ids.swap(message_ids);
-    if (sent.ok()) return;
-    // Whatever the reader's HandleExit has not failed yet fails here, each exactly once.
-    for (uint64_t id : ids) {
-      std::optional<PendingBatch> pending = TakePending(id);
-      if (!pending) continue;
-      ReleaseGathered(*pending);
-      pending->done(absl::UnavailableError(absl::StrCat(Describe(), ": ", sent.message())));
-    }
-  };
+  const bool on_reader = reader_of == this;
+  Outbox local;
+  Outbox& out = on_reader ? reader_outbox_ : local;
   for (size_t i = 0; i < batches.size(); ++i) {
     if (!alive_) {
       done[i](absl::UnavailableError(absl::StrCat(Describe(), " is not running")));
       continue;
     }
-    PendingBatch pending;
-    StatusOr<ipc::InferBatch> infer =
-        PrepareBatch(instance_key, config, batches[i], pool_key, send, &pending);
-    if (!infer.ok()) {
-      done[i](infer.status());
-      continue;
-    }
-    pending.done = std::move(done[i]);
-    pending.sent_ns = MonotonicNs();
-    const uint64_t id = infer->batch_id();
-    {
-      std::lock_guard lock(mu_);
-      if (!exited_) {
-        pending_batches_.emplace(id, std::move(pending));
-        message_ids.push_back(id);
-        *messages.emplace_back().mutable_infer() = *std::move(infer);
-        continue;
-      }
-    }
-    ReleaseGathered(pending);
-    pending.done(absl::UnavailableError(absl::StrCat(Describe(), " is not running")));
+    BatchJob job;
+    job.instance_key = instance_key;
+    job.pool_key = pool_key;
+    job.model_name = config.name;
+    job.batched = config.max_batch_size > 0;
+    job.input_count = config.inputs.size();
+    job.requests = batches[i];
+    job.done = std::move(done[i]);
+    StartBatch(std::move(job), out);
   }
-  send();
+  if (!on_reader) Flush(local);  // the reader writes its outbox when its burst ends
 }
 
 StatusOr<std::vector<dispatch::Response>> ExecutorProcess::FinishBatch(

@@ -11,6 +11,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <future>
 #include <map>
@@ -99,10 +100,14 @@ class ExecutorProcess {
   using BatchDone = std::function<void(StatusOr<std::vector<dispatch::Response>>)>;
 
   // Sends `batches` to instance `instance_key` (each one run of the model, run in order) in one
-  // write, and returns without waiting. `done[i]` is called exactly once with batch i's outcome: on
-  // this process's reader thread when the result arrives, on the watchdog's kill or the process's
-  // death with UNAVAILABLE, or before SubmitBatches returns when batch i cannot be sent. The
-  // requests must stay alive until their `done`. Inputs are placed as RunBatch describes.
+  // write, and returns without waiting, ever: a batch whose inputs must be gathered into the input
+  // ring while it has no room waits in this process (in order, behind any other waiting batch) and
+  // is sent by the reader thread once answered batches free the room. `done[i]` is called exactly
+  // once with batch i's outcome: on this process's reader thread when the result arrives, on the
+  // watchdog's kill or the process's death with UNAVAILABLE, or before SubmitBatches returns when
+  // batch i cannot be sent. The requests must stay alive until their `done`. Inputs are placed as
+  // RunBatch describes. Called on the reader thread itself (from a `done`), the batches go out
+  // with the reader's next write, together with its ReleaseOutputs.
   void SubmitBatches(const std::string& instance_key, const repository::ModelConfig& config,
                      const std::vector<std::vector<const dispatch::Request*>>& batches,
                      std::vector<BatchDone> done, const std::string& pool_key = "");
@@ -142,13 +147,37 @@ class ExecutorProcess {
     uint64_t sent_ns = 0;
     BatchDone done;
   };
-  // Places the inputs (pool or gather) and builds the InferBatch; fills `pending` but `done`.
-  StatusOr<ipc::InferBatch> PrepareBatch(const std::string& instance_key,
-                                         const repository::ModelConfig& config,
-                                         const std::vector<const dispatch::Request*>& batch,
-                                         const std::string& pool_key,
-                                         const std::function<void()>& before_wait,
-                                         PendingBatch* pending);
+  // A batch between SubmitBatches and its InferBatch: kept while it waits for gather space.
+  struct BatchJob {
+    std::string instance_key;
+    std::string pool_key;  // whose pool region the inputs may be staged in
+    std::string model_name;
+    bool batched = false;
+    size_t input_count = 0;
+    std::vector<const dispatch::Request*> requests;
+    BatchDone done;
+    std::vector<uint64_t> gather_bytes;  // per input, for a gathered batch
+  };
+  // InferBatch messages ready to be written, and their batch ids (registered as pending).
+  struct Outbox {
+    std::vector<ipc::ControlMessage> messages;
+    std::vector<uint64_t> batch_ids;
+  };
+  // Places `job`'s inputs (pool, or gather space) and queues its InferBatch in `out`; or, with
+  // no gather space now (or batches already waiting for it), parks it in deferred_.
+  void StartBatch(BatchJob job, Outbox& out);
+  // Copies a gathered batch's inputs to `gather_offsets` (relative to the gather ring; empty when
+  // pooled at `pooled`), registers it as pending and queues its InferBatch in `out`.
+  void QueueBatch(BatchJob job, const std::vector<PoolRange>& pooled,
+                  std::vector<uint64_t> gather_offsets, uint64_t start_ns, Outbox& out);
+  // Reader thread: sends the parked batches that now have gather space, in order.
+  void StartDeferred(Outbox& out);
+  // Writes `out` (after a ReleaseOutputs for `release`, when not empty) in one write; fails
+  // every batch of it that the write did not deliver.
+  void Flush(Outbox& out, std::vector<uint64_t>* release = nullptr);
+  // Gather space for each of `bytes`, all or nothing; the offsets are relative to gather_base_.
+  bool AllocateGatherLocked(const std::vector<uint64_t>& bytes, std::vector<uint64_t>* offsets)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(ring_mu_);
   // Splits the outputs of an answered batch per request; frees its inputs.
   StatusOr<std::vector<dispatch::Response>> FinishBatch(PendingBatch& pending,
                                                         const ipc::BatchResult& result);
@@ -159,10 +188,6 @@ class ExecutorProcess {
   void WatchdogLoop();
   void HandleExit();
   std::string WaitForExitDescription(int64_t timeout_ms);
-  // Gather space in the input ring. When there is none at once, `before_wait` (if set) runs
-  // before waiting for space.
-  StatusOr<uint64_t> AllocateInput(uint64_t bytes, const std::function<void()>& before_wait);
-  void ReleaseInput(uint64_t offset);
 
   const ExecutorLaunchOptions options_;
   std::function<void(const std::string&)> on_exit_;
@@ -189,8 +214,17 @@ class ExecutorProcess {
   std::atomic<uint64_t> prep_ns_gathered_{0};
 
   std::mutex ring_mu_;
-  std::condition_variable ring_cv_;  // input ring space was released
   ipc::RingAllocator input_allocator_ ABSL_GUARDED_BY(ring_mu_);
+  // Gathered batches waiting for input-ring space, oldest first. Space comes back only when the
+  // reader thread finishes answered batches, so the reader sends these (StartDeferred).
+  std::deque<BatchJob> deferred_ ABSL_GUARDED_BY(ring_mu_);
+  std::atomic<size_t> deferred_count_{0};  // deferred_.size(), read without the lock
+  bool ring_closed_ ABSL_GUARDED_BY(ring_mu_) = false;  // the process exited: park nothing more
+
+  // Owned by the reader thread: batches submitted from it and outputs to give back, written
+  // together once the burst of results it is reading ends.
+  Outbox reader_outbox_;
+  std::vector<uint64_t> reader_release_;
 
   std::mutex reap_mu_;
   std::mutex mu_;

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <string>
 #include <thread>
@@ -266,8 +267,54 @@ TEST_F(ExecutorProcessPoolTest, ASubmissionLargerThanTheGatherRingIsSentInParts)
   EXPECT_EQ(process_->input_pool_counters().batches_gathered, 300u);
 }
 
+TEST_F(ExecutorProcessPoolTest, BatchesSubmittedFromAResultCallbackGoOutWithTheReadersNextWrite) {
+  // Each answer submits the next batch from the reader thread (as the model queue does): those go
+  // out in the reader's own write, after its ReleaseOutputs, and must all come back right.
+  auto requests = MakeRequests(std::vector<int64_t>(60, 2));
+  std::vector<std::string> expected;
+  for (const auto& request : requests) {
+    auto outputs = process_->RunBatch(kKey, config_, {request.get()});
+    ASSERT_TRUE(outputs.ok()) << outputs.status();
+    expected.push_back(outputs->at(0).outputs[0].bytes);
+  }
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::string> got(requests.size());
+  size_t answered = 0;
+  std::function<void(size_t)> submit = [&](size_t i) {
+    std::vector<ExecutorProcess::BatchDone> done;
+    done.push_back([&, i](StatusOr<std::vector<dispatch::Response>> outcome) {
+      if (i + 3 < requests.size()) submit(i + 3);  // on the reader thread
+      // Last: once the count is complete the test may return and take all of this with it.
+      std::lock_guard lock(mu);
+      got[i] = outcome.ok() ? outcome->at(0).outputs[0].bytes : outcome.status().ToString();
+      ++answered;
+      cv.notify_all();
+    });
+    process_->SubmitBatches(kKey, config_, {{requests[i].get()}}, std::move(done));
+  };
+  for (size_t i = 0; i < 3; ++i) submit(i);  // three chains in flight at once
+  std::unique_lock lock(mu);
+  ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(60), [&] { return answered == requests.size(); }));
+  EXPECT_EQ(got, expected);
+}
+
+TEST_F(ExecutorProcessPoolTest, AGatherLargerThanTheWholeRingFailsAtOnceAndTheRestRun) {
+  // 1 MiB input ring, half of it the pool: 512 KiB of gather space can never hold 600 KiB.
+  auto big = MakeRequests({2400});
+  auto small = MakeRequests({1, 1});
+  auto outcomes = SubmitAll({{big[0].get()}, {small[0].get(), small[1].get()}});
+  ASSERT_FALSE(outcomes[0].ok());
+  EXPECT_TRUE(absl::IsResourceExhausted(outcomes[0].status())) << outcomes[0].status();
+  EXPECT_NE(outcomes[0].status().message().find("executors.input_ring_bytes"), std::string::npos)
+      << outcomes[0].status();
+  ASSERT_TRUE(outcomes[1].ok()) << outcomes[1].status();
+}
+
 TEST_F(ExecutorProcessPoolTest, AKilledExecutorAnswersEveryBatchInFlightOnce) {
-  auto requests = MakeRequests(std::vector<int64_t>(200, 8));
+  // 400 × 8 rows gather 800 KiB, more than the 512 KiB gather space: at the kill some batches are
+  // running, some sent, and some still waiting in the server for ring space.
+  auto requests = MakeRequests(std::vector<int64_t>(400, 8));
   std::vector<std::vector<const dispatch::Request*>> batches;
   for (const auto& request : requests) batches.push_back({request.get()});
   std::thread killer([pid = process_->pid()] {

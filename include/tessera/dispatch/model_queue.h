@@ -34,7 +34,8 @@ namespace tessera::dispatch {
 using BatchOutcome = StatusOr<std::vector<Response>>;
 using BatchOutcomeCallback = std::function<void(BatchOutcome)>;
 
-// Runs batches on one instance. Called by a single worker thread per runner.
+// Runs batches on one instance. Run is called by the runner's worker thread; Submit and TrySubmit
+// (pipelined runners) by the worker or by whichever thread finds a submission ready.
 class BatchRunner {
  public:
   virtual ~BatchRunner() = default;
@@ -61,6 +62,18 @@ class BatchRunner {
   virtual void Submit(const std::vector<std::vector<const Request*>>& batches,
                       std::vector<BatchOutcomeCallback> done) {
     for (size_t i = 0; i < batches.size(); ++i) done[i](Run(batches[i]));
+  }
+  // Whether TrySubmit may start submissions. When true, the queue sends a submission from the
+  // thread that finds it ready (the one that enqueued a request, or the one that received the
+  // previous submission's result) instead of waking the runner's worker thread for it.
+  virtual bool supports_try_submit() const { return false; }
+  // Submit for threads that must not wait (gRPC threads, an executor's reader thread): starts
+  // `batches` and returns true, or returns false having started nothing and called no `done`
+  // when it could not start them at once (its executor is restarting); the worker then submits
+  // them with Submit.
+  virtual bool TrySubmit(const std::vector<std::vector<const Request*>>& /*batches*/,
+                         std::vector<BatchOutcomeCallback>& /*done*/) {
+    return false;
   }
 };
 
@@ -155,6 +168,19 @@ class ModelQueue {
     std::vector<std::unique_ptr<Request>> batch;
     std::vector<std::unique_ptr<Request>> dropped;  // missed their SLO
   };
+  // A runner with max_in_flight() > 1 (pipelined): its submissions in flight. Guarded by mu_.
+  struct PipeState {
+    BatchRunner* runner = nullptr;
+    int depth = 1;
+    bool try_submit = false;  // runner->supports_try_submit()
+    int in_flight = 0;        // submissions started (or handed to the worker) and not finished
+    // Submissions a non-waiting thread took but the runner could not start at once (TrySubmit
+    // false): the worker starts them with Submit.
+    std::deque<std::vector<Taken>> handoff;
+    // A submission finished or was handed off. The worker at its limit waits here, not on the
+    // lane's cv: an arrival then wakes only workers that can take it.
+    std::condition_variable capacity_cv;
+  };
   // A multi-granularity lane's worker: its batch size and the batch handed to it.
   struct SizedWorkerState {
     int64_t batch_size = 1;
@@ -165,6 +191,7 @@ class ModelQueue {
     LanePlan plan;
     std::vector<std::shared_ptr<BatchRunner>> runners;
     std::vector<SizedWorkerState> sized;  // one per runner for multi-granularity lanes, else empty
+    std::vector<std::unique_ptr<PipeState>> pipes;  // one per pipelined runner, else empty
     std::deque<Queued> queue;
     std::condition_variable cv;  // a request arrived, the lane retired, or stop
     double wrr_current = 0;      // smooth weighted round robin state
@@ -183,6 +210,8 @@ class ModelQueue {
   void SizedWorkerLoop(LanePtr lane, size_t index);
   Taken TakeBatch(LaneState& lane, std::unique_lock<std::mutex>& lock)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The lane's batching rule applied to what is queued now (the queue is not empty).
+  BatchDecision DecideLocked(LaneState& lane, uint64_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // When the batch building now on a duty-cycle lane began (see TakeBatch).
   uint64_t DutyBuildStart(const LaneState& lane, uint64_t oldest_arrival_ns) const;
   // Pops the first `count` queued requests of `lane`, splitting off those that miss the SLO.
@@ -192,7 +221,26 @@ class ModelQueue {
   uint64_t HandOutSized(LaneState& lane) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The worker of a runner with max_in_flight() > 1: takes the next submission while earlier
   // ones run (unbatched lanes send every queued request, each its own batch, as one submission).
-  void PipelinedWorkerLoop(LanePtr lane, BatchRunner* runner, int depth);
+  // Threads that find a submission ready without waiting start it themselves (TakeReadyLocked,
+  // Launch); the worker starts the rest: those a batching rule makes wait, and hand-offs.
+  void PipelinedWorkerLoop(LanePtr lane, PipeState* pipe);
+  // The submission `pipe` may start now without waiting, counted in flight; empty when the pipe
+  // is full, the queue is empty, or the lane's batching rule says wait.
+  std::vector<Taken> TakeReadyLocked(LaneState& lane, PipeState& pipe)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Unbatched lanes: up to a share of what is queued, each request its own batch.
+  std::vector<Taken> TakeUnbatchedLocked(LaneState& lane) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Wakes every worker of `lane` wherever it waits (the lane retired or the queue stops).
+  static void WakeWorkers(LaneState& lane);
+  // Wakes `pipe`'s worker when requests wait although the pipe has room (the batching rule's
+  // delay, which only the worker waits out).
+  void WakeForRuleLocked(LaneState& lane, PipeState& pipe) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Starts a submission taken for `pipe` (counted in flight). `may_wait`: from the worker, which
+  // calls Submit; otherwise TrySubmit, handing the submission to the worker when it refuses.
+  void Launch(const LanePtr& lane, PipeState* pipe, std::vector<Taken> taken, bool may_wait);
+  // A submission of `pipe` finished (on the thread that got its last result): frees its place and
+  // starts the next ready submission from here.
+  void FinishSubmission(const LanePtr& lane, PipeState* pipe);
   void RunBatch(BatchRunner* runner, std::vector<std::unique_ptr<Request>> batch);
   // Records `outcome` of `batch` (started at start_ns) and answers every request.
   void CompleteBatch(const BatchRunner& runner, const std::vector<std::unique_ptr<Request>>& batch,
