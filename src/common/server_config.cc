@@ -38,7 +38,7 @@ constexpr std::array<std::string_view, 2> kMpsKeys = {"start_daemon", "pipe_dire
 constexpr std::array<std::string_view, 5> kSchedulerKeys = {"policy", "profiles", "epoch_secs",
                                                             "rate_window_ms", "slo_drop"};
 constexpr std::array<std::string_view, 1> kShutdownKeys = {"drain_secs"};
-constexpr std::array<std::string_view, 1> kLogKeys = {"verbose"};
+constexpr std::array<std::string_view, 2> kLogKeys = {"verbose", "allow_settings_rpc"};
 
 // Reads the optional section `key` of `root` with `read`; an absent section keeps the defaults.
 template <size_t N, typename ReadSection>
@@ -110,8 +110,9 @@ Status ParseInto(const YAML::Node& doc, std::string_view source, ServerConfig& c
   TESSERA_RETURN_IF_ERROR(Section(root, "shutdown", kShutdownKeys, [&](const YamlMap& m) {
     return m.GetInt("drain_secs", 0, INT32_MAX, &config.shutdown_drain_secs);
   }));
-  return Section(root, "log", kLogKeys, [&](const YamlMap& m) {
-    return m.GetInt("verbose", 0, INT32_MAX, &config.log_verbose);
+  return Section(root, "log", kLogKeys, [&](const YamlMap& m) -> Status {
+    TESSERA_RETURN_IF_ERROR(m.GetInt("verbose", 0, INT32_MAX, &config.log_verbose));
+    return m.GetBool("allow_settings_rpc", &config.allow_log_settings);
   });
 }
 

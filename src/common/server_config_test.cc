@@ -34,6 +34,7 @@ void ExpectDefaults(const ServerConfig& c) {
   EXPECT_EQ(c.metrics_port, 8002);
   EXPECT_EQ(c.max_grpc_message_bytes, 2147483647);
   EXPECT_FALSE(c.allow_client_shm);
+  EXPECT_FALSE(c.allow_log_settings);
   EXPECT_EQ(c.model_repository, "configs/models");
   EXPECT_EQ(c.model_control_mode, ModelControlMode::kPoll);
   EXPECT_EQ(c.repository_poll_secs, 5);
@@ -76,7 +77,7 @@ executors:
   mps: { start_daemon: true, pipe_directory: /run/tessera-mps }
 scheduler: { policy: gpulet }
 shutdown: { drain_secs: 0 }
-log: { verbose: 2 }
+log: { verbose: 2, allow_settings_rpc: true }
 )",
                                                kSource);
   ASSERT_TRUE(c.ok()) << c.status();
@@ -101,6 +102,7 @@ log: { verbose: 2 }
   EXPECT_EQ(c->scheduler_policy, "gpulet");
   EXPECT_EQ(c->shutdown_drain_secs, 0);
   EXPECT_EQ(c->log_verbose, 2);
+  EXPECT_TRUE(c->allow_log_settings);
 }
 
 TEST(ServerConfigTest, PartialSectionKeepsOtherDefaults) {

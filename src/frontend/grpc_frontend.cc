@@ -16,6 +16,7 @@
 #include "client_shm.h"
 #include "config_proto.h"
 #include "infer_request.h"
+#include "log_settings_rpc.h"
 #include "inference/grpc_service.grpc.pb.h"
 #include "spdlog/spdlog.h"
 #include "tessera/common/clock.h"
@@ -52,8 +53,12 @@ class StreamInferReactor;
 
 class InferenceService final : public inference::GRPCInferenceService::CallbackService {
  public:
-  InferenceService(ServerCore* core, std::string version, bool allow_client_shm)
-      : core_(core), version_(std::move(version)), client_shm_(allow_client_shm) {}
+  InferenceService(ServerCore* core, std::string version, bool allow_client_shm,
+                   bool allow_log_settings)
+      : core_(core),
+        version_(std::move(version)),
+        client_shm_(allow_client_shm),
+        allow_log_settings_(allow_log_settings) {}
 
   // Worded apart from every error an accepted request can get, so that a client (and the drain
   // test) can tell "refused at the door" from "accepted, then lost".
@@ -328,6 +333,37 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
     return FinishNow(context, absl::UnimplementedError(kNoCudaShm));
   }
 
+  // Triton's log settings, for this server process (executors keep the verbose level they were
+  // started with and write to the server's standard error).
+  ServerUnaryReactor* LogSettings(CallbackServerContext* context,
+                                  const inference::LogSettingsRequest* request,
+                                  inference::LogSettingsResponse* response) override {
+    if (!request->settings().empty()) {
+      if (!allow_log_settings_) {
+        return FinishNow(context, absl::PermissionDeniedError(
+                                      "changing log settings is disabled on this server; start it "
+                                      "with --allow-log-settings (server.yaml: "
+                                      "log.allow_settings_rpc: true)"));
+      }
+      StatusOr<LogSettingsUpdate> update = LogSettingsUpdateFromProto(*request);
+      if (!update.ok()) return FinishNow(context, update.status());
+      if (Status applied = UpdateLogSettings(*update); !applied.ok()) {
+        return FinishNow(context, applied);
+      }
+      spdlog::info("log settings changed by a LogSettings call");
+    }
+    LogSettingsToProto(CurrentLogSettings(), response);
+    return FinishNow(context, absl::OkStatus());
+  }
+
+  ServerUnaryReactor* TraceSetting(CallbackServerContext* context,
+                                   const inference::TraceSettingRequest*,
+                                   inference::TraceSettingResponse*) override {
+    return FinishNow(context, absl::UnimplementedError(
+                                  "request tracing is not supported: tessera-server records "
+                                  "per-model timings in ModelStatistics and on /metrics instead"));
+  }
+
  private:
   // Loading can take seconds; never block a gRPC callback thread on it.
   ServerUnaryReactor* RunInBackground(CallbackServerContext* context,
@@ -349,6 +385,7 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
   ServerCore* core_;
   const std::string version_;
   ClientShmRegistry client_shm_;
+  const bool allow_log_settings_;
   std::mutex streams_mu_;
   std::set<StreamInferReactor*> streams_ ABSL_GUARDED_BY(streams_mu_);
   bool streams_closed_ ABSL_GUARDED_BY(streams_mu_) = false;
@@ -578,7 +615,8 @@ class GrpcFrontendImpl final : public GrpcFrontend {
 StatusOr<std::unique_ptr<GrpcFrontend>> GrpcFrontend::Start(const FrontendOptions& options,
                                                             ServerCore* core) {
   auto service =
-      std::make_unique<InferenceService>(core, options.server_version, options.allow_client_shm);
+      std::make_unique<InferenceService>(core, options.server_version, options.allow_client_shm,
+                                         options.allow_log_settings);
   grpc::ServerBuilder builder;
   int selected_port = 0;
   const std::string address = absl::StrCat(options.grpc_address, ":", options.grpc_port);

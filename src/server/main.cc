@@ -66,6 +66,9 @@ int Run(int argc, char** argv) {
   app.add_flag("--allow-client-shm", allow_client_shm,
                "Let clients register POSIX shared memory for inputs and outputs (the "
                "system_shared_memory extension; off by default, as in Triton)");
+  bool allow_log_settings = false;
+  app.add_flag("--allow-log-settings", allow_log_settings,
+               "Let clients change the log settings, the log file included (LogSettings RPC)");
   CLI11_PARSE(app, argc, argv);
 
   ServerConfig config;
@@ -87,6 +90,7 @@ int Run(int argc, char** argv) {
   if (app.count("--cpu-executors")) config.cpu_executors = cpu_executors;
   if (app.count("--log-verbose")) config.log_verbose = log_verbose;
   if (app.count("--allow-client-shm")) config.allow_client_shm = allow_client_shm;
+  if (app.count("--allow-log-settings")) config.allow_log_settings = allow_log_settings;
   if (!load_models.empty() && config.model_control_mode != ModelControlMode::kExplicit) {
     std::cerr << "tessera-server: --load-model needs --model-control-mode=explicit\n";
     return 2;
@@ -187,6 +191,7 @@ int Run(int argc, char** argv) {
   frontend_options.grpc_port = config.grpc_port;
   frontend_options.max_message_bytes = config.max_grpc_message_bytes;
   frontend_options.allow_client_shm = config.allow_client_shm;
+  frontend_options.allow_log_settings = config.allow_log_settings;
   frontend_options.server_version = TESSERA_VERSION;
   auto frontend = tessera::frontend::GrpcFrontend::Start(frontend_options, &manager);
   if (!frontend.ok()) {

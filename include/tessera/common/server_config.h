@@ -54,6 +54,8 @@ struct ServerConfig {
 
   // Logging.
   int log_verbose = 0;
+  // Clients may change the log settings (Triton's LogSettings RPC; reading them is always allowed).
+  bool allow_log_settings = false;
 };
 
 std::string_view ModelControlModeName(ModelControlMode mode);

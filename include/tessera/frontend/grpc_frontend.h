@@ -20,6 +20,8 @@ struct FrontendOptions {
   // The system shared-memory extension: clients may register POSIX shm objects for the server to
   // read inputs from and write outputs to. Off by default, as in Triton (--allow-client-shm).
   bool allow_client_shm = false;
+  // Clients may change the log settings (LogSettings RPC); reading them is always allowed.
+  bool allow_log_settings = false;
 };
 
 class GrpcFrontend {
