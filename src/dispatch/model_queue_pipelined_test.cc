@@ -312,14 +312,27 @@ TEST(ModelQueuePipelinedTest, ShutdownWaitsForSubmittedBatchesAndFailsOnlyQueued
   EXPECT_EQ(abandoned, 3);
 }
 
+// A queue whose one lane is one FakeAsyncRunnerForTest with room for two submissions.
+struct OneRunnerQueue {
+  OneRunnerQueue(std::chrono::microseconds per_batch, TryMode try_mode,
+                 BatchPolicyOptions policy = BatchPolicyOptions{}) {
+    auto runner = std::make_unique<FakeAsyncRunnerForTest>(2, per_batch, try_mode);
+    fake = runner.get();
+    std::vector<std::unique_ptr<BatchRunner>> runners;
+    runners.push_back(std::move(runner));
+    queue = std::make_unique<ModelQueue>(ModelQueueOptions{"m/1", policy, 0}, std::move(runners),
+                                         stats);
+  }
+  FakeAsyncRunnerForTest* fake = nullptr;
+  std::shared_ptr<ModelStats> stats = std::make_shared<ModelStats>();
+  std::unique_ptr<ModelQueue> queue;
+};
+
 TEST(ModelQueuePipelinedTest, WithRoomTheEnqueuingThreadStartsTheSubmissionItself) {
-  auto runner = std::make_unique<FakeAsyncRunnerForTest>(2, std::chrono::microseconds(0),
-                                                         TryMode::kAccept);
-  FakeAsyncRunnerForTest* fake = runner.get();
-  std::vector<std::unique_ptr<BatchRunner>> runners;
-  runners.push_back(std::move(runner));
-  auto stats = std::make_shared<ModelStats>();
-  ModelQueue queue({"m/1", BatchPolicyOptions{}, 0}, std::move(runners), stats);
+  OneRunnerQueue q(std::chrono::microseconds(0), TryMode::kAccept);
+  FakeAsyncRunnerForTest* fake = q.fake;
+  ModelQueue& queue = *q.queue;
+  std::shared_ptr<ModelStats> stats = q.stats;
   for (int i = 0; i < 5; ++i) {
     Submitted s;
     s.value = static_cast<float>(i);
@@ -337,13 +350,10 @@ TEST(ModelQueuePipelinedTest, WithRoomTheEnqueuingThreadStartsTheSubmissionItsel
 }
 
 TEST(ModelQueuePipelinedTest, TheThreadWithAResultStartsWhatQueuedMeanwhile) {
-  auto runner = std::make_unique<FakeAsyncRunnerForTest>(2, std::chrono::microseconds(100),
-                                                         TryMode::kAccept);
-  FakeAsyncRunnerForTest* fake = runner.get();
-  std::vector<std::unique_ptr<BatchRunner>> runners;
-  runners.push_back(std::move(runner));
-  auto stats = std::make_shared<ModelStats>();
-  ModelQueue queue({"m/1", BatchPolicyOptions{}, 0}, std::move(runners), stats);
+  OneRunnerQueue q(std::chrono::microseconds(100), TryMode::kAccept);
+  FakeAsyncRunnerForTest* fake = q.fake;
+  ModelQueue& queue = *q.queue;
+  std::shared_ptr<ModelStats> stats = q.stats;
 
   // Two go out from this thread (the limit), 38 queue; the answers start the rest.
   std::vector<Submitted> submitted = EnqueueHeld(queue, fake, 40);
@@ -367,13 +377,10 @@ TEST(ModelQueuePipelinedTest, TheThreadWithAResultStartsWhatQueuedMeanwhile) {
 }
 
 TEST(ModelQueuePipelinedTest, ASubmissionTheRunnerCannotStartAtOnceIsHandedToTheWorker) {
-  auto runner = std::make_unique<FakeAsyncRunnerForTest>(2, std::chrono::microseconds(50),
-                                                         TryMode::kRefuse);
-  FakeAsyncRunnerForTest* fake = runner.get();
-  std::vector<std::unique_ptr<BatchRunner>> runners;
-  runners.push_back(std::move(runner));
-  auto stats = std::make_shared<ModelStats>();
-  ModelQueue queue({"m/1", BatchPolicyOptions{}, 0}, std::move(runners), stats);
+  OneRunnerQueue q(std::chrono::microseconds(50), TryMode::kRefuse);
+  FakeAsyncRunnerForTest* fake = q.fake;
+  ModelQueue& queue = *q.queue;
+  std::shared_ptr<ModelStats> stats = q.stats;
   std::vector<Submitted> submitted = EnqueueHeld(queue, fake, 30);
   for (size_t i = 0; i < submitted.size(); ++i) {
     auto result = submitted[i].promise.get_future().get();
@@ -390,15 +397,11 @@ TEST(ModelQueuePipelinedTest, ASubmissionTheRunnerCannotStartAtOnceIsHandedToThe
 }
 
 TEST(ModelQueuePipelinedTest, TheQueueDelayIsWaitedOutEvenWhenTheRunnerHasRoom) {
-  auto runner = std::make_unique<FakeAsyncRunnerForTest>(2, std::chrono::microseconds(0),
-                                                         TryMode::kAccept);
-  FakeAsyncRunnerForTest* fake = runner.get();
-  std::vector<std::unique_ptr<BatchRunner>> runners;
-  runners.push_back(std::move(runner));
-  auto stats = std::make_shared<ModelStats>();
   // Batches of up to 8 rows, waiting up to 150 ms for more.
-  ModelQueue queue({"m/1", BatchPolicyOptions{true, 8, {}, 150'000'000}, 0}, std::move(runners),
-                   stats);
+  OneRunnerQueue q(std::chrono::microseconds(0), TryMode::kAccept,
+                   BatchPolicyOptions{true, 8, {}, 150'000'000});
+  FakeAsyncRunnerForTest* fake = q.fake;
+  ModelQueue& queue = *q.queue;
   std::vector<Submitted> submitted(3);
   const auto start = std::chrono::steady_clock::now();
   for (size_t i = 0; i < submitted.size(); ++i) {

@@ -221,6 +221,9 @@ class ExecutorProcess {
   std::atomic<size_t> deferred_count_{0};  // deferred_.size(), read without the lock
   bool ring_closed_ ABSL_GUARDED_BY(ring_mu_) = false;  // the process exited: park nothing more
 
+  // The process whose reader thread this is: SubmitBatches called from a `done` queues its
+  // batches in the reader's outbox instead of writing them itself.
+  static thread_local const ExecutorProcess* reader_of_;
   // Owned by the reader thread: batches submitted from it and outputs to give back, written
   // together once the burst of results it is reading ends.
   Outbox reader_outbox_;

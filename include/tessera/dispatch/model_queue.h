@@ -4,7 +4,9 @@
 // the plan spreads the model over several gpulets). Each lane has its own queue; one worker thread
 // per runner (a BatchRunner: a model instance in an executor process) takes batches by the lane's
 // rule — Triton's dynamic batcher (DecideBatch) or a planned gpulet's duty cycle
-// (DecideDutyCycleBatch) — so one batch builds while one runs per runner. A lane whose runners
+// (DecideDutyCycleBatch) — so one batch builds while one runs per runner. A runner that takes
+// several submissions at once (pipelined) gets them from whichever thread finds one ready (the
+// enqueuing thread, or the one with the previous result); its worker waits out queue delays. A lane whose runners
 // have batch sizes (multi-granularity workers, E²bird) hands batches to its idle workers by
 // DecideSizedBatches instead, largest fitting worker first, and they run concurrently. With slo_drop, a request
 // that can no longer meet the model's SLO is answered UNAVAILABLE at dispatch instead of being run
