@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -42,6 +43,13 @@ StatusOr<uint64_t> DenseByteSize(const ipc::BatchTensor& t) {
   return bytes;
 }
 
+// Results of short batches are held while more work is already there (the next queued batch, or
+// more buffered frames), then sent in one write: a burst of tiny batches then wakes the server
+// once, not once per batch. A batch that ran long (a real model) never holds its result, and
+// nothing is held past kMaxHoldNs.
+constexpr uint64_t kShortRunNs = 20'000;
+constexpr uint64_t kMaxHoldNs = 50'000;
+
 }  // namespace
 
 struct Executor::Instance {
@@ -51,12 +59,23 @@ struct Executor::Instance {
   absl::Mutex mu;
   std::deque<ipc::InferBatch> queue ABSL_GUARDED_BY(mu);
   bool stopping ABSL_GUARDED_BY(mu) = false;  // no more batches will be queued
+  // A batch is running, on the worker thread or inline on the receive thread; the worker takes
+  // no batch while the receive thread runs one, so the model never runs twice at once.
+  bool busy ABSL_GUARDED_BY(mu) = false;
+  // Decaying maximum of recent run times: one slow batch keeps the instance off the receive
+  // thread for a while. UINT64_MAX until a batch ran (the first runs on the worker).
+  uint64_t recent_run_ns ABSL_GUARDED_BY(mu) = UINT64_MAX;
   std::atomic<bool> exited{false};
   std::thread thread;
 
   void Stop() {
     absl::MutexLock lock(&mu);
     stopping = true;
+  }
+
+  void NoteRunTime(uint64_t run_ns) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    recent_run_ns =
+        recent_run_ns == UINT64_MAX ? run_ns : std::max(run_ns, recent_run_ns - recent_run_ns / 8);
   }
 };
 
@@ -142,7 +161,12 @@ Status Executor::Run() {
                      static_cast<int>(message.body_case()));
         break;
     }
+    if (!inline_results_.empty() &&
+        (!channel_->HasBufferedFrame() || NowNs() - first_inline_result_ns_ > kMaxHoldNs)) {
+      SendInlineResults();
+    }
   }
+  SendInlineResults();
   Drain();
   spdlog::info("executor {} stopped", options_.executor_id);
   return exit_status;
@@ -286,15 +310,27 @@ void Executor::HandleUnload(const ipc::UnloadModel& unload) {
 // Batches
 
 void Executor::HandleInfer(const ipc::InferBatch& infer) {
+  // Instances leave instances_ only on this thread (HandleUnload, Drain), so the pointer stays
+  // valid after mu_ is released.
+  Instance* run_here = nullptr;
   {
     absl::MutexLock lock(&mu_);
     auto it = instances_.find(infer.instance_key());
     if (it != instances_.end()) {
       Instance& instance = *it->second;
       absl::MutexLock instance_lock(&instance.mu);
-      instance.queue.push_back(infer);
-      return;
+      if (options_.inline_run_max_ns == 0 || instance.busy || !instance.queue.empty() ||
+          instance.stopping || instance.recent_run_ns > options_.inline_run_max_ns) {
+        instance.queue.push_back(infer);
+        return;
+      }
+      instance.busy = true;
+      run_here = &instance;
     }
+  }
+  if (run_here != nullptr) {
+    RunInline(*run_here, infer);
+    return;
   }
   ipc::ControlMessage message;
   ipc::BatchResult* result = message.mutable_result();
@@ -306,12 +342,41 @@ void Executor::HandleInfer(const ipc::InferBatch& infer) {
   Send(message);
 }
 
+void Executor::RunInline(Instance& instance, const ipc::InferBatch& infer) {
+  const uint64_t start_ns = NowNs();
+  bool no_output_space = false;
+  ipc::ControlMessage message;
+  *message.mutable_result() = RunBatch(instance, infer, &no_output_space);
+  const uint64_t end_ns = NowNs();
+  {
+    absl::MutexLock lock(&instance.mu);
+    instance.busy = false;
+    if (no_output_space) {
+      // Waiting for space here would also hold up the ReleaseOutputs that frees it: the worker
+      // runs the batch again and waits (the inputs stay put until the batch is answered).
+      instance.queue.push_back(infer);
+      return;
+    }
+    instance.NoteRunTime(end_ns - start_ns);
+  }
+  if (!message.result().ok()) {
+    spdlog::warn("batch {} on {} failed: {}", infer.batch_id(), instance.key,
+                 message.result().error());
+  }
+  if (inline_results_.empty()) first_inline_result_ns_ = end_ns;
+  inline_results_.push_back(std::move(message));
+}
+
+void Executor::SendInlineResults() {
+  if (inline_results_.empty()) return;
+  Status sent = channel_->SendAll(inline_results_);
+  if (!sent.ok() && !send_failed_.exchange(true)) {
+    spdlog::warn("cannot send to the server: {}", sent.ToString());
+  }
+  inline_results_.clear();
+}
+
 void Executor::InstanceLoop(Instance* instance) {
-  // Results of short batches are held while the next batch is already queued, then sent in one
-  // write: a burst of tiny batches then wakes the server once, not once per batch. A batch that ran
-  // long (a real model) never holds its result, and nothing is held past kMaxHoldNs.
-  constexpr uint64_t kShortRunNs = 20'000;
-  constexpr uint64_t kMaxHoldNs = 50'000;
   std::vector<ipc::ControlMessage> held;
   uint64_t first_held_ns = 0;
   auto flush = [&] {
@@ -326,14 +391,19 @@ void Executor::InstanceLoop(Instance* instance) {
     ipc::InferBatch batch;
     {
       // Held results exist only while a batch is queued (below), so this never waits on them.
+      // Not busy from here: the receive thread may run batches itself (it queues none then), but
+      // only after this thread's earlier results went out, so results leave in order.
       absl::MutexLock lock(&instance->mu);
+      instance->busy = false;
       instance->mu.Await(absl::Condition(
-          +[](Instance* i)
-               ABSL_EXCLUSIVE_LOCKS_REQUIRED(i->mu) { return i->stopping || !i->queue.empty(); },
+          +[](Instance* i) ABSL_EXCLUSIVE_LOCKS_REQUIRED(i->mu) {
+            return (i->stopping || !i->queue.empty()) && !i->busy;
+          },
           instance));
       if (instance->queue.empty()) break;
       batch = std::move(instance->queue.front());
       instance->queue.pop_front();
+      instance->busy = true;
     }
     const uint64_t start_ns = NowNs();
     ipc::ControlMessage message;
@@ -348,6 +418,7 @@ void Executor::InstanceLoop(Instance* instance) {
     bool next_queued;
     {
       absl::MutexLock lock(&instance->mu);
+      instance->NoteRunTime(end_ns - start_ns);
       next_queued = !instance->queue.empty();
     }
     if (!next_queued || end_ns - start_ns > kShortRunNs || end_ns - first_held_ns > kMaxHoldNs) {
@@ -359,7 +430,8 @@ void Executor::InstanceLoop(Instance* instance) {
   instance->exited = true;
 }
 
-ipc::BatchResult Executor::RunBatch(Instance& instance, const ipc::InferBatch& infer) {
+ipc::BatchResult Executor::RunBatch(Instance& instance, const ipc::InferBatch& infer,
+                                    bool* no_output_space) {
   ipc::BatchResult result;
   result.set_batch_id(infer.batch_id());
   auto fail = [&](const Status& status) {
@@ -422,8 +494,12 @@ ipc::BatchResult Executor::RunBatch(Instance& instance, const ipc::InferBatch& i
   }
   std::vector<uint64_t> sizes;
   for (const Tensor* t : selected) sizes.push_back(t->bytes.size());
-  StatusOr<std::vector<uint64_t>> offsets = AllocateOutputs(infer.batch_id(), sizes);
+  StatusOr<std::vector<uint64_t>> offsets =
+      AllocateOutputs(infer.batch_id(), sizes, no_output_space);
   if (!offsets.ok()) return fail(offsets.status());
+  if (no_output_space != nullptr && *no_output_space) {
+    return fail(absl::ResourceExhaustedError("no output-ring space without waiting"));
+  }
 
   const uint64_t t_copy = NowNs();
   for (size_t i = 0; i < selected.size(); ++i) {
@@ -448,7 +524,8 @@ ipc::BatchResult Executor::RunBatch(Instance& instance, const ipc::InferBatch& i
 }
 
 StatusOr<std::vector<uint64_t>> Executor::AllocateOutputs(uint64_t batch_id,
-                                                          const std::vector<uint64_t>& byte_sizes) {
+                                                          const std::vector<uint64_t>& byte_sizes,
+                                                          bool* no_space) {
   absl::MutexLock lock(&out_mu_);
   if (batch_outputs_.count(batch_id) > 0) {
     return absl::FailedPreconditionError(
@@ -478,6 +555,10 @@ StatusOr<std::vector<uint64_t>> Executor::AllocateOutputs(uint64_t batch_id,
     if (out_closed_) {
       return absl::UnavailableError(
           absl::StrCat("executor is shutting down; no output-ring space for batch ", batch_id));
+    }
+    if (no_space != nullptr) {
+      *no_space = true;
+      return std::vector<uint64_t>{};
     }
     if (absl::Now() >= deadline) {
       return absl::ResourceExhaustedError(

@@ -43,6 +43,11 @@ struct ExecutorOptions {
   int64_t output_wait_timeout_ms = 10000;
   // Alignment of every output tensor inside the output ring, in bytes.
   uint64_t output_alignment = 256;
+  // A batch for an idle instance whose recent runs took at most this long runs on the receive
+  // thread itself: waking the instance's thread and switching to it costs more than such a batch.
+  // Longer runs keep their thread, so a slow model never holds up other instances' messages.
+  // 0 = never. tessera-executor sets it for CPU executors only (not checked on a GPU yet).
+  uint64_t inline_run_max_ns = 0;
   // Required. tessera-executor passes one that calls engine::LoadOnnxModel; tests pass fakes.
   ModelLoader loader;
 };
@@ -77,7 +82,8 @@ class Executor {
            std::unique_ptr<ipc::SharedMemoryRegion> input_ring,
            std::unique_ptr<ipc::SharedMemoryRegion> output_ring);
 
-  // Receive-loop handlers. They never block on a model.
+  // Receive-loop handlers. They never wait on a model; HandleInfer may run a short batch itself
+  // (ExecutorOptions::inline_run_max_ns).
   void HandleLoad(const ipc::LoadModel& load);
   void HandleUnload(const ipc::UnloadModel& unload);
   void HandleInfer(const ipc::InferBatch& infer);
@@ -85,12 +91,21 @@ class Executor {
 
   void LoaderLoop();
   void InstanceLoop(Instance* instance);
-  // Runs one batch on `instance` and builds the BatchResult (ok or not).
-  ipc::BatchResult RunBatch(Instance& instance, const ipc::InferBatch& infer);
+  // Runs one batch on the receive thread (the instance is marked busy); its result is held in
+  // inline_results_ until the burst of buffered frames is handled.
+  void RunInline(Instance& instance, const ipc::InferBatch& infer);
+  void SendInlineResults();
+  // Runs one batch on `instance` and builds the BatchResult (ok or not). With `no_output_space`
+  // set, it does not wait for output-ring space: lacking it, it sets *no_output_space and the
+  // result is not ok.
+  ipc::BatchResult RunBatch(Instance& instance, const ipc::InferBatch& infer,
+                            bool* no_output_space = nullptr);
   // Reserves output-ring ranges for all of `byte_sizes` at once (all or nothing, so two batches
-  // waiting for space never hold half of it each), waiting up to output_wait_timeout_ms.
+  // waiting for space never hold half of it each), waiting up to output_wait_timeout_ms; or, with
+  // `no_space` set, not at all (then an empty vector and *no_space = true when the ring is full).
   StatusOr<std::vector<uint64_t>> AllocateOutputs(uint64_t batch_id,
-                                                  const std::vector<uint64_t>& byte_sizes);
+                                                  const std::vector<uint64_t>& byte_sizes,
+                                                  bool* no_space = nullptr);
   // Stops the loader and every instance and joins their threads.
   void Drain();
   void Send(const ipc::ControlMessage& message);
@@ -119,6 +134,11 @@ class Executor {
   // Set when draining: nobody will send ReleaseOutputs any more, so waiting for space is futile.
   bool out_closed_ ABSL_GUARDED_BY(out_mu_) = false;
   absl::CondVar out_space_;
+
+  // Results of inline runs, held while more frames are buffered so that a burst of batches is
+  // answered with one write (the instance threads do the same); receive thread only.
+  std::vector<ipc::ControlMessage> inline_results_;
+  uint64_t first_inline_result_ns_ = 0;
 
   std::atomic<bool> send_failed_{false};  // logged once; later failures are the same story
   bool ran_ = false;                      // Run() was called; only touched by the owner's thread

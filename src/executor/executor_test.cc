@@ -28,7 +28,7 @@ std::string UniqueSuffix() {
 class ExecutorTest : public ::testing::Test {
  protected:
   void Start(size_t input_bytes = 1 << 16, size_t output_bytes = 1 << 16,
-             int64_t output_wait_timeout_ms = 10000) {
+             int64_t output_wait_timeout_ms = 10000, uint64_t inline_run_max_ns = 0) {
     std::string suffix = UniqueSuffix();
     auto listener = ipc::ControlListener::Listen("/tmp/tessera-executor-test-" + suffix + ".sock");
     ASSERT_TRUE(listener.ok()) << listener.status();
@@ -50,6 +50,7 @@ class ExecutorTest : public ::testing::Test {
     ExecutorOptions options;
     options.executor_id = 3;
     options.output_wait_timeout_ms = output_wait_timeout_ms;
+    options.inline_run_max_ns = inline_run_max_ns;
     options.loader =
         [this](const ipc::LoadModel& request) -> StatusOr<std::unique_ptr<engine::Model>> {
       if (request.model_path() == "/models/missing.onnx") {
@@ -94,7 +95,8 @@ class ExecutorTest : public ::testing::Test {
   // The next message from the executor, or nullopt if none arrives within `timeout_ms`.
   std::optional<ipc::ControlMessage> Next(int timeout_ms = 5000) {
     pollfd pfd{server_->fd(), POLLIN, 0};
-    if (poll(&pfd, 1, timeout_ms) <= 0) return std::nullopt;
+    // Frames already read ahead by an earlier Receive are not on the socket any more.
+    if (!server_->HasBufferedFrame() && poll(&pfd, 1, timeout_ms) <= 0) return std::nullopt;
     ipc::ControlMessage message;
     Status status = server_->Receive(&message);
     if (!status.ok()) return std::nullopt;
@@ -368,6 +370,104 @@ TEST_F(ExecutorTest, ASlowModelDoesNotBlockOtherInstances) {
 
   // The key is free again.
   EXPECT_TRUE(Load("slow/1").ok());
+}
+
+// Records which thread ran each batch of an instance.
+class RunThreads {
+ public:
+  std::function<Status()> Hook() {
+    return [this]() -> Status {
+      absl::MutexLock lock(&mu_);
+      threads_.push_back(std::this_thread::get_id());
+      return absl::OkStatus();
+    };
+  }
+  std::vector<std::thread::id> threads() {
+    absl::MutexLock lock(&mu_);
+    return threads_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::vector<std::thread::id> threads_ ABSL_GUARDED_BY(mu_);
+};
+
+TEST_F(ExecutorTest, ShortBatchesRunOnTheReceiveThreadOnceOneRanOnTheWorker) {
+  RunThreads ran;
+  SetRunHook("fake/1", ran.Hook());
+  Start(1 << 16, 1 << 16, 10000, /*inline_run_max_ns=*/1'000'000'000);
+  ASSERT_TRUE(Load("fake/1").ok());
+  for (uint64_t id = 1; id <= 4; ++id) {
+    WriteInput(0, 2, static_cast<float>(id));
+    ipc::BatchResult r = Infer(InferMessage(id, "fake/1", 0, 2, {"y"}));
+    ASSERT_TRUE(r.ok()) << r.error();
+    EXPECT_EQ(ReadOutput(r.outputs(0))[3], static_cast<float>(id) + 3.0f + 1.0f);
+    Release(id);
+  }
+  std::vector<std::thread::id> threads = ran.threads();
+  ASSERT_EQ(threads.size(), 4u);
+  EXPECT_NE(threads[0], runner_.get_id()) << "the first batch's run time is unknown: worker";
+  for (size_t i = 1; i < threads.size(); ++i) EXPECT_EQ(threads[i], runner_.get_id()) << i;
+}
+
+TEST_F(ExecutorTest, BatchesSlowerThanTheInlineLimitStayOnTheWorker) {
+  RunThreads ran;
+  SetRunHook("fake/1", ran.Hook());
+  Start(1 << 16, 1 << 16, 10000, /*inline_run_max_ns=*/1);  // every run takes longer than 1 ns
+  ASSERT_TRUE(Load("fake/1").ok());
+  for (uint64_t id = 1; id <= 3; ++id) {
+    ASSERT_TRUE(Infer(InferMessage(id, "fake/1", 0, 1)).ok());
+    Release(id);
+  }
+  for (std::thread::id thread : ran.threads()) EXPECT_NE(thread, runner_.get_id());
+}
+
+TEST_F(ExecutorTest, InlineBatchWithoutOutputSpaceWaitsOnTheWorkerForReleaseOutputs) {
+  RunThreads ran;
+  SetRunHook("fake/1", ran.Hook());
+  // Room for exactly two 256-byte output ranges.
+  Start(1 << 16, /*output_bytes=*/512, 10000, /*inline_run_max_ns=*/1'000'000'000);
+  ASSERT_TRUE(Load("fake/1").ok());
+  ASSERT_TRUE(Infer(InferMessage(1, "fake/1", 0, 1, {"y"})).ok());  // on the worker
+  ASSERT_TRUE(Infer(InferMessage(2, "fake/1", 0, 1, {"y"})).ok());  // inline
+  ASSERT_EQ(ran.threads().back(), runner_.get_id());
+
+  // Batch 3 finds no space: the receive thread must not wait for it (the ReleaseOutputs that
+  // frees it arrives on that thread), so the worker takes the batch over.
+  Send(InferMessage(3, "fake/1", 0, 1, {"y"}));
+  EXPECT_FALSE(Next(300).has_value()) << "batch 3 should wait for output space";
+  Release(1);
+  auto reply = Next();
+  ASSERT_TRUE(reply.has_value() && reply->has_result());
+  EXPECT_EQ(reply->result().batch_id(), 3u);
+  EXPECT_TRUE(reply->result().ok()) << reply->result().error();
+  EXPECT_EQ(reply->result().outputs(0).offset(), 0u);  // batch 1's range, reused
+  EXPECT_NE(ran.threads().back(), runner_.get_id());
+
+  // And the receive thread runs the next short batch again.
+  Release(2);
+  ASSERT_TRUE(Infer(InferMessage(4, "fake/1", 0, 1, {"y"})).ok());
+  EXPECT_EQ(ran.threads().back(), runner_.get_id());
+}
+
+TEST_F(ExecutorTest, ABurstOfInlineBatchesIsAnsweredInOrder) {
+  Start(1 << 16, 1 << 16, 10000, /*inline_run_max_ns=*/1'000'000'000);
+  ASSERT_TRUE(Load("fake/1").ok());
+  ASSERT_TRUE(Infer(InferMessage(1, "fake/1", 0, 1, {"y"})).ok());
+  Release(1);
+  std::vector<ipc::ControlMessage> burst;
+  for (uint64_t id = 2; id <= 9; ++id) {
+    WriteInput(id * 64, 1, static_cast<float>(id));
+    burst.push_back(InferMessage(id, "fake/1", id * 64, 1, {"y"}));
+  }
+  ASSERT_TRUE(server_->SendAll(burst).ok());
+  for (uint64_t id = 2; id <= 9; ++id) {
+    auto reply = Next();
+    ASSERT_TRUE(reply.has_value() && reply->has_result()) << id;
+    EXPECT_EQ(reply->result().batch_id(), id);
+    ASSERT_TRUE(reply->result().ok()) << reply->result().error();
+    EXPECT_EQ(ReadOutput(reply->result().outputs(0))[0], static_cast<float>(id) + 1.0f);
+  }
 }
 
 TEST_F(ExecutorTest, ServerEofStopsTheExecutorCleanly) {

@@ -63,8 +63,8 @@ int Main(int argc, char** argv) {
   tessera::engine::ModelOptions model_options;
   if (device == "cpu") {
     model_options.backend = tessera::engine::Backend::kCpu;
-  } else if (int ordinal = -1; std::sscanf(device.c_str(), "cuda:%d", &ordinal) == 1 &&
-                                 ordinal >= 0) {
+  } else if (int ordinal = -1;
+             std::sscanf(device.c_str(), "cuda:%d", &ordinal) == 1 && ordinal >= 0) {
     model_options.backend = tessera::engine::Backend::kCuda;
     model_options.cuda_device = ordinal;
   } else {
@@ -109,6 +109,9 @@ int Main(int argc, char** argv) {
   tessera::executor::ExecutorOptions options;
   options.executor_id = executor_id;
   options.device = device;
+  // On the CPU a thread hand-off costs more than a batch of a tiny model (tens of microseconds);
+  // GPU instances keep their threads until this is checked on one.
+  if (model_options.backend == tessera::engine::Backend::kCpu) options.inline_run_max_ns = 50'000;
   options.loader = [model_options](const tessera::ipc::LoadModel& request) {
     return tessera::engine::LoadOnnxModel(request.model_path(), model_options);
   };
