@@ -30,10 +30,10 @@ constexpr std::array<std::string_view, 4> kGrpcKeys = {"address", "port", "max_m
                                                        "allow_client_shm"};
 constexpr std::array<std::string_view, 2> kMetricsKeys = {"address", "port"};
 constexpr std::array<std::string_view, 3> kRepositoryKeys = {"path", "control_mode", "poll_secs"};
-constexpr std::array<std::string_view, 9> kExecutorKeys = {
+constexpr std::array<std::string_view, 10> kExecutorKeys = {
     "binary",           "devices",           "cpu_executors",       "threads_per_executor",
     "input_ring_bytes", "output_ring_bytes", "partition_mechanism", "mps",
-    "batches_in_flight"};
+    "batches_in_flight", "inline_run_max_us"};
 constexpr std::array<std::string_view, 2> kMpsKeys = {"start_daemon", "pipe_directory"};
 constexpr std::array<std::string_view, 5> kSchedulerKeys = {"policy", "profiles", "epoch_secs",
                                                             "rate_window_ms", "slo_drop"};
@@ -86,6 +86,8 @@ Status ParseInto(const YAML::Node& doc, std::string_view source, ServerConfig& c
         TESSERA_RETURN_IF_ERROR(
             m.GetInt("output_ring_bytes", kMinRingBytes, INT64_MAX, &config.output_ring_bytes));
         TESSERA_RETURN_IF_ERROR(m.GetInt("batches_in_flight", 1, 64, &config.batches_in_flight));
+        TESSERA_RETURN_IF_ERROR(
+            m.GetInt("inline_run_max_us", 0, 1'000'000, &config.inline_run_max_us));
         TESSERA_RETURN_IF_ERROR(
             m.GetEnum("partition_mechanism", kPartitionMechanisms, &config.partition_mechanism));
         return Section(m, "mps", kMpsKeys, [&](const YamlMap& mps) -> Status {

@@ -44,6 +44,8 @@ void ExpectDefaults(const ServerConfig& c) {
   EXPECT_EQ(c.threads_per_executor, 0);
   EXPECT_EQ(c.input_ring_bytes, 64 << 20);
   EXPECT_EQ(c.output_ring_bytes, 64 << 20);
+  EXPECT_EQ(c.batches_in_flight, 2);
+  EXPECT_EQ(c.inline_run_max_us, 50);
   EXPECT_EQ(c.partition_mechanism, "auto");
   EXPECT_FALSE(c.mps_start_daemon);
   EXPECT_EQ(c.mps_pipe_directory, "");
@@ -73,6 +75,8 @@ executors:
   threads_per_executor: 2
   input_ring_bytes: 1048576
   output_ring_bytes: 2097152
+  batches_in_flight: 3
+  inline_run_max_us: 0
   partition_mechanism: mps
   mps: { start_daemon: true, pipe_directory: /run/tessera-mps }
 scheduler: { policy: gpulet }
@@ -96,6 +100,8 @@ log: { verbose: 2, allow_settings_rpc: true }
   EXPECT_EQ(c->threads_per_executor, 2);
   EXPECT_EQ(c->input_ring_bytes, 1048576);
   EXPECT_EQ(c->output_ring_bytes, 2097152);
+  EXPECT_EQ(c->batches_in_flight, 3);
+  EXPECT_EQ(c->inline_run_max_us, 0);
   EXPECT_EQ(c->partition_mechanism, "mps");
   EXPECT_TRUE(c->mps_start_daemon);
   EXPECT_EQ(c->mps_pipe_directory, "/run/tessera-mps");
@@ -134,6 +140,8 @@ TEST(ServerConfigTest, WrongTypesAndRanges) {
               "must be >= 1, got 0");
   ExpectError("executors:\n  input_ring_bytes: 64\n", 2, "executors.input_ring_bytes",
               "must be >= 4096");
+  ExpectError("executors:\n  inline_run_max_us: -5\n", 2, "executors.inline_run_max_us",
+              "must be 0..1000000, got -5");
   ExpectError("shutdown:\n  drain_secs: -1\n", 2, "shutdown.drain_secs", "must be >= 0, got -1");
   ExpectError("- grpc\n", 1, "", "expected a map, got a list");
   ExpectError("executors:\n  mps:\n    start_daemon: maybe\n", 3, "executors.mps.start_daemon",

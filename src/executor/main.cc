@@ -26,6 +26,7 @@ int Main(int argc, char** argv) {
   size_t output_bytes = 0;
   std::string device = "cpu";
   int threads = 1;
+  int inline_run_max_us = 50;
   int log_verbose = 0;
   std::string cpus;
   int green_sms = 0;
@@ -39,6 +40,11 @@ int Main(int argc, char** argv) {
   app.add_option("--output-bytes", output_bytes, "Output ring size in bytes")->required();
   app.add_option("--device", device, "Device: cpu or cuda:N")->capture_default_str();
   app.add_option("--threads", threads, "CPU threads per model instance")->capture_default_str();
+  app.add_option("--inline-run-max-us", inline_run_max_us,
+                 "CPU: a batch of an idle instance whose recent runs took at most this many "
+                 "microseconds runs on the receive thread (0 = never)")
+      ->check(CLI::Range(0, 1'000'000))
+      ->capture_default_str();
   app.add_option("--log-verbose", log_verbose, "0 info, 1 debug, 2 trace")->capture_default_str();
   app.add_option("--cpus", cpus, "CPU partition: pin to these cores (e.g. 0,1 or 0-3)");
   app.add_option("--green-sms", green_sms, "GPU partition: run in a green context of N SMs");
@@ -111,7 +117,9 @@ int Main(int argc, char** argv) {
   options.device = device;
   // On the CPU a thread hand-off costs more than a batch of a tiny model (tens of microseconds);
   // GPU instances keep their threads until this is checked on one.
-  if (model_options.backend == tessera::engine::Backend::kCpu) options.inline_run_max_ns = 50'000;
+  if (model_options.backend == tessera::engine::Backend::kCpu) {
+    options.inline_run_max_ns = static_cast<uint64_t>(inline_run_max_us) * 1000;
+  }
   options.loader = [model_options](const tessera::ipc::LoadModel& request) {
     return tessera::engine::LoadOnnxModel(request.model_path(), model_options);
   };

@@ -80,6 +80,7 @@ Status ExecutorProcess::Spawn() {
                                    "--output-bytes", absl::StrCat(options_.output_ring_bytes),
                                    "--device", options_.device,
                                    "--threads", absl::StrCat(options_.threads),
+                                   "--inline-run-max-us", absl::StrCat(options_.inline_run_max_us),
                                    "--log-verbose", absl::StrCat(options_.log_verbose)};
   args.insert(args.end(), options_.extra_args.begin(), options_.extra_args.end());
   std::vector<char*> argv;

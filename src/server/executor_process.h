@@ -49,6 +49,8 @@ struct ExecutorLaunchOptions {
   // executor before the first has finished: 1 waits for each result before sending the next; 2
   // sends the next while one runs, hiding the round trip (executors.batches_in_flight).
   int batches_in_flight = 2;
+  // Passed as --inline-run-max-us (executors.inline_run_max_us); the executor uses it on the CPU.
+  int inline_run_max_us = 50;
   // From the executor's partition (partition::ExecutorPlacement): "K=V" entries added to (or
   // replacing those of) the server's environment, and arguments appended to the command line.
   std::vector<std::string> extra_env;

@@ -153,6 +153,7 @@ int Run(int argc, char** argv) {
   pool_options.launch.input_ring_bytes = static_cast<uint64_t>(config.input_ring_bytes);
   pool_options.launch.output_ring_bytes = static_cast<uint64_t>(config.output_ring_bytes);
   pool_options.launch.batches_in_flight = config.batches_in_flight;
+  pool_options.launch.inline_run_max_us = config.inline_run_max_us;
   pool_options.launch.log_verbose = config.log_verbose;
   auto pool = tessera::server::ExecutorPool::Start(pool_options);
   if (!pool.ok()) {

@@ -35,6 +35,9 @@ struct ServerConfig {
   // Batches one instance may have sent to its executor before the first is answered: 2 overlaps
   // the hand-off of the next with the running one; 1 sends each only when the last is answered.
   int batches_in_flight = 2;
+  // CPU executors run a batch on their receive thread (no worker wake-up) when the instance is
+  // idle and its recent runs took at most this long; 0 = always on the instance's worker thread.
+  int inline_run_max_us = 50;
   std::string partition_mechanism = "auto";  // auto | mps | green | none
   bool mps_start_daemon = false;     // start nvidia-cuda-mps-control -d when none runs
   std::string mps_pipe_directory;    // "" = $CUDA_MPS_PIPE_DIRECTORY, else /tmp/nvidia-mps
