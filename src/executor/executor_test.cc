@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <map>
 #include <optional>
@@ -22,6 +23,26 @@ std::string UniqueSuffix() {
   static std::atomic<int> counter{0};
   return std::to_string(getpid()) + "-" + std::to_string(counter++);
 }
+
+// Records which thread ran each batch of an instance.
+class RunThreads {
+ public:
+  std::function<Status()> Hook() {
+    return [this]() -> Status {
+      absl::MutexLock lock(&mu_);
+      threads_.push_back(std::this_thread::get_id());
+      return absl::OkStatus();
+    };
+  }
+  std::vector<std::thread::id> threads() {
+    absl::MutexLock lock(&mu_);
+    return threads_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::vector<std::thread::id> threads_ ABSL_GUARDED_BY(mu_);
+};
 
 // Plays the server: owns the rings and the listening socket, drives an in-process Executor running
 // on its own thread through a real Unix socket and real shared memory.
@@ -173,6 +194,26 @@ class ExecutorTest : public ::testing::Test {
     ipc::ControlMessage message;
     message.mutable_release()->add_batch_ids(batch_id);
     Send(message);
+  }
+
+  // Runs one-row batches of "fake/1" (output "y"), one at a time from *next_id on, until one runs
+  // on the receive thread; returns its id (its output still held), or 0 after 200 tries. A worker
+  // marks itself idle only once its result went out, so the batch right after one of its own may
+  // still find it busy. Batches that ran on the worker are released.
+  uint64_t InferUntilInline(RunThreads& ran, uint64_t* next_id) {
+    for (int attempt = 0; attempt < 200; ++attempt) {
+      const uint64_t id = (*next_id)++;
+      ipc::BatchResult r = Infer(InferMessage(id, "fake/1", 0, 1, {"y"}));
+      if (!r.ok()) {
+        ADD_FAILURE() << "batch " << id << ": " << r.error();
+        return 0;
+      }
+      if (ran.threads().back() == runner_.get_id()) return id;
+      Release(id);
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    ADD_FAILURE() << "no batch ran on the receive thread";
+    return 0;
   }
 
   std::unique_ptr<ipc::SharedMemoryRegion> input_;
@@ -372,42 +413,34 @@ TEST_F(ExecutorTest, ASlowModelDoesNotBlockOtherInstances) {
   EXPECT_TRUE(Load("slow/1").ok());
 }
 
-// Records which thread ran each batch of an instance.
-class RunThreads {
- public:
-  std::function<Status()> Hook() {
-    return [this]() -> Status {
-      absl::MutexLock lock(&mu_);
-      threads_.push_back(std::this_thread::get_id());
-      return absl::OkStatus();
-    };
-  }
-  std::vector<std::thread::id> threads() {
-    absl::MutexLock lock(&mu_);
-    return threads_;
-  }
-
- private:
-  absl::Mutex mu_;
-  std::vector<std::thread::id> threads_ ABSL_GUARDED_BY(mu_);
-};
-
 TEST_F(ExecutorTest, ShortBatchesRunOnTheReceiveThreadOnceOneRanOnTheWorker) {
   RunThreads ran;
   SetRunHook("fake/1", ran.Hook());
   Start(1 << 16, 1 << 16, 10000, /*inline_run_max_ns=*/1'000'000'000);
   ASSERT_TRUE(Load("fake/1").ok());
-  for (uint64_t id = 1; id <= 4; ++id) {
+  ASSERT_TRUE(Infer(InferMessage(1, "fake/1", 0, 1, {"y"})).ok());
+  ASSERT_EQ(ran.threads().size(), 1u);
+  EXPECT_NE(ran.threads()[0], runner_.get_id()) << "the first batch's run time is unknown: worker";
+  Release(1);
+  uint64_t next_id = 2;
+  const uint64_t first_inline = InferUntilInline(ran, &next_id);
+  ASSERT_NE(first_inline, 0u);
+  Release(first_inline);
+
+  // From then on every short batch runs there, the receive thread being idle when it answers.
+  const size_t runs_before = ran.threads().size();
+  for (uint64_t id = next_id; id < next_id + 4; ++id) {
     WriteInput(0, 2, static_cast<float>(id));
     ipc::BatchResult r = Infer(InferMessage(id, "fake/1", 0, 2, {"y"}));
     ASSERT_TRUE(r.ok()) << r.error();
-    EXPECT_EQ(ReadOutput(r.outputs(0))[3], static_cast<float>(id) + 3.0f + 1.0f);
+    EXPECT_EQ(ReadOutput(r.outputs(0))[7], static_cast<float>(id) + 7.0f + 1.0f);
     Release(id);
   }
   std::vector<std::thread::id> threads = ran.threads();
-  ASSERT_EQ(threads.size(), 4u);
-  EXPECT_NE(threads[0], runner_.get_id()) << "the first batch's run time is unknown: worker";
-  for (size_t i = 1; i < threads.size(); ++i) EXPECT_EQ(threads[i], runner_.get_id()) << i;
+  ASSERT_EQ(threads.size(), runs_before + 4);
+  for (size_t i = runs_before; i < threads.size(); ++i) {
+    EXPECT_EQ(threads[i], runner_.get_id()) << i;
+  }
 }
 
 TEST_F(ExecutorTest, BatchesSlowerThanTheInlineLimitStayOnTheWorker) {
@@ -428,26 +461,30 @@ TEST_F(ExecutorTest, InlineBatchWithoutOutputSpaceWaitsOnTheWorkerForReleaseOutp
   // Room for exactly two 256-byte output ranges.
   Start(1 << 16, /*output_bytes=*/512, 10000, /*inline_run_max_ns=*/1'000'000'000);
   ASSERT_TRUE(Load("fake/1").ok());
-  ASSERT_TRUE(Infer(InferMessage(1, "fake/1", 0, 1, {"y"})).ok());  // on the worker
-  ASSERT_TRUE(Infer(InferMessage(2, "fake/1", 0, 1, {"y"})).ok());  // inline
-  ASSERT_EQ(ran.threads().back(), runner_.get_id());
+  ipc::BatchResult first = Infer(InferMessage(1, "fake/1", 0, 1, {"y"}));  // on the worker
+  ASSERT_TRUE(first.ok()) << first.error();
+  const uint64_t held_range = first.outputs(0).offset();
+  uint64_t next_id = 2;
+  const uint64_t inline_id = InferUntilInline(ran, &next_id);  // holds the other range
+  ASSERT_NE(inline_id, 0u);
 
-  // Batch 3 finds no space: the receive thread must not wait for it (the ReleaseOutputs that
-  // frees it arrives on that thread), so the worker takes the batch over.
-  Send(InferMessage(3, "fake/1", 0, 1, {"y"}));
-  EXPECT_FALSE(Next(300).has_value()) << "batch 3 should wait for output space";
+  // The next batch finds no space: the receive thread must not wait for it (the ReleaseOutputs
+  // that frees it arrives on that thread), so the worker takes the batch over.
+  const uint64_t blocked_id = next_id++;
+  Send(InferMessage(blocked_id, "fake/1", 0, 1, {"y"}));
+  EXPECT_FALSE(Next(300).has_value()) << "the batch should wait for output space";
   Release(1);
   auto reply = Next();
   ASSERT_TRUE(reply.has_value() && reply->has_result());
-  EXPECT_EQ(reply->result().batch_id(), 3u);
+  EXPECT_EQ(reply->result().batch_id(), blocked_id);
   EXPECT_TRUE(reply->result().ok()) << reply->result().error();
-  EXPECT_EQ(reply->result().outputs(0).offset(), 0u);  // batch 1's range, reused
+  EXPECT_EQ(reply->result().outputs(0).offset(), held_range);  // batch 1's range, reused
   EXPECT_NE(ran.threads().back(), runner_.get_id());
 
-  // And the receive thread runs the next short batch again.
-  Release(2);
-  ASSERT_TRUE(Infer(InferMessage(4, "fake/1", 0, 1, {"y"})).ok());
-  EXPECT_EQ(ran.threads().back(), runner_.get_id());
+  // And the receive thread runs short batches again.
+  Release(inline_id);
+  Release(blocked_id);
+  EXPECT_NE(InferUntilInline(ran, &next_id), 0u);
 }
 
 TEST_F(ExecutorTest, ABurstOfInlineBatchesIsAnsweredInOrder) {
