@@ -24,8 +24,8 @@ constexpr int64_t kMaxGrpcMessageBytes = INT32_MAX;
 // A ring must hold at least one small request; below this it is surely a typo (units are bytes).
 constexpr int64_t kMinRingBytes = 4096;
 
-constexpr std::array<std::string_view, 7> kSections = {
-    "grpc", "metrics", "repository", "executors", "scheduler", "shutdown", "log"};
+constexpr std::array<std::string_view, 8> kSections = {
+    "grpc", "metrics", "repository", "executors", "scheduler", "shutdown", "log", "trace"};
 constexpr std::array<std::string_view, 4> kGrpcKeys = {"address", "port", "max_message_bytes",
                                                        "allow_client_shm"};
 constexpr std::array<std::string_view, 2> kMetricsKeys = {"address", "port"};
@@ -39,6 +39,9 @@ constexpr std::array<std::string_view, 5> kSchedulerKeys = {"policy", "profiles"
                                                             "rate_window_ms", "slo_drop"};
 constexpr std::array<std::string_view, 1> kShutdownKeys = {"drain_secs"};
 constexpr std::array<std::string_view, 2> kLogKeys = {"verbose", "allow_settings_rpc"};
+constexpr std::array<std::string_view, 5> kTraceKeys = {"file", "level", "rate", "count",
+                                                        "log_frequency"};
+constexpr std::array<std::string_view, 2> kTraceLevels = {"OFF", "TIMESTAMPS"};
 
 // Reads the optional section `key` of `root` with `read`; an absent section keeps the defaults.
 template <size_t N, typename ReadSection>
@@ -112,9 +115,22 @@ Status ParseInto(const YAML::Node& doc, std::string_view source, ServerConfig& c
   TESSERA_RETURN_IF_ERROR(Section(root, "shutdown", kShutdownKeys, [&](const YamlMap& m) {
     return m.GetInt("drain_secs", 0, INT32_MAX, &config.shutdown_drain_secs);
   }));
-  return Section(root, "log", kLogKeys, [&](const YamlMap& m) -> Status {
+  TESSERA_RETURN_IF_ERROR(Section(root, "log", kLogKeys, [&](const YamlMap& m) -> Status {
     TESSERA_RETURN_IF_ERROR(m.GetInt("verbose", 0, INT32_MAX, &config.log_verbose));
     return m.GetBool("allow_settings_rpc", &config.allow_log_settings);
+  }));
+  return Section(root, "trace", kTraceKeys, [&](const YamlMap& m) -> Status {
+    TESSERA_RETURN_IF_ERROR(m.GetString("file", &config.trace_file));
+    TESSERA_RETURN_IF_ERROR(m.GetEnum("level", kTraceLevels, &config.trace_level));
+    TESSERA_RETURN_IF_ERROR(m.GetInt("rate", 1, INT64_MAX, &config.trace_rate));
+    TESSERA_RETURN_IF_ERROR(m.GetInt("count", -1, INT64_MAX, &config.trace_count));
+    TESSERA_RETURN_IF_ERROR(
+        m.GetInt("log_frequency", 0, INT64_MAX, &config.trace_log_frequency));
+    if (config.trace_level != "OFF" && config.trace_file.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          std::string(source), ": trace.level ", config.trace_level, " needs trace.file"));
+    }
+    return absl::OkStatus();
   });
 }
 

@@ -52,6 +52,11 @@ void ExpectDefaults(const ServerConfig& c) {
   EXPECT_EQ(c.scheduler_policy, "triton");
   EXPECT_EQ(c.shutdown_drain_secs, 30);
   EXPECT_EQ(c.log_verbose, 0);
+  EXPECT_EQ(c.trace_file, "");
+  EXPECT_EQ(c.trace_level, "OFF");
+  EXPECT_EQ(c.trace_rate, 1000);
+  EXPECT_EQ(c.trace_count, -1);
+  EXPECT_EQ(c.trace_log_frequency, 0);
   EXPECT_EQ(c.grpc_port, d.grpc_port);
 }
 
@@ -158,6 +163,28 @@ TEST(ServerConfigTest, BadEnumValues) {
               "expected one of auto, mps, green, none");
   ExpectError("scheduler:\n  policy: fifo\n", 2, "scheduler.policy",
               "expected one of gpulet, temporal, spatial, triton");
+}
+
+TEST(ServerConfigTest, TraceSection) {
+  StatusOr<ServerConfig> c = ParseServerConfig(
+      "trace:\n  file: /tmp/t.json\n  level: TIMESTAMPS\n  rate: 10\n  count: 100\n"
+      "  log_frequency: 50\n",
+      kSource);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->trace_file, "/tmp/t.json");
+  EXPECT_EQ(c->trace_level, "TIMESTAMPS");
+  EXPECT_EQ(c->trace_rate, 10);
+  EXPECT_EQ(c->trace_count, 100);
+  EXPECT_EQ(c->trace_log_frequency, 50);
+  ExpectError("trace:\n  level: TENSORS\n", 2, "trace.level",
+              "expected one of OFF, TIMESTAMPS, got \"TENSORS\"");
+  ExpectError("trace:\n  rate: 0\n", 2, "trace.rate", "must be >= 1, got 0");
+  ExpectError("trace:\n  count: -2\n", 2, "trace.count", "got -2");
+  StatusOr<ServerConfig> no_file = ParseServerConfig("trace: { level: TIMESTAMPS }\n", kSource);
+  ASSERT_FALSE(no_file.ok());
+  EXPECT_NE(no_file.status().message().find("trace.level TIMESTAMPS needs trace.file"),
+            std::string::npos)
+      << no_file.status();
 }
 
 TEST(ServerConfigTest, SyntaxError) {

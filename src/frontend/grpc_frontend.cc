@@ -17,6 +17,7 @@
 #include "config_proto.h"
 #include "infer_request.h"
 #include "log_settings_rpc.h"
+#include "request_tracer.h"
 #include "inference/grpc_service.grpc.pb.h"
 #include "spdlog/spdlog.h"
 #include "tessera/common/clock.h"
@@ -54,11 +55,14 @@ class StreamInferReactor;
 class InferenceService final : public inference::GRPCInferenceService::CallbackService {
  public:
   InferenceService(ServerCore* core, std::string version, bool allow_client_shm,
-                   bool allow_log_settings)
+                   bool allow_log_settings, std::unique_ptr<RequestTracer> tracer)
       : core_(core),
         version_(std::move(version)),
         client_shm_(allow_client_shm),
-        allow_log_settings_(allow_log_settings) {}
+        allow_log_settings_(allow_log_settings),
+        tracer_(std::move(tracer)) {}
+
+  Status FlushTraces() { return tracer_->Flush(); }
 
   // Worded apart from every error an accepted request can get, so that a client (and the drain
   // test) can tell "refused at the door" from "accepted, then lost".
@@ -184,18 +188,26 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
     }
     std::unique_ptr<dispatch::Request> dispatch_request = std::move(built).value();
     dispatch_request->arrival_ns = arrival_ns;
+    const uint64_t queue_start_ns = tracer_->Sample(model->name) ? MonotonicNs() : 0;
 
     // Set again if a reload moves the request to a newer version before it is queued.
     auto served_version = std::make_shared<int64_t>(model->version);
     // Holds only what the answer needs: capturing the queue would make it own itself.
-    dispatch_request->done = [finish, response, storage, served_version, name = model->name,
-                              id = request.id()](StatusOr<dispatch::Response> result) {
-      if (!result.ok()) {
-        finish(ToGrpc(result.status()));
-        return;
+    dispatch_request->done = [this, finish, response, storage, served_version,
+                              name = model->name, id = request.id(), arrival_ns,
+                              queue_start_ns](StatusOr<dispatch::Response> result) {
+      Status status = result.status();
+      dispatch::RequestTiming timing;
+      if (result.ok()) {
+        timing = result->timing;
+        status = FillInferResponse(name, *served_version, id, std::move(result).value(), *storage,
+                                   response);
       }
-      finish(ToGrpc(FillInferResponse(name, *served_version, id, std::move(result).value(),
-                                      *storage, response)));
+      if (queue_start_ns != 0) {
+        tracer_->Record(MakeTrace(name, *served_version, id, arrival_ns, queue_start_ns,
+                                  result.ok() ? &timing : nullptr, status));
+      }
+      finish(ToGrpc(status));
     };
     Status enqueued = model->queue->Enqueue(std::move(dispatch_request));
     if (enqueued.code() == absl::StatusCode::kAborted && !core_->IsReady()) {
@@ -356,12 +368,30 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
     return FinishNow(context, absl::OkStatus());
   }
 
+  // Triton's trace extension at the TIMESTAMPS level: global settings, or one model's.
   ServerUnaryReactor* TraceSetting(CallbackServerContext* context,
-                                   const inference::TraceSettingRequest*,
-                                   inference::TraceSettingResponse*) override {
-    return FinishNow(context, absl::UnimplementedError(
-                                  "request tracing is not supported: tessera-server records "
-                                  "per-model timings in ModelStatistics and on /metrics instead"));
+                                   const inference::TraceSettingRequest* request,
+                                   inference::TraceSettingResponse* response) override {
+    const std::string& model = request->model_name();
+    if (!model.empty()) {
+      const std::vector<ModelIndexEntry> index = core_->RepositoryIndex(false);
+      if (std::none_of(index.begin(), index.end(),
+                       [&](const ModelIndexEntry& e) { return e.name == model; })) {
+        return FinishNow(context, absl::NotFoundError(absl::StrCat(
+                                      "no model '", model, "' in the model repository")));
+      }
+    }
+    if (!request->settings().empty()) {
+      StatusOr<TraceSettingsUpdate> update = TraceSettingsUpdateFromProto(*request);
+      if (!update.ok()) return FinishNow(context, update.status());
+      if (Status applied = tracer_->Update(model, *update); !applied.ok()) {
+        return FinishNow(context, applied);
+      }
+      spdlog::info("trace settings of {} changed by a TraceSetting call",
+                   model.empty() ? "the server" : "model '" + model + "'");
+    }
+    TraceSettingsToProto(tracer_->Get(model), response);
+    return FinishNow(context, absl::OkStatus());
   }
 
  private:
@@ -386,6 +416,7 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
   const std::string version_;
   ClientShmRegistry client_shm_;
   const bool allow_log_settings_;
+  const std::unique_ptr<RequestTracer> tracer_;
   std::mutex streams_mu_;
   std::set<StreamInferReactor*> streams_ ABSL_GUARDED_BY(streams_mu_);
   bool streams_closed_ ABSL_GUARDED_BY(streams_mu_) = false;
@@ -602,6 +633,9 @@ class GrpcFrontendImpl final : public GrpcFrontend {
     service_->WaitForBackgroundWork();
     server_->Wait();
     server_.reset();
+    if (Status written = service_->FlushTraces(); !written.ok()) {
+      spdlog::error("request traces lost: {}", written.message());
+    }
   }
 
  private:
@@ -614,9 +648,11 @@ class GrpcFrontendImpl final : public GrpcFrontend {
 
 StatusOr<std::unique_ptr<GrpcFrontend>> GrpcFrontend::Start(const FrontendOptions& options,
                                                             ServerCore* core) {
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<RequestTracer> tracer,
+                           RequestTracer::Create(options.trace));
   auto service =
       std::make_unique<InferenceService>(core, options.server_version, options.allow_client_shm,
-                                         options.allow_log_settings);
+                                         options.allow_log_settings, std::move(tracer));
   grpc::ServerBuilder builder;
   int selected_port = 0;
   const std::string address = absl::StrCat(options.grpc_address, ":", options.grpc_port);

@@ -69,6 +69,13 @@ int Run(int argc, char** argv) {
   bool allow_log_settings = false;
   app.add_flag("--allow-log-settings", allow_log_settings,
                "Let clients change the log settings, the log file included (LogSettings RPC)");
+  std::string trace_file, trace_level;
+  int64_t trace_rate = 0;
+  app.add_option("--trace-file", trace_file, "Write request traces (JSON) here");
+  app.add_option("--trace-level", trace_level, "Request tracing: OFF or TIMESTAMPS")
+      ->check(CLI::IsMember({"OFF", "TIMESTAMPS"}));
+  app.add_option("--trace-rate", trace_rate, "Trace one request in this many (default 1000)")
+      ->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
 
   ServerConfig config;
@@ -91,6 +98,14 @@ int Run(int argc, char** argv) {
   if (app.count("--log-verbose")) config.log_verbose = log_verbose;
   if (app.count("--allow-client-shm")) config.allow_client_shm = allow_client_shm;
   if (app.count("--allow-log-settings")) config.allow_log_settings = allow_log_settings;
+  if (app.count("--trace-file")) config.trace_file = trace_file;
+  if (app.count("--trace-level")) config.trace_level = trace_level;
+  if (app.count("--trace-rate")) config.trace_rate = trace_rate;
+  if (config.trace_level != "OFF" && config.trace_file.empty()) {
+    std::cerr << "tessera-server: --trace-level " << config.trace_level
+              << " needs --trace-file (or trace.file in server.yaml)\n";
+    return 2;
+  }
   if (!load_models.empty() && config.model_control_mode != ModelControlMode::kExplicit) {
     std::cerr << "tessera-server: --load-model needs --model-control-mode=explicit\n";
     return 2;
@@ -193,6 +208,8 @@ int Run(int argc, char** argv) {
   frontend_options.max_message_bytes = config.max_grpc_message_bytes;
   frontend_options.allow_client_shm = config.allow_client_shm;
   frontend_options.allow_log_settings = config.allow_log_settings;
+  frontend_options.trace = {config.trace_level, config.trace_rate, config.trace_count,
+                            config.trace_log_frequency, config.trace_file};
   frontend_options.server_version = TESSERA_VERSION;
   auto frontend = tessera::frontend::GrpcFrontend::Start(frontend_options, &manager);
   if (!frontend.ok()) {

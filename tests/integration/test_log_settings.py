@@ -1,6 +1,6 @@
 """Triton's LogSettings RPC through tritonclient: the settings round-trip, take effect on the
 server's log (file, severities, format), and bad settings are refused with the key named and
-nothing changed. TraceSetting answers UNIMPLEMENTED with a reason."""
+nothing changed."""
 
 import re
 
@@ -91,11 +91,6 @@ def test_bad_settings_are_refused_and_change_nothing(log_client, own_server, tmp
     assert not missing.parent.exists()
     assert settings_of(log_client) == before
     assert_mlp_serves(log_client)
-
-
-def test_trace_setting_says_why_it_is_unimplemented(log_client):
-    e = expect_error(lambda: log_client.get_trace_settings(), "UNIMPLEMENTED")
-    assert "ModelStatistics" in e.message()
 
 
 def test_changes_are_refused_without_the_flag(client):

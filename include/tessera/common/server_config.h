@@ -59,6 +59,13 @@ struct ServerConfig {
   int log_verbose = 0;
   // Clients may change the log settings (Triton's LogSettings RPC; reading them is always allowed).
   bool allow_log_settings = false;
+
+  // Request tracing (Triton's trace extension; TraceSetting RPC changes all but the file).
+  std::string trace_file;             // "" = none: the level must stay OFF
+  std::string trace_level = "OFF";    // OFF | TIMESTAMPS
+  int64_t trace_rate = 1000;          // one request in `rate`
+  int64_t trace_count = -1;           // -1 = no limit
+  int64_t trace_log_frequency = 0;    // 0 = write at stop; N = every N traces to file.<i>
 };
 
 std::string_view ModelControlModeName(ModelControlMode mode);

@@ -7,6 +7,7 @@
 
 #include "tessera/common/status.h"
 #include "tessera/frontend/server_core.h"
+#include "tessera/frontend/trace_settings.h"
 
 namespace tessera::frontend {
 
@@ -22,6 +23,8 @@ struct FrontendOptions {
   bool allow_client_shm = false;
   // Clients may change the log settings (LogSettings RPC); reading them is always allowed.
   bool allow_log_settings = false;
+  // Request tracing (TraceSetting RPC); off unless a level and a trace file are given.
+  TraceSettings trace;
 };
 
 class GrpcFrontend {

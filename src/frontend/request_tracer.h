@@ -1,0 +1,99 @@
+// Samples requests for tracing and writes their timestamps as JSON (Triton's trace extension,
+// timestamp level). Global settings, with per-model overrides of level, rate and count; the trace
+// file and how often it is written are global only.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "inference/grpc_service.pb.h"
+#include "tessera/common/status.h"
+#include "tessera/dispatch/request.h"
+#include "tessera/frontend/trace_settings.h"
+
+namespace tessera::frontend {
+
+// What one TraceSetting call changes: keys it names, each with its new value, or nullopt when the
+// call clears it (an empty value list: a model's setting falls back to the global one, a global
+// setting to its default).
+struct TraceSettingsUpdate {
+  std::map<std::string, std::optional<std::string>> values;
+};
+
+// One traced request: its timestamps (MonotonicNs) in the order they happened.
+struct TraceRecord {
+  std::string model_name;
+  int64_t model_version = 0;
+  std::string request_id;
+  std::vector<std::pair<const char*, uint64_t>> timestamps;
+  std::string error;  // "" when the request succeeded
+};
+
+class RequestTracer {
+ public:
+  // `settings` is checked as an update of the defaults would be.
+  static StatusOr<std::unique_ptr<RequestTracer>> Create(const TraceSettings& settings);
+  // Writes the traces not written yet.
+  ~RequestTracer();
+
+  // The settings that apply to `model` ("" = the global ones).
+  TraceSettings Get(const std::string& model) const;
+  // Applies `update` to `model`'s settings ("" = global). INVALID_ARGUMENT naming the key for an
+  // unknown key, a bad value, a global-only key sent for a model, or trace_file (set at start
+  // only: a client must not choose where the server writes); FAILED_PRECONDITION when a level
+  // other than OFF is asked for with no trace file. Nothing changes on an error.
+  Status Update(const std::string& model, const TraceSettingsUpdate& update);
+
+  // Per request: whether to trace it. Counts it toward its settings' rate and count.
+  bool Sample(const std::string& model);
+  // Keeps a trace; writes a file when log_frequency traces have gathered.
+  void Record(TraceRecord record);
+  // Writes the traces gathered so far (to `file`, or the next `file`.N with log_frequency > 0).
+  Status Flush();
+
+ private:
+  struct ModelOverride {
+    std::optional<std::string> level;
+    std::optional<int64_t> rate;
+    std::optional<int64_t> count;
+    uint64_t seen = 0;
+  };
+
+  explicit RequestTracer(TraceSettings settings) : global_(std::move(settings)) {}
+  void RefreshEnabled() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Status WriteLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  mutable absl::Mutex mu_;
+  TraceSettings global_ ABSL_GUARDED_BY(mu_);
+  uint64_t global_seen_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<std::string, ModelOverride> models_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> pending_ ABSL_GUARDED_BY(mu_);  // JSON objects not written yet
+  std::vector<std::string> written_ ABSL_GUARDED_BY(mu_);  // log_frequency 0: all, for `file`
+  int64_t next_file_index_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  // False while no settings can trace anything: the per-request check is then one load.
+  std::atomic<bool> enabled_{false};
+};
+
+// The trace of one request: REQUEST_START at arrival, QUEUE_START once validated, the compute
+// phases from the executor's timing (absent when the request failed) and REQUEST_END now.
+TraceRecord MakeTrace(std::string model, int64_t version, std::string request_id,
+                      uint64_t arrival_ns, uint64_t queue_start_ns,
+                      const dispatch::RequestTiming* timing, const Status& status);
+
+// The update a TraceSettingRequest asks for: one value per key, none to clear it.
+// INVALID_ARGUMENT naming the key when a key has more than one value.
+StatusOr<TraceSettingsUpdate> TraceSettingsUpdateFromProto(
+    const inference::TraceSettingRequest& request);
+// Every setting, as the response lists them (each a one-element list of strings, as Triton's).
+void TraceSettingsToProto(const TraceSettings& settings, inference::TraceSettingResponse* response);
+
+}  // namespace tessera::frontend

@@ -1,0 +1,123 @@
+"""Triton's trace extension through tritonclient: TraceSetting reads and changes the settings
+(global and per model), traced requests land in the trace file as JSON with their timestamps in
+order, bad settings are refused naming the key, and the traces left over are written at stop."""
+
+import json
+
+import pytest
+
+from tessera_testlib import MODELS_DIR, assert_mlp_serves, expect_error, infer, load_reference
+
+STAGES = ["REQUEST_START", "QUEUE_START", "COMPUTE_START", "COMPUTE_INPUT_END",
+          "COMPUTE_OUTPUT_START", "COMPUTE_END", "REQUEST_END"]
+
+
+@pytest.fixture(scope="module")
+def trace_file(tmp_path_factory):
+    return tmp_path_factory.mktemp("trace") / "trace.json"
+
+
+@pytest.fixture(scope="module")
+def traced(make_server, trace_file):
+    return make_server(repository=MODELS_DIR, mode="explicit", load_models=("mlp", "small_cnn"),
+                       wait_models=("mlp", "small_cnn"),
+                       extra_args=("--trace-file", str(trace_file), "--trace-level", "TIMESTAMPS",
+                                   "--trace-rate", "1"))
+
+
+@pytest.fixture(scope="module")
+def trace_client(traced):
+    return traced.client()
+
+
+def settings_of(client, model=None):
+    raw = client.get_trace_settings(model_name=model, as_json=True)["settings"]
+    return {key: entry.get("value", []) for key, entry in raw.items()}
+
+
+def read_traces(path):
+    return json.loads(path.read_text())
+
+
+def test_settings_come_from_the_command_line(trace_client, trace_file):
+    settings = settings_of(trace_client)
+    assert settings == {"trace_file": [str(trace_file)], "trace_level": ["TIMESTAMPS"],
+                        "trace_rate": ["1"], "trace_count": ["-1"], "log_frequency": ["0"]}
+
+
+def test_traced_requests_are_written_every_log_frequency(trace_client, trace_file):
+    trace_client.update_trace_settings(settings={"log_frequency": "2"})
+    x, _ = load_reference("mlp")
+    for i in range(4):
+        infer(trace_client, "mlp", x, request_id=f"trace-{i}")
+    files = [trace_file.with_name(f"{trace_file.name}.{i}") for i in range(2)]
+    traces = read_traces(files[0]) + read_traces(files[1])
+    assert [t["request_id"] for t in traces] == [f"trace-{i}" for i in range(4)]
+    for t in traces:
+        assert t["model_name"] == "mlp" and t["model_version"] == 1
+        names = [s["name"] for s in t["timestamps"]]
+        assert names == STAGES, names
+        ns = [s["ns"] for s in t["timestamps"]]
+        assert ns == sorted(ns) and ns[-1] > ns[0], ns
+
+
+def test_model_settings_override_and_clear(trace_client, trace_file):
+    trace_client.update_trace_settings(model_name="small_cnn", settings={"trace_level": "OFF"})
+    assert settings_of(trace_client, "small_cnn")["trace_level"] == ["OFF"]
+    assert settings_of(trace_client)["trace_level"] == ["TIMESTAMPS"]
+    trace_client.update_trace_settings(settings={"log_frequency": "1"})
+    before = sorted(trace_file.parent.glob(trace_file.name + ".*"))
+    x, _ = load_reference("small_cnn")
+    infer(trace_client, "small_cnn", x, request_id="untraced")
+    assert sorted(trace_file.parent.glob(trace_file.name + ".*")) == before
+
+    trace_client.update_trace_settings(model_name="small_cnn", settings={"trace_level": None})
+    assert settings_of(trace_client, "small_cnn")["trace_level"] == ["TIMESTAMPS"]
+    infer(trace_client, "small_cnn", x, request_id="traced-again")
+    new = sorted(set(trace_file.parent.glob(trace_file.name + ".*")) - set(before))
+    assert len(new) == 1
+    assert [t["request_id"] for t in read_traces(new[0])] == ["traced-again"]
+
+
+def test_bad_settings_are_refused_and_change_nothing(trace_client, tmp_path):
+    before = settings_of(trace_client)
+    e = expect_error(lambda: trace_client.update_trace_settings(settings={"trace_mode": "x"}),
+                     "INVALID_ARGUMENT")
+    assert "trace_mode" in e.message()
+    e = expect_error(lambda: trace_client.update_trace_settings(
+        settings={"trace_file": str(tmp_path / "elsewhere.json")}), "INVALID_ARGUMENT")
+    assert "--trace-file" in e.message()
+    e = expect_error(lambda: trace_client.update_trace_settings(settings={"trace_rate": "0"}),
+                     "INVALID_ARGUMENT")
+    assert "trace_rate" in e.message()
+    e = expect_error(lambda: trace_client.update_trace_settings(
+        settings={"trace_level": ["TIMESTAMPS", "TENSORS"]}), "INVALID_ARGUMENT")
+    assert "one value" in e.message()
+    e = expect_error(lambda: trace_client.get_trace_settings(model_name="no_such_model"),
+                     "NOT_FOUND")
+    assert "no_such_model" in e.message()
+    assert settings_of(trace_client) == before
+    assert_mlp_serves(trace_client)
+
+
+def test_traces_left_are_written_at_stop(make_server, tmp_path):
+    path = tmp_path / "at-stop.json"
+    server = make_server(repository=MODELS_DIR, mode="explicit", load_models=("mlp",),
+                         wait_models=("mlp",),
+                         extra_args=("--trace-file", str(path), "--trace-level", "TIMESTAMPS",
+                                     "--trace-rate", "2"))
+    x, _ = load_reference("mlp")
+    client = server.client()
+    for i in range(4):
+        infer(client, "mlp", x, request_id=f"r{i}")
+    assert not path.exists()
+    assert server.stop() == 0
+    assert [t["request_id"] for t in read_traces(path)] == ["r0", "r2"]
+
+
+def test_tracing_is_off_by_default(client):
+    """The shared default server: tracing is off and needs a trace file to be turned on."""
+    assert settings_of(client)["trace_level"] == ["OFF"]
+    e = expect_error(lambda: client.update_trace_settings(settings={"trace_level": "TIMESTAMPS"}),
+                     "FAILED_PRECONDITION")
+    assert "--trace-file" in e.message()
