@@ -154,7 +154,8 @@ def main():
     added_us = (med("tessera", c_lo, "latency_ms", "p50") -
                 med("bare", c_lo, "latency_ms", "p50")) * 1000
     verdicts = [
-        f"peak throughput ({args.channels} client connection(s)): tessera {peak_t:.0f} req/s (concurrency {c_t}), bare {peak_b:.0f} "
+        f"peak throughput ({args.channels} client connection(s)): tessera {peak_t:.0f} req/s "
+        f"(concurrency {c_t}), bare {peak_b:.0f} "
         f"req/s (concurrency {c_b}): {ratio:.2f}x bare "
         f"({'meets' if ratio >= 0.7 else 'MISSES'} the >= 0.7x target)",
         "throughput at equal concurrency: " + ", ".join(
