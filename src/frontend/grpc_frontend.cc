@@ -188,13 +188,15 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
     }
     std::unique_ptr<dispatch::Request> dispatch_request = std::move(built).value();
     dispatch_request->arrival_ns = arrival_ns;
-    const uint64_t queue_start_ns = tracer_->Sample(model->name) ? MonotonicNs() : 0;
+    // Held by a traced request's answer (which may come after the service is gone), null otherwise.
+    std::shared_ptr<RequestTracer> tracer = tracer_->Sample(model->name) ? tracer_ : nullptr;
+    const uint64_t queue_start_ns = tracer ? MonotonicNs() : 0;
 
     // Set again if a reload moves the request to a newer version before it is queued.
     auto served_version = std::make_shared<int64_t>(model->version);
     // Holds only what the answer needs: capturing the queue would make it own itself.
-    dispatch_request->done = [this, finish, response, storage, served_version,
-                              name = model->name, id = request.id(), arrival_ns,
+    dispatch_request->done = [finish, response, storage, served_version, name = model->name,
+                              id = request.id(), tracer = std::move(tracer), arrival_ns,
                               queue_start_ns](StatusOr<dispatch::Response> result) {
       Status status = result.status();
       dispatch::RequestTiming timing;
@@ -203,8 +205,8 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
         status = FillInferResponse(name, *served_version, id, std::move(result).value(), *storage,
                                    response);
       }
-      if (queue_start_ns != 0) {
-        tracer_->Record(MakeTrace(name, *served_version, id, arrival_ns, queue_start_ns,
+      if (tracer) {
+        tracer->Record(MakeTrace(name, *served_version, id, arrival_ns, queue_start_ns,
                                   result.ok() ? &timing : nullptr, status));
       }
       finish(ToGrpc(status));
@@ -416,7 +418,7 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
   const std::string version_;
   ClientShmRegistry client_shm_;
   const bool allow_log_settings_;
-  const std::unique_ptr<RequestTracer> tracer_;
+  const std::shared_ptr<RequestTracer> tracer_;
   std::mutex streams_mu_;
   std::set<StreamInferReactor*> streams_ ABSL_GUARDED_BY(streams_mu_);
   bool streams_closed_ ABSL_GUARDED_BY(streams_mu_) = false;

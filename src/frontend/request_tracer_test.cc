@@ -3,17 +3,14 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
+
+#include "tessera/common/yaml_util.h"
 
 namespace tessera::frontend {
 namespace {
 
 std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
+  return yaml::ReadFileToString(path).value_or("");
 }
 
 int CountOf(const std::string& text, const std::string& what) {
