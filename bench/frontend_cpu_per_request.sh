@@ -5,7 +5,7 @@
 # tessera-bench load, measured with `perf stat` over a window inside the run. Steadier than
 # throughput on a shared VM, and it says where the time goes.
 #
-#   bench/frontend_cpu_per_request.sh [--build-dir build] [--concurrency 16] [--repeats 2]
+#   bench/frontend_cpu_per_request.sh [--build-dir build] [--concurrency 16] [--channels 1] [--repeats 2]
 #
 # Needs perf (Debian linux-perf) with permission to attach to the processes (root, or
 # kernel.perf_event_paranoid <= 1).
@@ -14,11 +14,13 @@ set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="$REPO/build"
 CONCURRENCY=16
+CHANNELS=1
 REPEATS=2
 while (($#)); do
   case "$1" in
     --build-dir) BUILD="$2"; shift 2 ;;
     --concurrency) CONCURRENCY="$2"; shift 2 ;;
+    --channels) CHANNELS="$2"; shift 2 ;;
     --repeats) REPEATS="$2"; shift 2 ;;
     -h|--help) sed -n '2,12p' "${BASH_SOURCE[0]}"; exit 0 ;;
     *) echo "unknown argument '$1'" >&2; exit 2 ;;
@@ -53,7 +55,7 @@ sleep 3
 EXECUTOR_PID=$(pgrep -P "$TESSERA_PID" -f tessera-executor | head -1)
 [[ -n "$EXECUTOR_PID" ]] || { cat "$WORK/tessera.log" >&2; echo "no tessera-executor" >&2; exit 1; }
 
-echo "closed loop, concurrency $CONCURRENCY, FP32 [1, 256]; perf stat over 3 s inside a 6 s run"
+echo "closed loop, concurrency $CONCURRENCY over $CHANNELS connection(s), FP32 [1, 256]; perf stat over 3 s inside a 6 s run"
 printf '%-22s %10s %16s %14s %16s\n' server "req/s" "server us/req" "switches/req" "client us/req"
 for ((r = 1; r <= REPEATS; r++)); do
   for target in tessera bare bare-answer-thread; do
@@ -62,7 +64,7 @@ for ((r = 1; r <= REPEATS; r++)); do
       bare) url=127.0.0.1:$P_BARE; watch="$BARE_PID" ;;
       bare-answer-thread) url=127.0.0.1:$P_ASYNC; watch="$ASYNC_PID" ;;
     esac
-    "$BIN/tessera-bench" -u "$url" -m identity --concurrency-range "$CONCURRENCY" --warmup-s 1 \
+    "$BIN/tessera-bench" -u "$url" -m identity --concurrency-range "$CONCURRENCY" --channels "$CHANNELS" --warmup-s 1 \
       --duration-s 6 --progress off >"$WORK/bench.out" 2>&1 &
     bench_pid=$!
     sleep 2
