@@ -82,19 +82,39 @@ ModelEntry ScanModelFolder(const fs::path& dir, const std::string& name) {
   entry.name = name;
   entry.path = dir.string();
 
-  std::string config_path = (dir / kConfigFileName).string();
-  StatusOr<std::string> text = yaml::ReadFileToString(config_path);
+  // config.yaml, or Triton's config.pbtxt so a Triton repository is served unchanged; never both,
+  // since which one wins would be a guess.
+  const std::string yaml_path = (dir / kConfigFileName).string();
+  const std::string pbtxt_path = (dir / kTritonConfigFileName).string();
+  StatusOr<std::string> yaml_text = yaml::ReadFileToString(yaml_path);
+  StatusOr<std::string> pbtxt_text = yaml::ReadFileToString(pbtxt_path);
   Fnv1a hash;
-  if (!text.ok()) {
-    entry.config =
-        absl::NotFoundError(absl::StrCat("model '", name, "': no ", yaml::AsAbsl(kConfigFileName),
-                                         " (looked for ", config_path, ")"));
+  if (yaml_text.ok() && pbtxt_text.ok()) {
+    entry.config = absl::InvalidArgumentError(
+        absl::StrCat("model '", name, "': both ", yaml::AsAbsl(kConfigFileName), " and ",
+                     yaml::AsAbsl(kTritonConfigFileName), " are in ", entry.path,
+                     "; keep one of them"));
+    hash.Add(*yaml_text);
+    hash.Add(*pbtxt_text);
+    entry.fingerprint = hash.value();
+    return entry;
+  }
+  if (!yaml_text.ok() && !pbtxt_text.ok()) {
+    entry.config = absl::NotFoundError(absl::StrCat(
+        "model '", name, "': no ", yaml::AsAbsl(kConfigFileName), " or ",
+        yaml::AsAbsl(kTritonConfigFileName), " (looked for ", yaml_path, " and ", pbtxt_path, ")"));
     hash.Add(std::string_view("<no config>"));
     entry.fingerprint = hash.value();
     return entry;
   }
-  hash.Add(*text);
-  entry.config = ParseModelConfig(*text, config_path, name);
+  if (yaml_text.ok()) {
+    hash.Add(*yaml_text);
+    entry.config = ParseModelConfig(*yaml_text, yaml_path, name);
+  } else {
+    hash.Add(std::string_view("<config.pbtxt>"));
+    hash.Add(*pbtxt_text);
+    entry.config = ParseTritonModelConfig(*pbtxt_text, pbtxt_path, name);
+  }
   if (!entry.config.ok()) {
     entry.fingerprint = hash.value();
     return entry;

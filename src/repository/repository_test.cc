@@ -190,6 +190,54 @@ TEST_F(RepositoryTest, BrokenConfigIsRecordedPerModel) {
   ASSERT_FALSE(noconfig->config.ok());
   EXPECT_EQ(noconfig->config.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(std::string(noconfig->config.status().message()), HasSubstr("config.yaml"));
+  EXPECT_THAT(std::string(noconfig->config.status().message()), HasSubstr("config.pbtxt"));
+}
+
+TEST_F(RepositoryTest, TritonConfigPbtxtIsServedAndEditsArePickedUp) {
+  const std::string pbtxt = R"(name: "triton_mlp"
+platform: "onnxruntime_onnx"
+max_batch_size: 4
+input [ { name: "input", data_type: TYPE_FP32, dims: [ 64 ] } ]
+output [ { name: "output", data_type: TYPE_FP32, dims: [ 10 ] } ]
+instance_group [ { kind: KIND_CPU } ]
+)";
+  Write("triton_mlp/config.pbtxt", pbtxt);
+  Write("triton_mlp/1/model.onnx", "x");
+  Write("triton_mlp/2/model.onnx", "x");
+  StatusOr<RepositorySnapshot> before = ScanRepository(root());
+  ASSERT_TRUE(before.ok()) << before.status();
+  const ModelEntry* m = before->Find("triton_mlp");
+  ASSERT_NE(m, nullptr);
+  ASSERT_TRUE(m->config.ok()) << m->config.status();
+  EXPECT_EQ(m->config->max_batch_size, 4);
+  EXPECT_THAT(m->selected_versions, ElementsAre(2));
+  EXPECT_TRUE(CheckServable(*m).ok());
+
+  Write("triton_mlp/config.pbtxt", pbtxt + "version_policy { all {} }\n");
+  StatusOr<RepositorySnapshot> after = ScanRepository(root());
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_THAT(Diff(*before, *after).changed, ElementsAre("triton_mlp"));
+  EXPECT_THAT(after->Find("triton_mlp")->selected_versions, ElementsAre(1, 2));
+
+  // A broken config.pbtxt is this model's error, with the file and line.
+  Write("triton_mlp/config.pbtxt", pbtxt + "dynamic_batching { max_queue_delay: 5 }\n");
+  StatusOr<ModelEntry> broken = ScanModel(root(), "triton_mlp");
+  ASSERT_TRUE(broken.ok()) << broken.status();
+  ASSERT_FALSE(broken->config.ok());
+  EXPECT_THAT(std::string(broken->config.status().message()),
+              HasSubstr((root_ / "triton_mlp" / "config.pbtxt").string() + ":7:"));
+}
+
+TEST_F(RepositoryTest, BothConfigFilesAreRefused) {
+  AddModel("twice", {1});
+  Write("twice/config.pbtxt", "name: \"twice\"\n");
+  StatusOr<ModelEntry> m = ScanModel(root(), "twice");
+  ASSERT_TRUE(m.ok()) << m.status();
+  ASSERT_FALSE(m->config.ok());
+  EXPECT_EQ(m->config.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(m->config.status().message()),
+              HasSubstr("both config.yaml and config.pbtxt are in " + (root_ / "twice").string()));
+  EXPECT_FALSE(CheckServable(*m).ok());
 }
 
 TEST_F(RepositoryTest, ScanModel) {

@@ -196,6 +196,8 @@ Status ModelManager::LoadLocked(const std::string& name, const repository::Model
   if (!serving) SetState(name, "LOADING", "");
 
   const repository::ModelConfig& config = *entry.config;
+  // Triton fields a config.pbtxt carries that Tessera reads but does not act on.
+  for (const std::string& note : config.notes) spdlog::warn("model '{}': {}", name, note);
   VersionMap fresh;
   for (int64_t number : entry.selected_versions) {
     const repository::ModelVersion* version = entry.FindVersion(number);

@@ -129,6 +129,66 @@ def test_load_truncated_model_fails(client, repo):
     assert_mlp_serves(client)
 
 
+# The mlp model's config as Triton writes it, with hints Tessera ignores (noted in the log).
+TRITON_MLP_PBTXT = """name: "mlp_triton"
+platform: "onnxruntime_onnx"
+max_batch_size: 8
+input [
+  {
+    name: "input"
+    data_type: TYPE_FP32
+    format: FORMAT_NONE
+    dims: [ 64 ]
+  }
+]
+output [ { name: "output", data_type: TYPE_FP32, dims: [ 10 ] } ]
+dynamic_batching { max_queue_delay_microseconds: 500 }
+instance_group [ { count: 1, kind: KIND_CPU } ]
+optimization { execution_accelerators { cpu_execution_accelerator : [ { name : "openvino" } ] } }
+parameters { key: "slo_ms" value { string_value: "250" } }
+"""
+
+
+def triton_model(repo, name, pbtxt):
+    """A model folder in Triton's layout: config.pbtxt and 1/model.onnx (mlp's weights)."""
+    folder = repo / name
+    (folder / "1").mkdir(parents=True)
+    shutil.copy(find_model_file("mlp", repository=repo), folder / "1" / "model.onnx")
+    (folder / "config.pbtxt").write_text(pbtxt)
+    return folder
+
+
+def test_triton_config_pbtxt_model_serves(server, client, repo):
+    triton_model(repo, "mlp_triton", TRITON_MLP_PBTXT)
+    client.load_model("mlp_triton")
+    assert client.is_model_ready("mlp_triton")
+    x, y = load_reference("mlp")
+    assert_close(infer(client, "mlp_triton", x).as_numpy(OUTPUT_NAME), y)
+    config = client.get_model_config("mlp_triton").config
+    assert config.max_batch_size == 8
+    assert [i.name for i in config.input] == ["input"]
+    assert list(config.input[0].dims) == [64]
+    assert config.dynamic_batching.max_queue_delay_microseconds == 500
+    # The ignored accelerator is named in the log, with the file and line.
+    wait_until(lambda: "config.pbtxt:15: optimization: ignored" in server.log_path.read_text(),
+               timeout=5, what="the note on the ignored optimization block")
+
+
+def test_broken_triton_config_pbtxt_fails_cleanly(client, repo):
+    seq = (TRITON_MLP_PBTXT.replace('"mlp_triton"', '"seq_triton"')
+           .replace("dynamic_batching { max_queue_delay_microseconds: 500 }\n", "")
+           + "sequence_batching { max_sequence_idle_microseconds: 5000000 }\n")
+    triton_model(repo, "seq_triton", seq)
+    e = expect_error(lambda: client.load_model("seq_triton"), "INVALID_ARGUMENT")
+    assert "config.pbtxt:16: sequence_batching: stateful models" in e.message(), e.message()
+    triton_model(repo, "typo_triton", TRITON_MLP_PBTXT.replace('"mlp_triton"', '"typo_triton"')
+                 .replace("max_queue_delay_microseconds", "max_queue_delay_us"))
+    e = expect_error(lambda: client.load_model("typo_triton"), "INVALID_ARGUMENT")
+    assert "config.pbtxt:13:" in e.message() and "max_queue_delay_us" in e.message(), e.message()
+    assert client.is_model_ready("seq_triton") is False
+    assert_mlp_serves(client)
+
+
 def test_still_serving_after_failed_loads(client):
     assert client.is_model_ready("mlp")
     assert client.is_model_ready("small_cnn")

@@ -1,6 +1,7 @@
-// A model's configuration: `<repository>/<model>/config.yaml` (format: docs/model-config.md).
-// Field names follow Triton's ModelConfig where the meaning is the same, so a Triton user reads a
-// Tessera config at once; Tessera's own keys (slo_ms, precision) sit beside them.
+// A model's configuration: `<repository>/<model>/config.yaml`, or Triton's `config.pbtxt` unchanged
+// (format: docs/model-config.md). Field names follow Triton's ModelConfig where the meaning is the
+// same, so a Triton user reads a Tessera config at once; Tessera's own keys (slo_ms, precision) sit
+// beside them.
 #pragma once
 
 #include <cstdint>
@@ -61,6 +62,10 @@ struct ModelConfig {
   // weights), each taking batches of at most its size; empty = instance_group's instances. Each a
   // power of two ≤ max_batch_size, no duplicates, in the order written.
   std::vector<int> worker_batch_sizes;
+
+  // config.pbtxt only: the Triton fields that were read but are not acted on, one line each
+  // ("models/m/config.pbtxt:12: optimization: ignored (...)"), for the load log.
+  std::vector<std::string> notes;
 };
 
 // Parses and validates config YAML text. `source` names the file in error messages. Every error
@@ -69,6 +74,16 @@ struct ModelConfig {
 // non-empty, and fills it when `name` is absent.
 StatusOr<ModelConfig> ParseModelConfig(const std::string& yaml_text, const std::string& source,
                                        const std::string& expected_name);
+
+// Parses Triton's config.pbtxt (protobuf text of inference.ModelConfig) into the same ModelConfig,
+// through the same checks as config.yaml, so both formats accept and refuse the same things. Errors
+// name the file, the line, the field and the reason. Tessera's own keys come from `parameters`
+// (slo_ms, precision, worker_batch_sizes, as string values). Triton fields that would change what a
+// client sees (sequence batching, ensembles, reshape, shape tensors, ragged or optional inputs,
+// decoupled models) are refused with the reason; hints that do not (optimization, warm-up, response
+// cache, metric tags, ...) are ignored and listed in `notes`.
+StatusOr<ModelConfig> ParseTritonModelConfig(const std::string& pbtxt, const std::string& source,
+                                             const std::string& expected_name);
 
 // Reads and parses `path` (a config.yaml). A missing/unreadable file is NOT_FOUND naming the path.
 StatusOr<ModelConfig> LoadModelConfigFile(const std::string& path, const std::string& expected_name);

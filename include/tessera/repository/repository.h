@@ -1,6 +1,6 @@
 // The model repository on disk, read as plain values (format: docs/model-config.md):
 //
-//   <root>/<model>/config.yaml
+//   <root>/<model>/config.yaml          (or Triton's config.pbtxt; not both)
 //   <root>/<model>/<version>/<default_model_filename>      version = 1, 2, ... (no leading zero)
 //
 // A scan is a snapshot; the poller compares two snapshots with Diff() to learn what to load, unload
@@ -21,6 +21,7 @@
 namespace tessera::repository {
 
 inline constexpr std::string_view kConfigFileName = "config.yaml";
+inline constexpr std::string_view kTritonConfigFileName = "config.pbtxt";
 
 // A version folder that holds the model file.
 struct ModelVersion {
@@ -33,7 +34,7 @@ struct ModelVersion {
 struct ModelEntry {
   std::string name;  // the folder name
   std::string path;  // <root>/<name>
-  // The parsed config, or why it could not be had: NOT_FOUND (no config.yaml) or INVALID_ARGUMENT
+  // The parsed config, or why it could not be had: NOT_FOUND (no config.yaml or config.pbtxt) or INVALID_ARGUMENT
   // ("<path>:<line>: <key>: <reason>"). A broken config is a property of this model, not a scan
   // error.
   StatusOr<ModelConfig> config = absl::UnknownError("not scanned");

@@ -1,0 +1,577 @@
+// Triton's config.pbtxt, read into Tessera's ModelConfig.
+//
+// The text is parsed by protobuf's own text-format parser into inference.ModelConfig. The fields
+// Tessera acts on are then written out again as config.yaml text and parsed by ParseModelConfig, so
+// the two formats share one set of checks and messages. Each written line remembers the
+// config.pbtxt line it came from, which puts the right line into every error.
+#include <google/protobuf/io/tokenizer.h>
+#include <google/protobuf/text_format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <string_view>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "inference/model_config.pb.h"
+#include "tessera/repository/model_config.h"
+
+namespace tessera::repository {
+namespace {
+
+using google::protobuf::Descriptor;
+using google::protobuf::FieldDescriptor;
+using google::protobuf::Message;
+using google::protobuf::TextFormat;
+using ParseInfoTree = TextFormat::ParseInfoTree;
+
+// Tessera's own keys, carried in Triton's free-form `parameters` map.
+constexpr const char* kTesseraParameters[] = {"slo_ms", "precision", "worker_batch_sizes"};
+
+// The parser's first error, with its 1-based line and column.
+class FirstParseError : public google::protobuf::io::ErrorCollector {
+ public:
+  void AddError(int line, google::protobuf::io::ColumnNumber column,
+                const std::string& message) override {
+    if (text.empty()) text = absl::StrCat(line + 1, ":", column + 1, ": ", message);
+  }
+  std::string text;
+};
+
+// The Triton blocks Tessera refuses or ignores as a whole. model_config.proto declares them as
+// empty messages; their insides are blanked before parsing (protobuf's own skipping of unknown
+// fields cannot step over `name [ {...} ]` lists).
+constexpr const char* kWholeBlocks[] = {
+    "optimization", "sequence_batching",       "ensemble_scheduling",
+    "model_warmup", "model_operations",        "batch_input",
+    "batch_output", "model_repository_agents", "model_metrics"};
+constexpr const char* kWholeBlocksInInstanceGroup = "secondary_devices";
+
+// Index just past a string literal or comment starting at `i`, or `i` when there is none.
+size_t SkipStringOrComment(const std::string& text, size_t i) {
+  if (text[i] == '#') {
+    size_t end = text.find('\n', i);
+    return end == std::string::npos ? text.size() : end;
+  }
+  if (text[i] != '"' && text[i] != '\'') return i;
+  const char quote = text[i];
+  for (size_t j = i + 1; j < text.size(); ++j) {
+    if (text[j] == '\\') {
+      ++j;
+    } else if (text[j] == quote || text[j] == '\n') {
+      return j + 1;
+    }
+  }
+  return text.size();
+}
+
+bool IsOpen(char c) { return c == '{' || c == '[' || c == '<'; }
+bool IsClose(char c) { return c == '}' || c == ']' || c == '>'; }
+bool IsIdentifierChar(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+
+// The bracket that closes the one at `open`, or npos when the text is unbalanced.
+size_t MatchingClose(const std::string& text, size_t open) {
+  int depth = 0;
+  for (size_t i = open; i < text.size();) {
+    size_t past = SkipStringOrComment(text, i);
+    if (past != i) {
+      i = past;
+      continue;
+    }
+    if (IsOpen(text[i])) ++depth;
+    if (IsClose(text[i]) && --depth == 0) return i;
+    ++i;
+  }
+  return std::string::npos;
+}
+
+// `name <anything balanced>` becomes `name{}` padded with spaces, newlines kept, so every line and
+// column after it stays where it was for the parser's messages. An empty list is left alone.
+std::string BlankWholeBlocks(const std::string& text) {
+  std::string out = text;
+  std::vector<std::string> open_fields;  // the field each open bracket belongs to
+  std::string last_name;
+  size_t last_name_start = 0;
+  for (size_t i = 0; i < text.size();) {
+    size_t past = SkipStringOrComment(text, i);
+    if (past != i) {
+      i = past;
+      last_name.clear();
+      continue;
+    }
+    const char c = text[i];
+    if (IsIdentifierChar(c)) {
+      size_t end = i;
+      while (end < text.size() && IsIdentifierChar(text[end])) ++end;
+      last_name = text.substr(i, end - i);
+      last_name_start = i;
+      i = end;
+      continue;
+    }
+    if (IsOpen(c)) {
+      bool in_group =
+          std::find(open_fields.begin(), open_fields.end(), "instance_group") != open_fields.end();
+      bool whole =
+          (open_fields.empty() && std::find(std::begin(kWholeBlocks), std::end(kWholeBlocks),
+                                            last_name) != std::end(kWholeBlocks)) ||
+          (in_group && last_name == kWholeBlocksInInstanceGroup);
+      size_t close = whole ? MatchingClose(text, i) : std::string::npos;
+      bool empty_list = c == '[' && close != std::string::npos &&
+                        text.find_first_not_of(" \t\r\n", i + 1) == close;
+      if (close != std::string::npos && !empty_list) {
+        size_t at = last_name_start + last_name.size();
+        out.replace(at, 2, "{}");
+        for (size_t k = at + 2; k <= close; ++k) {
+          if (out[k] != '\n') out[k] = ' ';
+        }
+        i = close + 1;
+        last_name.clear();
+        continue;
+      }
+      open_fields.push_back(last_name);
+      last_name.clear();
+    } else if (IsClose(c)) {
+      if (!open_fields.empty()) open_fields.pop_back();
+      last_name.clear();
+    } else if (c != ':' && !std::isspace(static_cast<unsigned char>(c))) {
+      last_name.clear();
+    }
+    ++i;
+  }
+  return out;
+}
+
+// Lines (1-based) of fields in the parsed text. A field absent from the text is on line 0, and
+// callers fall back to the enclosing field's line.
+class Locator {
+ public:
+  Locator(const ParseInfoTree* tree, const Descriptor* type) : tree_(tree), type_(type) {}
+
+  int At(std::string_view field, int index = -1) const {
+    const FieldDescriptor* f = Field(field);
+    if (tree_ == nullptr || f == nullptr) return 0;
+    return std::max(tree_->GetLocation(f, Index(f, index)).line + 1, 0);
+  }
+  Locator Nested(std::string_view field, const Descriptor* type, int index = -1) const {
+    const FieldDescriptor* f = Field(field);
+    if (tree_ == nullptr || f == nullptr) return Locator(nullptr, type);
+    return Locator(tree_->GetTreeForNested(f, Index(f, index)), type);
+  }
+
+ private:
+  const FieldDescriptor* Field(std::string_view name) const {
+    return type_->FindFieldByName(std::string(name));
+  }
+  // protobuf wants -1 for a singular field and an index for a repeated one (maps included).
+  static int Index(const FieldDescriptor* f, int index) {
+    if (!f->is_repeated()) return -1;
+    return index < 0 ? 0 : index;
+  }
+  const ParseInfoTree* tree_;
+  const Descriptor* type_;
+};
+
+int LineOr(int line, int fallback) { return line > 0 ? line : fallback; }
+
+// config.yaml text, one key per line, with the config.pbtxt line of each.
+class YamlWriter {
+ public:
+  void Add(int indent, const std::string& text, int pbtxt_line) {
+    text_.append(static_cast<size_t>(indent), ' ');
+    absl::StrAppend(&text_, text, "\n");
+    pbtxt_lines_.push_back(pbtxt_line);
+  }
+  const std::string& text() const { return text_; }
+  // The config.pbtxt line for a line of the written text (1-based); 1 when out of range.
+  int PbtxtLine(int yaml_line) const {
+    if (yaml_line < 1 || yaml_line > static_cast<int>(pbtxt_lines_.size())) return 1;
+    return std::max(pbtxt_lines_[static_cast<size_t>(yaml_line - 1)], 1);
+  }
+
+ private:
+  std::string text_;
+  std::vector<int> pbtxt_lines_;
+};
+
+// A YAML double-quoted scalar: the value goes through as text, whatever it holds.
+std::string Quoted(std::string_view text) {
+  std::string out = "\"";
+  for (unsigned char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c < 0x20 || c == 0x7f) {
+      char escaped[8];
+      std::snprintf(escaped, sizeof(escaped), "\\x%02x", c);
+      out += escaped;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  out += '"';
+  return out;
+}
+
+template <typename Repeated>
+std::string FlowList(const Repeated& values) {
+  return absl::StrCat("[", absl::StrJoin(values, ", "), "]");
+}
+
+Status RefuseAt(const std::string& source, int line, const std::string& path,
+                const std::string& reason) {
+  return absl::InvalidArgumentError(absl::StrCat(source, ":", line, ": ", path, ": ", reason));
+}
+
+// What the reader collects besides the YAML text.
+struct Reading {
+  const std::string& source;
+  std::vector<std::string> notes;
+
+  void Ignore(int line, const std::string& path, const std::string& why) {
+    notes.push_back(absl::StrCat(source, ":", line, ": ", path, ": ignored (", why, ")"));
+  }
+};
+
+Status WriteTensor(const Message& tensor, bool is_input, const std::string& key, int index,
+                   const Locator& parent, YamlWriter& yaml, Reading& reading) {
+  const std::string path = absl::StrCat(key, "[", index, "]");
+  Locator at = parent.Nested(key, tensor.GetDescriptor(), index);
+  const int line = LineOr(parent.At(key, index), 1);
+  auto refuse = [&](const std::string& field, const std::string& reason) {
+    return RefuseAt(reading.source, LineOr(at.At(field), line), absl::StrCat(path, ".", field),
+                    reason);
+  };
+
+  std::string name;
+  int data_type = 0;
+  std::vector<int64_t> dims;
+  if (is_input) {
+    const auto& in = static_cast<const inference::ModelInput&>(tensor);
+    name = in.name();
+    data_type = in.data_type();
+    dims.assign(in.dims().begin(), in.dims().end());
+    if (in.has_reshape()) {
+      return refuse("reshape", "not supported: give dims as the model's own input shape");
+    }
+    if (in.is_shape_tensor()) return refuse("is_shape_tensor", "shape tensors are not supported");
+    if (in.allow_ragged_batch()) {
+      return refuse("allow_ragged_batch", "ragged batching is not supported");
+    }
+    if (in.optional()) {
+      return refuse("optional", "optional inputs are not supported: every input is required");
+    }
+    if (in.is_non_linear_format_io()) {
+      return refuse("is_non_linear_format_io", "non-linear tensor formats are not supported");
+    }
+    if (in.format() != inference::ModelInput::FORMAT_NONE) {
+      reading.Ignore(LineOr(at.At("format"), line), absl::StrCat(path, ".format"),
+                     "the layout is the model's own");
+    }
+  } else {
+    const auto& out = static_cast<const inference::ModelOutput&>(tensor);
+    name = out.name();
+    data_type = out.data_type();
+    dims.assign(out.dims().begin(), out.dims().end());
+    if (out.has_reshape()) {
+      return refuse("reshape", "not supported: give dims as the model's own output shape");
+    }
+    if (out.is_shape_tensor()) return refuse("is_shape_tensor", "shape tensors are not supported");
+    if (out.is_non_linear_format_io()) {
+      return refuse("is_non_linear_format_io", "non-linear tensor formats are not supported");
+    }
+    if (!out.label_filename().empty()) {
+      reading.Ignore(LineOr(at.At("label_filename"), line), absl::StrCat(path, ".label_filename"),
+                     "Tessera has no classification extension");
+    }
+  }
+  // A name or data type left out is left out of the YAML too, so the check reports it missing (at
+  // the line of the tensor's first field). `dims` is always written: proto3 cannot tell `dims: []`
+  // from no dims.
+  std::vector<std::pair<std::string, int>> keys;
+  if (!name.empty()) keys.emplace_back(absl::StrCat("name: ", Quoted(name)), at.At("name"));
+  if (data_type != inference::TYPE_INVALID) {
+    keys.emplace_back(absl::StrCat("data_type: ", inference::DataType_Name(data_type)),
+                      at.At("data_type"));
+  }
+  keys.emplace_back(absl::StrCat("dims: ", FlowList(dims)), at.At("dims", 0));
+  for (size_t k = 0; k < keys.size(); ++k) {
+    yaml.Add(k == 0 ? 2 : 4, absl::StrCat(k == 0 ? "- " : "", keys[k].first),
+             LineOr(keys[k].second, line));
+  }
+  return absl::OkStatus();
+}
+
+void WriteVersionPolicy(const inference::ModelConfig& config, const Locator& root,
+                        YamlWriter& yaml) {
+  if (!config.has_version_policy()) return;
+  const inference::ModelVersionPolicy& policy = config.version_policy();
+  const int line = LineOr(root.At("version_policy"), 1);
+  Locator at = root.Nested("version_policy", policy.GetDescriptor());
+  yaml.Add(0, "version_policy:", line);
+  if (policy.has_latest()) {
+    yaml.Add(2, "latest:", LineOr(at.At("latest"), line));
+    // `latest {}` leaves num_versions at its default (1), as in Triton.
+    if (policy.latest().num_versions() != 0) {
+      yaml.Add(4, absl::StrCat("num_versions: ", policy.latest().num_versions()),
+               LineOr(at.At("latest"), line));
+    }
+  } else if (policy.has_all()) {
+    yaml.Add(2, "all: {}", LineOr(at.At("all"), line));
+  } else if (policy.has_specific()) {
+    const int specific_line = LineOr(at.At("specific"), line);
+    yaml.Add(2, "specific:", specific_line);
+    yaml.Add(4, absl::StrCat("versions: ", FlowList(policy.specific().versions())), specific_line);
+  } else {
+    yaml.Add(2, "{}", line);  // `version_policy {}`: the checks say what is missing
+  }
+}
+
+void WriteDynamicBatching(const inference::ModelConfig& config, const Locator& root,
+                          YamlWriter& yaml, Reading& reading) {
+  if (!config.has_dynamic_batching()) return;
+  const inference::ModelDynamicBatching& batching = config.dynamic_batching();
+  const int line = LineOr(root.At("dynamic_batching"), 1);
+  Locator at = root.Nested("dynamic_batching", batching.GetDescriptor());
+  yaml.Add(0, "dynamic_batching:", line);
+  bool empty = true;
+  if (!batching.preferred_batch_size().empty()) {
+    yaml.Add(2, absl::StrCat("preferred_batch_size: ", FlowList(batching.preferred_batch_size())),
+             LineOr(at.At("preferred_batch_size", 0), line));
+    empty = false;
+  }
+  if (batching.max_queue_delay_microseconds() != 0) {
+    yaml.Add(
+        2, absl::StrCat("max_queue_delay_microseconds: ", batching.max_queue_delay_microseconds()),
+        LineOr(at.At("max_queue_delay_microseconds"), line));
+    empty = false;
+  }
+  if (batching.has_default_queue_policy()) {
+    const inference::ModelQueuePolicy& queue = batching.default_queue_policy();
+    const int queue_line = LineOr(at.At("default_queue_policy"), line);
+    if (queue.max_queue_size() != 0) {
+      yaml.Add(2, "default_queue_policy:", queue_line);
+      yaml.Add(4, absl::StrCat("max_queue_size: ", queue.max_queue_size()), queue_line);
+      empty = false;
+    }
+    if (queue.default_timeout_microseconds() != 0 || queue.allow_timeout_override() ||
+        queue.timeout_action() != inference::ModelQueuePolicy::REJECT) {
+      reading.Ignore(queue_line, "dynamic_batching.default_queue_policy",
+                     "queue timeouts: Tessera drops requests that can no longer meet slo_ms");
+    }
+  }
+  if (batching.preserve_ordering()) {
+    reading.Ignore(LineOr(at.At("preserve_ordering"), line), "dynamic_batching.preserve_ordering",
+                   "each request has its own answer");
+  }
+  if (batching.priority_levels() != 0 || batching.default_priority_level() != 0 ||
+      !batching.priority_queue_policy().empty()) {
+    reading.Ignore(LineOr(at.At("priority_levels"), line), "dynamic_batching.priority_levels",
+                   "requests are ordered by deadline");
+  }
+  if (empty) yaml.Add(2, "{}", line);
+}
+
+void WriteInstanceGroups(const inference::ModelConfig& config, const Locator& root,
+                         YamlWriter& yaml, Reading& reading) {
+  if (config.instance_group().empty()) return;
+  yaml.Add(0, "instance_group:", LineOr(root.At("instance_group", 0), 1));
+  for (int i = 0; i < config.instance_group_size(); ++i) {
+    const inference::ModelInstanceGroup& group = config.instance_group(i);
+    const std::string path = absl::StrCat("instance_group[", i, "]");
+    const int line = LineOr(root.At("instance_group", i), 1);
+    Locator at = root.Nested("instance_group", group.GetDescriptor(), i);
+    yaml.Add(2, absl::StrCat("- kind: ", inference::ModelInstanceGroup::Kind_Name(group.kind())),
+             LineOr(at.At("kind"), line));
+    if (!group.name().empty()) {
+      yaml.Add(4, absl::StrCat("name: ", Quoted(group.name())), LineOr(at.At("name"), line));
+    }
+    // Triton's default count is 1; proto3 reads an absent count as 0.
+    if (group.count() != 0) {
+      yaml.Add(4, absl::StrCat("count: ", group.count()), LineOr(at.At("count"), line));
+    }
+    if (!group.gpus().empty()) {
+      yaml.Add(4, absl::StrCat("gpus: ", FlowList(group.gpus())), LineOr(at.At("gpus", 0), line));
+    }
+    if (!group.profile().empty() || group.has_rate_limiter() || group.passive() ||
+        !group.host_policy().empty() || !group.secondary_devices().empty()) {
+      reading.Ignore(line, path,
+                     "profile, rate_limiter, passive, host_policy and secondary_devices: "
+                     "Tessera places instances by its plan");
+    }
+  }
+}
+
+// Tessera's keys from `parameters`; any other parameter is a backend setting Tessera has no use
+// for.
+Status WriteParameters(const inference::ModelConfig& config, const std::string& pbtxt,
+                       const Locator& root, YamlWriter& yaml, Reading& reading) {
+  const int parameters_line = LineOr(root.At("parameters", 0), 1);
+  // Map entries come out of the parsed message in no set order: find each key's line in the text.
+  auto line_of_key = [&](const std::string& key) {
+    size_t at = pbtxt.find(Quoted(key));
+    if (at == std::string::npos) return parameters_line;
+    return 1 + static_cast<int>(std::count(pbtxt.begin(), pbtxt.begin() + at, '\n'));
+  };
+  std::vector<std::string> keys;
+  for (const auto& [key, value] : config.parameters()) keys.push_back(key);
+  std::sort(keys.begin(), keys.end());
+  for (const std::string& key : keys) {
+    const std::string& value = config.parameters().at(key).string_value();
+    const int line = line_of_key(key);
+    if (std::find_if(std::begin(kTesseraParameters), std::end(kTesseraParameters),
+                     [&](const char* known) { return key == known; }) ==
+        std::end(kTesseraParameters)) {
+      reading.Ignore(line, absl::StrCat("parameters[\"", key, "\"]"),
+                     absl::StrCat("not a Tessera parameter; Tessera's are ",
+                                  absl::StrJoin(kTesseraParameters, ", ")));
+      continue;
+    }
+    if (key == "worker_batch_sizes") {
+      std::vector<std::string> sizes;
+      for (absl::string_view size :
+           absl::StrSplit(value, absl::ByAnyChar(", "), absl::SkipEmpty())) {
+        sizes.push_back(Quoted(std::string_view(size.data(), size.size())));
+      }
+      yaml.Add(0, absl::StrCat(key, ": ", FlowList(sizes)), line);
+    } else {
+      yaml.Add(0, absl::StrCat(key, ": ", Quoted(value)), line);
+    }
+  }
+  return absl::OkStatus();
+}
+
+// The top-level Triton fields Tessera refuses or skips as a whole.
+Status CheckWholeFields(const inference::ModelConfig& config, const Locator& root,
+                        Reading& reading) {
+  auto refuse = [&](const std::string& field, const std::string& reason) {
+    return RefuseAt(reading.source, LineOr(root.At(field), 1), field, reason);
+  };
+  if (config.has_sequence_batching()) {
+    return refuse("sequence_batching", "stateful models (sequence batching) are not supported");
+  }
+  if (config.has_ensemble_scheduling())
+    return refuse("ensemble_scheduling", "ensembles are not supported");
+  if (!config.batch_input().empty())
+    return refuse("batch_input", "ragged batching is not supported");
+  if (!config.batch_output().empty())
+    return refuse("batch_output", "ragged batching is not supported");
+  if (config.model_transaction_policy().decoupled()) {
+    return refuse("model_transaction_policy",
+                  "decoupled models (zero or many responses per request) are not supported");
+  }
+
+  struct Hint {
+    const char* field;
+    bool present;
+    const char* why;
+  };
+  const Hint hints[] = {
+      {"optimization", config.has_optimization(),
+       "Tessera chooses its own kernels, precision (parameters[\"precision\"]) and CUDA graphs"},
+      {"model_warmup", !config.model_warmup().empty(),
+       "Tessera warms every batch size it serves at load"},
+      {"response_cache", config.response_cache().enable(), "Tessera has no response cache"},
+      {"metric_tags", !config.metric_tags().empty(), "metrics carry model and version labels"},
+      {"cc_model_filenames", !config.cc_model_filenames().empty(),
+       "one model file serves every device"},
+      {"runtime", !config.runtime().empty(), "Tessera runs models with its own engine"},
+      {"model_operations", config.has_model_operations(), "Tessera loads models its own way"},
+      {"model_repository_agents", config.has_model_repository_agents(),
+       "repository agents are not run"},
+      {"model_metrics", config.has_model_metrics(), "metrics are fixed"},
+  };
+  for (const Hint& hint : hints) {
+    if (!hint.present) continue;
+    reading.Ignore(LineOr(root.At(hint.field), 1), hint.field, hint.why);
+  }
+  return absl::OkStatus();
+}
+
+// Puts the config.pbtxt line into an error from the written YAML: "<source>:<yaml line>: ..." and
+// any "at line <yaml line>" inside the reason.
+Status MapLines(const Status& status, const std::string& source, const YamlWriter& yaml) {
+  std::string message(status.message());
+  const std::string prefix = absl::StrCat(source, ":");
+  auto remap_number_at = [&](size_t pos) {
+    size_t end = pos;
+    while (end < message.size() && std::isdigit(static_cast<unsigned char>(message[end]))) ++end;
+    int yaml_line = 0;
+    if (end == pos || !absl::SimpleAtoi(message.substr(pos, end - pos), &yaml_line)) return end;
+    std::string mapped = absl::StrCat(yaml.PbtxtLine(yaml_line));
+    message.replace(pos, end - pos, mapped);
+    return pos + mapped.size();
+  };
+  if (message.starts_with(prefix)) remap_number_at(prefix.size());
+  constexpr std::string_view kAtLine = "at line ";
+  for (size_t at = message.find(kAtLine, prefix.size()); at != std::string::npos;
+       at = message.find(kAtLine, at)) {
+    at = remap_number_at(at + kAtLine.size());
+  }
+  return Status(status.code(), message);
+}
+
+}  // namespace
+
+StatusOr<ModelConfig> ParseTritonModelConfig(const std::string& pbtxt, const std::string& source,
+                                             const std::string& expected_name) {
+  inference::ModelConfig config;
+  ParseInfoTree tree;
+  FirstParseError error;
+  TextFormat::Parser parser;
+  parser.RecordErrorsTo(&error);
+  parser.WriteLocationsTo(&tree);
+  if (!parser.ParseFromString(BlankWholeBlocks(pbtxt), &config)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ":", error.text.empty() ? "1: not a valid config.pbtxt" : error.text));
+  }
+
+  Reading reading{source, {}};
+  Locator root(&tree, config.GetDescriptor());
+  TESSERA_RETURN_IF_ERROR(CheckWholeFields(config, root, reading));
+  YamlWriter yaml;
+  WriteVersionPolicy(config, root, yaml);
+  WriteDynamicBatching(config, root, yaml, reading);
+  WriteInstanceGroups(config, root, yaml, reading);
+
+  if (!config.name().empty()) {
+    yaml.Add(0, absl::StrCat("name: ", Quoted(config.name())), LineOr(root.At("name"), 1));
+  }
+  if (!config.platform().empty()) {
+    yaml.Add(0, absl::StrCat("platform: ", Quoted(config.platform())),
+             LineOr(root.At("platform"), 1));
+  }
+  if (!config.backend().empty()) {
+    yaml.Add(0, absl::StrCat("backend: ", Quoted(config.backend())), LineOr(root.At("backend"), 1));
+  }
+  if (config.max_batch_size() != 0) {
+    yaml.Add(0, absl::StrCat("max_batch_size: ", config.max_batch_size()),
+             LineOr(root.At("max_batch_size"), 1));
+  }
+  for (bool is_input : {true, false}) {
+    const std::string key = is_input ? "input" : "output";
+    const int count = is_input ? config.input_size() : config.output_size();
+    if (count == 0) continue;  // the checks report the missing key
+    yaml.Add(0, absl::StrCat(key, ":"), LineOr(root.At(key, 0), 1));
+    for (int i = 0; i < count; ++i) {
+      const Message& tensor = is_input ? static_cast<const Message&>(config.input(i))
+                                       : static_cast<const Message&>(config.output(i));
+      TESSERA_RETURN_IF_ERROR(WriteTensor(tensor, is_input, key, i, root, yaml, reading));
+    }
+  }
+  if (!config.default_model_filename().empty()) {
+    yaml.Add(0, absl::StrCat("default_model_filename: ", Quoted(config.default_model_filename())),
+             LineOr(root.At("default_model_filename"), 1));
+  }
+  TESSERA_RETURN_IF_ERROR(WriteParameters(config, pbtxt, root, yaml, reading));
+
+  StatusOr<ModelConfig> parsed = ParseModelConfig(yaml.text(), source, expected_name);
+  if (!parsed.ok()) return MapLines(parsed.status(), source, yaml);
+  parsed->notes = std::move(reading.notes);
+  return parsed;
+}
+
+}  // namespace tessera::repository

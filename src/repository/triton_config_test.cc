@@ -1,0 +1,242 @@
+// Triton's config.pbtxt: the same config as config.yaml, the same checks, lines of the .pbtxt in
+// every message, Triton fields refused or noted.
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tessera/repository/model_config.h"
+
+namespace tessera::repository {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::SizeIs;
+
+constexpr char kSource[] = "models/mlp/config.pbtxt";
+
+// What model_config_test's kFullConfig says, written the way Triton's documentation writes it.
+// Line numbers in the tests below count from this text's first line.
+constexpr char kFullPbtxt[] = R"(name: "mlp"
+platform: "onnxruntime_onnx"
+max_batch_size: 8
+version_policy: { specific: { versions: [1, 3] } }
+input [
+  {
+    name: "input"
+    data_type: TYPE_FP32
+    dims: [ 64 ]
+  },
+  {
+    name: "mask"
+    data_type: TYPE_INT64
+    dims: [ -1, 4 ]
+  }
+]
+output [
+  {
+    name: "output"
+    data_type: TYPE_FP16
+    dims: [ 10 ]
+  }
+]
+dynamic_batching {
+  preferred_batch_size: [ 4, 8 ]
+  max_queue_delay_microseconds: 2000
+  default_queue_policy { max_queue_size: 100 }
+}
+instance_group [
+  { count: 2, kind: KIND_GPU, gpus: [ 0, 1 ] },
+  { name: "cpu", kind: KIND_CPU }
+]
+default_model_filename: "mlp.onnx"
+parameters { key: "slo_ms" value { string_value: "12.5" } }
+parameters: { key: "precision", value: { string_value: "bf16" } }
+)";
+
+// A minimal valid config, then `extra` (from line 5 on).
+std::string Minimal(const std::string& extra) {
+  return R"(name: "mlp"
+max_batch_size: 8
+input { name: "input" data_type: TYPE_FP32 dims: [ 64 ] }
+output { name: "output" data_type: TYPE_FP32 dims: [ 10 ] }
+)" + extra;
+}
+
+std::string ErrorOf(const std::string& pbtxt) {
+  StatusOr<ModelConfig> c = ParseTritonModelConfig(pbtxt, kSource, "mlp");
+  EXPECT_FALSE(c.ok()) << "parsed:\n" << pbtxt;
+  return c.ok() ? "" : std::string(c.status().message());
+}
+
+TEST(TritonConfigTest, ReadsEveryFieldTesseraActsOn) {
+  StatusOr<ModelConfig> c = ParseTritonModelConfig(kFullPbtxt, kSource, "mlp");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->name, "mlp");
+  EXPECT_EQ(c->platform, "onnx");
+  EXPECT_EQ(c->max_batch_size, 8);
+  EXPECT_EQ(c->version_policy.kind, VersionPolicy::Kind::kSpecific);
+  EXPECT_THAT(c->version_policy.specific_versions, ElementsAre(1, 3));
+  ASSERT_THAT(c->inputs, SizeIs(2));
+  EXPECT_EQ(c->inputs[0].name, "input");
+  EXPECT_EQ(c->inputs[0].data_type, DataType::kFp32);
+  EXPECT_THAT(c->inputs[0].dims, ElementsAre(64));
+  EXPECT_EQ(c->inputs[1].data_type, DataType::kInt64);
+  EXPECT_THAT(c->inputs[1].dims, ElementsAre(-1, 4));
+  ASSERT_THAT(c->outputs, SizeIs(1));
+  EXPECT_EQ(c->outputs[0].data_type, DataType::kFp16);
+  EXPECT_TRUE(c->dynamic_batching.enabled);
+  EXPECT_THAT(c->dynamic_batching.preferred_batch_sizes, ElementsAre(4, 8));
+  EXPECT_EQ(c->dynamic_batching.max_queue_delay_microseconds, 2000u);
+  EXPECT_EQ(c->dynamic_batching.max_queue_size, 100u);
+  ASSERT_THAT(c->instance_groups, SizeIs(2));
+  EXPECT_EQ(c->instance_groups[0].count, 2);
+  EXPECT_EQ(c->instance_groups[0].kind, InstanceKind::kGpu);
+  EXPECT_THAT(c->instance_groups[0].gpus, ElementsAre(0, 1));
+  EXPECT_EQ(c->instance_groups[1].name, "cpu");
+  EXPECT_EQ(c->instance_groups[1].count, 1);  // Triton's default when count is left out
+  EXPECT_EQ(c->instance_groups[1].kind, InstanceKind::kCpu);
+  EXPECT_EQ(c->default_model_filename, "mlp.onnx");
+  EXPECT_DOUBLE_EQ(c->slo_ms, 12.5);
+  EXPECT_EQ(c->precision, "bf16");
+  EXPECT_THAT(c->notes, IsEmpty());
+}
+
+TEST(TritonConfigTest, DefaultsMatchTheYamlReader) {
+  StatusOr<ModelConfig> c = ParseTritonModelConfig(Minimal(""), kSource, "mlp");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->platform, "onnx");
+  EXPECT_FALSE(c->dynamic_batching.enabled);
+  EXPECT_EQ(c->version_policy.kind, VersionPolicy::Kind::kLatest);
+  EXPECT_EQ(c->version_policy.latest_num_versions, 1);
+  EXPECT_EQ(c->default_model_filename, "model.onnx");
+
+  // `dynamic_batching {}` turns batching on with no delay, as in Triton.
+  c = ParseTritonModelConfig(Minimal("dynamic_batching {}\nversion_policy { latest {} }\n"),
+                             kSource, "mlp");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->dynamic_batching.enabled);
+  EXPECT_EQ(c->dynamic_batching.max_queue_delay_microseconds, 0u);
+  EXPECT_EQ(c->version_policy.latest_num_versions, 1);
+
+  // The name comes from the folder when the file leaves it out.
+  c = ParseTritonModelConfig(
+      "input { name: \"x\" data_type: TYPE_FP32 dims: 4 }\n"
+      "output { name: \"y\" data_type: TYPE_FP32 dims: 4 }\n",
+      kSource, "folder_name");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->name, "folder_name");
+}
+
+TEST(TritonConfigTest, TesseraKeysComeFromParameters) {
+  StatusOr<ModelConfig> c = ParseTritonModelConfig(
+      Minimal("dynamic_batching {}\n"
+              "parameters { key: \"worker_batch_sizes\" value { string_value: \"1, 2,4\" } }\n"),
+      kSource, "mlp");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_THAT(c->worker_batch_sizes, ElementsAre(1, 2, 4));
+
+  EXPECT_EQ(ErrorOf(Minimal("dynamic_batching {}\n"
+                            "parameters { key: \"worker_batch_sizes\" value { string_value: "
+                            "\"1, 3\" } }\n")),
+            "models/mlp/config.pbtxt:6: worker_batch_sizes[1]: must be a power of two, got 3");
+  EXPECT_EQ(
+      ErrorOf(Minimal("\n\nparameters { key: \"slo_ms\" value { string_value: \"soon\" } }\n")),
+      "models/mlp/config.pbtxt:7: slo_ms: expected a number, got \"soon\"");
+  // A value is text, never YAML: it cannot add keys.
+  EXPECT_THAT(ErrorOf(Minimal("parameters { key: \"precision\" value { string_value: "
+                              "\"fp16\\nname: other\" } }\n")),
+              HasSubstr("models/mlp/config.pbtxt:5: precision: expected one of fp32, fp16, bf16"));
+}
+
+TEST(TritonConfigTest, ChecksAreTheYamlReadersWithPbtxtLines) {
+  // dims: 0 on line 6.
+  EXPECT_EQ(ErrorOf(Minimal("input {\n  name: \"mask\"\n  data_type: TYPE_INT64\n  dims: [ 4, 0 ]\n"
+                            "}\n")),
+            "models/mlp/config.pbtxt:8: input[1].dims[1]: must be > 0, or -1 for a variable "
+            "size, got 0");
+  EXPECT_EQ(ErrorOf(Minimal("input { name: \"input\" data_type: TYPE_FP32 dims: 2 }\n")),
+            "models/mlp/config.pbtxt:5: input[1].name: duplicate tensor name \"input\" (also "
+            "input[0] at line 3)");
+  EXPECT_THAT(ErrorOf(Minimal("output {\n  name: \"y\"\n  dims: 3\n}\n")),
+              HasSubstr("models/mlp/config.pbtxt:6: output[1].data_type: required key is missing"));
+  EXPECT_EQ(ErrorOf("name: \"other\"\n"),
+            "models/mlp/config.pbtxt:1: name: \"other\" does not match the model folder \"mlp\"");
+  EXPECT_THAT(ErrorOf("name: \"mlp\"\nmax_batch_size: 8\n"),
+              HasSubstr("models/mlp/config.pbtxt:1: input: required key is missing"));
+  EXPECT_EQ(ErrorOf(Minimal("\nbackend: \"pytorch\"\n")),
+            "models/mlp/config.pbtxt:6: backend: expected onnxruntime, got \"pytorch\"");
+  EXPECT_THAT(ErrorOf(Minimal("instance_group { kind: KIND_MODEL }\n")),
+              HasSubstr("models/mlp/config.pbtxt:5: instance_group[0].kind: expected one of "
+                        "KIND_AUTO, KIND_GPU, KIND_CPU, got \"KIND_MODEL\""));
+  EXPECT_EQ(ErrorOf("name: \"mlp\"\nmax_batch_size: -2\n"),
+            "models/mlp/config.pbtxt:2: max_batch_size: must be >= 0, got -2");
+}
+
+TEST(TritonConfigTest, SyntaxErrorsAndMisspeltFieldsNameLineAndColumn) {
+  EXPECT_THAT(ErrorOf(Minimal("dynamic_batching { max_queue_delay_microseconds: soon }\n")),
+              HasSubstr("models/mlp/config.pbtxt:5:50: Expected integer"));
+  EXPECT_THAT(ErrorOf(Minimal("input { name: \"x\" dimz: [ 2 ] }\n")),
+              HasSubstr("models/mlp/config.pbtxt:5:"));
+  EXPECT_THAT(ErrorOf(Minimal("input { name: \"x\" dimz: [ 2 ] }\n")),
+              HasSubstr("has no field named \"dimz\""));
+  EXPECT_THAT(ErrorOf(Minimal("\ninstance_group { kind: KIND_TPU }\n")),
+              HasSubstr("models/mlp/config.pbtxt:6:"));
+  EXPECT_THAT(ErrorOf("name: \"mlp\"\ninput {\n"), HasSubstr("models/mlp/config.pbtxt:3:"));
+}
+
+TEST(TritonConfigTest, RefusesWhatWouldChangeTheAnswers) {
+  EXPECT_EQ(ErrorOf(Minimal("\nsequence_batching { direct { } control_input [] }\n")),
+            "models/mlp/config.pbtxt:6: sequence_batching: stateful models (sequence batching) "
+            "are not supported");
+  EXPECT_EQ(ErrorOf("name: \"mlp\"\nplatform: \"ensemble\"\nensemble_scheduling { step [ { "
+                    "model_name: \"a\" } ] }\n"),
+            "models/mlp/config.pbtxt:3: ensemble_scheduling: ensembles are not supported");
+  EXPECT_EQ(ErrorOf(Minimal("input {\n  name: \"img\"\n  data_type: TYPE_FP32\n  dims: [ 4 ]\n"
+                            "  reshape { shape: [ 2, 2 ] }\n}\n")),
+            "models/mlp/config.pbtxt:9: input[1].reshape: not supported: give dims as the "
+            "model's own input shape");
+  EXPECT_THAT(
+      ErrorOf(Minimal("input { name: \"o\" data_type: TYPE_FP32 dims: 1 optional: true }\n")),
+      HasSubstr("models/mlp/config.pbtxt:5: input[1].optional: optional inputs are not "
+                "supported"));
+  EXPECT_THAT(ErrorOf(Minimal("model_transaction_policy { decoupled: true }\n")),
+              HasSubstr("models/mlp/config.pbtxt:5: model_transaction_policy: decoupled models"));
+  EXPECT_THAT(ErrorOf(Minimal("batch_input [ { kind: BATCH_ELEMENT_COUNT } ]\n")),
+              HasSubstr("models/mlp/config.pbtxt:5: batch_input: ragged batching"));
+}
+
+TEST(TritonConfigTest, IgnoredHintsAreNotedWithTheirLines) {
+  StatusOr<ModelConfig> c = ParseTritonModelConfig(
+      Minimal("optimization { execution_accelerators { gpu_execution_accelerator [ { name: "
+              "\"tensorrt\" } ] } cuda { graphs: true } }\n"
+              "model_warmup [ { name: \"w\" batch_size: 1 inputs { key: \"input\" value { "
+              "data_type: TYPE_FP32 dims: [ 64 ] zero_data: true } } } ]\n"
+              "response_cache { enable: true }\n"
+              "parameters { key: \"intra_op_thread_count\" value { string_value: \"2\" } }\n"
+              "instance_group { kind: KIND_GPU secondary_devices [ { kind: KIND_NVDLA } ] }\n"),
+      kSource, "mlp");
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_THAT(c->notes, SizeIs(5));
+  EXPECT_THAT(c->notes[0], HasSubstr("models/mlp/config.pbtxt:5: optimization: ignored ("));
+  EXPECT_THAT(c->notes[1], HasSubstr("models/mlp/config.pbtxt:6: model_warmup: ignored ("));
+  EXPECT_THAT(c->notes[2], HasSubstr("models/mlp/config.pbtxt:7: response_cache: ignored ("));
+  EXPECT_THAT(c->notes[3], HasSubstr("models/mlp/config.pbtxt:9: instance_group[0]: ignored ("));
+  EXPECT_THAT(c->notes[4],
+              HasSubstr("models/mlp/config.pbtxt:8: parameters[\"intra_op_thread_count\"]: "
+                        "ignored (not a Tessera parameter"));
+  // A skipped block keeps the lines after it: the misspelt field is reported on line 10. Brackets
+  // in strings and comments do not end a block early.
+  EXPECT_THAT(ErrorOf(Minimal("optimization {\n  # a } in a comment\n  graph { level: 1 }\n}\n"
+                              "model_warmup [ { input_data_file: \"a]b}\" } ]\n"
+                              "output { name: \"y\" dimz: 1 }\n")),
+              HasSubstr("models/mlp/config.pbtxt:10:"));
+  // Inside a skipped block anything goes; outside it a misspelt field is still an error.
+  EXPECT_THAT(ErrorOf(Minimal("optimization { cuda { graphs: true } }\ninstance_group { "
+                              "kind: KIND_GPU secondary_device [ ] }\n")),
+              HasSubstr("models/mlp/config.pbtxt:6:"));
+}
+
+}  // namespace
+}  // namespace tessera::repository
