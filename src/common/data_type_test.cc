@@ -19,6 +19,13 @@ TEST(DataTypeTest, WireAndConfigNamesRoundTrip) {
   EXPECT_FALSE(DataTypeFromWireName("FLOAT32").has_value());
   EXPECT_FALSE(DataTypeFromWireName("INVALID").has_value());
   EXPECT_FALSE(DataTypeFromConfigName("FP32").has_value());
+  // onnx.proto's numbers: FLOAT 1, INT64 7, FLOAT16 10, BFLOAT16 16; COMPLEX64 14 has no KServe type.
+  EXPECT_EQ(DataTypeFromOnnxElementType(1), DataType::kFp32);
+  EXPECT_EQ(DataTypeFromOnnxElementType(7), DataType::kInt64);
+  EXPECT_EQ(DataTypeFromOnnxElementType(10), DataType::kFp16);
+  EXPECT_EQ(DataTypeFromOnnxElementType(16), DataType::kBf16);
+  EXPECT_FALSE(DataTypeFromOnnxElementType(14).has_value());
+  EXPECT_FALSE(DataTypeFromOnnxElementType(0).has_value());
 }
 
 TEST(DataTypeTest, ByteSizes) {

@@ -18,26 +18,18 @@ constexpr int64_t kMinOpset = 1;
 constexpr int64_t kMaxOpset = 18;
 
 StatusOr<DataType> FromOnnxType(int32_t elem_type, const std::string& what) {
-  switch (elem_type) {
-    case onnx::TensorProto::FLOAT:
-      return DataType::kFp32;
-    case onnx::TensorProto::INT64:
-      return DataType::kInt64;
-    case onnx::TensorProto::INT32:
-      return DataType::kInt32;
-    case onnx::TensorProto::BOOL:
-      return DataType::kBool;
-    case onnx::TensorProto::UINT8:
-      return DataType::kUint8;
-    default:
-      return absl::UnimplementedError(absl::StrCat(
-          what, " has element type ",
-          onnx::TensorProto::DataType_Name(static_cast<onnx::TensorProto::DataType>(elem_type)),
-          "; only FLOAT, INT64, INT32, UINT8 and BOOL are supported",
-          elem_type == onnx::TensorProto::FLOAT16
-              ? " (export the model in FP32; FP16 weights are not supported by the CPU engine)"
-              : ""));
+  const std::optional<DataType> type = DataTypeFromOnnxElementType(elem_type);
+  if (type == DataType::kFp32 || type == DataType::kInt64 || type == DataType::kInt32 ||
+      type == DataType::kBool || type == DataType::kUint8) {
+    return *type;
   }
+  return absl::UnimplementedError(absl::StrCat(
+      what, " has element type ",
+      onnx::TensorProto::DataType_Name(static_cast<onnx::TensorProto::DataType>(elem_type)),
+      "; only FLOAT, INT64, INT32, UINT8 and BOOL are supported",
+      elem_type == onnx::TensorProto::FLOAT16
+          ? " (export the model in FP32; FP16 weights are not supported by the CPU engine)"
+          : ""));
 }
 
 StatusOr<Value> ValueFromTensorProto(const onnx::TensorProto& proto) {

@@ -20,6 +20,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "tessera/engine/engine.h"
+#include "tessera/repository/model_completion.h"
 #include "yaml_text.h"
 
 namespace tessera::profiler {
@@ -244,8 +245,15 @@ int MakeMonotone(ModelProfile::Table* table) {
 StatusOr<MeasuredModel> ProfileModel(const repository::ModelEntry& entry,
                                      const ProfileOptions& options) {
   TESSERA_RETURN_IF_ERROR(repository::CheckServable(entry));
-  const repository::ModelConfig& config = *entry.config;
   const std::string& name = entry.name;
+  const repository::ModelVersion* version = entry.FindVersion(entry.selected_versions.back());
+  if (version == nullptr) {
+    return absl::InternalError(absl::StrCat("model '", name, "': selected version missing"));
+  }
+  // Profiled with the config the server would serve it with (completed from the model file when
+  // it leaves out inputs or outputs).
+  TESSERA_ASSIGN_OR_RETURN(const repository::ModelConfig config,
+                           repository::CompleteFromModelFile(*entry.config, version->model_path));
   if (config.platform != "onnx") {
     return absl::InvalidArgumentError(absl::StrCat(
         "model '", name, "': platform '", config.platform, "' is not supported (onnx only)"));
@@ -258,11 +266,6 @@ StatusOr<MeasuredModel> ProfileModel(const repository::ModelEntry& entry,
         absl::StrCat("profile options: warmup (", options.warmup, ") must be >= 0, iterations (",
                      options.iterations, ") and rounds (", options.rounds, ") >= 1"));
   }
-  const repository::ModelVersion* version = entry.FindVersion(entry.selected_versions.back());
-  if (version == nullptr) {
-    return absl::InternalError(absl::StrCat("model '", name, "': selected version missing"));
-  }
-
   std::vector<int> cpus = options.cpus;
   if (cpus.empty()) {
     TESSERA_ASSIGN_OR_RETURN(cpus, AllowedCpus());

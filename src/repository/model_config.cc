@@ -37,10 +37,10 @@ std::string ValidDataTypeNames() {
   return yaml::JoinNames(names);
 }
 
-// Reads `input` or `output`: a non-empty list of {name, data_type, dims}.
+// Reads `input` or `output`: a non-empty list of {name, data_type, dims}, or nothing.
 Status ReadTensors(const YamlMap& root, std::string_view key, std::vector<TensorConfig>& tensors) {
   std::optional<YAML::Node> node = root.Get(key);
-  if (!node) return root.Missing(key);
+  if (!node) return absl::OkStatus();  // completed from the model file at load (model_completion.h)
   std::string_view source = root.source();
   TESSERA_ASSIGN_OR_RETURN(std::vector<YAML::Node> items, yaml::ReadList(source, *node, key));
   if (items.empty()) return yaml::ErrorAt(source, *node, key, "must list at least one tensor");
@@ -135,23 +135,26 @@ Status ReadVersionPolicy(const YamlMap& root, VersionPolicy& policy) {
   return absl::OkStatus();
 }
 
-Status ReadDynamicBatching(const YamlMap& root, int max_batch_size,
+// `completing`: inputs or outputs are left to the model file, which may also set max_batch_size,
+// so a max_batch_size of 0 is not final yet (CompleteFromSignature checks the batching then).
+Status ReadDynamicBatching(const YamlMap& root, int max_batch_size, bool completing,
                            DynamicBatchingConfig& batching) {
   std::optional<YAML::Node> node = root.Get("dynamic_batching");
   if (!node) return absl::OkStatus();
   std::string_view source = root.source();
   TESSERA_ASSIGN_OR_RETURN(YamlMap m,
                            YamlMap::Create(source, *node, "dynamic_batching", kBatchingKeys));
-  if (max_batch_size == 0) {
+  if (max_batch_size == 0 && !completing) {
     return yaml::ErrorAt(source, root.KeyLine("dynamic_batching"), "dynamic_batching",
                          "needs max_batch_size > 0 (it is 0: no batching)");
   }
   batching.enabled = true;
+  const int64_t largest = max_batch_size > 0 ? max_batch_size : INT32_MAX;
 
   if (std::optional<YAML::Node> preferred = m.Get("preferred_batch_size")) {
     TESSERA_ASSIGN_OR_RETURN(
         std::vector<int64_t> sizes,
-        yaml::ReadIntList(source, *preferred, m.PathOf("preferred_batch_size"), 1, max_batch_size));
+        yaml::ReadIntList(source, *preferred, m.PathOf("preferred_batch_size"), 1, largest));
     batching.preferred_batch_sizes.assign(sizes.begin(), sizes.end());
   }
   int64_t delay_us = 0;
@@ -291,8 +294,9 @@ Status ParseInto(const YAML::Node& doc, std::string_view source, const std::stri
   TESSERA_RETURN_IF_ERROR(ReadVersionPolicy(root, config.version_policy));
   TESSERA_RETURN_IF_ERROR(ReadTensors(root, "input", config.inputs));
   TESSERA_RETURN_IF_ERROR(ReadTensors(root, "output", config.outputs));
-  TESSERA_RETURN_IF_ERROR(
-      ReadDynamicBatching(root, config.max_batch_size, config.dynamic_batching));
+  TESSERA_RETURN_IF_ERROR(ReadDynamicBatching(root, config.max_batch_size,
+                                              config.inputs.empty() || config.outputs.empty(),
+                                              config.dynamic_batching));
   TESSERA_RETURN_IF_ERROR(ReadInstanceGroups(root, config.instance_groups));
 
   if (std::optional<YAML::Node> file = root.Get("default_model_filename")) {

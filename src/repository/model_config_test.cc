@@ -218,11 +218,21 @@ TEST(ModelConfigTest, WrongTypes) {
               "plain file name");
 }
 
+TEST(ModelConfigTest, InputsAndOutputsMayBeLeftToTheModelFile) {
+  StatusOr<ModelConfig> c =
+      ParseModelConfig("name: mlp\noutput: [{name: y, data_type: TYPE_FP32, dims: [1]}]\n",
+                       kSource, "mlp");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->inputs.empty());
+  // max_batch_size may come from the model file too, so batching settings wait for it.
+  c = ParseModelConfig("name: mlp\ndynamic_batching: { preferred_batch_size: [2, 4] }\n", kSource,
+                       "mlp");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->dynamic_batching.enabled);
+  // With both lists given, max_batch_size is final (the no_batching case below).
+}
+
 TEST(ModelConfigTest, MissingRequiredKeys) {
-  ExpectError("name: mlp\noutput: [{name: y, data_type: TYPE_FP32, dims: [1]}]\n", 1, "input",
-              "required key is missing");
-  ExpectError("name: mlp\ninput: [{name: y, data_type: TYPE_FP32, dims: [1]}]\n", 1, "output",
-              "required key is missing");
   ExpectError("name: mlp\ninput: []\n", 2, "input", "at least one tensor");
   // The line of a missing key inside a list item is the item's first line.
   ExpectError("name: mlp\ninput:\n  - data_type: TYPE_FP32\n    dims: [1]\n", 3, "input[0].name",
@@ -352,8 +362,13 @@ TEST(ModelConfigTest, SyntaxErrorsNeverThrow) {
   EXPECT_THAT(std::string(c.status().message()),
               HasSubstr(std::string(kSource) + ":2: YAML syntax error"));
 
-  // Not a map at all, an empty file, a bare scalar, tabs, anchors and aliases: errors, no throw.
-  for (const char* text : {"", "- a\n- b\n", "just text", "\t\tname: x", "a: &x [1]\nb: *x\n",
+  // An empty file is a config with every key left out: completed from the model file at load.
+  c = ParseModelConfig("", kSource, "mlp");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->name, "mlp");
+
+  // Not a map at all, a bare scalar, tabs, anchors and aliases: errors, no throw.
+  for (const char* text : {"- a\n- b\n", "just text", "\t\tname: x", "a: &x [1]\nb: *x\n",
                            "? [complex, key]\n: value\n", "name: !!binary AAAA\n"}) {
     c = ParseModelConfig(text, kSource, "mlp");
     EXPECT_FALSE(c.ok()) << text;

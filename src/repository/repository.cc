@@ -100,14 +100,22 @@ ModelEntry ScanModelFolder(const fs::path& dir, const std::string& name) {
     return entry;
   }
   if (!yaml_text.ok() && !pbtxt_text.ok()) {
-    entry.config = absl::NotFoundError(absl::StrCat(
-        "model '", name, "': no ", yaml::AsAbsl(kConfigFileName), " or ",
-        yaml::AsAbsl(kTritonConfigFileName), " (looked for ", yaml_path, " and ", pbtxt_path, ")"));
-    hash.Add(std::string_view("<no config>"));
-    entry.fingerprint = hash.value();
-    return entry;
-  }
-  if (yaml_text.ok()) {
+    // As in Triton, a folder of versioned model files needs no config: it is completed from the
+    // model file at load. Without model files it is not a model.
+    ModelConfig defaults;
+    defaults.name = name;
+    if (ListVersions(dir, defaults.default_model_filename).empty()) {
+      entry.config = absl::NotFoundError(absl::StrCat(
+          "model '", name, "': no ", yaml::AsAbsl(kConfigFileName), " or ",
+          yaml::AsAbsl(kTritonConfigFileName), " (looked for ", yaml_path, " and ", pbtxt_path,
+          "), and no <version>/", defaults.default_model_filename, " to complete one from"));
+      hash.Add(std::string_view("<no config>"));
+      entry.fingerprint = hash.value();
+      return entry;
+    }
+    hash.Add(std::string_view("<config from the model file>"));
+    entry.config = std::move(defaults);
+  } else if (yaml_text.ok()) {
     hash.Add(*yaml_text);
     entry.config = ParseModelConfig(*yaml_text, yaml_path, name);
   } else {

@@ -1,4 +1,5 @@
 #include "tessera/repository/repository.h"
+#include "tessera/repository/model_completion.h"
 
 #include <chrono>
 #include <filesystem>
@@ -166,9 +167,10 @@ TEST_F(RepositoryTest, BrokenConfigIsRecordedPerModel) {
   Write("broken/1/model.onnx", "x");
   Write("misnamed/config.yaml", ConfigText("other"));
   Write("noconfig/1/model.onnx", "x");
+  Write("nomodel/readme.txt", "x");
   StatusOr<RepositorySnapshot> snapshot = ScanRepository(root());
   ASSERT_TRUE(snapshot.ok()) << snapshot.status();
-  ASSERT_EQ(snapshot->models.size(), 4u);
+  ASSERT_EQ(snapshot->models.size(), 5u);
 
   EXPECT_TRUE(snapshot->Find("good")->config.ok());
   EXPECT_THAT(snapshot->Find("good")->selected_versions, ElementsAre(1));
@@ -186,11 +188,20 @@ TEST_F(RepositoryTest, BrokenConfigIsRecordedPerModel) {
   EXPECT_THAT(std::string(misnamed->config.status().message()),
               HasSubstr("\"other\" does not match the model folder \"misnamed\""));
 
+  // Model files without a config: the config is completed from the model file at load.
   const ModelEntry* noconfig = snapshot->Find("noconfig");
-  ASSERT_FALSE(noconfig->config.ok());
-  EXPECT_EQ(noconfig->config.status().code(), absl::StatusCode::kNotFound);
-  EXPECT_THAT(std::string(noconfig->config.status().message()), HasSubstr("config.yaml"));
-  EXPECT_THAT(std::string(noconfig->config.status().message()), HasSubstr("config.pbtxt"));
+  ASSERT_TRUE(noconfig->config.ok()) << noconfig->config.status();
+  EXPECT_EQ(noconfig->config->name, "noconfig");
+  EXPECT_TRUE(NeedsCompletion(*noconfig->config));
+  EXPECT_THAT(noconfig->selected_versions, ElementsAre(1));
+
+  // Neither a config nor a model file: not a model.
+  const ModelEntry* nomodel = snapshot->Find("nomodel");
+  ASSERT_FALSE(nomodel->config.ok());
+  EXPECT_EQ(nomodel->config.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(nomodel->config.status().message()), HasSubstr("config.yaml"));
+  EXPECT_THAT(std::string(nomodel->config.status().message()), HasSubstr("config.pbtxt"));
+  EXPECT_THAT(std::string(nomodel->config.status().message()), HasSubstr("<version>/model.onnx"));
 }
 
 TEST_F(RepositoryTest, TritonConfigPbtxtIsServedAndEditsArePickedUp) {

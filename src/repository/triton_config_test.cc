@@ -120,6 +120,13 @@ TEST(TritonConfigTest, DefaultsMatchTheYamlReader) {
   EXPECT_EQ(c->dynamic_batching.max_queue_delay_microseconds, 0u);
   EXPECT_EQ(c->version_policy.latest_num_versions, 1);
 
+  // Inputs and outputs left out are completed from the model file at load (model_completion.h).
+  c = ParseTritonModelConfig("max_batch_size: 8\ndynamic_batching {}\n", kSource, "mlp");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->inputs.empty());
+  EXPECT_TRUE(c->outputs.empty());
+  EXPECT_EQ(c->max_batch_size, 8);
+
   // The name comes from the folder when the file leaves it out.
   c = ParseTritonModelConfig(
       "input { name: \"x\" data_type: TYPE_FP32 dims: 4 }\n"
@@ -163,8 +170,6 @@ TEST(TritonConfigTest, ChecksAreTheYamlReadersWithPbtxtLines) {
               HasSubstr("models/mlp/config.pbtxt:6: output[1].data_type: required key is missing"));
   EXPECT_EQ(ErrorOf("name: \"other\"\n"),
             "models/mlp/config.pbtxt:1: name: \"other\" does not match the model folder \"mlp\"");
-  EXPECT_THAT(ErrorOf("name: \"mlp\"\nmax_batch_size: 8\n"),
-              HasSubstr("models/mlp/config.pbtxt:1: input: required key is missing"));
   EXPECT_EQ(ErrorOf(Minimal("\nbackend: \"pytorch\"\n")),
             "models/mlp/config.pbtxt:6: backend: expected onnxruntime, got \"pytorch\"");
   EXPECT_THAT(ErrorOf(Minimal("instance_group { kind: KIND_MODEL }\n")),

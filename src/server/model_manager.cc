@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "spdlog/spdlog.h"
+#include "tessera/repository/model_completion.h"
 
 namespace tessera::server {
 namespace {
@@ -32,7 +33,23 @@ void ModelManager::SetState(const std::string& name, const std::string& state,
 }
 
 StatusOr<std::shared_ptr<ModelManager::LoadedVersion>> ModelManager::LoadVersion(
-    const repository::ModelConfig& config, const repository::ModelVersion& version) {
+    const repository::ModelConfig& file_config, const repository::ModelVersion& version) {
+  // A config that leaves out inputs or outputs (or a folder without one) is completed from this
+  // version's model file, as Triton does for ONNX models.
+  StatusOr<repository::ModelConfig> completed =
+      repository::CompleteFromModelFile(file_config, version.model_path);
+  if (!completed.ok()) {
+    return absl::Status(completed.status().code(),
+                        absl::StrCat("failed to load model '", file_config.name, "' version ",
+                                     version.version, ": ", completed.status().message()));
+  }
+  const repository::ModelConfig& config = *completed;
+  if (repository::NeedsCompletion(file_config)) {
+    for (const std::string& note : config.notes) {
+      spdlog::info("model '{}' version {}: completed from {}: {}", config.name, version.version,
+                   version.model_path, note);
+    }
+  }
   auto loaded = std::make_shared<LoadedVersion>();
   loaded->version = version.version;
   loaded->model_path = version.model_path;

@@ -189,6 +189,42 @@ def test_broken_triton_config_pbtxt_fails_cleanly(client, repo):
     assert_mlp_serves(client)
 
 
+def test_model_folder_without_config_is_completed_from_the_model(server, client, repo):
+    # Triton's auto-completion: the config comes from the ONNX file's inputs and outputs.
+    folder = repo / "mlp_bare"
+    (folder / "1").mkdir(parents=True)
+    shutil.copy(find_model_file("mlp", repository=repo), folder / "1" / "model.onnx")
+    client.load_model("mlp_bare")
+    x, y = load_reference("mlp")
+    assert_close(infer(client, "mlp_bare", x).as_numpy(OUTPUT_NAME), y)
+    config = client.get_model_config("mlp_bare").config
+    assert config.max_batch_size == 4  # every first dim is dynamic: Triton's default
+    assert config.HasField("dynamic_batching")
+    assert [(i.name, list(i.dims)) for i in config.input] == [("input", [64])]
+    assert [(o.name, list(o.dims)) for o in config.output] == [("output", [10])]
+    metadata = client.get_model_metadata("mlp_bare")
+    assert list(metadata.inputs[0].shape) == [-1, 64]
+    log = server.log_path.read_text()
+    assert "model 'mlp_bare' version 1: completed from " in log, log
+    assert "model.onnx: max_batch_size 4: every input and output has a dynamic first dim" in log
+
+    # A config.pbtxt that names only what it wants: the rest comes from the model.
+    folder = triton_model(repo, "mlp_partial", 'platform: "onnxruntime_onnx"\nmax_batch_size: 8\n')
+    client.load_model("mlp_partial")
+    config = client.get_model_config("mlp_partial").config
+    assert config.max_batch_size == 8 and not config.HasField("dynamic_batching")
+    assert_close(infer(client, "mlp_partial", x).as_numpy(OUTPUT_NAME), y)
+
+    # A model file that cannot be read: the load fails naming it, nothing else changes.
+    folder = repo / "bare_truncated"
+    (folder / "1").mkdir(parents=True)
+    data = find_model_file("mlp", repository=repo).read_bytes()
+    (folder / "1" / "model.onnx").write_bytes(data[:len(data) // 2])
+    e = expect_error(lambda: client.load_model("bare_truncated"), "INVALID_ARGUMENT")
+    assert "bare_truncated/1/model.onnx is not a valid ONNX model" in e.message(), e.message()
+    assert_mlp_serves(client)
+
+
 def test_still_serving_after_failed_loads(client):
     assert client.is_model_ready("mlp")
     assert client.is_model_ready("small_cnn")

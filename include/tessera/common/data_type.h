@@ -39,4 +39,8 @@ std::optional<DataType> DataTypeFromWireName(std::string_view name);
 std::string_view DataTypeToConfigName(DataType type);
 std::optional<DataType> DataTypeFromConfigName(std::string_view name);
 
+// ONNX's TensorProto.DataType value (FLOAT = 1, ...) → DataType; nullopt for the ONNX types KServe
+// has no name for (complex numbers, 8-bit floats, 4-bit integers) and for UNDEFINED.
+std::optional<DataType> DataTypeFromOnnxElementType(int32_t onnx_type);
+
 }  // namespace tessera
