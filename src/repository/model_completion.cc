@@ -1,10 +1,10 @@
 #include "tessera/repository/model_completion.h"
 
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl.h>
 #include <google/protobuf/wire_format_lite.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -70,10 +70,10 @@ bool ReadTensorName(CodedInputStream& in, std::string* name) {
 
 StatusOr<DataType> FromOnnxElementType(int32_t type, const std::string& what) {
   if (std::optional<DataType> data_type = DataTypeFromOnnxElementType(type)) return *data_type;
-  return absl::InvalidArgumentError(absl::StrCat(
-      what, " has ONNX element type ",
-      onnx::TensorProto::DataType_Name(static_cast<onnx::TensorProto::DataType>(type)),
-      ", which no KServe data type matches; list it in the model's config"));
+  return absl::InvalidArgumentError(
+      absl::StrCat(what, " has ONNX element type ",
+                   onnx::TensorProto::DataType_Name(static_cast<onnx::TensorProto::DataType>(type)),
+                   ", which no KServe data type matches; list it in the model's config"));
 }
 
 StatusOr<OnnxTensorSignature> FromValueInfo(const onnx::ValueInfoProto& info,
@@ -205,9 +205,7 @@ StatusOr<ModelConfig> CompleteFromSignature(const ModelConfig& config,
                                                    "': cannot complete its ", "config from ",
                                                    model_path, ": ", reason));
   };
-  auto note = [&](const std::string& what) {
-    out.notes.push_back(what);
-  };
+  auto note = [&](const std::string& what) { out.notes.push_back(what); };
 
   std::vector<const OnnxTensorSignature*> used;  // the model tensors the completion takes
   if (config.inputs.empty()) {
