@@ -1,5 +1,6 @@
 // Triton's config.pbtxt: the same config as config.yaml, the same checks, lines of the .pbtxt in
 // every message, Triton fields refused or noted.
+#include <random>
 #include <string>
 
 #include "gmock/gmock.h"
@@ -241,6 +242,41 @@ TEST(TritonConfigTest, IgnoredHintsAreNotedWithTheirLines) {
   EXPECT_THAT(ErrorOf(Minimal("optimization { cuda { graphs: true } }\ninstance_group { "
                               "kind: KIND_GPU secondary_device [ ] }\n")),
               HasSubstr("models/mlp/config.pbtxt:6:"));
+}
+
+// Mangled configs (characters dropped, swapped or repeated) never crash or hang the reader: each is
+// a config or an error naming the file.
+TEST(TritonConfigTest, MangledTextNeverCrashes) {
+  const std::string text = std::string(kFullPbtxt) +
+                           "optimization { cuda { graphs: true } }  # a { comment\n"
+                           "model_warmup [ { name: \"w}\" batch_size: 1 } ]\n";
+  std::mt19937 rng(11);
+  const std::string alphabet = "{}[]<>:\"'#\n ,x9";
+  int errors = 0;
+  for (int round = 0; round < 500; ++round) {
+    std::string mangled = text;
+    const int edits = 1 + static_cast<int>(rng() % 3);
+    for (int e = 0; e < edits; ++e) {
+      const size_t at = rng() % mangled.size();
+      switch (rng() % 3) {
+        case 0:
+          mangled.erase(at, 1 + rng() % 8);
+          break;
+        case 1:
+          mangled[at] = alphabet[rng() % alphabet.size()];
+          break;
+        default:
+          mangled.insert(at, 1, alphabet[rng() % alphabet.size()]);
+          break;
+      }
+    }
+    StatusOr<ModelConfig> c = ParseTritonModelConfig(mangled, kSource, "mlp");
+    if (!c.ok()) {
+      ++errors;
+      EXPECT_THAT(std::string(c.status().message()), HasSubstr(kSource)) << mangled;
+    }
+  }
+  EXPECT_GT(errors, 100);
 }
 
 }  // namespace
