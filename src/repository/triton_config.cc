@@ -89,13 +89,13 @@ size_t MatchingClose(const std::string& text, size_t open) {
   return std::string::npos;
 }
 
-// `name <anything balanced>` becomes `name{}` padded with spaces, newlines kept, so every line and
-// column after it stays where it was for the parser's messages. An empty list is left alone.
+// `name <anything balanced>` becomes `name {   }`: the brackets become braces and what is between
+// them spaces, newlines kept, so every line and column stays where it was for the parser's
+// messages. An empty list is left alone.
 std::string BlankWholeBlocks(const std::string& text) {
   std::string out = text;
   std::vector<std::string> open_fields;  // the field each open bracket belongs to
   std::string last_name;
-  size_t last_name_start = 0;
   for (size_t i = 0; i < text.size();) {
     size_t past = SkipStringOrComment(text, i);
     if (past != i) {
@@ -108,7 +108,6 @@ std::string BlankWholeBlocks(const std::string& text) {
       size_t end = i;
       while (end < text.size() && IsIdentifierChar(text[end])) ++end;
       last_name = text.substr(i, end - i);
-      last_name_start = i;
       i = end;
       continue;
     }
@@ -123,11 +122,11 @@ std::string BlankWholeBlocks(const std::string& text) {
       bool empty_list = c == '[' && close != std::string::npos &&
                         text.find_first_not_of(" \t\r\n", i + 1) == close;
       if (close != std::string::npos && !empty_list) {
-        size_t at = last_name_start + last_name.size();
-        out.replace(at, 2, "{}");
-        for (size_t k = at + 2; k <= close; ++k) {
+        out[i] = '{';
+        for (size_t k = i + 1; k < close; ++k) {
           if (out[k] != '\n') out[k] = ' ';
         }
+        out[close] = '}';
         i = close + 1;
         last_name.clear();
         continue;

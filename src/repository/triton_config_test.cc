@@ -238,6 +238,10 @@ TEST(TritonConfigTest, IgnoredHintsAreNotedWithTheirLines) {
                               "model_warmup [ { input_data_file: \"a]b}\" } ]\n"
                               "output { name: \"y\" dimz: 1 }\n")),
               HasSubstr("models/mlp/config.pbtxt:10:"));
+  // A block whose bracket opens on the next line, in any bracket style, with or without a colon.
+  EXPECT_THAT(ErrorOf(Minimal("optimization\n<\n graph { level: 1 }\n>\nmodel_warmup:\n[\n]\n"
+                              "model_warmup:\n[ { batch_size: 1 } ]\noutput { dimz: 1 }\n")),
+              HasSubstr("models/mlp/config.pbtxt:14:"));
   // Inside a skipped block anything goes; outside it a misspelt field is still an error.
   EXPECT_THAT(ErrorOf(Minimal("optimization { cuda { graphs: true } }\ninstance_group { "
                               "kind: KIND_GPU secondary_device [ ] }\n")),
