@@ -266,6 +266,75 @@ TEST(ModelTest, AChangedFileIsReadAgainNotServedFromTheSharedCopy) {
   EXPECT_EQ(FirstOutput(after.get(), kCount), 6.0f);
 }
 
+// AddConstantModel with w's bytes in `data_file` (after `junk` leading bytes) instead of inside
+// the model, as ONNX's external-data format stores weights of models over 2 GiB.
+std::string WriteExternalDataModel(const std::string& name, int64_t count, float value,
+                                   const std::string& location, int junk, bool with_length) {
+  onnx::ModelProto model = AddConstantModel(count, value);
+  onnx::TensorProto* w = model.mutable_graph()->mutable_initializer(0);
+  const std::string bytes = w->raw_data();
+  w->clear_raw_data();
+  w->set_data_location(onnx::TensorProto::EXTERNAL);
+  auto add = [&](const std::string& key, const std::string& v) {
+    onnx::StringStringEntryProto* entry = w->add_external_data();
+    entry->set_key(key);
+    entry->set_value(v);
+  };
+  add("location", location);
+  add("offset", std::to_string(junk));
+  if (with_length) add("length", std::to_string(bytes.size()));
+  std::ofstream(::testing::TempDir() + "/" + name + ".bin", std::ios::binary)
+      << std::string(static_cast<size_t>(junk), 'j') << bytes;
+  return WriteModel(model, name + ".onnx");
+}
+
+TEST(ModelTest, ExternalDataIsReadFromBesideTheModel) {
+  for (bool with_length : {true, false}) {
+    std::unique_ptr<Model> model =
+        Load(WriteExternalDataModel("external", 1000, 2.5f, "external.bin", 7, with_length));
+    ASSERT_NE(model, nullptr);
+    EXPECT_EQ(model->weight_bytes(), 4000u);
+    EXPECT_EQ(FirstOutput(model.get(), 1000), 3.5f);
+  }
+}
+
+TEST(ModelTest, BadExternalDataIsAClearError) {
+  auto error_of = [](const std::string& path) {
+    auto loaded = LoadOnnxModel(path, {});
+    EXPECT_FALSE(loaded.ok()) << path;
+    return loaded.ok() ? Status() : loaded.status();
+  };
+  Status s = error_of(WriteExternalDataModel("escape", 4, 1.0f, "../escape.bin", 0, true));
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("tensor \"w\": external data location \"../escape.bin\" "
+                                     "must be a relative path inside the model's folder"));
+  s = error_of(WriteExternalDataModel("absolute", 4, 1.0f, "/etc/hostname", 0, true));
+  EXPECT_THAT(s.message(), HasSubstr("must be a relative path"));
+  s = error_of(WriteExternalDataModel("missing", 4, 1.0f, "no_such.bin", 0, true));
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(s.message(), HasSubstr("cannot open its external data file"));
+  EXPECT_THAT(s.message(), HasSubstr("no_such.bin"));
+  // The file is shorter than offset + length.
+  const std::string path = WriteExternalDataModel("short", 4, 1.0f, "short.bin", 0, true);
+  std::ofstream(::testing::TempDir() + "/short.bin", std::ios::binary) << "12345678";
+  s = error_of(path);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("holds 8 bytes, less than offset 0 + length 16"));
+  // Without a length, the rest of the file must be exactly the tensor.
+  WriteExternalDataModel("long", 4, 1.0f, "long.bin", 0, false);
+  std::ofstream(::testing::TempDir() + "/long.bin", std::ios::binary) << std::string(20, 'x');
+  s = error_of(::testing::TempDir() + "/long.onnx");
+  EXPECT_THAT(s.message(), HasSubstr("has 20 bytes of external data for shape [1, 4] (16 bytes)"));
+  // From bytes there is no folder to read the data from.
+  std::ifstream in(::testing::TempDir() + "/escape.onnx", std::ios::binary);
+  std::stringstream bytes;
+  bytes << in.rdbuf();
+  auto graph =
+      ImportOnnxModelBytes(bytes.str(), "in-memory", [](const std::string&) { return true; });
+  ASSERT_FALSE(graph.ok());
+  EXPECT_THAT(graph.status().message(), HasSubstr("read only for a model loaded from its file"));
+}
+
 class RunErrorTest : public ::testing::Test {
  protected:
   void SetUp() override {

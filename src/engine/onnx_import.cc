@@ -1,10 +1,17 @@
 #include "engine/onnx_import.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <unordered_map>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "onnx/onnx_pb.h"
@@ -32,11 +39,73 @@ StatusOr<DataType> FromOnnxType(int32_t elem_type, const std::string& what) {
           : ""));
 }
 
-StatusOr<Value> ValueFromTensorProto(const onnx::TensorProto& proto) {
-  const std::string what = absl::StrCat("tensor \"", proto.name(), "\"");
-  if (proto.data_location() == onnx::TensorProto::EXTERNAL) {
-    return absl::UnimplementedError(absl::StrCat(what, " uses external data"));
+// ONNX external data (onnx.proto's external_data: location, offset, length): the tensor's bytes
+// are in a file beside the model, as exporters write models over protobuf's 2 GiB limit. Read
+// straight into `value`. The location must stay inside the model's folder.
+Status ReadExternalData(const onnx::TensorProto& proto, const std::string& what,
+                        const std::string& model_dir, Value& value) {
+  if (model_dir.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, " uses external data, which is read only for a model loaded from its file"));
   }
+  std::string location;
+  int64_t offset = 0;
+  int64_t length = -1;
+  for (const onnx::StringStringEntryProto& entry : proto.external_data()) {
+    if (entry.key() == "location") {
+      location = entry.value();
+    } else if (entry.key() == "offset" || entry.key() == "length") {
+      int64_t number = 0;
+      if (!absl::SimpleAtoi(entry.value(), &number) || number < 0) {
+        return absl::InvalidArgumentError(absl::StrCat(what, ": external data ", entry.key(), " \"",
+                                                       entry.value(), "\" is not a size"));
+      }
+      (entry.key() == "offset" ? offset : length) = number;
+    }
+  }
+  const std::filesystem::path relative(location);
+  bool escapes = location.empty() || relative.is_absolute();
+  for (const auto& part : relative) escapes = escapes || part == "..";
+  if (escapes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": external data location \"", location,
+                     "\" must be a relative path inside the model's folder"));
+  }
+  const std::string path = (std::filesystem::path(model_dir) / relative).string();
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    return absl::NotFoundError(absl::StrCat(what, ": cannot open its external data file ", path,
+                                            ": ", std::strerror(errno)));
+  }
+  struct stat file_stat {};
+  const bool sized = ::fstat(fd, &file_stat) == 0;
+  const int64_t file_bytes = sized ? static_cast<int64_t>(file_stat.st_size) : 0;
+  if (length < 0) length = file_bytes - offset;
+  Status status;
+  if (!sized || offset > file_bytes || length > file_bytes - offset) {
+    status = absl::InvalidArgumentError(absl::StrCat(what, ": ", path, " holds ", file_bytes,
+                                                     " bytes, less than offset ", offset,
+                                                     " + length ", length));
+  } else if (static_cast<size_t>(length) != value.byte_size()) {
+    status = absl::InvalidArgumentError(
+        absl::StrCat(what, " has ", length, " bytes of external data for shape ",
+                     ShapeToString(value.shape()), " (", value.byte_size(), " bytes)"));
+  }
+  auto* out = value.mutable_data<std::byte>();
+  for (int64_t done = 0; status.ok() && done < length;) {
+    const ssize_t n = ::pread(fd, out + done, static_cast<size_t>(length - done), offset + done);
+    if (n <= 0) {
+      status = absl::DataLossError(absl::StrCat(what, ": error reading ", path, ": ",
+                                                n < 0 ? std::strerror(errno) : "unexpected end"));
+    }
+    done += n;
+  }
+  ::close(fd);
+  return status;
+}
+
+StatusOr<Value> ValueFromTensorProto(const onnx::TensorProto& proto, const std::string& model_dir) {
+  const std::string what = absl::StrCat("tensor \"", proto.name(), "\"");
   TESSERA_ASSIGN_OR_RETURN(DataType dtype, FromOnnxType(proto.data_type(), what));
   Shape shape(proto.dims().begin(), proto.dims().end());
   for (int64_t d : shape) {
@@ -44,7 +113,9 @@ StatusOr<Value> ValueFromTensorProto(const onnx::TensorProto& proto) {
   }
   Value value = Value::Allocate(dtype, shape);
   const size_t count = static_cast<size_t>(value.num_elements());
-  if (!proto.raw_data().empty()) {
+  if (proto.data_location() == onnx::TensorProto::EXTERNAL) {
+    TESSERA_RETURN_IF_ERROR(ReadExternalData(proto, what, model_dir, value));
+  } else if (!proto.raw_data().empty()) {
     if (proto.raw_data().size() != value.byte_size()) {
       return absl::InvalidArgumentError(absl::StrCat(what, " has ", proto.raw_data().size(),
                                                      " bytes of data for shape ",
@@ -104,7 +175,8 @@ StatusOr<TensorInfo> InfoFromValueInfo(const onnx::ValueInfoProto& info, bool* r
 
 // Converts the attributes this engine understands; others (graphs, sparse tensors) are left out
 // because no supported op uses them.
-Status ConvertAttributes(const onnx::NodeProto& proto, Attributes* attributes) {
+Status ConvertAttributes(const onnx::NodeProto& proto, const std::string& model_dir,
+                         Attributes* attributes) {
   for (const auto& a : proto.attribute()) {
     Attribute out;
     switch (a.type()) {
@@ -130,7 +202,7 @@ Status ConvertAttributes(const onnx::NodeProto& proto, Attributes* attributes) {
         break;
       case onnx::AttributeProto::TENSOR: {
         out.kind = Attribute::Kind::kTensor;
-        TESSERA_ASSIGN_OR_RETURN(out.tensor, ValueFromTensorProto(a.t()));
+        TESSERA_ASSIGN_OR_RETURN(out.tensor, ValueFromTensorProto(a.t(), model_dir));
         break;
       }
       default:
@@ -148,7 +220,9 @@ std::string NodeLabel(const onnx::NodeProto& node, int index) {
                                              : "");
 }
 
-StatusOr<Graph> ConvertModel(const onnx::ModelProto& model, const OpSupportFn& is_supported) {
+// `model_dir`: the folder of the model's file, where its external data lives; empty for bytes.
+StatusOr<Graph> ConvertModel(const onnx::ModelProto& model, const OpSupportFn& is_supported,
+                             const std::string& model_dir) {
   Graph graph;
   for (const auto& opset : model.opset_import()) {
     if (opset.domain().empty() || opset.domain() == "ai.onnx") graph.opset = opset.version();
@@ -171,7 +245,7 @@ StatusOr<Graph> ConvertModel(const onnx::ModelProto& model, const OpSupportFn& i
 
   for (const auto& init : g.initializer()) {
     TESSERA_ASSIGN_OR_RETURN(int id, define(init.name()));
-    TESSERA_ASSIGN_OR_RETURN(graph.constants[id], ValueFromTensorProto(init));
+    TESSERA_ASSIGN_OR_RETURN(graph.constants[id], ValueFromTensorProto(init, model_dir));
   }
   for (const auto& input : g.input()) {
     if (ids.count(input.name()) != 0) continue;  // IR < 4 lists initializers as inputs too
@@ -196,7 +270,7 @@ StatusOr<Graph> ConvertModel(const onnx::ModelProto& model, const OpSupportFn& i
     node.name = proto.name();
     node.op_type = proto.op_type();
     node.opset = graph.opset;
-    Status status = ConvertAttributes(proto, &node.attributes);
+    Status status = ConvertAttributes(proto, model_dir, &node.attributes);
     if (!status.ok()) {
       return Status(status.code(), absl::StrCat(NodeLabel(proto, i), " (", proto.op_type(),
                                                 "): ", status.message()));
@@ -248,10 +322,8 @@ Status WithSource(const Status& status, const std::string& source) {
   return Status(status.code(), absl::StrCat(source, ": ", status.message()));
 }
 
-}  // namespace
-
-StatusOr<Graph> ImportOnnxModelBytes(const std::string& bytes, const std::string& source,
-                                     const OpSupportFn& is_supported) {
+StatusOr<Graph> ImportBytes(const std::string& bytes, const std::string& source,
+                            const OpSupportFn& is_supported, const std::string& model_dir) {
   onnx::ModelProto model;
   bool parsed = false;
   try {
@@ -265,12 +337,19 @@ StatusOr<Graph> ImportOnnxModelBytes(const std::string& bytes, const std::string
                              "corrupt file?)"));
   }
   try {
-    StatusOr<Graph> graph = ConvertModel(model, is_supported);
+    StatusOr<Graph> graph = ConvertModel(model, is_supported, model_dir);
     if (!graph.ok()) return WithSource(graph.status(), source);
     return graph;
   } catch (const std::bad_alloc&) {
     return absl::ResourceExhaustedError(absl::StrCat(source, ": out of memory loading weights"));
   }
+}
+
+}  // namespace
+
+StatusOr<Graph> ImportOnnxModelBytes(const std::string& bytes, const std::string& source,
+                                     const OpSupportFn& is_supported) {
+  return ImportBytes(bytes, source, is_supported, /*model_dir=*/"");
 }
 
 StatusOr<Graph> ImportOnnxModel(const std::string& path, const OpSupportFn& is_supported) {
@@ -279,7 +358,8 @@ StatusOr<Graph> ImportOnnxModel(const std::string& path, const OpSupportFn& is_s
   std::ostringstream bytes;
   bytes << in.rdbuf();
   if (in.bad()) return absl::DataLossError(absl::StrCat("error reading ", path));
-  return ImportOnnxModelBytes(bytes.str(), path, is_supported);
+  std::string model_dir = std::filesystem::path(path).parent_path().string();
+  return ImportBytes(bytes.str(), path, is_supported, model_dir.empty() ? "." : model_dir);
 }
 
 StatusOr<Tensor> ReadTensorProtoFile(const std::string& path) {
@@ -291,7 +371,7 @@ StatusOr<Tensor> ReadTensorProtoFile(const std::string& path) {
   if (!proto.ParseFromString(bytes.str())) {
     return absl::InvalidArgumentError(absl::StrCat(path, " is not a TensorProto"));
   }
-  StatusOr<Value> value = ValueFromTensorProto(proto);
+  StatusOr<Value> value = ValueFromTensorProto(proto, /*model_dir=*/"");
   if (!value.ok()) return WithSource(value.status(), path);
   Tensor tensor;
   tensor.name = proto.name();

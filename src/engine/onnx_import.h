@@ -18,11 +18,14 @@ using OpSupportFn = std::function<bool(const std::string& op_type)>;
 // Reads and converts the model at `path`. Errors name the path:
 //   NOT_FOUND         the file does not exist or cannot be opened;
 //   INVALID_ARGUMENT  not a parseable ONNX model, or an inconsistent graph (undefined values);
-//   UNIMPLEMENTED     unsupported opset, dtypes, external data, or operators — the message lists
-//                     every unsupported op as `Op (node "name")`.
+//   UNIMPLEMENTED     unsupported opset, dtypes, or operators — the message lists every
+//                     unsupported op as `Op (node "name")`.
+// Tensors with external data are read from their files in the model's folder (a location outside
+// it is INVALID_ARGUMENT, a missing file NOT_FOUND, both naming the tensor and the file).
 StatusOr<Graph> ImportOnnxModel(const std::string& path, const OpSupportFn& is_supported);
 
-// Same, from the bytes of a model file; `source` names it in errors.
+// Same, from the bytes of a model file; `source` names it in errors. External data cannot be read
+// (there is no folder to read it from): INVALID_ARGUMENT naming the tensor.
 StatusOr<Graph> ImportOnnxModelBytes(const std::string& bytes, const std::string& source,
                                      const OpSupportFn& is_supported);
 

@@ -225,6 +225,29 @@ def test_model_folder_without_config_is_completed_from_the_model(server, client,
     assert_mlp_serves(client)
 
 
+def test_model_with_external_data_serves(client, repo):
+    # Weights in a file beside model.onnx (ONNX's external-data format, as onnx.save writes it for
+    # models over 2 GiB); no config either, so this is completed from the model file too.
+    import onnx
+    folder = repo / "cnn_external"
+    (folder / "1").mkdir(parents=True)
+    model = onnx.load(str(find_model_file("small_cnn", repository=repo)))
+    onnx.save_model(model, str(folder / "1" / "model.onnx"), save_as_external_data=True,
+                    all_tensors_to_one_file=True, location="weights.data", size_threshold=0)
+    assert (folder / "1" / "weights.data").stat().st_size > 10000
+    client.load_model("cnn_external")
+    x, y = load_reference("small_cnn")
+    assert_close(infer(client, "cnn_external", x).as_numpy(OUTPUT_NAME), y)
+
+    # A weights file that is gone: the load fails naming it.
+    broken = repo / "cnn_external_lost"
+    shutil.copytree(folder, broken)
+    (broken / "1" / "weights.data").unlink()
+    e = expect_error(lambda: client.load_model("cnn_external_lost"), "INVALID_ARGUMENT")
+    assert "weights.data" in e.message(), e.message()
+    assert_mlp_serves(client)
+
+
 def test_still_serving_after_failed_loads(client):
     assert client.is_model_ready("mlp")
     assert client.is_model_ready("small_cnn")
