@@ -29,7 +29,8 @@ constexpr std::array<std::string_view, 8> kSections = {
 constexpr std::array<std::string_view, 4> kGrpcKeys = {"address", "port", "max_message_bytes",
                                                        "allow_client_shm"};
 constexpr std::array<std::string_view, 2> kMetricsKeys = {"address", "port"};
-constexpr std::array<std::string_view, 3> kRepositoryKeys = {"path", "control_mode", "poll_secs"};
+constexpr std::array<std::string_view, 4> kRepositoryKeys = {"path", "control_mode", "poll_secs",
+                                                             "auto_complete"};
 constexpr std::array<std::string_view, 10> kExecutorKeys = {
     "binary",           "devices",           "cpu_executors",       "threads_per_executor",
     "input_ring_bytes", "output_ring_bytes", "partition_mechanism", "mps",
@@ -75,7 +76,8 @@ Status ParseInto(const YAML::Node& doc, std::string_view source, ServerConfig& c
         TESSERA_RETURN_IF_ERROR(m.GetEnum("control_mode", kControlModes, &mode));
         // Cannot fail: GetEnum admitted only known names.
         config.model_control_mode = ParseModelControlMode(mode).value_or(config.model_control_mode);
-        return m.GetInt("poll_secs", 1, INT32_MAX, &config.repository_poll_secs);
+        TESSERA_RETURN_IF_ERROR(m.GetInt("poll_secs", 1, INT32_MAX, &config.repository_poll_secs));
+        return m.GetBool("auto_complete", &config.auto_complete_config);
       }));
   TESSERA_RETURN_IF_ERROR(
       Section(root, "executors", kExecutorKeys, [&](const YamlMap& m) -> Status {

@@ -37,6 +37,7 @@ void ExpectDefaults(const ServerConfig& c) {
   EXPECT_FALSE(c.allow_log_settings);
   EXPECT_EQ(c.model_repository, "configs/models");
   EXPECT_EQ(c.model_control_mode, ModelControlMode::kPoll);
+  EXPECT_TRUE(c.auto_complete_config);
   EXPECT_EQ(c.repository_poll_secs, 5);
   EXPECT_EQ(c.executor_binary, "");
   EXPECT_EQ(c.devices, "auto");
@@ -72,7 +73,7 @@ TEST(ServerConfigTest, EveryKeyOverrides) {
   StatusOr<ServerConfig> c = ParseServerConfig(R"(
 grpc: { address: 127.0.0.1, port: 9001, max_message_bytes: 1048576, allow_client_shm: true }
 metrics: { address: "::1", port: 0 }
-repository: { path: /models, control_mode: explicit, poll_secs: 2 }
+repository: { path: /models, control_mode: explicit, poll_secs: 2, auto_complete: false }
 executors:
   binary: /opt/tessera/bin/tessera-executor
   devices: cpu
@@ -98,6 +99,7 @@ log: { verbose: 2, allow_settings_rpc: true }
   EXPECT_EQ(c->metrics_port, 0);
   EXPECT_EQ(c->model_repository, "/models");
   EXPECT_EQ(c->model_control_mode, ModelControlMode::kExplicit);
+  EXPECT_FALSE(c->auto_complete_config);
   EXPECT_EQ(c->repository_poll_secs, 2);
   EXPECT_EQ(c->executor_binary, "/opt/tessera/bin/tessera-executor");
   EXPECT_EQ(c->devices, "cpu");

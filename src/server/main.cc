@@ -63,6 +63,10 @@ int Run(int argc, char** argv) {
   app.add_option("--cpu-executors", cpu_executors, "Executor processes on a machine with no GPU (default 1)");
   app.add_option("--log-verbose", log_verbose, "0 = info, 1 = debug, 2 = trace");
   bool allow_client_shm = false;
+  bool disable_auto_complete = false;
+  app.add_flag("--disable-auto-complete-config", disable_auto_complete,
+               "Refuse models whose config lists no input/output instead of completing it from "
+               "the model file (as tritonserver's flag)");
   app.add_flag("--allow-client-shm", allow_client_shm,
                "Let clients register POSIX shared memory for inputs and outputs (the "
                "system_shared_memory extension; off by default, as in Triton)");
@@ -97,6 +101,7 @@ int Run(int argc, char** argv) {
   if (app.count("--cpu-executors")) config.cpu_executors = cpu_executors;
   if (app.count("--log-verbose")) config.log_verbose = log_verbose;
   if (app.count("--allow-client-shm")) config.allow_client_shm = allow_client_shm;
+  if (disable_auto_complete) config.auto_complete_config = false;
   if (app.count("--allow-log-settings")) config.allow_log_settings = allow_log_settings;
   if (app.count("--trace-file")) config.trace_file = trace_file;
   if (app.count("--trace-level")) config.trace_level = trace_level;
@@ -179,6 +184,7 @@ int Run(int argc, char** argv) {
   tessera::server::ModelManagerOptions manager_options;
   manager_options.repository_root = config.model_repository;
   manager_options.control_mode = config.model_control_mode;
+  manager_options.auto_complete_config = config.auto_complete_config;
   manager_options.drain_timeout_ms = int64_t{config.shutdown_drain_secs} * 1000;
   manager_options.slo_drop = config.scheduler_slo_drop;
   tessera::server::ModelManager manager(manager_options, pool->get());

@@ -36,6 +36,13 @@ StatusOr<std::shared_ptr<ModelManager::LoadedVersion>> ModelManager::LoadVersion
     const repository::ModelConfig& file_config, const repository::ModelVersion& version) {
   // A config that leaves out inputs or outputs (or a folder without one) is completed from this
   // version's model file, as Triton does for ONNX models.
+  if (!options_.auto_complete_config && repository::NeedsCompletion(file_config)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model '", file_config.name, "': its config lists no ",
+        file_config.inputs.empty() ? "input" : "output",
+        ", and completing it from the model file is off (--disable-auto-complete-config, or "
+        "repository.auto_complete: false): list the model's inputs and outputs in its config"));
+  }
   StatusOr<repository::ModelConfig> completed =
       repository::CompleteFromModelFile(file_config, version.model_path);
   if (!completed.ok()) {

@@ -26,6 +26,7 @@ struct ModelManagerOptions {
   ModelControlMode control_mode = ModelControlMode::kPoll;
   int64_t drain_timeout_ms = 30000;  // how long an old version may finish its work on reload/unload
   bool slo_drop = false;  // SLO-aware dropping on planned lanes (server.yaml scheduler.slo_drop)
+  bool auto_complete_config = true;  // false: a config without input/output fails the load
 };
 
 // A model as the control loop sees it: its newest ready version, the queue serving it, and the

@@ -248,6 +248,17 @@ def test_model_with_external_data_serves(client, repo):
     assert_mlp_serves(client)
 
 
+def test_auto_complete_can_be_turned_off(make_server, tmp_path):
+    repo = copy_repository(tmp_path / "models")
+    triton_model(repo, "mlp_bare", "")  # an empty config.pbtxt: everything from the model file
+    server = make_server(repository=repo, mode="explicit", load_models=["mlp"], wait_models=["mlp"],
+                         extra_args=["--disable-auto-complete-config"])
+    client = server.client()
+    e = expect_error(lambda: client.load_model("mlp_bare"), "INVALID_ARGUMENT")
+    assert "lists no input" in e.message() and "--disable-auto-complete-config" in e.message()
+    assert_mlp_serves(client)
+
+
 def test_still_serving_after_failed_loads(client):
     assert client.is_model_ready("mlp")
     assert client.is_model_ready("small_cnn")

@@ -24,6 +24,9 @@ struct ServerConfig {
   std::string model_repository = "configs/models";
   ModelControlMode model_control_mode = ModelControlMode::kPoll;
   int repository_poll_secs = 5;
+  // A model config without input/output (or no config file) is completed from the model file, as
+  // in Triton; false refuses such models (Triton: --disable-auto-complete-config).
+  bool auto_complete_config = true;
 
   // Executors.
   std::string executor_binary;  // empty = tessera-executor beside the server binary
