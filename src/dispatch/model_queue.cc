@@ -82,7 +82,11 @@ ModelQueue::LanePtr ModelQueue::MakeLane(Lane lane) {
   state->plan = std::move(lane.plan);
   if (state->plan.weight <= 0) state->plan.weight = 1;
   state->runners = std::move(lane.runners);
-  for (int64_t size : lane.worker_batch_sizes) state->sized.push_back(SizedWorkerState{size});
+  for (int64_t size : lane.worker_batch_sizes) {
+    SizedWorkerState worker;
+    worker.batch_size = size;
+    state->sized.push_back(std::move(worker));
+  }
   return state;
 }
 

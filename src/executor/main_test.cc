@@ -287,8 +287,12 @@ TEST(ExecutorFlagsTest, BadCpuListAndGreenWithoutGpuExitWithAnError) {
     ASSERT_EQ(waitpid(pid, &wstatus, 0), pid);
     ASSERT_TRUE(WIFEXITED(wstatus));
     EXPECT_EQ(WEXITSTATUS(wstatus), 1) << output;
-    if (extra[1] == "0-x") EXPECT_NE(output.find("bad CPU list"), std::string::npos) << output;
-    if (extra[1] == "1000") EXPECT_NE(output.find("cannot pin"), std::string::npos) << output;
+    if (extra[1] == "0-x") {
+      EXPECT_NE(output.find("bad CPU list"), std::string::npos) << output;
+    }
+    if (extra[1] == "1000") {
+      EXPECT_NE(output.find("cannot pin"), std::string::npos) << output;
+    }
     if (extra[0] == "--green-sms") {
       EXPECT_NE(output.find("--green-sms needs --device cuda:N"), std::string::npos) << output;
     }
