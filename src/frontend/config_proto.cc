@@ -43,6 +43,7 @@ inference::ModelConfig ToTritonModelConfig(const repository::ModelConfig& config
     output->set_name(tensor.name);
     output->set_data_type(ToWire(tensor.data_type));
     for (int64_t dim : tensor.dims) output->add_dims(dim);
+    output->set_label_filename(tensor.label_filename);
   }
 
   if (config.dynamic_batching.enabled) {

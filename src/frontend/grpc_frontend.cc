@@ -107,7 +107,8 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
     response->set_name("tessera");
     response->set_version(version_);
     for (const char* extension :
-         {"model_repository", "model_configuration", "binary_tensor_data", "statistics"}) {
+         {"model_repository", "model_configuration", "binary_tensor_data", "statistics",
+          "classification"}) {
       response->add_extensions(extension);
     }
     if (client_shm_.enabled()) response->add_extensions("system_shared_memory");

@@ -195,9 +195,11 @@ StatusOr<std::unique_ptr<dispatch::Request>> BuildDispatchRequest(
 
   std::set<std::string> seen;
   for (const auto& output : wire.outputs()) {
-    bool known = false;
-    for (const auto& tensor : config.outputs) known |= tensor.name == output.name();
-    if (!known) {
+    const repository::TensorConfig* known = nullptr;
+    for (const auto& tensor : config.outputs) {
+      if (tensor.name == output.name()) known = &tensor;
+    }
+    if (known == nullptr) {
       return absl::InvalidArgumentError(absl::StrCat("requested output '", output.name(),
                                                      "': model '", config.name,
                                                      "' has no such output"));
@@ -209,6 +211,13 @@ StatusOr<std::unique_ptr<dispatch::Request>> BuildDispatchRequest(
     TESSERA_ASSIGN_OR_RETURN(
         std::optional<ClientShmSlice> slice,
         shm->SliceFor(absl::StrCat("output '", output.name(), "'"), output.parameters()));
+    TESSERA_ASSIGN_OR_RETURN(std::optional<ClassifiedOutput> classified,
+                             ReadClassification(output, *known, config.max_batch_size > 0));
+    if (classified && slice) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "output '", output.name(), "': a classification cannot go to shared memory"));
+    }
+    if (classified) storage->classified.push_back(std::move(*classified));
     if (slice) storage->shm_outputs.push_back(ShmOutput{output.name(), std::move(*slice)});
     request->requested_outputs.push_back(output.name());
   }
@@ -222,6 +231,9 @@ Status FillInferResponse(const std::string& model_name, int64_t version, const s
   wire->set_model_version(std::to_string(version));
   wire->set_id(id);
   for (dispatch::OutputTensor& output : response.outputs) {
+    for (const ClassifiedOutput& classified : storage.classified) {
+      if (classified.name == output.name) TESSERA_RETURN_IF_ERROR(Classify(classified, output));
+    }
     auto* tensor = wire->add_outputs();
     tensor->set_name(output.name);
     tensor->set_datatype(std::string(DataTypeToWireName(output.dtype)));

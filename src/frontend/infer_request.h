@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "classification.h"
 #include "client_shm.h"
 #include "inference/grpc_service.pb.h"
 #include "tessera/common/status.h"
@@ -27,6 +28,7 @@ struct RequestStorage {
   std::vector<std::string> converted;  // bytes converted from typed `contents`
   std::vector<ClientShmSlice> shm_inputs;  // inputs read from client shared memory (kept mapped)
   std::vector<ShmOutput> shm_outputs;
+  std::vector<ClassifiedOutput> classified;  // outputs answered as their top classes
 };
 
 // Validates `wire` against `config` and builds the request (without `done` / `arrival_ns`).
@@ -40,7 +42,8 @@ StatusOr<std::unique_ptr<dispatch::Request>> BuildDispatchRequest(
 
 // Fills `wire` with the outputs: raw_output_contents has one entry per output in the same order
 // (moved bytes), left empty for an output written into client shared memory (`storage`), as
-// Triton does. INVALID_ARGUMENT when an output is larger than the window given for it.
+// Triton does; an output asked for as a classification is its top classes (classification.h).
+// INVALID_ARGUMENT when an output is larger than the window given for it.
 Status FillInferResponse(const std::string& model_name, int64_t version, const std::string& id,
                          dispatch::Response response, const RequestStorage& storage,
                          inference::ModelInferResponse* wire);

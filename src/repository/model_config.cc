@@ -19,7 +19,9 @@ constexpr std::array<std::string_view, 13> kModelKeys = {
     "name",      "platform", "max_batch_size",    "version_policy",         "input",
     "output",    "dynamic_batching", "instance_group", "default_model_filename", "slo_ms",
     "precision", "backend",  "worker_batch_sizes"};
-constexpr std::array<std::string_view, 3> kTensorKeys = {"name", "data_type", "dims"};
+constexpr std::array<std::string_view, 3> kInputKeys = {"name", "data_type", "dims"};
+constexpr std::array<std::string_view, 4> kOutputKeys = {"name", "data_type", "dims",
+                                                         "label_filename"};
 constexpr std::array<std::string_view, 3> kPolicyKeys = {"latest", "all", "specific"};
 constexpr std::array<std::string_view, 1> kLatestKeys = {"num_versions"};
 constexpr std::array<std::string_view, 1> kSpecificKeys = {"versions"};
@@ -27,6 +29,17 @@ constexpr std::array<std::string_view, 3> kBatchingKeys = {
     "preferred_batch_size", "max_queue_delay_microseconds", "default_queue_policy"};
 constexpr std::array<std::string_view, 1> kQueuePolicyKeys = {"max_queue_size"};
 constexpr std::array<std::string_view, 4> kInstanceGroupKeys = {"name", "count", "kind", "gpus"};
+
+// A file name the repository opens inside a model's folder: no path, so a config cannot make the
+// server read a file elsewhere.
+Status CheckPlainFileName(std::string_view source, const YAML::Node& node, std::string_view path,
+                          const std::string& name) {
+  if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos) {
+    return yaml::ErrorAt(source, node, path,
+                         absl::StrCat("must be a plain file name, got \"", name, "\""));
+  }
+  return absl::OkStatus();
+}
 
 // Every config name but TYPE_INVALID, for the "expected one of" message.
 std::string ValidDataTypeNames() {
@@ -48,7 +61,9 @@ Status ReadTensors(const YamlMap& root, std::string_view key, std::vector<Tensor
   std::vector<int> name_lines;  // for the duplicate-name message
   for (size_t i = 0; i < items.size(); ++i) {
     std::string path = yaml::IndexPath(key, i);
-    TESSERA_ASSIGN_OR_RETURN(YamlMap m, YamlMap::Create(source, items[i], path, kTensorKeys));
+    TESSERA_ASSIGN_OR_RETURN(YamlMap m, key == "output"
+                                            ? YamlMap::Create(source, items[i], path, kOutputKeys)
+                                            : YamlMap::Create(source, items[i], path, kInputKeys));
     TensorConfig tensor;
 
     std::optional<YAML::Node> name = m.Get("name");
@@ -89,6 +104,12 @@ Status ReadTensors(const YamlMap& root, std::string_view key, std::vector<Tensor
                              "must be > 0, or -1 for a variable size, got 0");
       }
       tensor.dims.push_back(dim);
+    }
+    if (std::optional<YAML::Node> labels = m.Get("label_filename")) {
+      TESSERA_ASSIGN_OR_RETURN(tensor.label_filename,
+                               yaml::ReadString(source, *labels, m.PathOf("label_filename")));
+      TESSERA_RETURN_IF_ERROR(
+          CheckPlainFileName(source, *labels, m.PathOf("label_filename"), tensor.label_filename));
     }
 
     tensors.push_back(std::move(tensor));
@@ -302,12 +323,9 @@ Status ParseInto(const YAML::Node& doc, std::string_view source, const std::stri
   if (std::optional<YAML::Node> file = root.Get("default_model_filename")) {
     TESSERA_ASSIGN_OR_RETURN(config.default_model_filename,
                              yaml::ReadString(source, *file, "default_model_filename"));
-    const std::string& f = config.default_model_filename;
-    // A plain file name: the repository looks for it inside each version folder, never elsewhere.
-    if (f.empty() || f == "." || f == ".." || f.find('/') != std::string::npos) {
-      return yaml::ErrorAt(source, *file, "default_model_filename",
-                           absl::StrCat("must be a plain file name, got \"", f, "\""));
-    }
+    // The repository looks for it inside each version folder, never elsewhere.
+    TESSERA_RETURN_IF_ERROR(
+        CheckPlainFileName(source, *file, "default_model_filename", config.default_model_filename));
   }
   TESSERA_RETURN_IF_ERROR(root.GetDouble("slo_ms", 0, 1e9, &config.slo_ms));
   TESSERA_RETURN_IF_ERROR(root.GetEnum("precision", kPrecisions, &config.precision));

@@ -250,6 +250,20 @@ TEST(ModelConfigTest, MissingRequiredKeys) {
   ExpectError("input: []\n", 1, "name", "required key is missing", "");
 }
 
+TEST(ModelConfigTest, OutputLabelFilename) {
+  StatusOr<ModelConfig> c = ParseModelConfig(
+      "name: mlp\noutput: [{name: y, data_type: TYPE_FP32, dims: [3], label_filename: l.txt}]\n",
+      kSource, "mlp");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->outputs[0].label_filename, "l.txt");
+  ExpectError("name: mlp\noutput: [{name: y, data_type: TYPE_FP32, dims: [3], "
+              "label_filename: ../l.txt}]\n",
+              2, "output[0].label_filename", "must be a plain file name");
+  ExpectError("name: mlp\ninput: [{name: x, data_type: TYPE_FP32, dims: [3], "
+              "label_filename: l.txt}]\n",
+              2, "input[0].label_filename", "unknown key");
+}
+
 TEST(ModelConfigTest, DataTypesAndDims) {
   StatusOr<ModelConfig> c = ParseModelConfig(
       "name: mlp\ninput:\n  - name: x\n    data_type: FP32\n    dims: [1]\n", kSource, "mlp");

@@ -8,6 +8,8 @@
 #include <system_error>
 
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "tessera/common/yaml_util.h"
 
 namespace tessera::repository {
@@ -76,6 +78,30 @@ std::vector<ModelVersion> ListVersions(const fs::path& model_dir, const std::str
   return versions;
 }
 
+// Fills each output's `labels` from its label_filename in the model folder, one label per line
+// (Triton's classification labels); the text goes into the fingerprint, so an edit reloads it.
+StatusOr<ModelConfig> ReadLabels(const fs::path& dir, const std::string& name, ModelConfig config,
+                                 Fnv1a& hash) {
+  for (TensorConfig& output : config.outputs) {
+    if (output.label_filename.empty()) continue;
+    const std::string path = (dir / output.label_filename).string();
+    StatusOr<std::string> text = yaml::ReadFileToString(path);
+    if (!text.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("model '", name, "': output '", output.name,
+                                                     "': cannot read its label_filename ", path));
+    }
+    hash.Add(*text);
+    auto labels = std::make_shared<std::vector<std::string>>();
+    for (absl::string_view line : absl::StrSplit(*text, '\n')) {
+      absl::ConsumeSuffix(&line, "\r");
+      labels->emplace_back(line);
+    }
+    if (!labels->empty() && labels->back().empty()) labels->pop_back();
+    output.labels = std::move(labels);
+  }
+  return config;
+}
+
 // Reads the model folder; never fails (problems are recorded in the entry).
 ModelEntry ScanModelFolder(const fs::path& dir, const std::string& name) {
   ModelEntry entry;
@@ -90,10 +116,9 @@ ModelEntry ScanModelFolder(const fs::path& dir, const std::string& name) {
   StatusOr<std::string> pbtxt_text = yaml::ReadFileToString(pbtxt_path);
   Fnv1a hash;
   if (yaml_text.ok() && pbtxt_text.ok()) {
-    entry.config = absl::InvalidArgumentError(
-        absl::StrCat("model '", name, "': both ", yaml::AsAbsl(kConfigFileName), " and ",
-                     yaml::AsAbsl(kTritonConfigFileName), " are in ", entry.path,
-                     "; keep one of them"));
+    entry.config = absl::InvalidArgumentError(absl::StrCat(
+        "model '", name, "': both ", yaml::AsAbsl(kConfigFileName), " and ",
+        yaml::AsAbsl(kTritonConfigFileName), " are in ", entry.path, "; keep one of them"));
     hash.Add(*yaml_text);
     hash.Add(*pbtxt_text);
     entry.fingerprint = hash.value();
@@ -122,6 +147,9 @@ ModelEntry ScanModelFolder(const fs::path& dir, const std::string& name) {
     hash.Add(std::string_view("<config.pbtxt>"));
     hash.Add(*pbtxt_text);
     entry.config = ParseTritonModelConfig(*pbtxt_text, pbtxt_path, name);
+  }
+  if (entry.config.ok()) {
+    entry.config = ReadLabels(dir, name, std::move(entry.config).value(), hash);
   }
   if (!entry.config.ok()) {
     entry.fingerprint = hash.value();

@@ -239,6 +239,29 @@ instance_group [ { kind: KIND_CPU } ]
               HasSubstr((root_ / "triton_mlp" / "config.pbtxt").string() + ":7:"));
 }
 
+TEST_F(RepositoryTest, LabelFilesAreReadWithTheConfig) {
+  const std::string config =
+      "name: labelled\ninput: [{name: x, data_type: TYPE_FP32, dims: [3]}]\n"
+      "output: [{name: y, data_type: TYPE_FP32, dims: [3], label_filename: labels.txt}]\n";
+  Write("labelled/config.yaml", config);
+  Write("labelled/1/model.onnx", "x");
+  Write("labelled/labels.txt", "cat\r\ndog\n\nfish\n");
+  StatusOr<ModelEntry> m = ScanModel(root(), "labelled");
+  ASSERT_TRUE(m.ok() && m->config.ok()) << m->config.status();
+  ASSERT_NE(m->config->outputs[0].labels, nullptr);
+  EXPECT_THAT(*m->config->outputs[0].labels, ElementsAre("cat", "dog", "", "fish"));
+
+  // An edit of the labels is a change (poll reloads); a missing file is the model's error.
+  Write("labelled/labels.txt", "cat\n");
+  StatusOr<ModelEntry> edited = ScanModel(root(), "labelled");
+  EXPECT_NE(edited->fingerprint, m->fingerprint);
+  fs::remove(root_ / "labelled" / "labels.txt");
+  StatusOr<ModelEntry> missing = ScanModel(root(), "labelled");
+  ASSERT_FALSE(missing->config.ok());
+  EXPECT_THAT(std::string(missing->config.status().message()),
+              HasSubstr("output 'y': cannot read its label_filename"));
+}
+
 TEST_F(RepositoryTest, BothConfigFilesAreRefused) {
   AddModel("twice", {1});
   Write("twice/config.pbtxt", "name: \"twice\"\n");

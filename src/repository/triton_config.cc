@@ -282,10 +282,6 @@ Status WriteTensor(const Message& tensor, bool is_input, const std::string& key,
     if (out.is_non_linear_format_io()) {
       return refuse("is_non_linear_format_io", "non-linear tensor formats are not supported");
     }
-    if (!out.label_filename().empty()) {
-      reading.Ignore(LineOr(at.At("label_filename"), line), absl::StrCat(path, ".label_filename"),
-                     "Tessera has no classification extension");
-    }
   }
   // A name or data type left out is left out of the YAML too, so the check reports it missing (at
   // the line of the tensor's first field). `dims` is always written: proto3 cannot tell `dims: []`
@@ -297,6 +293,12 @@ Status WriteTensor(const Message& tensor, bool is_input, const std::string& key,
                       at.At("data_type"));
   }
   keys.emplace_back(absl::StrCat("dims: ", FlowList(dims)), at.At("dims", 0));
+  if (!is_input) {
+    const std::string& labels = static_cast<const inference::ModelOutput&>(tensor).label_filename();
+    if (!labels.empty()) {
+      keys.emplace_back(absl::StrCat("label_filename: ", Quoted(labels)), at.At("label_filename"));
+    }
+  }
   for (size_t k = 0; k < keys.size(); ++k) {
     yaml.Add(k == 0 ? 2 : 4, absl::StrCat(k == 0 ? "- " : "", keys[k].first),
              LineOr(keys[k].second, line));

@@ -128,6 +128,15 @@ TEST(TritonConfigTest, DefaultsMatchTheYamlReader) {
   EXPECT_TRUE(c->outputs.empty());
   EXPECT_EQ(c->max_batch_size, 8);
 
+  // An output's label_filename is kept (the classification extension uses it).
+  c = ParseTritonModelConfig(
+      "input { name: \"x\" data_type: TYPE_FP32 dims: 4 }\n"
+      "output { name: \"y\" data_type: TYPE_FP32 dims: 4 label_filename: \"labels.txt\" }\n",
+      kSource, "mlp");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->outputs[0].label_filename, "labels.txt");
+  EXPECT_THAT(c->notes, IsEmpty());
+
   // The name comes from the folder when the file leaves it out.
   c = ParseTritonModelConfig(
       "input { name: \"x\" data_type: TYPE_FP32 dims: 4 }\n"

@@ -25,7 +25,7 @@ def test_server_metadata(client):
     md = client.get_server_metadata()
     assert md.name == "tessera"
     assert md.version != ""
-    for ext in ("statistics", "model_repository"):
+    for ext in ("statistics", "model_repository", "classification"):
         assert ext in md.extensions, f"{ext} not in {list(md.extensions)}"
 
 
@@ -86,6 +86,27 @@ def test_infer_all_outputs_by_default(client):
     assert [o.name for o in response.outputs] == [OUTPUT_NAME]
     assert len(response.raw_output_contents) == 1
     assert_close(result.as_numpy(OUTPUT_NAME), y)
+
+
+def test_classification_returns_the_top_classes(client):
+    # Triton's classification extension, as tritonclient asks for it (class_count).
+    import tritonclient.grpc as grpcclient
+    x, _ = load_reference("mlp")
+    probs = infer(client, "mlp", x).as_numpy(OUTPUT_NAME)
+    result = client.infer("mlp", [make_input(x)],
+                          outputs=[grpcclient.InferRequestedOutput(OUTPUT_NAME, class_count=3)])
+    top = result.as_numpy(OUTPUT_NAME)
+    assert top.shape == (x.shape[0], 3)
+    assert result.get_output(OUTPUT_NAME).datatype == "BYTES"
+    for row in range(x.shape[0]):
+        entries = [e.decode().split(":") for e in top[row]]
+        assert [int(index) for _, index in entries] == list(np.argsort(-probs[row], kind="stable")[:3])
+        np.testing.assert_allclose([float(v) for v, _ in entries],
+                                   np.sort(probs[row])[::-1][:3], rtol=1e-5)
+    from tessera_testlib import expect_error
+    e = expect_error(lambda: client.infer("mlp", [make_input(x)], outputs=[
+        grpcclient.InferRequestedOutput(OUTPUT_NAME, class_count=-2)]), "INVALID_ARGUMENT")
+    assert "classification parameter must be a positive" in e.message()
 
 
 def test_infer_explicit_version_and_request_id(client):

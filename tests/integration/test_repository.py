@@ -10,7 +10,8 @@ from tritonclient.grpc import service_pb2, service_pb2_grpc
 
 from conftest import copy_repository
 from tessera_testlib import (OUTPUT_NAME, assert_close, assert_mlp_serves, expect_error,
-                             find_model_file, infer, load_reference, model_ready, wait_until)
+                             find_model_file, infer, load_reference, make_input, model_ready,
+                             wait_until)
 
 
 @pytest.fixture(scope="module")
@@ -245,6 +246,28 @@ def test_model_with_external_data_serves(client, repo):
     (broken / "1" / "weights.data").unlink()
     e = expect_error(lambda: client.load_model("cnn_external_lost"), "INVALID_ARGUMENT")
     assert "weights.data" in e.message(), e.message()
+    assert_mlp_serves(client)
+
+
+def test_classification_labels_come_from_label_filename(client, repo):
+    import tritonclient.grpc as grpcclient
+    folder = clone_model(repo, "mlp", "mlp_labels")
+    cfg = folder / "config.yaml"
+    cfg.write_text(cfg.read_text().replace("    dims: [10]\n", "    dims: [10]\n    label_filename: labels.txt\n"))
+    (folder / "labels.txt").write_text("".join(f"class {i}\n" for i in range(10)))
+    client.load_model("mlp_labels")
+    assert client.get_model_config("mlp_labels").config.output[0].label_filename == "labels.txt"
+    x, _ = load_reference("mlp")
+    top = client.infer("mlp_labels", [make_input(x)], outputs=[
+        grpcclient.InferRequestedOutput(OUTPUT_NAME, class_count=2)]).as_numpy(OUTPUT_NAME)
+    for entry in top.reshape(-1):
+        value, index, label = entry.decode().split(":")
+        assert label == f"class {index}"
+
+    # A label file that is missing fails the load, naming it.
+    (folder / "labels.txt").unlink()
+    e = expect_error(lambda: client.load_model("mlp_labels"), "INVALID_ARGUMENT")
+    assert "label_filename" in e.message() and "labels.txt" in e.message(), e.message()
     assert_mlp_serves(client)
 
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,11 @@ struct TensorConfig {
   DataType data_type = DataType::kInvalid;
   // Without the batch dim when max_batch_size > 0. -1 = any size.
   Shape dims;
+  // Outputs only: a file in the model's folder with one class label per line, for Triton's
+  // classification extension (a request asks for an output's top k classes).
+  std::string label_filename;
+  // Its lines, read by the repository scan; shared so a request can hold them cheaply.
+  std::shared_ptr<const std::vector<std::string>> labels;
 };
 
 enum class InstanceKind { kAuto, kGpu, kCpu };
