@@ -408,8 +408,8 @@ void WriteInstanceGroups(const inference::ModelConfig& config, const Locator& ro
 
 // Tessera's keys from `parameters`; any other parameter is a backend setting Tessera has no use
 // for.
-Status WriteParameters(const inference::ModelConfig& config, const std::string& pbtxt,
-                       const Locator& root, YamlWriter& yaml, Reading& reading) {
+void WriteParameters(const inference::ModelConfig& config, const std::string& pbtxt,
+                     const Locator& root, YamlWriter& yaml, Reading& reading) {
   const int parameters_line = LineOr(root.At("parameters", 0), 1);
   // Map entries come out of the parsed message in no set order: find each key's line in the text.
   auto line_of_key = [&](const std::string& key) {
@@ -442,7 +442,6 @@ Status WriteParameters(const inference::ModelConfig& config, const std::string& 
       yaml.Add(0, absl::StrCat(key, ": ", Quoted(value)), line);
     }
   }
-  return absl::OkStatus();
 }
 
 // The top-level Triton fields Tessera refuses or skips as a whole.
@@ -567,7 +566,7 @@ StatusOr<ModelConfig> ParseTritonModelConfig(const std::string& pbtxt, const std
     yaml.Add(0, absl::StrCat("default_model_filename: ", Quoted(config.default_model_filename())),
              LineOr(root.At("default_model_filename"), 1));
   }
-  TESSERA_RETURN_IF_ERROR(WriteParameters(config, pbtxt, root, yaml, reading));
+  WriteParameters(config, pbtxt, root, yaml, reading);
 
   StatusOr<ModelConfig> parsed = ParseModelConfig(yaml.text(), source, expected_name);
   if (!parsed.ok()) return MapLines(parsed.status(), source, yaml);
