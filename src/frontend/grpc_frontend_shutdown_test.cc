@@ -45,8 +45,10 @@ class FakeShuttingDownCoreForTest : public ServerCore {
     model_.stats = std::make_shared<dispatch::ModelStats>();
     std::vector<std::unique_ptr<dispatch::BatchRunner>> runners;
     runners.push_back(std::make_unique<NeverRunsRunnerForTest>());
-    model_.queue = std::make_shared<dispatch::ModelQueue>(dispatch::ModelQueueOptions{"m/1"},
-                                                          std::move(runners), model_.stats);
+    dispatch::ModelQueueOptions options;
+    options.model_label = "m/1";
+    model_.queue =
+        std::make_shared<dispatch::ModelQueue>(options, std::move(runners), model_.stats);
     model_.queue->StopAccepting();
   }
 

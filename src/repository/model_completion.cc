@@ -201,9 +201,8 @@ StatusOr<ModelConfig> CompleteFromSignature(const ModelConfig& config,
   ModelConfig out = config;
   out.notes.clear();  // the config file's own notes were logged when it was read
   auto fail = [&](const std::string& reason) {
-    return absl::InvalidArgumentError(absl::StrCat("model '", config.name,
-                                                   "': cannot complete its ", "config from ",
-                                                   model_path, ": ", reason));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model '", config.name, "': cannot complete its config from ", model_path, ": ", reason));
   };
   auto note = [&](const std::string& what) { out.notes.push_back(what); };
 
@@ -252,7 +251,10 @@ StatusOr<ModelConfig> CompleteFromSignature(const ModelConfig& config,
     if (!to.empty()) return;
     std::vector<std::string> described;
     for (const OnnxTensorSignature& t : from) {
-      TensorConfig tensor{t.name, t.data_type, t.dims};
+      TensorConfig tensor;
+      tensor.name = t.name;
+      tensor.data_type = t.data_type;
+      tensor.dims = t.dims;
       if (out.max_batch_size > 0) tensor.dims.erase(tensor.dims.begin());
       described.push_back(absl::StrCat(t.name, " ", std::string(DataTypeToConfigName(t.data_type)),
                                        " ", ShapeToString(tensor.dims)));

@@ -11,6 +11,7 @@
 #include <cctype>
 #include <cstdio>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 
 #include "absl/strings/numbers.h"
@@ -25,7 +26,6 @@ namespace {
 
 using google::protobuf::Descriptor;
 using google::protobuf::FieldDescriptor;
-using google::protobuf::Message;
 using google::protobuf::TextFormat;
 using ParseInfoTree = TextFormat::ParseInfoTree;
 
@@ -235,8 +235,12 @@ struct Reading {
   }
 };
 
-Status WriteTensor(const Message& tensor, bool is_input, const std::string& key, int index,
+// One `input` or `output` entry (ModelInput or ModelOutput: the fields both have share one code
+// path; the input-only and output-only ones are under `if constexpr`).
+template <typename TensorProto>
+Status WriteTensor(const TensorProto& tensor, const std::string& key, int index,
                    const Locator& parent, YamlWriter& yaml, Reading& reading) {
+  constexpr bool kInput = std::is_same_v<TensorProto, inference::ModelInput>;
   const std::string path = absl::StrCat(key, "[", index, "]");
   Locator at = parent.Nested(key, tensor.GetDescriptor(), index);
   const int line = LineOr(parent.At(key, index), 1);
@@ -245,63 +249,60 @@ Status WriteTensor(const Message& tensor, bool is_input, const std::string& key,
                     reason);
   };
 
-  std::string name;
-  int data_type = 0;
-  std::vector<int64_t> dims;
-  if (is_input) {
-    const auto& in = static_cast<const inference::ModelInput&>(tensor);
-    name = in.name();
-    data_type = in.data_type();
-    dims.assign(in.dims().begin(), in.dims().end());
-    if (in.has_reshape()) {
-      return refuse("reshape", "not supported: give dims as the model's own input shape");
-    }
-    if (in.is_shape_tensor()) return refuse("is_shape_tensor", "shape tensors are not supported");
-    if (in.allow_ragged_batch()) {
+  if (tensor.has_reshape()) {
+    return refuse("reshape",
+                  absl::StrCat("not supported: give dims as the model's own ", key, " shape"));
+  }
+  if (tensor.is_shape_tensor()) return refuse("is_shape_tensor", "shape tensors are not supported");
+  if (tensor.is_non_linear_format_io()) {
+    return refuse("is_non_linear_format_io", "non-linear tensor formats are not supported");
+  }
+  if constexpr (kInput) {
+    if (tensor.allow_ragged_batch()) {
       return refuse("allow_ragged_batch", "ragged batching is not supported");
     }
-    if (in.optional()) {
+    if (tensor.optional()) {
       return refuse("optional", "optional inputs are not supported: every input is required");
     }
-    if (in.is_non_linear_format_io()) {
-      return refuse("is_non_linear_format_io", "non-linear tensor formats are not supported");
-    }
-    if (in.format() != inference::ModelInput::FORMAT_NONE) {
+    if (tensor.format() != inference::ModelInput::FORMAT_NONE) {
       reading.Ignore(LineOr(at.At("format"), line), absl::StrCat(path, ".format"),
                      "the layout is the model's own");
-    }
-  } else {
-    const auto& out = static_cast<const inference::ModelOutput&>(tensor);
-    name = out.name();
-    data_type = out.data_type();
-    dims.assign(out.dims().begin(), out.dims().end());
-    if (out.has_reshape()) {
-      return refuse("reshape", "not supported: give dims as the model's own output shape");
-    }
-    if (out.is_shape_tensor()) return refuse("is_shape_tensor", "shape tensors are not supported");
-    if (out.is_non_linear_format_io()) {
-      return refuse("is_non_linear_format_io", "non-linear tensor formats are not supported");
     }
   }
   // A name or data type left out is left out of the YAML too, so the check reports it missing (at
   // the line of the tensor's first field). `dims` is always written: proto3 cannot tell `dims: []`
   // from no dims.
   std::vector<std::pair<std::string, int>> keys;
-  if (!name.empty()) keys.emplace_back(absl::StrCat("name: ", Quoted(name)), at.At("name"));
-  if (data_type != inference::TYPE_INVALID) {
-    keys.emplace_back(absl::StrCat("data_type: ", inference::DataType_Name(data_type)),
+  if (!tensor.name().empty()) {
+    keys.emplace_back(absl::StrCat("name: ", Quoted(tensor.name())), at.At("name"));
+  }
+  if (tensor.data_type() != inference::TYPE_INVALID) {
+    keys.emplace_back(absl::StrCat("data_type: ", inference::DataType_Name(tensor.data_type())),
                       at.At("data_type"));
   }
-  keys.emplace_back(absl::StrCat("dims: ", FlowList(dims)), at.At("dims", 0));
-  if (!is_input) {
-    const std::string& labels = static_cast<const inference::ModelOutput&>(tensor).label_filename();
-    if (!labels.empty()) {
-      keys.emplace_back(absl::StrCat("label_filename: ", Quoted(labels)), at.At("label_filename"));
+  keys.emplace_back(absl::StrCat("dims: ", FlowList(tensor.dims())), at.At("dims", 0));
+  if constexpr (!kInput) {
+    if (!tensor.label_filename().empty()) {
+      keys.emplace_back(absl::StrCat("label_filename: ", Quoted(tensor.label_filename())),
+                        at.At("label_filename"));
     }
   }
   for (size_t k = 0; k < keys.size(); ++k) {
     yaml.Add(k == 0 ? 2 : 4, absl::StrCat(k == 0 ? "- " : "", keys[k].first),
              LineOr(keys[k].second, line));
+  }
+  return absl::OkStatus();
+}
+
+// The `input` or `output` list.
+template <typename TensorProto>
+Status WriteTensors(const google::protobuf::RepeatedPtrField<TensorProto>& tensors,
+                    const std::string& key, const Locator& root, YamlWriter& yaml,
+                    Reading& reading) {
+  if (tensors.empty()) return absl::OkStatus();  // the checks report the missing key
+  yaml.Add(0, absl::StrCat(key, ":"), LineOr(root.At(key, 0), 1));
+  for (int i = 0; i < tensors.size(); ++i) {
+    TESSERA_RETURN_IF_ERROR(WriteTensor(tensors.Get(i), key, i, root, yaml, reading));
   }
   return absl::OkStatus();
 }
@@ -551,17 +552,8 @@ StatusOr<ModelConfig> ParseTritonModelConfig(const std::string& pbtxt, const std
     yaml.Add(0, absl::StrCat("max_batch_size: ", config.max_batch_size()),
              LineOr(root.At("max_batch_size"), 1));
   }
-  for (bool is_input : {true, false}) {
-    const std::string key = is_input ? "input" : "output";
-    const int count = is_input ? config.input_size() : config.output_size();
-    if (count == 0) continue;  // the checks report the missing key
-    yaml.Add(0, absl::StrCat(key, ":"), LineOr(root.At(key, 0), 1));
-    for (int i = 0; i < count; ++i) {
-      const Message& tensor = is_input ? static_cast<const Message&>(config.input(i))
-                                       : static_cast<const Message&>(config.output(i));
-      TESSERA_RETURN_IF_ERROR(WriteTensor(tensor, is_input, key, i, root, yaml, reading));
-    }
-  }
+  TESSERA_RETURN_IF_ERROR(WriteTensors(config.input(), "input", root, yaml, reading));
+  TESSERA_RETURN_IF_ERROR(WriteTensors(config.output(), "output", root, yaml, reading));
   if (!config.default_model_filename().empty()) {
     yaml.Add(0, absl::StrCat("default_model_filename: ", Quoted(config.default_model_filename())),
              LineOr(root.At("default_model_filename"), 1));

@@ -22,9 +22,9 @@ struct TensorConfig {
   Shape dims;
   // Outputs only: a file in the model's folder with one class label per line, for Triton's
   // classification extension (a request asks for an output's top k classes).
-  std::string label_filename;
+  std::string label_filename = {};
   // Its lines, read by the repository scan; shared so a request can hold them cheaply.
-  std::shared_ptr<const std::vector<std::string>> labels;
+  std::shared_ptr<const std::vector<std::string>> labels = nullptr;
 };
 
 enum class InstanceKind { kAuto, kGpu, kCpu };
