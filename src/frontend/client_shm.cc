@@ -1,6 +1,8 @@
 #include "client_shm.h"
 
+#include <climits>
 #include <limits>
+#include <string_view>
 
 #include "absl/strings/str_cat.h"
 
@@ -49,6 +51,13 @@ Status ClientShmRegistry::Register(const std::string& name, const std::string& k
   if (key.empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("shared memory region '", name, "': the key is empty"));
+  }
+  // A POSIX shared-memory name: one leading '/' (optional here), no other, at most NAME_MAX.
+  const std::string_view object = key[0] == '/' ? std::string_view(key).substr(1) : key;
+  if (object.empty() || object.size() > NAME_MAX || object.find('/') != std::string_view::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "shared memory region '", name, "': key '", key, "' is not a POSIX shared-memory name ('/",
+        "name' with 1 to ", NAME_MAX, " characters and no other '/')"));
   }
   if (byte_size == 0) {
     return absl::InvalidArgumentError(

@@ -73,6 +73,12 @@ TEST(ClientShmRegistryTest, RegistrationErrorsNameWhatIsWrong) {
               "byte_size must be > 0");
   ExpectError(registry.Register("", object.key(), 0, 16), absl::StatusCode::kInvalidArgument,
               "name is empty");
+  // Keys shm_open cannot take: refused as the client's mistake, before any system call.
+  for (const std::string& key : {std::string("/") + std::string(300, 'k'), std::string("/a/b"),
+                                 std::string("/")}) {
+    ExpectError(registry.Register("r", key, 0, 16), absl::StatusCode::kInvalidArgument,
+                "is not a POSIX shared-memory name");
+  }
   ASSERT_TRUE(registry.Register("r", object.key(), 0, 16).ok());
   ExpectError(registry.Register("r", object.key(), 0, 16), absl::StatusCode::kAlreadyExists,
               "already registered");

@@ -17,7 +17,9 @@
 #include "config_proto.h"
 #include "infer_request.h"
 #include "log_settings_rpc.h"
+#include "malformed_request.h"
 #include "request_tracer.h"
+#include "statistics_proto.h"
 #include "inference/grpc_service.grpc.pb.h"
 #include "spdlog/spdlog.h"
 #include "tessera/common/clock.h"
@@ -45,14 +47,25 @@ ServerUnaryReactor* FinishNow(CallbackServerContext* context, const Status& stat
   return reactor;
 }
 
-void FillDuration(const dispatch::Duration& from, inference::StatisticDuration* to) {
-  to->set_count(from.count);
-  to->set_ns(from.ns);
-}
-
 class StreamInferReactor;
 
-class InferenceService final : public inference::GRPCInferenceService::CallbackService {
+// ModelInfer and ModelStreamInfer take their requests as bytes and parse them here, so that a
+// malformed one gets a clear answer (malformed_request.h).
+// (GRPCInferenceService::CallbackService with those two raw; the names are gRPC's generated ones.)
+using S = inference::GRPCInferenceService;
+using InferenceServiceBase = S::WithCallbackMethod_ServerLive<S::WithCallbackMethod_ServerReady<
+    S::WithCallbackMethod_ModelReady<S::WithCallbackMethod_ServerMetadata<
+    S::WithCallbackMethod_ModelMetadata<S::WithRawCallbackMethod_ModelInfer<
+    S::WithRawCallbackMethod_ModelStreamInfer<S::WithCallbackMethod_ModelConfig<
+    S::WithCallbackMethod_ModelStatistics<S::WithCallbackMethod_RepositoryIndex<
+    S::WithCallbackMethod_RepositoryModelLoad<S::WithCallbackMethod_RepositoryModelUnload<
+    S::WithCallbackMethod_SystemSharedMemoryStatus<S::WithCallbackMethod_SystemSharedMemoryRegister<
+    S::WithCallbackMethod_SystemSharedMemoryUnregister<S::WithCallbackMethod_CudaSharedMemoryStatus<
+    S::WithCallbackMethod_CudaSharedMemoryRegister<S::WithCallbackMethod_CudaSharedMemoryUnregister<
+    S::WithCallbackMethod_TraceSetting<S::WithCallbackMethod_LogSettings<
+    S::Service>>>>>>>>>>>>>>>>>>>>;
+
+class InferenceService final : public InferenceServiceBase {
  public:
   InferenceService(ServerCore* core, std::string version, bool allow_client_shm,
                    bool allow_log_settings, std::unique_ptr<RequestTracer> tracer)
@@ -146,15 +159,28 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
   }
 
   ServerUnaryReactor* ModelInfer(CallbackServerContext* context,
-                                 const inference::ModelInferRequest* request,
-                                 inference::ModelInferResponse* response) override {
+                                 const grpc::ByteBuffer* request_bytes,
+                                 grpc::ByteBuffer* response_bytes) override {
+    struct Call {
+      inference::ModelInferRequest request;
+      inference::ModelInferResponse response;
+    };
+    auto call = std::make_shared<Call>();
+    if (Status parsed = ParseRequestBytes(*request_bytes, &call->request); !parsed.ok()) {
+      return FinishNow(context, parsed);
+    }
     ServerUnaryReactor* reactor = context->DefaultReactor();
-    Submit(*request, response, [reactor](const grpc::Status& status) { reactor->Finish(status); });
+    Submit(call->request, &call->response,
+           [reactor, call, response_bytes](const grpc::Status& status) {
+             reactor->Finish(status.ok()
+                                 ? ToGrpc(SerializeToByteBuffer(call->response, response_bytes))
+                                 : status);
+           });
     return reactor;
   }
 
-  grpc::ServerBidiReactor<inference::ModelInferRequest, inference::ModelStreamInferResponse>*
-  ModelStreamInfer(CallbackServerContext*) override;
+  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* ModelStreamInfer(
+      CallbackServerContext*) override;
 
   // Open streams, so that a shutdown can end them itself: left to gRPC, a stream the client keeps
   // open holds Shutdown for its whole deadline and then ends as a bare "Cancelling all calls".
@@ -242,27 +268,7 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
     auto entries = core_->Statistics(request->name(), request->version());
     if (!entries.ok()) return FinishNow(context, entries.status());
     for (const ModelStatsEntry& entry : *entries) {
-      dispatch::ModelStatsSnapshot s = entry.stats->Snapshot();
-      auto* out = response->add_model_stats();
-      out->set_name(entry.name);
-      out->set_version(absl::StrCat(entry.version));
-      out->set_last_inference(s.last_inference_ms);
-      out->set_inference_count(s.inference_count);
-      out->set_execution_count(s.execution_count);
-      auto* infer = out->mutable_inference_stats();
-      FillDuration(s.success, infer->mutable_success());
-      FillDuration(s.fail, infer->mutable_fail());
-      FillDuration(s.queue, infer->mutable_queue());
-      FillDuration(s.compute_input, infer->mutable_compute_input());
-      FillDuration(s.compute_infer, infer->mutable_compute_infer());
-      FillDuration(s.compute_output, infer->mutable_compute_output());
-      for (const auto& [size, batch] : s.batch_stats) {
-        auto* b = out->add_batch_stats();
-        b->set_batch_size(static_cast<uint64_t>(size));
-        FillDuration(batch.compute_input, b->mutable_compute_input());
-        FillDuration(batch.compute_infer, b->mutable_compute_infer());
-        FillDuration(batch.compute_output, b->mutable_compute_output());
-      }
+      FillModelStatistics(entry, response->add_model_stats());
     }
     return FinishNow(context, absl::OkStatus());
   }
@@ -433,14 +439,6 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
 // One ModelStreamInfer call: every request read is submitted at once (reading goes on while it
 // runs), and each answer is written when it is ready, in completion order (clients match them by
 // `id`). A request that fails gets a ModelStreamInferResponse with error_message, and the stream
-// goes on. The call finishes once the client has closed its side and every answer is written.
-//
-// Threads: gRPC's callbacks and the dispatch threads that finish requests; the fields below are
-// guarded by mu_. Lifetime: gRPC calls OnDone after Finish, which is called only once no request
-// is in flight, so nothing refers to the reactor when OnDone deletes it.
-// One ModelStreamInfer call: every request read is submitted at once (reading goes on while it
-// runs), and each answer is written when it is ready, in completion order (clients match them by
-// `id`). A request that fails gets a ModelStreamInferResponse with error_message, and the stream
 // goes on. The call finishes once the client has closed its side (or the server is shutting down)
 // and every answer is written.
 //
@@ -449,8 +447,7 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
 // OnDone after Finish, which is called once, when no request is in flight, so nothing refers to
 // the reactor when OnDone deletes it.
 class StreamInferReactor final
-    : public grpc::ServerBidiReactor<inference::ModelInferRequest,
-                                     inference::ModelStreamInferResponse> {
+    : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
   explicit StreamInferReactor(InferenceService* service) : service_(service) {
     if (!service_->AddStream(this) && BeginClose(ShuttingDownStatus())) {
@@ -483,7 +480,8 @@ class StreamInferReactor final
       return;
     }
     auto request = std::make_shared<inference::ModelInferRequest>();
-    request->Swap(&incoming_);
+    const Status parsed = ParseRequestBytes(incoming_, request.get());
+    incoming_.Clear();
     auto response = std::make_shared<inference::ModelStreamInferResponse>();
     {
       std::lock_guard lock(mu_);
@@ -492,6 +490,10 @@ class StreamInferReactor final
       ++in_flight_;
     }
     StartRead(&incoming_);
+    if (!parsed.ok()) {  // answered like any failed request; the stream goes on
+      response->set_error_message(std::string(parsed.message()));
+      return Send(*response);
+    }
     service_->Submit(*request, response->mutable_infer_response(),
                      [this, request, response](const grpc::Status& status) {
                        if (!status.ok()) {
@@ -500,12 +502,12 @@ class StreamInferReactor final
                          response->mutable_infer_response()->set_id(request->id());
                          response->set_error_message(status.error_message());
                        }
-                       Send(response);
+                       Send(*response);
                      });
   }
 
   void OnWriteDone(bool ok) override {
-    std::shared_ptr<inference::ModelStreamInferResponse> next;
+    std::shared_ptr<grpc::ByteBuffer> next;
     FinishIf([&] {
       --in_flight_;
       writing_.reset();
@@ -530,7 +532,14 @@ class StreamInferReactor final
   }
 
  private:
-  void Send(std::shared_ptr<inference::ModelStreamInferResponse> response) {
+  void Send(const inference::ModelStreamInferResponse& answer) {
+    auto response = std::make_shared<grpc::ByteBuffer>();
+    if (Status encoded = SerializeToByteBuffer(answer, response.get()); !encoded.ok()) {
+      inference::ModelStreamInferResponse error;
+      error.set_error_message(std::string(encoded.message()));
+      error.mutable_infer_response()->set_id(answer.infer_response().id());
+      (void)SerializeToByteBuffer(error, response.get());
+    }
     bool start = false;
     FinishIf([&] {
       if (broken_) {
@@ -567,11 +576,11 @@ class StreamInferReactor final
   }
 
   InferenceService* const service_;
-  inference::ModelInferRequest incoming_;  // the read in progress (one at a time)
+  grpc::ByteBuffer incoming_;  // the read in progress (one at a time)
   std::mutex mu_;
   int64_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;  // read, not yet written or dropped
-  std::shared_ptr<inference::ModelStreamInferResponse> writing_ ABSL_GUARDED_BY(mu_);
-  std::deque<std::shared_ptr<inference::ModelStreamInferResponse>> pending_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<grpc::ByteBuffer> writing_ ABSL_GUARDED_BY(mu_);  // encoded answers
+  std::deque<std::shared_ptr<grpc::ByteBuffer>> pending_ ABSL_GUARDED_BY(mu_);
   bool reads_done_ ABSL_GUARDED_BY(mu_) = false;
   bool closing_ ABSL_GUARDED_BY(mu_) = false;  // the server ends the stream (shutdown)
   bool broken_ ABSL_GUARDED_BY(mu_) = false;
@@ -579,8 +588,8 @@ class StreamInferReactor final
   grpc::Status finish_status_ ABSL_GUARDED_BY(mu_);
 };
 
-grpc::ServerBidiReactor<inference::ModelInferRequest, inference::ModelStreamInferResponse>*
-InferenceService::ModelStreamInfer(CallbackServerContext*) {
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* InferenceService::ModelStreamInfer(
+    CallbackServerContext*) {
   return new StreamInferReactor(this);
 }
 
@@ -665,6 +674,9 @@ StatusOr<std::unique_ptr<GrpcFrontend>> GrpcFrontend::Start(const FrontendOption
   builder.SetMaxReceiveMessageSize(max_bytes);
   builder.SetMaxSendMessageSize(max_bytes);
   builder.RegisterService(service.get());
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(MakeMalformedRequestInterceptorFactory());
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || selected_port == 0) {
     return absl::UnavailableError(absl::StrCat("cannot listen for gRPC on ", address,

@@ -31,6 +31,9 @@ Status ErrnoError(int err, const std::string& what, const std::string& name) {
     case ENOMEM:
     case ENOSPC:
       return absl::ResourceExhaustedError(message);
+    case EINVAL:  // a malformed name, or a size the system cannot map
+    case ENAMETOOLONG:
+      return absl::InvalidArgumentError(message);
     default:
       return absl::InternalError(message);
   }
