@@ -1,5 +1,7 @@
 #include "tessera/common/yaml_util.h"
 
+#include "tessera/common/utf8.h"
+
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -158,6 +160,9 @@ StatusOr<std::string> ReadString(std::string_view source, const YAML::Node& node
   if (!node.IsScalar()) {
     return ErrorAt(source, node, path, absl::StrCat("expected a string, got ", Describe(node)));
   }
+  // Names and other strings end up in protobuf string fields (responses, the executor protocol),
+  // which must be UTF-8.
+  if (!IsValidUtf8(node.Scalar())) return ErrorAt(source, node, path, "is not valid UTF-8 text");
   return node.Scalar();
 }
 

@@ -36,6 +36,16 @@ TEST(YamlUtilTest, DoublesRejectNonFinite) {
   EXPECT_DOUBLE_EQ(*ReadDouble("t.yaml", doc["d"], "d", 0, 10), 3);
 }
 
+// Strings end up in protobuf string fields, which must be UTF-8.
+TEST(YamlUtilTest, StringsMustBeUtf8) {
+  YAML::Node doc = Parse("a: caf\xC3\xA9\nb: bad\xFF\xFEname\nc: [1]\n");
+  EXPECT_EQ(*ReadString("t.yaml", doc["a"], "a"), "caf\xC3\xA9");
+  Status bad = ReadString("t.yaml", doc["b"], "b").status();
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(bad.message()), HasSubstr("t.yaml:2: b: is not valid UTF-8 text"));
+  EXPECT_FALSE(ReadString("t.yaml", doc["c"], "c").ok());
+}
+
 TEST(YamlUtilTest, BoolsAndDescribe) {
   YAML::Node doc = Parse("a: true\nb: False\nc: yes\nd: [1]\ne: {x: 1}\nf:\n");
   EXPECT_TRUE(*ReadBool("t.yaml", doc["a"], "a"));

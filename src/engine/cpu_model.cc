@@ -505,8 +505,10 @@ StatusOr<Graph> PrepareGraph(const std::string& path) {
       Graph graph, ImportOnnxModel(path, [](const std::string& op) {
         return cpu::FindOp(op) != nullptr;
       }));
-  // Every node the kernels cannot run as configured, reported together.
+  // Every node the kernels cannot run as configured, and every one that is invalid, reported
+  // together.
   std::vector<std::string> problems;
+  std::vector<std::string> invalid;
   // Ops whose opset 1..6 semantics equal today's; the others had legacy attributes then
   // (`broadcast`, `consumed_inputs`, Reshape's `shape`) that the kernels do not implement.
   static const std::unordered_set<std::string> kStableSinceOpset1 = {
@@ -523,8 +525,14 @@ StatusOr<Graph> PrepareGraph(const std::string& path) {
     if (op->check == nullptr) continue;
     Status status = op->check(node, graph);
     if (!status.ok()) {
-      problems.push_back(absl::StrCat(node.Describe(graph.value_names), ": ", status.message()));
+      (status.code() == absl::StatusCode::kInvalidArgument ? invalid : problems)
+          .push_back(absl::StrCat(node.Describe(graph.value_names), ": ", status.message()));
     }
+  }
+  // A node that breaks the operator's spec makes the file invalid, whatever else is unsupported.
+  if (!invalid.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": invalid node: ", absl::StrJoin(invalid, "; ")));
   }
   if (!problems.empty()) {
     return absl::UnimplementedError(

@@ -184,6 +184,52 @@ TEST(ModelTest, UndefinedTensorIsInvalidArgument) {
   EXPECT_THAT(loaded.status().message(), HasSubstr("nowhere"));
 }
 
+// A Conv (or MaxPool) whose window attributes disagree on the rank is refused at load, naming
+// the node and the attribute, not at its first request.
+TEST(ModelTest, WindowAttributesThatDisagreeFailAtLoad) {
+  struct Case {
+    std::string op, attribute;
+    std::vector<int64_t> values;
+  };
+  for (const Case& c : {Case{"Conv", "pads", {1, 1, 1}}, Case{"Conv", "strides", {1}},
+                        Case{"MaxPool", "dilations", {1, 1, 1}}}) {
+    onnx::ModelProto model;
+    model.set_ir_version(8);
+    model.add_opset_import()->set_version(13);
+    onnx::GraphProto* graph = model.mutable_graph();
+    SetFloatTensor(graph->add_input(), "x", {1, 1, 4, 4});
+    SetFloatTensor(graph->add_output(), "y", {1, 1, 2, 2});
+    onnx::NodeProto* node = graph->add_node();
+    node->set_op_type(c.op);
+    node->set_name("window");
+    node->add_input("x");
+    if (c.op == "Conv") {
+      onnx::TensorProto* w = graph->add_initializer();
+      w->set_name("w");
+      w->set_data_type(onnx::TensorProto::FLOAT);
+      for (int64_t d : {1, 1, 3, 3}) w->add_dims(d);
+      std::vector<float> ones(9, 1.0f);
+      w->set_raw_data(ones.data(), ones.size() * sizeof(float));
+      node->add_input("w");
+    } else {
+      onnx::AttributeProto* kernel = node->add_attribute();
+      kernel->set_name("kernel_shape");
+      kernel->set_type(onnx::AttributeProto::INTS);
+      for (int64_t k : {3, 3}) kernel->add_ints(k);
+    }
+    node->add_output("y");
+    onnx::AttributeProto* bad = node->add_attribute();
+    bad->set_name(c.attribute);
+    bad->set_type(onnx::AttributeProto::INTS);
+    for (int64_t v : c.values) bad->add_ints(v);
+    auto loaded = LoadOnnxModel(WriteModel(model, "window_" + c.attribute + ".onnx"), {});
+    ASSERT_FALSE(loaded.ok()) << c.op << " " << c.attribute;
+    EXPECT_EQ(loaded.status().code(), absl::StatusCode::kInvalidArgument) << loaded.status();
+    EXPECT_THAT(loaded.status().message(), HasSubstr("\"window\"")) << loaded.status();
+    EXPECT_THAT(loaded.status().message(), HasSubstr(c.attribute + " has ")) << loaded.status();
+  }
+}
+
 TEST(ModelTest, TinyHandBuiltModelRuns) {
   onnx::ModelProto model = TinyModel();
   AddNode(model.mutable_graph(), "Relu", "relu", "x", "y");

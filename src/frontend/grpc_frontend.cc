@@ -23,6 +23,7 @@
 #include "inference/grpc_service.grpc.pb.h"
 #include "spdlog/spdlog.h"
 #include "tessera/common/clock.h"
+#include "tessera/common/utf8.h"
 
 namespace tessera::frontend {
 namespace {
@@ -36,9 +37,12 @@ constexpr char kNoCudaShm[] =
     "CUDA shared memory is not supported yet; register system shared memory instead";
 
 // The one place where an absl::Status becomes a gRPC status (the code numbers are identical).
+// Messages may quote names from model files, which need not be UTF-8; clients decode them as such.
 grpc::Status ToGrpc(const Status& status) {
   if (status.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
+  const absl::string_view message = status.message();
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
+                      CoerceToUtf8(std::string_view(message.data(), message.size())));
 }
 
 ServerUnaryReactor* FinishNow(CallbackServerContext* context, const Status& status) {
@@ -278,10 +282,10 @@ class InferenceService final : public InferenceServiceBase {
                                       inference::RepositoryIndexResponse* response) override {
     for (const ModelIndexEntry& entry : core_->RepositoryIndex(request->ready())) {
       auto* model = response->add_models();
-      model->set_name(entry.name);
+      model->set_name(CoerceToUtf8(entry.name));  // a folder name: any bytes (proto: UTF-8)
       model->set_version(entry.version);
       model->set_state(entry.state);
-      model->set_reason(entry.reason);
+      model->set_reason(CoerceToUtf8(entry.reason));
     }
     return FinishNow(context, absl::OkStatus());
   }

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "onnx/onnx_pb.h"
+#include "tessera/common/utf8.h"
 
 namespace tessera::repository {
 namespace {
@@ -83,6 +84,11 @@ StatusOr<OnnxTensorSignature> FromValueInfo(const onnx::ValueInfoProto& info,
   }
   const onnx::TypeProto::Tensor& tensor = info.type().tensor_type();
   OnnxTensorSignature out;
+  if (!IsValidUtf8(info.name())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        CoerceToUtf8(what), " has a name that is not valid UTF-8 (shown with '?'): the file is "
+        "corrupt, or its names need fixing before it can be served"));
+  }
   out.name = info.name();
   TESSERA_ASSIGN_OR_RETURN(out.data_type, FromOnnxElementType(tensor.elem_type(), what));
   if (!tensor.has_shape()) {

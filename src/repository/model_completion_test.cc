@@ -147,6 +147,15 @@ TEST_F(ModelCompletionTest, BadFilesAreNamed) {
   ASSERT_FALSE(s.ok());
   EXPECT_THAT(std::string(s.status().message()),
               HasSubstr("complex.onnx: output 'y' has ONNX element type COMPLEX64"));
+
+  // A name that is not UTF-8 could not travel in any response: refused, shown with '?'.
+  onnx::ModelProto bad_name = TwoLayerModel();
+  bad_name.mutable_graph()->mutable_input(0)->set_name("x\xFF");
+  s = ReadOnnxSignature(Save(bad_name, "bad_name.onnx"));
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.status().message()),
+              HasSubstr("bad_name.onnx: input 'x?' has a name that is not valid UTF-8"));
 }
 
 // Corrupt files (bytes flipped, cut, or both) never crash the reader: it answers with the

@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "tessera/common/utf8.h"
 #include "tessera/common/yaml_util.h"
 
 namespace tessera::repository {
@@ -107,6 +108,16 @@ ModelEntry ScanModelFolder(const fs::path& dir, const std::string& name) {
   ModelEntry entry;
   entry.name = name;
   entry.path = dir.string();
+  if (!IsValidUtf8(name)) {  // no client could name it, and no response could carry its name
+    entry.config = absl::InvalidArgumentError(
+        absl::StrCat("model folder '", CoerceToUtf8(name), "' (bytes not valid UTF-8 shown as '?') ",
+                     "in ", CoerceToUtf8(dir.parent_path().string()),
+                     ": model names must be UTF-8; rename the folder"));
+    Fnv1a hash;
+    hash.Add(std::string_view("<name not UTF-8>"));
+    entry.fingerprint = hash.value();
+    return entry;
+  }
 
   // config.yaml, or Triton's config.pbtxt so a Triton repository is served unchanged; never both,
   // since which one wins would be a guess.

@@ -88,6 +88,7 @@ StatusOr<std::shared_ptr<ModelManager::LoadedVersion>> ModelManager::LoadVersion
                                                               loaded->config));
     }
   }
+  if (status.ok()) status = WarmUpInstances(*loaded, sized);
   if (!status.ok()) {
     for (const Instance& instance : loaded->instances) {
       pool_->UnloadInstance(instance.slot, instance.key);
@@ -96,8 +97,6 @@ StatusOr<std::shared_ptr<ModelManager::LoadedVersion>> ModelManager::LoadVersion
                                                      "' version ", version.version, " (",
                                                      version.model_path, "): ", status.message()));
   }
-
-  WarmUpInstances(*loaded, sized);
 
   dispatch::ModelQueueOptions queue_options;
   queue_options.model_label = absl::StrCat(config.name, "/", version.version);
@@ -137,12 +136,13 @@ StatusOr<std::shared_ptr<ModelManager::LoadedVersion>> ModelManager::LoadVersion
   return loaded;
 }
 
-void ModelManager::WarmUpInstances(const LoadedVersion& loaded, bool sized) {
+Status ModelManager::WarmUpInstances(const LoadedVersion& loaded, bool sized) {
   // The first Run of each input shape plans the activation memory and builds the kernels'
   // primitives (oneDNN convolutions: milliseconds each), which made a model's first requests up to
   // ~100x slower than the next ones. Running the batch sizes the model will most often see once
-  // here moves that cost out of serving, before the model reports READY. A failure is logged, not
-  // fatal: it is zeros, not a real request.
+  // here moves that cost out of serving, before the model reports READY. A failure fails the
+  // load: the inputs are zeros, which the engine's operators run like any other values, so a
+  // model that fails on them is broken (a corrupt attribute, say) and would fail every request.
   const repository::ModelConfig& config = *loaded.config;
   const auto start = std::chrono::steady_clock::now();
   std::vector<int64_t> all_sizes;
@@ -159,8 +159,11 @@ void ModelManager::WarmUpInstances(const LoadedVersion& loaded, bool sized) {
     for (int64_t rows : sizes) {
       Status warmed = process.ok() ? WarmUp(**process, instance.key, config, rows) : process.status();
       if (!warmed.ok()) {
-        spdlog::warn("model {}: {}", instance.key, warmed.ToString());
-        break;
+        // The executor reports a model's failure as INTERNAL; for the load it is a bad model.
+        const absl::StatusCode code = warmed.code() == absl::StatusCode::kInternal
+                                          ? absl::StatusCode::kInvalidArgument
+                                          : warmed.code();
+        return absl::Status(code, absl::StrCat(warmed.message(), " (inputs all zeros)"));
       }
       if (std::find(all_sizes.begin(), all_sizes.end(), rows) == all_sizes.end()) {
         all_sizes.push_back(rows);
@@ -171,6 +174,7 @@ void ModelManager::WarmUpInstances(const LoadedVersion& loaded, bool sized) {
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   spdlog::info("model {}/{}: warmed up {} instance(s) at batch sizes [{}] in {:.1f} ms", config.name,
                loaded.version, loaded.instances.size(), absl::StrJoin(all_sizes, ", "), ms);
+  return absl::OkStatus();
 }
 
 void ModelManager::Retire(VersionMap versions, const std::string& why) {

@@ -104,7 +104,9 @@ class ModelManager final : public frontend::ServerCore {
   void Retire(VersionMap versions, const std::string& why);
   // Runs every instance of `loaded` once at the batch sizes it will serve most (1 and
   // max_batch_size, or a worker's own size), so no request pays for the first Run of a shape.
-  void WarmUpInstances(const LoadedVersion& loaded, bool sized);
+  // A model that cannot run those batches fails its load here (the error names the batch and
+  // the model's own message) instead of becoming READY and failing every request.
+  Status WarmUpInstances(const LoadedVersion& loaded, bool sized);
   void SetState(const std::string& name, const std::string& state, const std::string& reason);
 
   const ModelManagerOptions options_;

@@ -1,17 +1,20 @@
 """Model repository API in explicit mode, on a private copy of the bundled repository:
 index, load, unload, reload, and loads that must fail cleanly (bad config, truncated model)."""
 
+import os
 import re
 import shutil
+from pathlib import Path
 
 import grpc
+import onnx
 import pytest
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 
 from conftest import copy_repository
-from tessera_testlib import (OUTPUT_NAME, assert_close, assert_mlp_serves, expect_error,
-                             find_model_file, infer, load_reference, make_input, model_ready,
-                             wait_until)
+from tessera_testlib import (OUTPUT_NAME, assert_close, assert_mlp_serves, executor_pids,
+                             expect_error, find_model_file, infer, load_reference, make_input,
+                             model_ready, wait_until)
 
 
 @pytest.fixture(scope="module")
@@ -279,6 +282,48 @@ def test_auto_complete_can_be_turned_off(make_server, tmp_path):
     client = server.client()
     e = expect_error(lambda: client.load_model("mlp_bare"), "INVALID_ARGUMENT")
     assert "lists no input" in e.message() and "--disable-auto-complete-config" in e.message()
+    assert_mlp_serves(client)
+
+
+def test_names_that_are_not_utf8_fail_their_load_and_nothing_else(server, client, repo):
+    """Found by repository_fuzz.py: a corrupt name in a model file (here a byte that is not UTF-8 in
+    the tensor one node reads) made the executor's error unparsable; the server took the whole
+    executor for dead and restarted it. Now the load fails with the name shown, and that is all."""
+    executors = sorted(executor_pids(server.proc.pid))
+    folder = clone_model(repo, "mlp", "bad_name")
+    model_file = find_model_file("bad_name", repository=repo)
+    data = model_file.read_bytes()
+    name = b"/fc1/Gemm_output_0"
+    at = data.index(name, data.index(name) + 1)  # the Relu's input, not the Gemm's output
+    model_file.write_bytes(data[:at] + b"/fc1/Gemm\xa7output_0" + data[at + len(name):])
+    e = expect_error(lambda: client.load_model("bad_name"), "INVALID_ARGUMENT")
+    assert "/fc1/Gemm?output_0" in e.message(), e.message()
+    # A folder whose own name is not UTF-8 is listed as far as it can be: before, the index
+    # response carried the raw bytes in a string field and the client could not parse it.
+    bad_folder = Path(os.fsdecode(bytes(repo) + b"/bad\xffname"))
+    shutil.copytree(folder, bad_folder)
+    (bad_folder / "config.yaml").write_text(with_name((folder / "config.yaml").read_text(), "x"))
+    reasons = {m.name: m.reason for m in client.get_model_repository_index().models}
+    assert "bad?name" in reasons, reasons
+    shutil.rmtree(bad_folder)
+    assert sorted(executor_pids(server.proc.pid)) == executors, "an executor was restarted"
+    assert_mlp_serves(client)
+
+
+def test_model_that_cannot_run_fails_its_load_not_its_requests(client, repo):
+    """Found by repository_fuzz.py: a model whose file parses but whose graph cannot run (here the
+    second Gemm's transB flag flipped, so its inner dims differ) became READY and failed every
+    request with INTERNAL. Its warm-up run now fails the load, naming the node."""
+    folder = clone_model(repo, "mlp", "cannot_run")
+    model_file = find_model_file("cannot_run", repository=repo)
+    model = onnx.load(str(model_file))
+    gemm = [n for n in model.graph.node if n.op_type == "Gemm"][1]
+    next(a for a in gemm.attribute if a.name == "transB").i = 0
+    onnx.save(model, str(model_file))
+    e = expect_error(lambda: client.load_model("cannot_run"), "INVALID_ARGUMENT")
+    assert "warm-up" in e.message() and gemm.name in e.message(), e.message()
+    assert client.is_model_ready("cannot_run") is False
+    assert folder.is_dir()
     assert_mlp_serves(client)
 
 

@@ -85,7 +85,7 @@ void Conv2d(const float* input, int64_t batch, int64_t in_channels, int64_t h, i
   }
 }
 
-Status CheckWindowAttributes(const Node& node) {
+Status CheckWindowAttributes(const Node& node, int spatial_rank) {
   std::string auto_pad = node.attributes.GetString("auto_pad", "NOTSET");
   if (auto_pad != "NOTSET" && auto_pad != "VALID" && auto_pad != "SAME_UPPER" &&
       auto_pad != "SAME_LOWER") {
@@ -97,6 +97,27 @@ Status CheckWindowAttributes(const Node& node) {
       return absl::UnimplementedError(
           absl::StrCat(rank, "-D windows are not supported (only 1-D and 2-D)"));
     }
+  }
+  // Every attribute that gives the window's rank must give the same one (pads has two entries per
+  // dim), so that a corrupt file fails here, at load, and not at its first request.
+  std::string first;
+  size_t rank = spatial_rank > 0 ? static_cast<size_t>(spatial_rank) : 0;
+  if (rank != 0) first = "the weight's shape";
+  for (const auto& [name, per_dim] : {std::pair<const char*, size_t>{"kernel_shape", 1},
+                                      {"strides", 1}, {"dilations", 1}, {"pads", 2}}) {
+    if (!node.attributes.Has(name)) continue;
+    const size_t entries = node.attributes.GetInts(name).size();
+    if (entries % per_dim == 0 && (rank == 0 || entries / per_dim == rank)) {
+      if (rank == 0) first = absl::StrCat(name, " (", entries, " entries)");
+      rank = entries / per_dim;
+      continue;
+    }
+    if (rank == 0) {  // only pads, with an odd count
+      return absl::InvalidArgumentError(
+          absl::StrCat(name, " has ", entries, " entries; it needs two per spatial dim"));
+    }
+    return absl::InvalidArgumentError(absl::StrCat(name, " has ", entries, " entries, but ", first,
+                                                   " gives a ", rank, "-D window"));
   }
   return absl::OkStatus();
 }
@@ -148,14 +169,15 @@ StatusOr<Window2d> ResolveWindow(const Node& node, int spatial_rank, int64_t h, 
 }
 
 Status CheckConv(const Node& node, const Graph& graph) {
-  TESSERA_RETURN_IF_ERROR(CheckWindowAttributes(node));
+  int spatial_rank = 0;  // unknown unless the weight is a constant
   if (node.inputs.size() > 1 && graph.IsConstant(node.inputs[1])) {
     int rank = graph.constants[node.inputs[1]]->rank();
     if (rank != 3 && rank != 4) {
       return absl::UnimplementedError(absl::StrCat(rank - 2, "-D convolution is not supported"));
     }
+    spatial_rank = rank - 2;
   }
-  return absl::OkStatus();
+  return CheckWindowAttributes(node, spatial_rank);
 }
 
 namespace {

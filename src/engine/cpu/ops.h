@@ -72,8 +72,10 @@ StatusOr<int64_t> WindowOutputSize(int64_t in, int64_t kernel, int64_t stride, i
 // against the input's spatial size (h, w), which auto_pad=SAME_* needs.
 StatusOr<Window2d> ResolveWindow(const Node& node, int spatial_rank, int64_t h, int64_t w,
                                  int64_t kernel_h, int64_t kernel_w);
-// Load-time check of the window attributes shared by Conv and the pools.
-Status CheckWindowAttributes(const Node& node);
+// Load-time check of the window attributes shared by Conv and the pools: supported auto_pad and
+// rank, and kernel_shape, strides, dilations and pads agreeing on the rank (and with
+// `spatial_rank` when it is known, > 0).
+Status CheckWindowAttributes(const Node& node, int spatial_rank = 0);
 
 // A row-major copy of a channels-last value (value.h Layout); `v` itself when already row-major.
 // Channels-last values whose spatial size is 1 are relabelled without a copy.
