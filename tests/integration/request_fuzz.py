@@ -7,6 +7,9 @@ cases in CI; for a long run against a sanitizer build:
 
   python tests/integration/request_fuzz.py --url 127.0.0.1:8001 --cases 20000 --seed 7
 
+With --extra-models it also sends to models that another process (repository_fuzz.py) loads,
+reloads and unloads meanwhile, so requests race with the model lifecycle.
+
 The server must serve the bundled repository (mlp, small_cnn) with --allow-client-shm.
 """
 
@@ -310,7 +313,12 @@ def main():
     parser.add_argument("--url", required=True)
     parser.add_argument("--cases", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--extra-models", default="",
+                        help="comma-separated models to send mlp-shaped requests to as well, e.g. "
+                             "the ones repository_fuzz.py loads and unloads meanwhile")
     args = parser.parse_args()
+    for name in filter(None, args.extra_models.split(",")):
+        MODELS[name] = [64]
     import tritonclient.utils.shared_memory as shm
     handle = shm.create_shared_memory_region(SHM_REGION, SHM_KEY, SHM_BYTES)
     fuzzer = Fuzzer(args.url, args.seed)
