@@ -160,10 +160,9 @@ Status ModelManager::WarmUpInstances(const LoadedVersion& loaded, bool sized) {
       Status warmed = process.ok() ? WarmUp(**process, instance.key, config, rows) : process.status();
       if (!warmed.ok()) {
         // The executor reports a model's failure as INTERNAL; for the load it is a bad model.
-        const absl::StatusCode code = warmed.code() == absl::StatusCode::kInternal
-                                          ? absl::StatusCode::kInvalidArgument
-                                          : warmed.code();
-        return absl::Status(code, absl::StrCat(warmed.message(), " (inputs all zeros)"));
+        // Other codes (an executor that went away) keep theirs.
+        if (warmed.code() != absl::StatusCode::kInternal) return warmed;
+        return absl::InvalidArgumentError(absl::StrCat(warmed.message(), " (inputs all zeros)"));
       }
       if (std::find(all_sizes.begin(), all_sizes.end(), rows) == all_sizes.end()) {
         all_sizes.push_back(rows);
