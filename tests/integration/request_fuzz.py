@@ -14,6 +14,7 @@ The server must serve the bundled repository (mlp, small_cnn) with --allow-clien
 """
 
 import argparse
+import os
 import random
 import sys
 
@@ -36,7 +37,7 @@ ELEMENT_BYTES = {"FP32": 4, "FP16": 2, "FP64": 8, "INT8": 1, "INT16": 2, "INT32"
                  "UINT8": 1, "UINT32": 4, "BOOL": 1, "BF16": 2}
 # A region the fuzzer registers (a real POSIX shm object it creates), and names it never does.
 SHM_REGION = "fuzz_region"
-SHM_KEY = "/tessera-fuzz-region"
+SHM_KEY = f"/tessera-fuzz-region-{os.getpid()}"  # per process: fuzz tests may run side by side
 SHM_BYTES = 4096
 ODD_STRINGS = ["", " ", "mlp ", "MLP", "../mlp", "mlp/1", "a" * 5000, "\u00e9\u4e2d", "nul\x00x",
                "no_such_model", "-1", "0", "1", "2", "99999999999999999999", "1.5", "%s%n"]
