@@ -14,16 +14,14 @@ and the server must run with --model-control-mode explicit on it.
 """
 
 import argparse
-import random
 import shutil
 import sys
 from pathlib import Path
 
-import grpc
 import numpy as np
-from tritonclient.grpc import service_pb2, service_pb2_grpc
+from tritonclient.grpc import service_pb2
 
-from request_fuzz import ACCEPTED_ERRORS, Finding
+from request_fuzz import Finding, FuzzerBase, run_from_command_line
 
 NAMES = ["fz_a", "fz_b", "fz_c"]  # few names, so that reloads and replacements happen
 DTYPES = {"FP32": np.float32, "FP64": np.float64, "INT64": np.int64, "INT32": np.int32,
@@ -106,31 +104,12 @@ def model_bytes(rng, models):
     return good + bytes(rng.randrange(256) for _ in range(64))
 
 
-class RepositoryFuzzer:
+class RepositoryFuzzer(FuzzerBase):
     def __init__(self, url, repository, seed, timeout_s=60.0):
-        self.rng = random.Random(seed)
+        super().__init__(url, seed, timeout_s)
         self.repo = Path(repository)
-        self.timeout_s = timeout_s
-        self.channel = grpc.insecure_channel(url)
-        self.stub = service_pb2_grpc.GRPCInferenceServiceStub(self.channel)
         self.models = {m: (self.repo / m / "1" / "model.onnx").read_bytes()
                        for m in ("mlp", "small_cnn")}
-        self.counts = {}
-
-    def close(self):
-        self.channel.close()
-
-    def _check(self, what, call):
-        try:
-            result = call()
-            code = grpc.StatusCode.OK
-        except grpc.RpcError as e:
-            code = e.code()
-            if code not in ACCEPTED_ERRORS or not e.details():
-                raise Finding(f"{what}: {code} {e.details()!r}") from None
-            result = None
-        self.counts[code.name] = self.counts.get(code.name, 0) + 1
-        return result
 
     def write_model(self, name):
         rng = self.rng
@@ -214,19 +193,7 @@ def main():
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
     fuzzer = RepositoryFuzzer(args.url, args.repository, args.seed)
-    try:
-        for i in range(args.cases):
-            fuzzer.one_case(i)
-            if (i + 1) % 100 == 0:
-                print(f"{i + 1} cases: {fuzzer.counts}", flush=True)
-    except Finding as f:
-        print(f"FINDING: {f}", file=sys.stderr)
-        return 1
-    finally:
-        fuzzer.close()
-    print(f"{args.cases} cases, no finding: {fuzzer.counts}")
-    return 0
-
+    return run_from_command_line(fuzzer, args.cases, progress_every=100)
 
 if __name__ == "__main__":
     sys.exit(main())

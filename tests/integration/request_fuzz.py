@@ -191,18 +191,27 @@ def mangled_bytes(rng):
     return bytes(data)
 
 
-class Fuzzer:
-    def __init__(self, url, seed, timeout_s=20.0):
+class FuzzerBase:
+    """What both fuzzers share: a seeded generator, a channel, the oracle (_check) and the counts
+    of outcomes by status."""
+
+    def __init__(self, url, seed, timeout_s):
         self.rng = random.Random(seed)
         self.timeout_s = timeout_s
         self.channel = grpc.insecure_channel(url, options=[("grpc.max_send_message_length", -1),
                                                            ("grpc.max_receive_message_length", -1)])
         self.stub = service_pb2_grpc.GRPCInferenceServiceStub(self.channel)
-        self.raw_infer = self.channel.unary_unary(SERVICE + "ModelInfer")
         self.counts = {}
 
     def close(self):
         self.channel.close()
+
+    def run(self, cases, progress_every=0):
+        """Runs cases 0..cases-1; raises Finding at the first one."""
+        for i in range(cases):
+            self.one_case(i)
+            if progress_every and (i + 1) % progress_every == 0:
+                print(f"{i + 1} cases: {self.counts}", flush=True)
 
     def _check(self, what, call, cut_short=False):
         """Runs `call`; with cut_short (a deadline of a millisecond or so) the client may also give
@@ -222,6 +231,25 @@ class Fuzzer:
             result = None
         self.counts[code.name] = self.counts.get(code.name, 0) + 1
         return result
+
+
+def run_from_command_line(fuzzer, cases, progress_every):
+    """main()'s loop: 0 when no case found anything, 1 (and the finding on stderr) otherwise."""
+    try:
+        fuzzer.run(cases, progress_every)
+    except Finding as f:
+        print(f"FINDING: {f}", file=sys.stderr)
+        return 1
+    finally:
+        fuzzer.close()
+    print(f"{cases} cases, no finding: {fuzzer.counts}")
+    return 0
+
+
+class Fuzzer(FuzzerBase):
+    def __init__(self, url, seed, timeout_s=20.0):
+        super().__init__(url, seed, timeout_s)
+        self.raw_infer = self.channel.unary_unary(SERVICE + "ModelInfer")
 
     def register_region(self):
         """Registers SHM_REGION (the caller created SHM_KEY); again when a case unregistered it."""
@@ -342,19 +370,9 @@ def main():
     fuzzer = Fuzzer(args.url, args.seed)
     try:
         fuzzer.register_region()
-        for i in range(args.cases):
-            fuzzer.one_case(i)
-            if (i + 1) % 1000 == 0:
-                print(f"{i + 1} cases: {fuzzer.counts}", flush=True)
-    except Finding as f:
-        print(f"FINDING: {f}", file=sys.stderr)
-        return 1
+        return run_from_command_line(fuzzer, args.cases, progress_every=1000)
     finally:
-        fuzzer.close()
         shm.destroy_shared_memory_region(handle)
-    print(f"{args.cases} cases, no finding: {fuzzer.counts}")
-    return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -271,3 +271,25 @@ class RequestStream:
     def snapshot(self):
         with self._lock:
             return list(self.outcomes)
+
+
+# ---- fuzzing ------------------------------------------------------------------------------------
+def fuzz_and_check_nothing_broke(server, fuzzer, cases):
+    """Runs `cases` cases of a request_fuzz/repository_fuzz fuzzer against `server` (a finding
+    fails the test with its text), then checks that both kinds of outcome happened (the fuzzer is
+    not sending only requests that fail, or only ones that pass) and that nothing else broke: the
+    server is up, no executor was restarted, mlp answers correctly."""
+    from request_fuzz import Finding
+    executors = sorted(executor_pids(server.proc.pid))
+    assert executors, "the server started no executor"
+    try:
+        fuzzer.run(cases)
+    except Finding as finding:
+        pytest.fail(str(finding), pytrace=False)
+    finally:
+        fuzzer.close()
+    counts = fuzzer.counts
+    assert counts.get("OK", 0) > 0 and counts.get("INVALID_ARGUMENT", 0) > 0, counts
+    assert server.proc.poll() is None, "the server exited"
+    assert sorted(executor_pids(server.proc.pid)) == executors, "an executor was restarted"
+    assert_mlp_serves(server.client())

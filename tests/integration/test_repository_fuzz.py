@@ -12,7 +12,7 @@ import request_fuzz
 from conftest import copy_repository
 from repository_fuzz import Finding, RepositoryFuzzer
 from request_fuzz import SHM_BYTES, SHM_KEY, SHM_REGION, Fuzzer
-from tessera_testlib import assert_mlp_serves, executor_pids
+from tessera_testlib import assert_mlp_serves, executor_pids, fuzz_and_check_nothing_broke
 
 CASES_PER_SEED = 150
 
@@ -31,22 +31,8 @@ def fuzz_server(make_server, repo):
 
 @pytest.mark.parametrize("seed", [1, 2])
 def test_random_model_folders_load_or_fail_clearly_and_break_nothing(fuzz_server, repo, seed):
-    executors = sorted(executor_pids(fuzz_server.proc.pid))
-    assert executors, "the server started no executor"
-    fuzzer = RepositoryFuzzer(fuzz_server.url, repo, seed)
-    try:
-        for i in range(CASES_PER_SEED):
-            fuzzer.one_case(i)
-    except Finding as finding:
-        pytest.fail(str(finding), pytrace=False)
-    finally:
-        fuzzer.close()
-    # Both outcomes happened: some folders loaded and some were refused.
-    assert fuzzer.counts.get("OK", 0) > 0 and fuzzer.counts.get("INVALID_ARGUMENT", 0) > 0, fuzzer.counts
-    assert fuzz_server.proc.poll() is None, "the server exited"
-    assert sorted(executor_pids(fuzz_server.proc.pid)) == executors, "an executor was restarted"
-    client = fuzz_server.client()
-    assert_mlp_serves(client)
+    fuzz_and_check_nothing_broke(fuzz_server, RepositoryFuzzer(fuzz_server.url, repo, seed),
+                                 CASES_PER_SEED)
 
 
 def test_requests_racing_loads_and_unloads_get_clear_answers(fuzz_server, repo):
