@@ -6,6 +6,11 @@
 # throughput on a shared VM, and it says where the time goes.
 #
 #   bench/frontend_cpu_per_request.sh [--build-dir build] [--concurrency 16] [--channels 1] [--repeats 2]
+#       [--per-thread]
+#
+# --per-thread also prints, under each server's line, its threads (grouped by name) with their CPU,
+# context switches and system calls per request (futex, epoll_wait, socket sends and receives): where
+# the wake-ups are. It needs the syscall tracepoints (root, or a permissive perf_event_paranoid).
 #
 # Needs perf (Debian linux-perf) with permission to attach to the processes (root, or
 # kernel.perf_event_paranoid <= 1).
@@ -16,13 +21,15 @@ BUILD="$REPO/build"
 CONCURRENCY=16
 CHANNELS=1
 REPEATS=2
+PER_THREAD=0
 while (($#)); do
   case "$1" in
     --build-dir) BUILD="$2"; shift 2 ;;
     --concurrency) CONCURRENCY="$2"; shift 2 ;;
     --channels) CHANNELS="$2"; shift 2 ;;
     --repeats) REPEATS="$2"; shift 2 ;;
-    -h|--help) sed -n '2,12p' "${BASH_SOURCE[0]}"; exit 0 ;;
+    --per-thread) PER_THREAD=1; shift ;;
+    -h|--help) sed -n '2,16p' "${BASH_SOURCE[0]}"; exit 0 ;;
     *) echo "unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
@@ -55,6 +62,38 @@ sleep 3
 EXECUTOR_PID=$(pgrep -P "$TESSERA_PID" -f tessera-executor | head -1)
 [[ -n "$EXECUTOR_PID" ]] || { cat "$WORK/tessera.log" >&2; echo "no tessera-executor" >&2; exit 1; }
 
+THREAD_EVENTS=task-clock,context-switches,raw_syscalls:sys_enter,syscalls:sys_enter_futex
+THREAD_EVENTS+=,syscalls:sys_enter_epoll_wait,syscalls:sys_enter_sendmsg,syscalls:sys_enter_recvmsg
+THREAD_EVENTS+=,syscalls:sys_enter_sendto,syscalls:sys_enter_recvfrom
+# print_threads REQ_PER_S STAT_FILE: per-request figures of each thread name (perf stat --per-thread).
+print_threads() {
+  python3 - "$1" "$2" <<'EOF'
+import collections, sys
+requests = float(sys.argv[1]) * 3
+per_name = collections.defaultdict(collections.Counter)
+threads = collections.defaultdict(set)
+for line in open(sys.argv[2]):
+    fields = line.strip().split(",")
+    if len(fields) < 4 or not fields[1].replace(".", "").isdigit():
+        continue
+    name, tid = fields[0].rsplit("-", 1)
+    per_name[name][fields[3].split(":")[-1]] += float(fields[1])
+    threads[name].add(tid)
+columns = [("task-clock", "us"), ("context-switches", "switches"), ("sys_enter", "syscalls"),
+           ("sys_enter_futex", "futex"), ("sys_enter_epoll_wait", "epoll_wait"),
+           ("sys_enter_sendmsg", "sendmsg"), ("sys_enter_recvmsg", "recvmsg"),
+           ("sys_enter_sendto", "sendto"), ("sys_enter_recvfrom", "recvfrom")]
+print("    " + f"{'thread (count)':24}" + "".join(f"{label:>11}" for _, label in columns))
+for name, counts in sorted(per_name.items(), key=lambda item: -item[1]["task-clock"]):
+    if counts["task-clock"] * 1000 / requests < 0.05:
+        continue
+    cells = [counts[event] / requests * (1000 if event == "task-clock" else 1)
+             for event, _ in columns]
+    label = f"{name} ({len(threads[name])})"
+    print("    " + f"{label:24}" + "".join(f"{cell:11.2f}" for cell in cells))
+EOF
+}
+
 echo "closed loop, concurrency $CONCURRENCY over $CHANNELS connection(s), FP32 [1, 256]; perf stat over 3 s inside a 6 s run"
 printf '%-22s %10s %16s %14s %16s\n' server "req/s" "server us/req" "switches/req" "client us/req"
 for ((r = 1; r <= REPEATS; r++)); do
@@ -68,11 +107,21 @@ for ((r = 1; r <= REPEATS; r++)); do
       --duration-s 6 --progress off >"$WORK/bench.out" 2>&1 &
     bench_pid=$!
     sleep 2
-    perf stat -x, -e task-clock,context-switches -p "$watch" -- sleep 3 2>"$WORK/server.stat" &
+    if ((PER_THREAD)); then
+      perf stat -x, --per-thread -e "$THREAD_EVENTS" -p "$watch" -- sleep 3 2>"$WORK/threads.stat" &
+    else
+      perf stat -x, -e task-clock,context-switches -p "$watch" -- sleep 3 2>"$WORK/server.stat" &
+    fi
     perf_pid=$!
     perf stat -x, -e task-clock -p "$bench_pid" -- sleep 3 2>"$WORK/client.stat"
     wait "$perf_pid" "$bench_pid"
     throughput=$(awk '$1 == "overall" {print $5}' "$WORK/bench.out")
+    if ((PER_THREAD)); then
+      # The process totals are the sums over the threads.
+      awk -F, '$4 == "task-clock" || $4 == "context-switches" {sum[$4] += $2}
+               END {printf "%s,,task-clock\n%s,,context-switches\n", sum["task-clock"],
+                    sum["context-switches"]}' "$WORK/threads.stat" >"$WORK/server.stat"
+    fi
     server_ms=$(awk -F, '$3 == "task-clock" {print $1}' "$WORK/server.stat")
     switches=$(awk -F, '$3 == "context-switches" {print $1}' "$WORK/server.stat")
     client_ms=$(awk -F, '$3 == "task-clock" {print $1}' "$WORK/client.stat")
@@ -80,5 +129,6 @@ for ((r = 1; r <= REPEATS; r++)); do
 t = $throughput; n = t * 3
 print('%-22s %10.0f %16.1f %14.2f %16.1f' % ('$target', t, $server_ms * 1000 / n, $switches / n,
                                               $client_ms * 1000 / n))"
+    if ((PER_THREAD)); then print_threads "$throughput" "$WORK/threads.stat"; fi
   done
 done
