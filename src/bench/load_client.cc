@@ -16,6 +16,7 @@
 #include "grpcpp/grpcpp.h"
 #include "tessera/common/clock.h"
 #include "tessera/common/data_type.h"
+#include "tessera/common/tensor.h"
 
 namespace tessera::bench {
 namespace {
@@ -220,9 +221,14 @@ Status LoadClient::Prepare() {
                                                        spec.name, "\" has datatype ", spec.datatype,
                                                        ", which the bench cannot fill"));
       }
-      int64_t elements = 1;
-      for (int64_t d : spec.shape) elements *= d;
-      std::string bytes(static_cast<size_t>(elements) * DataTypeByteSize(*type), '\0');
+      // The shape comes from the server's metadata or the scenario: checked before allocating.
+      std::optional<uint64_t> size = DenseByteSize(spec.shape, DataTypeByteSize(*type));
+      if (!size || *size > static_cast<uint64_t>(INT32_MAX)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "model \"", m.name, "\": input \"", spec.name, "\" of shape ",
+            ShapeToString(spec.shape), " is larger than the 2 GiB a gRPC message can carry"));
+      }
+      std::string bytes(*size, '\0');
       if (m.fill == InputFill::kRandom) {
         FillRandom(*type, bytes, rng);
       } else if (m.fill == InputFill::kFiles) {

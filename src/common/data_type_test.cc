@@ -43,5 +43,17 @@ TEST(TensorTest, ElementCountAndFormatting) {
   EXPECT_EQ(ShapeToString({1, 3, 224}), "[1, 3, 224]");
 }
 
+TEST(TensorTest, DenseByteSizeRefusesWildcardsAndSizesPast64Bits) {
+  EXPECT_EQ(DenseByteSize({}, 4), 4u);
+  EXPECT_EQ(DenseByteSize({2, 3}, 4), 24u);
+  EXPECT_EQ(DenseByteSize({2, 0}, 4), 0u);
+  EXPECT_EQ(DenseByteSize({2, -1}, 4), std::nullopt);
+  // 2^62 FP32 elements: 2^64 bytes, which a plain product wraps to 0.
+  EXPECT_EQ(DenseByteSize({1, int64_t{1} << 62}, 4), std::nullopt);
+  EXPECT_EQ(DenseByteSize({int64_t{1} << 31, int64_t{1} << 31, int64_t{1} << 2}, 1),
+            std::nullopt);
+  EXPECT_EQ(DenseByteSize({int64_t{1} << 61}, 4), uint64_t{1} << 63);
+}
+
 }  // namespace
 }  // namespace tessera

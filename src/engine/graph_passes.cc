@@ -426,6 +426,17 @@ StatusOr<PassSummary> RunGraphPasses(Graph* graph) {
   summary.layernorms_fused = FuseLayerNorm(graph);
   summary.dead_removed += RemoveDeadNodes(graph);
   InferShapes(graph);
+  // A graph output declared as one type and computed as another would fail every run: refused at
+  // load, where the message can name the model file.
+  for (size_t i = 0; i < graph->outputs.size(); ++i) {
+    const DataType computed = graph->dtypes[graph->output_ids[i]];
+    const DataType declared = graph->outputs[i].dtype;
+    if (computed != DataType::kInvalid && computed != declared) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "graph output \"", graph->outputs[i].name, "\" is declared as ", TypeName(declared),
+          ", but the graph computes it as ", TypeName(computed)));
+    }
+  }
   summary.nodes_after = static_cast<int>(graph->nodes.size());
   return summary;
 }

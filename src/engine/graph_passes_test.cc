@@ -328,6 +328,21 @@ TEST(FoldShapeSubgraphsTest, FixedBatchFoldsTheWholeChain) {
             (std::vector<int64_t>{1, 4, -1}));
 }
 
+TEST(GraphOutputTypeTest, AnOutputDeclaredAsAnotherTypeThanItIsComputedIsRefused) {
+  GraphBuilder b;
+  b.Input("x", {-1, 4});
+  b.Op("Relu", {"x"}, {"r"});
+  b.Op("Shape", {"r"}, {"y"});
+  b.Output("r");
+  b.Output("y");  // declared FP32 by the builder, computed as INT64
+  auto summary = RunGraphPasses(&b.graph());
+  ASSERT_EQ(summary.status().code(), absl::StatusCode::kInvalidArgument) << summary.status();
+  EXPECT_NE(summary.status().message().find(
+                "graph output \"y\" is declared as FP32, but the graph computes it as INT64"),
+            std::string::npos)
+      << summary.status();
+}
+
 // ---- Dynamic batch -----------------------------------------------------------------------------
 
 TEST(DynamicBatchTest, ReshapeHardCodingBatchOnePinsTheModel) {

@@ -336,9 +336,10 @@ void Executor::HandleInfer(const ipc::InferBatch& infer) {
   ipc::BatchResult* result = message.mutable_result();
   result->set_batch_id(infer.batch_id());
   result->set_ok(false);
-  result->set_error(absl::NotFoundError(absl::StrCat("unknown instance_key '", infer.instance_key(),
-                                                     "' on executor ", options_.executor_id))
-                        .ToString());
+  const Status unknown = absl::NotFoundError(absl::StrCat(
+      "unknown instance_key '", infer.instance_key(), "' on executor ", options_.executor_id));
+  result->set_error(unknown.ToString());
+  result->set_error_code(static_cast<int>(unknown.code()));
   Send(message);
 }
 
@@ -437,6 +438,7 @@ ipc::BatchResult Executor::RunBatch(Instance& instance, const ipc::InferBatch& i
   auto fail = [&](const Status& status) {
     result.set_ok(false);
     result.set_error(status.ToString());
+    result.set_error_code(static_cast<int>(status.code()));
     return result;
   };
 

@@ -52,6 +52,11 @@ Status CheckTensor(const char* kind, const ipc::TensorSpec& spec, const engine::
     if (c >= 0 && m >= 0 && c != m) {
       return mismatch(absl::StrCat("dim ", i + offset, " is ", c, " vs ", m));
     }
+    if (c < 0 && m >= 0) {
+      // The frontend would let through sizes the engine then refuses, batch by batch.
+      return mismatch(absl::StrCat("dim ", i + offset, " takes any size in the config, but only ",
+                                   m, " in the model: give it as ", m));
+    }
   }
   return absl::OkStatus();
 }

@@ -25,7 +25,16 @@ const FakeEngineModelForTest& Model() {
 
 TEST(ModelSignatureTest, MatchingBatchedConfigPasses) {
   EXPECT_TRUE(CheckModelSignature(Config(8, {4}), Model()).ok());
-  EXPECT_TRUE(CheckModelSignature(Config(8, {-1}), Model()).ok());
+}
+
+TEST(ModelSignatureTest, ConfigDimOfAnySizeWhereTheModelHasOneSizeIsRefused) {
+  // The frontend would accept [n, 5]; the engine refuses every such batch.
+  Status status = CheckModelSignature(Config(8, {-1}), Model());
+  ASSERT_TRUE(absl::IsInvalidArgument(status)) << status;
+  EXPECT_NE(status.message().find("dim 1 takes any size in the config, but only 4 in the model: "
+                                  "give it as 4"),
+            std::string::npos)
+      << status;
 }
 
 TEST(ModelSignatureTest, UnbatchedConfigComparesEveryDim) {

@@ -148,8 +148,13 @@ StatusOr<std::unique_ptr<dispatch::Request>> BuildDispatchRequest(
       batch_size = shape[0];
     }
 
-    const size_t expected_bytes =
-        static_cast<size_t>(ElementCount(shape)) * DataTypeByteSize(*dtype);
+    const std::optional<uint64_t> dense_bytes = DenseByteSize(shape, DataTypeByteSize(*dtype));
+    if (!dense_bytes) {
+      return absl::InvalidArgumentError(absl::StrCat("input '", tensor.name, "': shape ",
+                                                     ShapeToString(shape), " of ",
+                                                     input.datatype(), " has more than 2^64 bytes"));
+    }
+    const size_t expected_bytes = *dense_bytes;
     const void* data = nullptr;
     size_t byte_size = 0;
     const std::string what = absl::StrCat("input '", tensor.name, "'");

@@ -109,6 +109,17 @@ TEST(InferRequestTest, UnbatchedModelTakesExactShape) {
   ExpectInvalid(Build(RawRequest("FP32", {1, 2, 5}, 40), config), "does not match");
 }
 
+TEST(InferRequestTest, ShapeWhoseByteSizeOverflowsIsRefusedNotWrapped) {
+  // [1, 2^62] FP32 is 2^64 bytes: a wrapped product would ask for 0 bytes and let an empty
+  // input through.
+  auto config = MlpConfig();
+  config.inputs[0].dims = {-1};
+  ExpectInvalid(Build(RawRequest("FP32", {1, int64_t{1} << 62}, 0), config),
+                "has more than 2^64 bytes");
+  ExpectInvalid(Build(RawRequest("FP32", {1, (int64_t{1} << 61) + 1}, 4), config),
+                "needs 9223372036854775812");
+}
+
 TEST(InferRequestTest, ResponseCarriesRawOutputs) {
   dispatch::Response response;
   response.outputs.push_back({"output", DataType::kFp32, {1, 2}, std::string(8, 'a')});

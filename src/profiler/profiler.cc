@@ -114,7 +114,13 @@ StatusOr<std::vector<Tensor>> MakeInputs(const repository::ModelConfig& config, 
           "model '", config.name, "': input '", in.name, "' has data type ",
           std::string(DataTypeToConfigName(in.data_type)), ", which tessera-profile cannot fill"));
     }
-    t.bytes.resize(static_cast<size_t>(ElementCount(t.shape)) * size);
+    std::optional<uint64_t> bytes = DenseByteSize(t.shape, size);
+    if (!bytes) {
+      return absl::InvalidArgumentError(absl::StrCat("model '", config.name, "': input '", in.name,
+                                                     "' of shape ", ShapeToString(t.shape),
+                                                     " has more than 2^64 bytes"));
+    }
+    t.bytes.resize(*bytes);
     TESSERA_RETURN_IF_ERROR(FillRandom(in.data_type, rng, &t.bytes));
     inputs.push_back(std::move(t));
   }

@@ -98,6 +98,12 @@ StatusOr<OnnxTensorSignature> FromValueInfo(const onnx::ValueInfoProto& info,
         "model's config"));
   }
   for (const onnx::TensorShapeProto::Dimension& dim : tensor.shape().dim()) {
+    if (dim.has_dim_value() && dim.dim_value() == 0) {
+      // The engine would hold the model to that 0, and configs take no 0 dims either.
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, " has a dim of size 0 in the model file (dim ", out.dims.size(),
+          "); tensors with no elements cannot be served"));
+    }
     out.dims.push_back(dim.has_dim_value() && dim.dim_value() > 0 ? dim.dim_value() : -1);
   }
   return out;

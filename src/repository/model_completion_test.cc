@@ -148,6 +148,16 @@ TEST_F(ModelCompletionTest, BadFilesAreNamed) {
   EXPECT_THAT(std::string(s.status().message()),
               HasSubstr("complex.onnx: output 'y' has ONNX element type COMPLEX64"));
 
+  // A dim of size 0 would hold every request to no elements (configs refuse 0 dims too).
+  onnx::ModelProto zero_dim = TwoLayerModel();
+  zero_dim.mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()
+      ->mutable_shape()->mutable_dim(1)->set_dim_value(0);
+  s = ReadOnnxSignature(Save(zero_dim, "zero_dim.onnx"));
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.status().message()),
+              HasSubstr("zero_dim.onnx: input 'x' has a dim of size 0 in the model file (dim 1)"));
+
   // A name that is not UTF-8 could not travel in any response: refused, shown with '?'.
   onnx::ModelProto bad_name = TwoLayerModel();
   bad_name.mutable_graph()->mutable_input(0)->set_name("x\xFF");

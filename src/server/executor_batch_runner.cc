@@ -95,6 +95,12 @@ Status WarmUp(ExecutorProcess& process, const std::string& instance_key,
   buffers.reserve(config.inputs.size());  // views point into these: no reallocation
   dispatch::Request request;
   request.batch_size = rows;
+  struct Input {
+    Shape shape;
+    uint64_t bytes;
+  };
+  std::vector<Input> inputs;
+  uint64_t total_bytes = 0;
   for (const repository::TensorConfig& input : config.inputs) {
     Shape shape;
     if (batched) shape.push_back(rows);
@@ -102,11 +108,24 @@ Status WarmUp(ExecutorProcess& process, const std::string& instance_key,
       if (dim < 0) return absl::OkStatus();
       shape.push_back(dim);
     }
-    int64_t elements = 1;
-    for (int64_t dim : shape) elements *= dim;
-    buffers.emplace_back(static_cast<size_t>(elements) * DataTypeByteSize(input.data_type), '\0');
-    request.inputs.push_back(TensorView{input.name, input.data_type, shape, buffers.back().data(),
-                                        buffers.back().size()});
+    // Checked before anything is allocated: the dims come from a config or a model file.
+    std::optional<uint64_t> bytes = DenseByteSize(shape, DataTypeByteSize(input.data_type));
+    if (!bytes || __builtin_add_overflow(total_bytes, *bytes, &total_bytes) ||
+        total_bytes > process.gather_capacity_bytes()) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "warm-up of ", instance_key, " (batch ", rows, "): input '", input.name, "' of shape ",
+          ShapeToString(shape), " is ",
+          bytes ? absl::StrCat(*bytes, " bytes") : std::string("more than 2^64 bytes"),
+          "; a batch's inputs must fit the executor input ring's ",
+          process.gather_capacity_bytes(), " bytes (executors.input_ring_bytes)"));
+    }
+    inputs.push_back(Input{std::move(shape), *bytes});
+  }
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    const repository::TensorConfig& input = config.inputs[k];
+    buffers.emplace_back(inputs[k].bytes, '\0');
+    request.inputs.push_back(TensorView{input.name, input.data_type, std::move(inputs[k].shape),
+                                        buffers.back().data(), buffers.back().size()});
   }
   std::vector<const dispatch::Request*> batch = {&request};
   // Twice: an engine prepares a shape on its first run and settles on the second (CPU: the first

@@ -146,6 +146,10 @@ Status ExecutorProcess::Spawn() {
   return absl::OkStatus();
 }
 
+uint64_t ExecutorProcess::gather_capacity_bytes() const {
+  return options_.input_ring_bytes - InputPoolBytes(options_);
+}
+
 std::string ExecutorProcess::Describe() const {
   return absl::StrCat("executor ", options_.executor_id, " (pid ", pid_, ")");
 }
@@ -312,8 +316,9 @@ Status ExecutorProcess::Load(const ipc::LoadModel& load, int64_t timeout_ms) {
     for (const ipc::TensorSpec& spec : load.inputs()) {
       PoolInputSpec input;
       input.element_bytes = DataTypeByteSize(static_cast<DataType>(spec.data_type()));
-      input.row_bytes = input.element_bytes;
-      for (int64_t dim : spec.dims()) input.row_bytes = dim >= 0 ? input.row_bytes * dim : 0;
+      // 0 (unknown) for a wildcard dim, or a row too large to count (the model file's dims).
+      const Shape row(spec.dims().begin(), spec.dims().end());
+      input.row_bytes = DenseByteSize(row, input.element_bytes).value_or(0);
       inputs.push_back(input);
     }
     if (!input_pool_->AddInstance(load.instance_key(), inputs)) {

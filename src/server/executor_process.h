@@ -129,6 +129,8 @@ class ExecutorProcess {
   void Stop(int64_t timeout_ms);
 
   InputPoolCounters input_pool_counters() const;
+  // The most input bytes a gathered batch can have: the part of the input ring outside the pool.
+  uint64_t gather_capacity_bytes() const;
 
   bool alive() const { return alive_.load(); }
   pid_t pid() const { return pid_; }

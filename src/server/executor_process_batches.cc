@@ -232,8 +232,15 @@ StatusOr<std::vector<dispatch::Response>> ExecutorProcess::FinishBatch(
   ReleaseGathered(pending);
   pending.gather_allocations.clear();
   if (!result.ok()) {
-    return absl::InternalError(absl::StrCat("model '", pending.model_name, "' failed on ",
-                                            Describe(), ": ", result.error()));
+    // The frontend checked the requests against the config, so a model that refuses their inputs
+    // (a size it cannot run) says so to the client; any other failure is the server's.
+    const auto code = static_cast<absl::StatusCode>(result.error_code());
+    const bool passed_on = code == absl::StatusCode::kInvalidArgument ||
+                           code == absl::StatusCode::kResourceExhausted ||
+                           code == absl::StatusCode::kUnimplemented;
+    return absl::Status(passed_on ? code : absl::StatusCode::kInternal,
+                        absl::StrCat("model '", pending.model_name, "' failed on ", Describe(),
+                                     ": ", result.error()));
   }
 
   // Split: request i gets rows [row_begin, row_begin + rows) of every output.

@@ -232,6 +232,22 @@ TEST_F(ExecutorProcessPoolTest, WarmUpRunsEachSizeTwiceSoTheFirstLiveBatchIsNotT
   EXPECT_EQ(after.batches_gathered - before.batches_gathered, 2u);
 }
 
+TEST_F(ExecutorProcessPoolTest, WarmUpOfInputsTooLargeForTheRingFailsBeforeAllocatingThem) {
+  // Dims from a model file: 2^40 x 64 FP32 is 256 TiB, far past the 1 MiB ring (and memory); a
+  // wrapped 2^62 x 4 x 4 bytes must not pass as 0 bytes either.
+  for (const std::vector<int64_t>& dims :
+       {std::vector<int64_t>{int64_t{1} << 40, 64}, std::vector<int64_t>{int64_t{1} << 62, 4}}) {
+    repository::ModelConfig config = config_;
+    config.inputs[0].dims = dims;
+    const Status status = WarmUp(*process_, kKey, config, 1);
+    EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted) << status;
+    EXPECT_NE(status.message().find("input 'input' of shape [1, "), std::string::npos) << status;
+    EXPECT_NE(status.message().find("executors.input_ring_bytes"), std::string::npos) << status;
+  }
+  EXPECT_TRUE(process_->alive());
+  EXPECT_TRUE(WarmUp(*process_, kKey, config_, 1).ok());
+}
+
 TEST_F(ExecutorProcessPoolTest, SubmittedBatchesMatchBatchesRunOneByOne) {
   std::vector<int64_t> rows;
   for (int i = 0; i < 40; ++i) rows.push_back(1 + i % 4);

@@ -44,8 +44,10 @@ bool InputPool::AddInstance(const std::string& key, const std::vector<PoolInputS
   bool rows_known = true;
   for (const PoolInputSpec& input : inputs) {
     if (input.element_bytes == 0) return false;
-    if (input.row_bytes == 0) rows_known = false;
-    total_row_bytes += input.row_bytes;
+    if (input.row_bytes == 0 ||
+        __builtin_add_overflow(total_row_bytes, input.row_bytes, &total_row_bytes)) {
+      rows_known = false;
+    }
   }
   std::lock_guard lock(mu_);
   if (FindLocked(key) != nullptr) return false;

@@ -51,6 +51,20 @@ TEST(InputPoolTest, ConsecutiveRequestsAreOneContiguousRun) {
   EXPECT_EQ(pool->stats().live_slots, 3u);
 }
 
+TEST(InputPoolTest, RowSizesWhoseSumOverflowsSplitTheRegionEvenlyInsideIt) {
+  // Rows of a model file's huge dims: 2^63 + 64 bytes each, whose sum wraps to 128. Weighing the
+  // region by such rows would carve sub-rings past its end.
+  auto pool = MakePool(4096, 2, /*base=*/8192);
+  const uint64_t huge = (uint64_t{1} << 63) + 64;
+  ASSERT_TRUE(pool->AddInstance("m", {{4, huge}, {4, huge}, {4, 16}}));
+  for (size_t k = 0; k < 3; ++k) {
+    std::optional<PoolRange> ring = pool->SubRing("m", k);
+    ASSERT_TRUE(ring.has_value());
+    EXPECT_GE(ring->offset, 8192u);
+    EXPECT_LE(ring->offset + ring->bytes, 8192u + 2048) << "sub-ring " << k << " leaves its region";
+  }
+}
+
 TEST(InputPoolTest, SlotsAreUnpaddedSoOddSizesStayContiguous) {
   auto pool = MakePool(4096, 1);
   ASSERT_TRUE(pool->AddInstance("m", {{4, 12}}));  // 3 floats per row: not a multiple of 64

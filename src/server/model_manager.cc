@@ -159,9 +159,13 @@ Status ModelManager::WarmUpInstances(const LoadedVersion& loaded, bool sized) {
     for (int64_t rows : sizes) {
       Status warmed = process.ok() ? WarmUp(**process, instance.key, config, rows) : process.status();
       if (!warmed.ok()) {
-        // The executor reports a model's failure as INTERNAL; for the load it is a bad model.
-        // Other codes (an executor that went away) keep theirs.
-        if (warmed.code() != absl::StatusCode::kInternal) return warmed;
+        // A model that fails on zeros is a bad model, whatever code the executor gave its
+        // failure. Other codes (an executor that went away, inputs too large for the ring) keep
+        // theirs.
+        if (warmed.code() != absl::StatusCode::kInternal &&
+            warmed.code() != absl::StatusCode::kInvalidArgument) {
+          return warmed;
+        }
         return absl::InvalidArgumentError(absl::StrCat(warmed.message(), " (inputs all zeros)"));
       }
       if (std::find(all_sizes.begin(), all_sizes.end(), rows) == all_sizes.end()) {

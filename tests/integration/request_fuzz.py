@@ -228,9 +228,21 @@ class FuzzerBase:
                 raise Finding(f"{what}: {code} {e.details()!r}") from None
             if not e.details():
                 raise Finding(f"{what}: {code} without a message") from None
+            if code == grpc.StatusCode.UNAVAILABLE:
+                self._check_server_is_up(what, e.details())
             result = None
         self.counts[code.name] = self.counts.get(code.name, 0) + 1
         return result
+
+
+    def _check_server_is_up(self, what, details):
+        """UNAVAILABLE is an expected answer (a model version going away), and also what a server
+        that died gives: a probe tells them apart."""
+        try:
+            self.stub.ServerLive(service_pb2.ServerLiveRequest(), timeout=self.timeout_s)
+        except grpc.RpcError as e:
+            raise Finding(f"{what}: UNAVAILABLE {details!r}, and then the server did not answer "
+                          f"ServerLive: {e.code()} {e.details()!r}") from None
 
 
 def run_from_command_line(fuzzer, cases, progress_every):

@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 import grpc
+import numpy as np
 import onnx
 import pytest
 from tritonclient.grpc import service_pb2, service_pb2_grpc
@@ -324,6 +325,62 @@ def test_model_that_cannot_run_fails_its_load_not_its_requests(client, repo):
     assert "warm-up" in e.message() and gemm.name in e.message(), e.message()
     assert client.is_model_ready("cannot_run") is False
     assert folder.is_dir()
+    assert_mlp_serves(client)
+
+
+def save_single_op_model(repo, name, op, input_shape, output_shape, **attributes):
+    """A config-less model folder whose ONNX graph is one `op` node from x (FP32) to y."""
+    x = onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, input_shape)
+    y = onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, output_shape)
+    node = onnx.helper.make_node(op, ["x"], ["y"], name=f"the_{op.lower()}", **attributes)
+    model = onnx.helper.make_model(onnx.helper.make_graph([node], name, [x], [y]),
+                                   opset_imports=[onnx.helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    (repo / name / "1").mkdir(parents=True)
+    onnx.save(model, str(repo / name / "1" / "model.onnx"))
+
+
+def test_model_whose_inputs_cannot_fit_the_executor_fails_its_load_and_nothing_else(
+        server, client, repo):
+    """Found by model_fuzz.py: an input of 2^40 x 2 floats in a model file took the server down
+    (std::bad_alloc while making the warm-up's zeros). Now the load fails before allocating, naming
+    the input and the ring it would have to fit."""
+    executors = sorted(executor_pids(server.proc.pid))
+    save_single_op_model(repo, "huge_input", "Relu", [1 << 40, 2], [1 << 40, 2])
+    e = expect_error(lambda: client.load_model("huge_input"), "RESOURCE_EXHAUSTED")
+    assert "input 'x' of shape [1099511627776, 2] is 8796093022208 bytes" in e.message(), \
+        e.message()
+    assert "executors.input_ring_bytes" in e.message(), e.message()
+    assert server.proc.poll() is None, "the server exited"
+    assert sorted(executor_pids(server.proc.pid)) == executors, "an executor was restarted"
+    assert_mlp_serves(client)
+
+
+def test_model_file_dims_of_size_zero_fail_the_load_clearly(client, repo):
+    """Found by model_fuzz.py: a dim of size 0 in a model file was completed as 'any size', and
+    every request then failed in the engine (which held the model to 0) with INTERNAL."""
+    save_single_op_model(repo, "zero_dim", "Relu", [2, 0], [2, 0])
+    e = expect_error(lambda: client.load_model("zero_dim"), "INVALID_ARGUMENT")
+    assert "input 'x' has a dim of size 0 in the model file (dim 1)" in e.message(), e.message()
+    assert_mlp_serves(client)
+
+
+def test_input_the_model_cannot_run_is_refused_as_invalid_argument(client, repo):
+    """Found by model_fuzz.py: a request the config allows but the model cannot run (here an input
+    smaller than a pooling window, with the spatial dims left free) was answered INTERNAL, as if
+    the server had failed. It is the input that does not suit the model: INVALID_ARGUMENT, naming
+    the node."""
+    save_single_op_model(repo, "pool", "MaxPool", [1, 1, "h", "w"], [1, 1, "oh", "ow"],
+                         kernel_shape=[3, 3])
+    client.load_model("pool")
+
+    def pool(side):
+        x = np.zeros((1, 1, side, side), np.float32)
+        return client.infer("pool", [make_input(x, name="x")]).as_numpy("y")
+
+    assert pool(5).shape == (1, 1, 3, 3)
+    e = expect_error(lambda: pool(2), "INVALID_ARGUMENT")
+    assert "the_maxpool" in e.message() and "window" in e.message(), e.message()
     assert_mlp_serves(client)
 
 

@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,11 @@ using Shape = std::vector<int64_t>;
 
 // Product of dims; 1 for a scalar. Negative (wildcard) dims make it -1.
 int64_t ElementCount(const Shape& shape);
+
+// Bytes of a dense tensor: the product of the dims times element_bytes. nullopt when a dim is
+// negative (a wildcard) or the size does not fit in 64 bits, as a shape from a request or a model
+// file may ask.
+std::optional<uint64_t> DenseByteSize(const Shape& shape, size_t element_bytes);
 
 // "[1, 3, 224, 224]" for error messages.
 std::string ShapeToString(const Shape& shape);
