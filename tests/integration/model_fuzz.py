@@ -28,6 +28,7 @@ from pathlib import Path
 
 import onnx
 from onnx import AttributeProto, TensorProto, helper
+from tritonclient.grpc import service_pb2
 
 from repository_fuzz import NAMES, RepositoryFuzzer
 from request_fuzz import run_from_command_line
@@ -288,7 +289,6 @@ class ModelFuzzer(RepositoryFuzzer):
         rng, t = self.rng, self.timeout_s
         name = rng.choice(NAMES)
         description = self.write_model(name)
-        from tritonclient.grpc import service_pb2
         what = f"case {index} RepositoryModelLoad {name} ({description})"
         if self._check(what, lambda: self.stub.RepositoryModelLoad(
                 service_pb2.RepositoryModelLoadRequest(model_name=name), timeout=t)) is not None:
