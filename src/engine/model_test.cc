@@ -344,6 +344,39 @@ TEST(ModelTest, ExternalDataIsReadFromBesideTheModel) {
   }
 }
 
+TEST(ModelTest, WeightDimsLargerThanTheirDataFailBeforeAnythingIsAllocated) {
+  // Found by model_fuzz.py: an initializer's dims corrupted to 2^40 made the loader allocate
+  // 4 TiB before comparing them with the 16 bytes of data the file holds.
+  auto error_of = [](onnx::ModelProto model, const std::string& name) {
+    auto loaded = LoadOnnxModel(WriteModel(model, name), {});
+    EXPECT_FALSE(loaded.ok()) << name;
+    return loaded.ok() ? Status() : loaded.status();
+  };
+  onnx::ModelProto model = AddConstantModel(4, 1.0f);
+  model.mutable_graph()->mutable_initializer(0)->set_dims(1, int64_t{1} << 40);
+  Status s = error_of(model, "huge_raw.onnx");
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("has 16 bytes of data for shape [1, 1099511627776]"));
+
+  onnx::TensorProto* w = model.mutable_graph()->mutable_initializer(0);
+  w->clear_raw_data();
+  w->add_float_data(1.0f);
+  s = error_of(model, "huge_typed.onnx");
+  EXPECT_THAT(s.message(), HasSubstr("has 1 values for shape [1, 1099511627776]"));
+
+  w->set_dims(1, int64_t{1} << 62);  // 2^64 bytes: the product must not wrap to 0
+  s = error_of(model, "wrapping.onnx");
+  EXPECT_THAT(s.message(), HasSubstr("has shape [1, 4611686018427387904]: more than 2^64 bytes"));
+
+  std::string path = WriteExternalDataModel("huge_external", 4, 1.0f, "huge_external.bin", 0, true);
+  onnx::ModelProto external;
+  std::ifstream in(path, std::ios::binary);
+  ASSERT_TRUE(external.ParseFromIstream(&in));
+  external.mutable_graph()->mutable_initializer(0)->set_dims(1, int64_t{1} << 40);
+  s = error_of(external, "huge_external.onnx");
+  EXPECT_THAT(s.message(), HasSubstr("has 16 bytes of external data for shape [1, 1099511627776]"));
+}
+
 TEST(ModelTest, BadExternalDataIsAClearError) {
   auto error_of = [](const std::string& path) {
     auto loaded = LoadOnnxModel(path, {});

@@ -41,9 +41,11 @@ StatusOr<DataType> FromOnnxType(int32_t elem_type, const std::string& what) {
 
 // ONNX external data (onnx.proto's external_data: location, offset, length): the tensor's bytes
 // are in a file beside the model, as exporters write models over protobuf's 2 GiB limit. Read
-// straight into `value`. The location must stay inside the model's folder.
-Status ReadExternalData(const onnx::TensorProto& proto, const std::string& what,
-                        const std::string& model_dir, Value& value) {
+// straight into a new value of `dtype` and `shape` (`bytes` long), allocated only once the file
+// is known to hold them. The location must stay inside the model's folder.
+StatusOr<Value> ReadExternalData(const onnx::TensorProto& proto, const std::string& what,
+                                 const std::string& model_dir, DataType dtype, Shape shape,
+                                 uint64_t bytes) {
   if (model_dir.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
         what, " uses external data, which is read only for a model loaded from its file"));
@@ -86,12 +88,14 @@ Status ReadExternalData(const onnx::TensorProto& proto, const std::string& what,
     status = absl::InvalidArgumentError(absl::StrCat(what, ": ", path, " holds ", file_bytes,
                                                      " bytes, less than offset ", offset,
                                                      " + length ", length));
-  } else if (static_cast<size_t>(length) != value.byte_size()) {
-    status = absl::InvalidArgumentError(
-        absl::StrCat(what, " has ", length, " bytes of external data for shape ",
-                     ShapeToString(value.shape()), " (", value.byte_size(), " bytes)"));
+  } else if (static_cast<uint64_t>(length) != bytes) {
+    status = absl::InvalidArgumentError(absl::StrCat(what, " has ", length,
+                                                     " bytes of external data for shape ",
+                                                     ShapeToString(shape), " (", bytes, " bytes)"));
   }
-  auto* out = value.mutable_data<std::byte>();
+  Value value;
+  if (status.ok()) value = Value::Allocate(dtype, std::move(shape));
+  auto* out = status.ok() ? value.mutable_data<std::byte>() : nullptr;
   for (int64_t done = 0; status.ok() && done < length;) {
     const ssize_t n = ::pread(fd, out + done, static_cast<size_t>(length - done), offset + done);
     if (n <= 0) {
@@ -101,7 +105,8 @@ Status ReadExternalData(const onnx::TensorProto& proto, const std::string& what,
     done += n;
   }
   ::close(fd);
-  return status;
+  if (!status.ok()) return status;
+  return value;
 }
 
 StatusOr<Value> ValueFromTensorProto(const onnx::TensorProto& proto, const std::string& model_dir) {
@@ -111,31 +116,36 @@ StatusOr<Value> ValueFromTensorProto(const onnx::TensorProto& proto, const std::
   for (int64_t d : shape) {
     if (d < 0) return absl::InvalidArgumentError(absl::StrCat(what, " has a negative dim"));
   }
-  Value value = Value::Allocate(dtype, shape);
-  const size_t count = static_cast<size_t>(value.num_elements());
+  // Every size is checked against the data the file holds before anything is allocated: corrupt
+  // dims could ask for terabytes.
+  const size_t element_bytes = DataTypeByteSize(dtype);
+  const std::optional<uint64_t> bytes = DenseByteSize(shape, element_bytes);
+  if (!bytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " has shape ", ShapeToString(shape), ": more than 2^64 bytes"));
+  }
   if (proto.data_location() == onnx::TensorProto::EXTERNAL) {
-    TESSERA_RETURN_IF_ERROR(ReadExternalData(proto, what, model_dir, value));
-  } else if (!proto.raw_data().empty()) {
-    if (proto.raw_data().size() != value.byte_size()) {
-      return absl::InvalidArgumentError(absl::StrCat(what, " has ", proto.raw_data().size(),
-                                                     " bytes of data for shape ",
-                                                     ShapeToString(shape)));
-    }
+    return ReadExternalData(proto, what, model_dir, dtype, std::move(shape), *bytes);
+  }
+  const size_t count = *bytes / element_bytes;
+  const size_t given = !proto.raw_data().empty() ? proto.raw_data().size()
+                       : dtype == DataType::kFp32 ? proto.float_data_size()
+                       : dtype == DataType::kInt64 ? proto.int64_data_size()
+                                                   : proto.int32_data_size();
+  if (!proto.raw_data().empty() ? given != *bytes : given != count) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, " has ", given, proto.raw_data().empty() ? " values" : " bytes of data",
+        " for shape ", ShapeToString(shape)));
+  }
+  Value value = Value::Allocate(dtype, shape);
+  if (!proto.raw_data().empty()) {
     // ONNX raw data is little-endian, as is every host we build for.
     std::memcpy(value.mutable_data<std::byte>(), proto.raw_data().data(), value.byte_size());
   } else if (dtype == DataType::kFp32) {
-    if (static_cast<size_t>(proto.float_data_size()) != count) {
-      return absl::InvalidArgumentError(absl::StrCat(what, " has ", proto.float_data_size(),
-                                                     " values for shape ", ShapeToString(shape)));
-    }
     std::copy(proto.float_data().begin(), proto.float_data().end(), value.mutable_data<float>());
   } else if (dtype == DataType::kInt32 || dtype == DataType::kBool ||
              dtype == DataType::kUint8) {
     // All three are stored one value per int32_data entry when not raw.
-    if (static_cast<size_t>(proto.int32_data_size()) != count) {
-      return absl::InvalidArgumentError(absl::StrCat(what, " has ", proto.int32_data_size(),
-                                                     " values for shape ", ShapeToString(shape)));
-    }
     for (size_t i = 0; i < count; ++i) {
       if (dtype == DataType::kInt32) {
         value.mutable_data<int32_t>()[i] = proto.int32_data(static_cast<int>(i));
@@ -147,10 +157,6 @@ StatusOr<Value> ValueFromTensorProto(const onnx::TensorProto& proto, const std::
       }
     }
   } else {
-    if (static_cast<size_t>(proto.int64_data_size()) != count) {
-      return absl::InvalidArgumentError(absl::StrCat(what, " has ", proto.int64_data_size(),
-                                                     " values for shape ", ShapeToString(shape)));
-    }
     std::copy(proto.int64_data().begin(), proto.int64_data().end(),
               value.mutable_data<int64_t>());
   }

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstring>
 #include <exception>
+#include <new>
 #include <utility>
 
 #include "executor/model_signature.h"
@@ -235,6 +236,11 @@ void Executor::LoaderLoop() {
       StatusOr<std::unique_ptr<engine::Model>> loaded = options_.loader(request);
       status = loaded.status();
       if (loaded.ok()) model = *std::move(loaded);
+    } catch (const std::bad_alloc&) {
+      // Sizes in a model file (a constant folded at load, say) can ask for more than there is.
+      status = absl::ResourceExhaustedError(absl::StrCat(
+          "model ", request.model_name(), " version ", request.version(), " (",
+          request.model_path(), "): loading it needs more memory than this executor can allocate"));
     } catch (const std::exception& e) {
       // The engine must not throw; if it does anyway, one bad model must not end the executor.
       status = absl::InternalError(absl::StrCat("model loader threw: ", e.what()));
@@ -470,6 +476,10 @@ ipc::BatchResult Executor::RunBatch(Instance& instance, const ipc::InferBatch& i
   Status status;
   try {
     status = instance.model->Run(views, &outputs);
+  } catch (const std::bad_alloc&) {
+    status = absl::ResourceExhaustedError(
+        "the batch needs more memory than this executor can allocate (a tensor the model makes "
+        "from these inputs is too large)");
   } catch (const std::exception& e) {
     status = absl::InternalError(absl::StrCat("engine threw: ", e.what()));
   }
