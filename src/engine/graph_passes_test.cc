@@ -343,6 +343,30 @@ TEST(GraphOutputTypeTest, AnOutputDeclaredAsAnotherTypeThanItIsComputedIsRefused
       << summary.status();
 }
 
+TEST(GraphOutputTypeTest, TypesOfOpsWhoseShapesAreNotInferredAreCheckedToo) {
+  // Found by model_fuzz.py: a ReduceSum of an INT64 input, its output declared FP32, loaded and
+  // failed every request.
+  GraphBuilder b;
+  b.Input("x", {-1, 4}, DataType::kInt64);
+  b.Op("ReduceSum", {"x"}, {"sum"});
+  b.Op("Equal", {"sum", "sum"}, {"same"});
+  b.Output("sum");
+  auto summary = RunGraphPasses(&b.graph());
+  ASSERT_EQ(summary.status().code(), absl::StatusCode::kInvalidArgument) << summary.status();
+  EXPECT_NE(summary.status().message().find("\"sum\" is declared as FP32, but the graph computes "
+                                            "it as INT64"),
+            std::string::npos)
+      << summary.status();
+
+  GraphBuilder c;
+  c.Input("x", {-1, 4});
+  c.Op("Equal", {"x", "x"}, {"same"});
+  c.Output("same");
+  summary = RunGraphPasses(&c.graph());
+  EXPECT_NE(summary.status().message().find("computes it as BOOL"), std::string::npos)
+      << summary.status();
+}
+
 // ---- Dynamic batch -----------------------------------------------------------------------------
 
 TEST(DynamicBatchTest, ReshapeHardCodingBatchOnePinsTheModel) {

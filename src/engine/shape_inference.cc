@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <limits>
 #include <optional>
+#include <set>
 
 #include "engine/cpu/ops.h"
 #include "engine/graph_passes.h"
@@ -227,6 +228,25 @@ std::optional<Shape> ReshapeShape(const Node& node, const Analysis& a) {
   return out;
 }
 
+// The element type of output 0 of an op whose shape InferNode does not compute, by ONNX's type
+// constraints; kInvalid where it depends on more than the inputs' types (Cast's `to`, say).
+DataType UnshapedOutputType(const Node& node, const Analysis& a, DataType first_input) {
+  static const std::set<std::string> kBoolResult = {
+      "And", "Or", "Xor", "Not", "Equal", "Greater", "GreaterOrEqual", "Less", "LessOrEqual"};
+  static const std::set<std::string> kFirstInputType = {
+      "Pow",        "CumSum",     "Dropout",   "Erf",       "Exp",       "Expand",
+      "HardSigmoid", "HardSwish", "LayerNormalization", "LeakyRelu", "Max", "Min",
+      "Neg",        "Pad",        "Reciprocal", "ReduceMax", "ReduceMean", "ReduceMin",
+      "ReduceSum",  "Split",      "Sqrt",      "Trilu",     "Range"};
+  const std::string& op = node.op_type;
+  if (kBoolResult.count(op)) return DataType::kBool;
+  if (kFirstInputType.count(op)) return first_input;
+  if (op == "Where" && node.inputs.size() > 1 && node.inputs[1] != kNoValue) {
+    return a.dtypes[node.inputs[1]];
+  }
+  return DataType::kInvalid;
+}
+
 void InferNode(const Node& node, Analysis* a) {
   const std::string& op = node.op_type;
   auto shape_of = [&](size_t i) -> const std::optional<Shape>& {
@@ -421,7 +441,8 @@ void InferNode(const Node& node, Analysis* a) {
       }
     }
   } else {
-    dtype = DataType::kInvalid;  // an op this pass does not know: leave its outputs unknown
+    // An op whose shape this pass does not compute: its shape stays unknown, its type may not.
+    dtype = UnshapedOutputType(node, *a, in_dtype);
   }
   if (node.outputs.empty()) return;
   const int y = node.outputs[0];
