@@ -234,7 +234,6 @@ class FuzzerBase:
         self.counts[code.name] = self.counts.get(code.name, 0) + 1
         return result
 
-
     def _check_server_is_up(self, what, details):
         """UNAVAILABLE is an expected answer (a model version going away), and also what a server
         that died gives: a probe tells them apart."""
