@@ -101,6 +101,9 @@ int main(int argc, char** argv) {
   app.add_option("--dynamic-dim", dynamic_dim, "Value of dynamic dims other than the batch");
   app.add_option("--int-high", int_high, "Integer inputs are drawn from [0, int-high)");
   app.add_flag("--layers", layers, "Print the per-layer breakdown of the last batch size");
+  int top_nodes = 10;
+  app.add_option("--top-nodes", top_nodes, "With --layers, how many of the slowest nodes to list")
+      ->check(CLI::NonNegativeNumber);
   app.add_flag("--no-onednn", no_onednn, "Use only the engine's own kernels (CPU)");
   app.add_option("--backend", backend, "Engine backend")
       ->check(CLI::IsMember({"cpu", "cuda"}));
@@ -184,7 +187,7 @@ int main(int argc, char** argv) {
     }
     std::sort(last_timings.begin(), last_timings.end(),
               [](const auto& a, const auto& b) { return a.ns > b.ns; });
-    for (size_t i = 0; i < std::min<size_t>(10, last_timings.size()); ++i) {
+    for (size_t i = 0; i < std::min<size_t>(top_nodes, last_timings.size()); ++i) {
       std::printf("  node %-40s %-12s %8.3f ms\n", last_timings[i].node.c_str(),
                   last_timings[i].op.c_str(), last_timings[i].ns / 1e6);
     }

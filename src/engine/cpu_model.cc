@@ -65,26 +65,36 @@ class SharedModelData {
  public:
   explicit SharedModelData(Graph graph) : graph_(std::move(graph)) {}
 
+  // The prepared graph, as every backend gets it.
   const Graph& graph() const { return graph_; }
 
-  // Per node (null where the kernel keeps none), for the own kernels or the oneDNN ones; made on
-  // first use.
-  const std::vector<std::unique_ptr<cpu::KernelState>>& States(bool onednn) const {
+  // What the CPU model runs, for the own kernels (k = 0) or the oneDNN ones (k = 1), made on
+  // first use: a copy of the graph (sharing its weights) where MatMuls absorb their bias and GELU,
+  // which only the CPU MatMul kernel understands, and per node the kernel's state (null where it
+  // keeps none).
+  struct CpuVariant {
+    Graph graph;
+    std::vector<std::unique_ptr<cpu::KernelState>> states;
+  };
+  const CpuVariant& ForCpu(bool onednn) const {
     const int k = onednn ? 1 : 0;
     std::call_once(made_[k], [&] {
-      states_[k].resize(graph_.nodes.size());
-      for (size_t n = 0; n < graph_.nodes.size(); ++n) {
-        const cpu::OpDef* op = cpu::FindOp(graph_.nodes[n].op_type, onednn);
-        if (op->make_state != nullptr) states_[k][n] = op->make_state(graph_.nodes[n], graph_);
+      CpuVariant& v = variants_[k];
+      v.graph = graph_;
+      if (FuseMatMulEpilogues(&v.graph) > 0) RemoveDeadNodes(&v.graph);
+      v.states.resize(v.graph.nodes.size());
+      for (size_t n = 0; n < v.graph.nodes.size(); ++n) {
+        const cpu::OpDef* op = cpu::FindOp(v.graph.nodes[n].op_type, onednn);
+        if (op->make_state != nullptr) v.states[n] = op->make_state(v.graph.nodes[n], v.graph);
       }
     });
-    return states_[k];
+    return variants_[k];
   }
 
  private:
   const Graph graph_;
   mutable std::once_flag made_[2];
-  mutable std::vector<std::unique_ptr<cpu::KernelState>> states_[2];  // written once, in call_once
+  mutable CpuVariant variants_[2];  // written once, in call_once
 };
 
 class CpuModel final : public Model {
@@ -92,8 +102,8 @@ class CpuModel final : public Model {
   CpuModel(std::shared_ptr<const SharedModelData> shared, int num_threads, bool plan_memory,
            bool onednn)
       : shared_(std::move(shared)),
-        graph_(shared_->graph()),
-        states_(shared_->States(onednn)),
+        graph_(shared_->ForCpu(onednn).graph),
+        states_(shared_->ForCpu(onednn).states),
         plan_memory_(plan_memory),
         onednn_(onednn),
         pool_(std::make_unique<ThreadPool>(num_threads)) {

@@ -386,6 +386,145 @@ int FuseLayerNorm(Graph* graph) {
   return fused;
 }
 
+namespace {
+
+// Whether `value` is within a relative 1e-4 of `expected` (exported constants are rounded).
+bool Near(float value, double expected) {
+  return std::fabs(value - expected) <= 1e-4 * std::fabs(expected);
+}
+
+// The value id a two-input node combines with `id`, or kNoValue.
+int OtherInput(const Node& node, int id) {
+  if (node.inputs.size() != 2) return kNoValue;
+  if (node.inputs[0] == id) return node.inputs[1];
+  return node.inputs[1] == id ? node.inputs[0] : kNoValue;
+}
+
+// Matches GELU's erf form as PyTorch exports it, starting at its input `x`:
+//   Div(x, sqrt 2) (or Mul(x, 1/sqrt 2)) -> Erf -> Add 1 -> Mul x -> Mul 0.5
+//   (or Mul(x, 0.5) first and the Add's result last).
+// On a match returns the nodes (the last is the one whose output is GELU's) and true.
+bool MatchGelu(const Graph& graph, const std::vector<int>& readers,
+               const std::vector<std::vector<int>>& readers_of, int x, std::vector<int>* nodes) {
+  if (readers[x] != 2 || readers_of[x].size() != 2) return false;
+  // The one node reading `id`, or -1 (also when the reader is a graph output).
+  auto single = [&](int id) {
+    return readers[id] == 1 && readers_of[id].size() == 1 ? readers_of[id][0] : -1;
+  };
+  float c = 0;
+  int scale_n = -1, half_first_n = -1;
+  for (int r : readers_of[x]) {
+    const Node& node = graph.nodes[r];
+    const int other = OtherInput(node, x);
+    if (node.outputs.size() != 1 || !ConstantScalar(graph, other, &c)) continue;
+    if ((node.op_type == "Div" && node.inputs[0] == x && Near(c, M_SQRT2)) ||
+        (node.op_type == "Mul" && Near(c, M_SQRT1_2))) {
+      scale_n = r;
+    } else if (node.op_type == "Mul" && Near(c, 0.5)) {
+      half_first_n = r;
+    }
+  }
+  if (scale_n < 0) return false;
+  const int erf_n = single(graph.nodes[scale_n].outputs[0]);
+  if (erf_n < 0 || graph.nodes[erf_n].op_type != "Erf") return false;
+  const int add_n = single(graph.nodes[erf_n].outputs[0]);
+  if (add_n < 0 || graph.nodes[add_n].op_type != "Add" ||
+      !ConstantScalar(graph, OtherInput(graph.nodes[add_n], graph.nodes[erf_n].outputs[0]), &c) ||
+      c != 1.0f) {
+    return false;
+  }
+  const int one_plus_erf = graph.nodes[add_n].outputs[0];
+  const int mul_n = single(one_plus_erf);
+  if (mul_n < 0 || graph.nodes[mul_n].op_type != "Mul") return false;
+  const int partner = OtherInput(graph.nodes[mul_n], one_plus_erf);
+  int last_n = -1;
+  if (half_first_n >= 0) {
+    // x * 0.5 * (1 + erf): the Mul by 0.5 comes first and is the partner.
+    const int half = graph.nodes[half_first_n].outputs[0];
+    if (partner != half || readers[half] != 1) return false;
+    last_n = mul_n;
+    *nodes = {scale_n, erf_n, add_n, half_first_n, mul_n};
+  } else {
+    // x * (1 + erf) * 0.5.
+    if (partner != x) return false;
+    last_n = single(graph.nodes[mul_n].outputs[0]);
+    if (last_n < 0 || graph.nodes[last_n].op_type != "Mul" ||
+        !ConstantScalar(graph, OtherInput(graph.nodes[last_n], graph.nodes[mul_n].outputs[0]),
+                        &c) ||
+        c != 0.5f) {
+      return false;
+    }
+    *nodes = {scale_n, erf_n, add_n, mul_n, last_n};
+  }
+  return graph.nodes[last_n].outputs.size() == 1;
+}
+
+}  // namespace
+
+int FuseMatMulEpilogues(Graph* graph) {
+  const std::vector<int> readers = ReaderCounts(*graph);
+  std::vector<std::vector<int>> readers_of(graph->value_names.size());
+  for (size_t n = 0; n < graph->nodes.size(); ++n) {
+    for (int id : graph->nodes[n].inputs) {
+      if (id != kNoValue) readers_of[id].push_back(static_cast<int>(n));
+    }
+  }
+  std::vector<bool> remove(graph->nodes.size(), false);
+  int fused = 0;
+  for (size_t n = 0; n < graph->nodes.size(); ++n) {
+    Node& mm = graph->nodes[n];
+    if (mm.op_type != "MatMul" || mm.inputs.size() != 2 || mm.outputs.size() != 1 ||
+        mm.inputs[0] == kNoValue || !graph->IsConstant(mm.inputs[1])) {
+      continue;
+    }
+    const Value& w = *graph->constants[mm.inputs[1]];
+    const auto& a_shape = graph->shapes[mm.inputs[0]];
+    if (w.dtype() != DataType::kFp32 || w.rank() != 2 ||
+        graph->dtypes[mm.inputs[0]] != DataType::kFp32) {
+      continue;
+    }
+    // A bias of higher rank than A would broadcast the output to more dims: only a 1-D bias when
+    // A's rank is not known statically.
+    const int max_bias_rank = a_shape.has_value() ? static_cast<int>(a_shape->size()) : 1;
+    const int64_t cols = w.dim(1);
+    int y = mm.outputs[0];
+    std::vector<int> absorbed;
+    // Bias: Add(y, b) with b a constant of the output's width, broadcast over the rows only.
+    if (readers[y] == 1 && readers_of[y].size() == 1) {
+      const int add_n = readers_of[y][0];
+      const Node& add = graph->nodes[add_n];
+      const int b = OtherInput(add, y);
+      if (add.op_type == "Add" && add.outputs.size() == 1 && b != kNoValue &&
+          graph->IsConstant(b)) {
+        const Value& bias = *graph->constants[b];
+        const bool row_vector = bias.dtype() == DataType::kFp32 && bias.rank() >= 1 &&
+                                bias.rank() <= max_bias_rank &&
+                                bias.dim(bias.rank() - 1) == cols && bias.num_elements() == cols;
+        if (row_vector) {
+          mm.inputs.push_back(b);
+          absorbed.push_back(add_n);
+          y = add.outputs[0];
+        }
+      }
+    }
+    std::vector<int> gelu;
+    if (MatchGelu(*graph, readers, readers_of, y, &gelu)) {
+      Attribute kind;
+      kind.kind = Attribute::Kind::kString;
+      kind.s = "Gelu";
+      mm.attributes.Set("tessera_activation", kind);
+      absorbed.insert(absorbed.end(), gelu.begin(), gelu.end());
+      y = graph->nodes[gelu.back()].outputs[0];
+    }
+    if (absorbed.empty()) continue;
+    for (int k : absorbed) remove[k] = true;
+    mm.outputs[0] = y;
+    ++fused;
+  }
+  EraseMarked(remove, graph);
+  return fused;
+}
+
 StatusOr<PassSummary> RunGraphPasses(Graph* graph) {
   PassSummary summary;
   summary.nodes_before = static_cast<int>(graph->nodes.size());

@@ -22,8 +22,9 @@
 //      the internal attributes below; the Conv takes over the activation's output value id.
 //   Then RemoveDeadNodes frees the replaced weights and InferShapes refreshes Graph::shapes.
 //
-// Fused-activation convention (read by every Conv kernel):
-//   tessera_activation  kString  "Relu" or "Clip"
+// Fused-activation convention (read by every Conv kernel, and by the CPU MatMul kernel for
+// "Gelu", which only FuseMatMulEpilogues below sets):
+//   tessera_activation  kString  "Relu", "Clip" or "Gelu"
 //   tessera_clip_min    kFloat   Clip only; -infinity when the Clip has no min
 //   tessera_clip_max    kFloat   Clip only; +infinity when the Clip has no max
 //
@@ -81,6 +82,16 @@ int RemoveDeadNodes(Graph* graph);
 // intermediates) with one LayerNormalization node, which both backends run as one kernel. Needs
 // graph->shapes. Returns the number fused.
 int FuseLayerNorm(Graph* graph);
+
+// CPU only, so not in RunGraphPasses: the CPU model applies it to its own copy of the graph, and
+// the CUDA backend never sees a fused MatMul. A MatMul by a constant 2-D FP32 weight absorbs the
+// Add of a constant bias of its output's width, then GELU in erf form (Div by sqrt 2, Erf, Add 1,
+// Mul, Mul 0.5, as PyTorch exports it; a bias-free MatMul can absorb the GELU alone). The MatMul
+// gets the bias as input 2 and tessera_activation = "Gelu", and the CPU kernel applies both in
+// one pass over the product instead of up to six. Intermediates with other readers, or that are
+// graph outputs, block the fusion. Needs graph->shapes/dtypes. Returns the MatMuls that absorbed
+// something.
+int FuseMatMulEpilogues(Graph* graph);
 
 int FoldBatchNormIntoConv(Graph* graph);
 int FuseConvActivation(Graph* graph);

@@ -1,7 +1,7 @@
 // Per-kernel tests on tiny hand-computed cases, plus randomized comparisons against naive loops for
 // the blocked GEMM and im2col convolution (sizes chosen to cross every tile boundary).
+#include <algorithm>
 #include <cmath>
-#include <limits>
 #include <limits>
 #include <random>
 
@@ -359,6 +359,65 @@ TEST(ShapeOpsTest, TransposeAndGatherBounds) {
   Value out_of_range = Ints({2});
   EXPECT_EQ(RunOp("Gather", {&x, &out_of_range}).status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// Large enough to split rows across the pool; every permutation of a rank-4 tensor, against the
+// element-by-element definition (the last dim kept last is a row copy, the rest are gathers).
+TEST(ShapeOpsTest, TransposeOfEveryRank4PermutationOnThePool) {
+  const Shape shape = {3, 40, 12, 50};
+  std::vector<float> data(ElementCount(shape));
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<float>(i);
+  Value x = Floats(shape, data);
+  ThreadPool pool(2);
+  std::vector<int64_t> perm = {0, 1, 2, 3};
+  do {
+    Attributes attrs;
+    attrs.Set("perm", IntsAttr(perm));
+    auto y = RunOp("Transpose", {&x}, attrs, 13, &pool);
+    ASSERT_TRUE(y.ok()) << y.status();
+    const Shape out = {shape[perm[0]], shape[perm[1]], shape[perm[2]], shape[perm[3]]};
+    ASSERT_EQ(y->shape(), out);
+    const std::vector<float> got = ToVector(*y);
+    int64_t i = 0, mismatches = 0;
+    int64_t c[4];
+    for (c[0] = 0; c[0] < out[0]; ++c[0]) {
+      for (c[1] = 0; c[1] < out[1]; ++c[1]) {
+        for (c[2] = 0; c[2] < out[2]; ++c[2]) {
+          for (c[3] = 0; c[3] < out[3]; ++c[3], ++i) {
+            int64_t in[4];
+            for (int d = 0; d < 4; ++d) in[perm[d]] = c[d];
+            const int64_t src = ((in[0] * shape[1] + in[1]) * shape[2] + in[2]) * shape[3] + in[3];
+            if (got[i] != data[src]) ++mismatches;
+          }
+        }
+      }
+    }
+    EXPECT_EQ(mismatches, 0) << "perm " << perm[0] << perm[1] << perm[2] << perm[3];
+  } while (std::next_permutation(perm.begin(), perm.end()));
+}
+
+// Rows longer than the kernel's 16 partial lanes and not a multiple of them, with a masked
+// (-1e4) position and large logits, against the formula in double.
+TEST(SoftmaxTest, LongRowsMatchTheFormula) {
+  for (int64_t n : {16, 37, 128, 129}) {
+    std::vector<float> data(3 * n);
+    for (int64_t i = 0; i < 3 * n; ++i) data[i] = static_cast<float>((i * 7919) % 23) * 0.9f;
+    data[1] = -1e4f;
+    data[n + 2] = 80.0f;
+    Value x = Floats({3, n}, data);
+    auto y = RunOp("Softmax", {&x});
+    ASSERT_TRUE(y.ok()) << y.status();
+    std::vector<float> expected;
+    for (int64_t r = 0; r < 3; ++r) {
+      double max_value = -1e30, sum = 0;
+      for (int64_t j = 0; j < n; ++j) max_value = std::max<double>(max_value, data[r * n + j]);
+      for (int64_t j = 0; j < n; ++j) sum += std::exp(data[r * n + j] - max_value);
+      for (int64_t j = 0; j < n; ++j) {
+        expected.push_back(static_cast<float>(std::exp(data[r * n + j] - max_value) / sum));
+      }
+    }
+    ExpectNear(ToVector(*y), expected, 1e-6f);
+  }
 }
 
 TEST(BatchNormTest, InferenceFormula) {

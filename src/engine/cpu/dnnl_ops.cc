@@ -47,10 +47,14 @@ memory::dims Dims(std::initializer_list<int64_t> dims) {
   return memory::dims(dims.begin(), dims.end());
 }
 
-// A node's primitives, one per input-shape key, built on first use.
+// A node's primitives, one per input-shape key, built on first use. Past kMaxEntries shapes
+// (images whose size varies per request, say) new shapes are built per call and not kept, so
+// memory stays bounded; oneDNN's own primitive cache still makes that rebuild cheap.
 template <typename Entry>
 class PrimitiveCache final : public KernelState {
  public:
+  static constexpr size_t kMaxEntries = 64;
+
   template <typename BuildFn>
   StatusOr<std::shared_ptr<const Entry>> Get(const std::vector<int64_t>& key, BuildFn build) {
     {
@@ -61,6 +65,7 @@ class PrimitiveCache final : public KernelState {
     // Built outside the lock: two racing first Runs both build, one result is kept.
     TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<const Entry> entry, build());
     std::lock_guard<std::mutex> lock(mu_);
+    if (entries_.size() >= kMaxEntries) return entry;
     return entries_.emplace(key, std::move(entry)).first->second;
   }
 

@@ -1,10 +1,73 @@
-// Gemm and MatMul ops on top of Sgemm.
+// Gemm and MatMul ops on top of Sgemm, and the epilogue FuseMatMulEpilogues gives a MatMul.
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "engine/cpu/broadcast.h"
+#include "engine/cpu/fast_math.h"
 #include "engine/cpu/ops.h"
 
 namespace tessera::engine::cpu {
+namespace {
+
+// rows x n floats at `out`: += bias[n] (when not null), then GELU in erf form,
+// x/2 * (1 + erf(x / sqrt 2)), as the absorbed nodes computed it. Compiled for AVX2 as well as the
+// baseline, like the GEMM micro-kernel: this loop is as long as the product.
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target_clones("arch=x86-64-v3", "default")))
+#endif
+void EpilogueRows(float* out, int64_t rows, int64_t n, const float* bias, bool gelu) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = out + r * n;
+    if (bias != nullptr) {
+      for (int64_t j = 0; j < n; ++j) row[j] += bias[j];
+    }
+    if (gelu) {
+      for (int64_t j = 0; j < n; ++j) {
+        row[j] = 0.5f * row[j] * (1.0f + FastErf(row[j] * 0.70710678118654752f));
+      }
+    }
+  }
+}
+
+// y += bias over the last dim, then GELU when the node has tessera_activation = "Gelu": one pass
+// over the product where the unfused graph made up to six (graph_passes.h FuseMatMulEpilogues).
+Status ApplyMatMulEpilogue(const OpContext& ctx, const Node& node, const Value* bias, Value* y) {
+  const std::string activation = node.attributes.GetString("tessera_activation", "");
+  const bool gelu = activation == "Gelu";
+  if (!gelu && !activation.empty()) {
+    return absl::UnimplementedError(absl::StrCat("MatMul activation \"", activation, "\""));
+  }
+  const int64_t n = y->rank() > 0 ? y->dim(y->rank() - 1) : 1;
+  if (bias != nullptr && (bias->dtype() != DataType::kFp32 || bias->num_elements() != n)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "bias ", DescribeValue(*bias), " does not match the product's last dim of ", n));
+  }
+  const int64_t rows = n > 0 ? y->num_elements() / n : 0;
+  if ((bias == nullptr && !gelu) || rows == 0) return absl::OkStatus();
+  float* out = y->mutable_data<float>();
+  const float* b = bias != nullptr ? bias->data<float>() : nullptr;
+  // Whole rows per task, about kElementwiseGrain elements each, so the bias index is the column.
+  const int64_t tasks = std::clamp<int64_t>(y->num_elements() / kElementwiseGrain, 1, rows);
+  ParallelFor(ctx.pool, tasks, [&](int64_t t) {
+    const int64_t begin = rows * t / tasks, end = rows * (t + 1) / tasks;
+    EpilogueRows(out + begin * n, end - begin, n, b, gelu);
+  });
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+Status CheckMatMul(const Node& node, const Graph&) {
+  if (node.inputs.size() != 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("MatMul takes 2 inputs, the node has ", node.inputs.size()));
+  }
+  if (node.attributes.Has("tessera_activation")) {
+    return absl::InvalidArgumentError(
+        "attribute tessera_activation is the engine's own, set by its graph passes");
+  }
+  return absl::OkStatus();
+}
 
 Status RunGemm(const OpContext& ctx, const Node& node, const Inputs& inputs,
                std::vector<Value>* outputs) {
@@ -110,6 +173,12 @@ Status RunMatMul(const OpContext& ctx, const Node& node, const Inputs& inputs,
     } else {
       for (int64_t i = 0; i < batch_count; ++i) one(i, ctx.pool);
     }
+  }
+  // Input 2 and the activation exist only on MatMuls the graph passes fused (CheckMatMul refuses
+  // them in a model file).
+  if (inputs.size() > 2 || node.attributes.Has("tessera_activation")) {
+    TESSERA_RETURN_IF_ERROR(
+        ApplyMatMulEpilogue(ctx, node, inputs.size() > 2 ? inputs[2] : nullptr, &y));
   }
   (*outputs)[0] = std::move(y);
   return absl::OkStatus();

@@ -45,7 +45,7 @@ const std::map<std::string, OpDef>& Registry(bool onednn) {
         {"LeakyRelu", {RunLeakyRelu, nullptr, kElementwise}},
         {"Less", {RunLess}},
         {"LessOrEqual", {RunLessOrEqual}},
-        {"MatMul", {RunMatMul}},
+        {"MatMul", {RunMatMul, CheckMatMul}},
         {"Max", {RunMax, nullptr, kElementwise}},
         {"MaxPool", {RunMaxPool, CheckPool}},
         {"Min", {RunMin, nullptr, kElementwise}},

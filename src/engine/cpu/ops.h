@@ -144,6 +144,8 @@ std::vector<std::string> SupportedOps();
 // Kernel entry points, grouped by the file that defines them.
 // gemm_ops.cc
 Status RunGemm(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status CheckMatMul(const Node&, const Graph&);
+// Also runs the bias (input 2) and GELU that graph_passes.h FuseMatMulEpilogues gives a MatMul.
 Status RunMatMul(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
 // conv.cc
 Status CheckConv(const Node&, const Graph&);

@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "absl/strings/str_cat.h"
+#include "engine/cpu/broadcast.h"
 #include "engine/cpu/ops.h"
 
 namespace tessera::engine::cpu {
@@ -279,9 +280,17 @@ Status RunConcat(const OpContext& ctx, const Node& node, const Inputs& inputs,
 
 namespace {
 
+// Output rows (the last output dim) are the unit: a memcpy when the permutation keeps the last dim
+// last, else a strided gather; the coordinate odometer runs once per row, not per element. Rows
+// are split across the pool for large tensors.
 template <typename T>
-void TransposeLoop(const T* src, const Shape& in_shape, const std::vector<int>& perm, T* dst) {
+void TransposeLoop(const T* src, const Shape& in_shape, const std::vector<int>& perm, T* dst,
+                   ThreadPool* pool) {
   const int rank = static_cast<int>(in_shape.size());
+  if (rank == 0) {
+    dst[0] = src[0];
+    return;
+  }
   std::vector<int64_t> in_strides(rank, 1);
   for (int d = rank - 2; d >= 0; --d) in_strides[d] = in_strides[d + 1] * in_shape[d + 1];
   Shape out_shape(rank);
@@ -291,18 +300,36 @@ void TransposeLoop(const T* src, const Shape& in_shape, const std::vector<int>& 
     strides[d] = in_strides[perm[d]];
   }
   const int64_t total = ElementCount(out_shape);
-  std::vector<int64_t> coord(rank, 0);
-  int64_t offset = 0;
-  for (int64_t i = 0; i < total; ++i) {
-    dst[i] = src[offset];
-    // Odometer increment of the output coordinate, tracking the input offset.
-    for (int d = rank - 1; d >= 0; --d) {
-      offset += strides[d];
-      if (++coord[d] < out_shape[d]) break;
-      offset -= strides[d] * out_shape[d];
-      coord[d] = 0;
+  const int64_t row = out_shape[rank - 1];
+  if (total == 0) return;
+  const int64_t step = strides[rank - 1];
+  const int64_t rows = total / row;
+  const int64_t tasks = std::clamp<int64_t>(total / kElementwiseGrain, 1, rows);
+  ParallelFor(pool, tasks, [&](int64_t t) {
+    const int64_t first = rows * t / tasks, last = rows * (t + 1) / tasks;
+    // The odometer's start: the output coordinate of row `first`, and its input offset.
+    std::vector<int64_t> coord(rank, 0);
+    int64_t offset = 0;
+    for (int64_t d = rank - 2, rest = first; d >= 0; --d) {
+      coord[d] = rest % out_shape[d];
+      rest /= out_shape[d];
+      offset += coord[d] * strides[d];
     }
-  }
+    for (int64_t r = first; r < last; ++r) {
+      T* out = dst + r * row;
+      if (step == 1) {
+        std::memcpy(out, src + offset, row * sizeof(T));
+      } else {
+        for (int64_t j = 0; j < row; ++j) out[j] = src[offset + j * step];
+      }
+      for (int d = rank - 2; d >= 0; --d) {
+        offset += strides[d];
+        if (++coord[d] < out_shape[d]) break;
+        offset -= strides[d] * out_shape[d];
+        coord[d] = 0;
+      }
+    }
+  });
 }
 
 }  // namespace
@@ -335,13 +362,13 @@ Status RunTranspose(const OpContext& ctx, const Node& node, const Inputs& inputs
   if (x->num_elements() > 0) {
     switch (DataTypeByteSize(x->dtype())) {
       case 1:
-        TransposeLoop(x->data<uint8_t>(), x->shape(), perm, y.mutable_data<uint8_t>());
+        TransposeLoop(x->data<uint8_t>(), x->shape(), perm, y.mutable_data<uint8_t>(), ctx.pool);
         break;
       case 4:
-        TransposeLoop(x->data<uint32_t>(), x->shape(), perm, y.mutable_data<uint32_t>());
+        TransposeLoop(x->data<uint32_t>(), x->shape(), perm, y.mutable_data<uint32_t>(), ctx.pool);
         break;
       default:
-        TransposeLoop(x->data<uint64_t>(), x->shape(), perm, y.mutable_data<uint64_t>());
+        TransposeLoop(x->data<uint64_t>(), x->shape(), perm, y.mutable_data<uint64_t>(), ctx.pool);
         break;
     }
   }

@@ -1,0 +1,209 @@
+// FuseMatMulEpilogues: a MatMul by constant weights absorbs its bias Add and an erf-form GELU in
+// both orders PyTorch exports, the CPU model computes the same values with and without oneDNN,
+// intermediates that are read elsewhere block it, and the shared graph (what the CUDA backend
+// gets) stays unfused.
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "engine/cpu/ops.h"
+#include "engine/graph_passes.h"
+#include "engine/onnx_builder_for_test.h"
+#include "engine/onnx_import.h"
+#include "gtest/gtest.h"
+#include "tessera/engine/engine.h"
+
+namespace tessera::engine {
+namespace {
+
+constexpr int64_t kDepth = 6;   // K
+constexpr int64_t kWidth = 10;  // N
+
+enum class GeluOrder { kNone, kTimesOnePlusErfFirst, kHalfFirst };
+
+struct Weights {
+  std::vector<float> w, bias;
+};
+
+Weights MakeWeights() {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> dist(0.0f, 0.6f);
+  Weights out;
+  for (int64_t i = 0; i < kDepth * kWidth; ++i) out.w.push_back(dist(rng));
+  for (int64_t i = 0; i < kWidth; ++i) out.bias.push_back(dist(rng));
+  return out;
+}
+
+struct Case {
+  GeluOrder gelu = GeluOrder::kTimesOnePlusErfFirst;
+  bool bias = true;
+  bool bias_is_output = false;  // the biased product is also a graph output
+  std::vector<int64_t> bias_dims = {kWidth};
+};
+
+// x [batch, 3, K] -> MatMul W [K, N] -> (Add bias) -> (GELU) -> y.
+std::string Model(const Case& c, const std::string& file) {
+  const Weights weights = MakeWeights();
+  OnnxBuilderForTest b;
+  b.Input("x", {-1, 3, kDepth});
+  b.FloatConstant("w", {kDepth, kWidth}, weights.w);
+  b.Node("MatMul", {"x", "w"}, {"mm"});
+  std::string y = "mm";
+  if (c.bias) {
+    std::vector<float> bias = weights.bias;
+    int64_t count = 1;
+    for (int64_t d : c.bias_dims) count *= d;
+    bias.resize(count, 0.25f);
+    b.FloatConstant("bias", c.bias_dims, bias);
+    b.Node("Add", {"bias", "mm"}, {"biased"});  // bias first, as PyTorch writes it
+    y = "biased";
+  }
+  if (c.gelu != GeluOrder::kNone) {
+    b.FloatConstant("sqrt2", {}, {1.41421354f});
+    b.FloatConstant("one", {}, {1.0f});
+    b.FloatConstant("half", {}, {0.5f});
+    b.Node("Div", {y, "sqrt2"}, {"scaled"});
+    b.Node("Erf", {"scaled"}, {"erf"});
+    b.Node("Add", {"erf", "one"}, {"one_plus_erf"});
+    if (c.gelu == GeluOrder::kTimesOnePlusErfFirst) {
+      b.Node("Mul", {y, "one_plus_erf"}, {"product"});
+      b.Node("Mul", {"product", "half"}, {"y"});
+    } else {
+      b.Node("Mul", {y, "half"}, {"half_x"});
+      b.Node("Mul", {"half_x", "one_plus_erf"}, {"y"});
+    }
+    y = "y";
+  }
+  b.Output(y);
+  if (c.bias_is_output) b.Output("biased");
+  return b.Write(file);
+}
+
+StatusOr<Graph> PreparedGraph(const std::string& path) {
+  TESSERA_ASSIGN_OR_RETURN(Graph graph, ImportOnnxModel(path, [](const std::string& op) {
+                             return cpu::FindOp(op) != nullptr;
+                           }));
+  TESSERA_RETURN_IF_ERROR(RunGraphPasses(&graph).status());
+  return graph;
+}
+
+TEST(MatMulFusionTest, BiasAndGeluBecomeOneMatMulInBothExportOrders) {
+  for (GeluOrder order : {GeluOrder::kTimesOnePlusErfFirst, GeluOrder::kHalfFirst}) {
+    Case c;
+    c.gelu = order;
+    auto graph = PreparedGraph(Model(c, "matmul_gelu.onnx"));
+    ASSERT_TRUE(graph.ok()) << graph.status();
+    // The backend-independent passes leave it alone: the CUDA backend gets plain ONNX ops.
+    EXPECT_EQ(graph->nodes.size(), 7u);
+    EXPECT_EQ(FuseMatMulEpilogues(&*graph), 1);
+    RemoveDeadNodes(&*graph);
+    ASSERT_EQ(graph->nodes.size(), 1u);
+    const Node& mm = graph->nodes[0];
+    EXPECT_EQ(mm.op_type, "MatMul");
+    EXPECT_EQ(mm.inputs.size(), 3u);
+    EXPECT_EQ(mm.attributes.GetString("tessera_activation"), "Gelu");
+    EXPECT_EQ(graph->value_names[mm.outputs[0]], "y");
+  }
+}
+
+TEST(MatMulFusionTest, GeluWithoutBiasAndBiasWithoutGelu) {
+  Case gelu_only;
+  gelu_only.bias = false;
+  auto graph = PreparedGraph(Model(gelu_only, "matmul_gelu_only.onnx"));
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  EXPECT_EQ(FuseMatMulEpilogues(&*graph), 1);
+  RemoveDeadNodes(&*graph);
+  ASSERT_EQ(graph->nodes.size(), 1u);
+  EXPECT_EQ(graph->nodes[0].inputs.size(), 2u);
+  EXPECT_EQ(graph->nodes[0].attributes.GetString("tessera_activation"), "Gelu");
+
+  Case bias_only;
+  bias_only.gelu = GeluOrder::kNone;
+  graph = PreparedGraph(Model(bias_only, "matmul_bias_only.onnx"));
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  EXPECT_EQ(FuseMatMulEpilogues(&*graph), 1);
+  RemoveDeadNodes(&*graph);
+  ASSERT_EQ(graph->nodes.size(), 1u);
+  EXPECT_EQ(graph->nodes[0].inputs.size(), 3u);
+  EXPECT_FALSE(graph->nodes[0].attributes.Has("tessera_activation"));
+}
+
+TEST(MatMulFusionTest, AReadIntermediateOrAnotherBiasShapeBlocksIt) {
+  // The biased product is a graph output: the bias is absorbed, the GELU is not.
+  Case leaky;
+  leaky.bias_is_output = true;
+  auto graph = PreparedGraph(Model(leaky, "matmul_leaky.onnx"));
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  EXPECT_EQ(FuseMatMulEpilogues(&*graph), 1);
+  RemoveDeadNodes(&*graph);
+  EXPECT_EQ(graph->nodes.size(), 6u);
+  EXPECT_EQ(graph->nodes[0].inputs.size(), 3u);
+  EXPECT_FALSE(graph->nodes[0].attributes.Has("tessera_activation"));
+
+  // A [3, N] bias adds a different row to each of the 3 rows: not a bias over the last dim.
+  Case per_row;
+  per_row.gelu = GeluOrder::kNone;
+  per_row.bias_dims = {3, kWidth};
+  graph = PreparedGraph(Model(per_row, "matmul_per_row.onnx"));
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  EXPECT_EQ(FuseMatMulEpilogues(&*graph), 0);
+  EXPECT_EQ(graph->nodes.size(), 2u);
+}
+
+TEST(MatMulFusionTest, FusedModelComputesTheFormulaWithAndWithoutOneDnn) {
+  const Weights weights = MakeWeights();
+  for (GeluOrder order : {GeluOrder::kTimesOnePlusErfFirst, GeluOrder::kHalfFirst}) {
+    Case c;
+    c.gelu = order;
+    const std::string path = Model(c, "matmul_gelu_run.onnx");
+    constexpr int64_t kBatch = 4, kRows = kBatch * 3;
+    std::vector<float> x(kRows * kDepth);
+    std::mt19937 rng(3);
+    std::normal_distribution<float> dist(0.0f, 1.5f);
+    for (float& v : x) v = dist(rng);
+    std::vector<double> expected(kRows * kWidth);
+    for (int64_t r = 0; r < kRows; ++r) {
+      for (int64_t j = 0; j < kWidth; ++j) {
+        double h = weights.bias[j];
+        for (int64_t p = 0; p < kDepth; ++p)
+          h += double{x[r * kDepth + p]} * weights.w[p * kWidth + j];
+        expected[r * kWidth + j] = 0.5 * h * (1.0 + std::erf(h / std::sqrt(2.0)));
+      }
+    }
+    for (bool onednn : {true, false}) {
+      ModelOptions options;
+      options.onednn = onednn;
+      options.num_threads = 2;
+      auto model = LoadOnnxModel(path, options);
+      ASSERT_TRUE(model.ok()) << model.status();
+      TensorView view{
+          "x", DataType::kFp32, {kBatch, 3, kDepth}, x.data(), x.size() * sizeof(float)};
+      std::vector<Tensor> out;
+      ASSERT_TRUE((*model)->Run({view}, &out).ok());
+      ASSERT_EQ(out[0].shape, (Shape{kBatch, 3, kWidth}));
+      const auto* y = reinterpret_cast<const float*>(out[0].bytes.data());
+      for (size_t i = 0; i < expected.size(); ++i) {
+        EXPECT_NEAR(y[i], expected[i], 1e-5 + 1e-4 * std::fabs(expected[i])) << i;
+      }
+    }
+  }
+}
+
+TEST(MatMulFusionTest, AFileMatMulWithTheEnginesOwnInputsIsInvalid) {
+  OnnxBuilderForTest b;
+  b.Input("x", {-1, kDepth});
+  b.Weight("w", {kDepth, kWidth}, 0.5f);
+  b.Weight("bias", {kWidth}, 0.5f);
+  b.Node("MatMul", {"x", "w", "bias"}, {"y"});
+  b.Output("y");
+  auto model = LoadOnnxModel(b.Write("matmul_three_inputs.onnx"), ModelOptions{});
+  ASSERT_FALSE(model.ok());
+  EXPECT_EQ(model.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(model.status().message().find("MatMul takes 2 inputs, the node has 3"),
+            std::string::npos)
+      << model.status();
+}
+
+}  // namespace
+}  // namespace tessera::engine
