@@ -69,9 +69,9 @@ class SharedModelData {
   const Graph& graph() const { return graph_; }
 
   // What the CPU model runs, for the own kernels (k = 0) or the oneDNN ones (k = 1), made on
-  // first use: a copy of the graph (sharing its weights) where MatMuls absorb their bias and GELU,
-  // which only the CPU MatMul kernel understands, and per node the kernel's state (null where it
-  // keeps none).
+  // first use: a copy of the graph (sharing its weights) where MatMuls absorb their bias and GELU
+  // and Convs their residual Add and the Relu after it, which only the CPU kernels understand; and
+  // per node the kernel's state (null where it keeps none).
   struct CpuVariant {
     Graph graph;
     std::vector<std::unique_ptr<cpu::KernelState>> states;
@@ -81,7 +81,10 @@ class SharedModelData {
     std::call_once(made_[k], [&] {
       CpuVariant& v = variants_[k];
       v.graph = graph_;
-      if (FuseMatMulEpilogues(&v.graph) > 0) RemoveDeadNodes(&v.graph);
+      const int epilogues = FuseMatMulEpilogues(&v.graph);
+      const int residuals = FuseConvResidual(&v.graph);
+      if (residuals > 0) FuseConvActivation(&v.graph);
+      if (epilogues + residuals > 0) RemoveDeadNodes(&v.graph);
       v.states.resize(v.graph.nodes.size());
       for (size_t n = 0; n < v.graph.nodes.size(); ++n) {
         const cpu::OpDef* op = cpu::FindOp(v.graph.nodes[n].op_type, onednn);

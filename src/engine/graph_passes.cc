@@ -2,6 +2,7 @@
 // live in shape_inference.cc.
 #include "engine/graph_passes.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -520,6 +521,51 @@ int FuseMatMulEpilogues(Graph* graph) {
     for (int k : absorbed) remove[k] = true;
     mm.outputs[0] = y;
     ++fused;
+  }
+  EraseMarked(remove, graph);
+  return fused;
+}
+
+int FuseConvResidual(Graph* graph) {
+  const std::vector<int> readers = ReaderCounts(*graph);
+  const std::vector<int> producer = Producers(*graph);
+  std::vector<bool> remove(graph->nodes.size(), false);
+  int fused = 0;
+  for (size_t n = 0; n < graph->nodes.size(); ++n) {
+    const Node& add = graph->nodes[n];
+    if (add.op_type != "Add" || add.inputs.size() != 2 || add.outputs.size() != 1) continue;
+    for (int side = 0; side < 2; ++side) {
+      const int c = add.inputs[side], r = add.inputs[1 - side];
+      if (c == kNoValue || r == kNoValue || c == r || producer[c] < 0 || readers[c] != 1) {
+        continue;
+      }
+      Node& conv = graph->nodes[producer[c]];
+      if (conv.op_type != "Conv" || conv.outputs.size() != 1 || conv.inputs.size() > 3 ||
+          conv.attributes.Has("tessera_activation") || conv.attributes.Has("tessera_residual")) {
+        continue;
+      }
+      // The Conv reads the residual at its own step: it must exist by then, and have the Conv
+      // output's shape exactly (no broadcasting), as far as shapes are known statically.
+      if (producer[r] > producer[c] || graph->IsConstant(r)) continue;
+      const auto& conv_shape = graph->shapes[c];
+      const auto& residual_shape = graph->shapes[r];
+      if (!conv_shape.has_value() || !residual_shape.has_value() ||
+          *conv_shape != *residual_shape || conv_shape->size() != 4 ||
+          std::count(conv_shape->begin(), conv_shape->end(), kUnknownDim) != 0 ||
+          graph->dtypes[r] != DataType::kFp32) {
+        continue;
+      }
+      conv.inputs.resize(3, kNoValue);
+      conv.inputs.push_back(r);
+      Attribute flag;
+      flag.kind = Attribute::Kind::kInt;
+      flag.i = 1;
+      conv.attributes.Set("tessera_residual", flag);
+      conv.outputs[0] = add.outputs[0];
+      remove[n] = true;
+      ++fused;
+      break;
+    }
   }
   EraseMarked(remove, graph);
   return fused;

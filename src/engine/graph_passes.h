@@ -27,6 +27,8 @@
 //   tessera_activation  kString  "Relu", "Clip" or "Gelu"
 //   tessera_clip_min    kFloat   Clip only; -infinity when the Clip has no min
 //   tessera_clip_max    kFloat   Clip only; +infinity when the Clip has no max
+//   tessera_residual    kInt     CPU Conv only (FuseConvResidual below): input 3 is added to the
+//                                output before the activation
 //
 // Dynamic batch: the graph inputs' leading dim is the batch. A file declaring a fixed leading dim
 // (e.g. 1, an export without dynamic_axes) keeps it: Graph::dynamic_batch is false and Run accepts
@@ -92,6 +94,13 @@ int FuseLayerNorm(Graph* graph);
 // graph outputs, block the fusion. Needs graph->shapes/dtypes. Returns the MatMuls that absorbed
 // something.
 int FuseMatMulEpilogues(Graph* graph);
+
+// CPU only, like FuseMatMulEpilogues: a 2-D Conv without a fused activation whose output's only
+// reader is an Add with another value of exactly its (static) shape, computed before the Conv,
+// takes that value as input 3 ("tessera_residual" = 1; a missing bias becomes kNoValue) and the
+// Add's output. Running FuseConvActivation again afterwards then fuses a following Relu, applied
+// after the residual (ResNet's Conv, BN, Add, Relu). Returns the Convs that took a residual.
+int FuseConvResidual(Graph* graph);
 
 int FoldBatchNormIntoConv(Graph* graph);
 int FuseConvActivation(Graph* graph);

@@ -169,6 +169,14 @@ StatusOr<Window2d> ResolveWindow(const Node& node, int spatial_rank, int64_t h, 
 }
 
 Status CheckConv(const Node& node, const Graph& graph) {
+  if (node.inputs.size() < 2 || node.inputs.size() > 3) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Conv takes 2 or 3 inputs, the node has ", node.inputs.size()));
+  }
+  if (node.attributes.Has("tessera_residual")) {
+    return absl::InvalidArgumentError(
+        "attribute tessera_residual is the engine's own, set by its graph passes");
+  }
   int spatial_rank = 0;  // unknown unless the weight is a constant
   if (node.inputs.size() > 1 && graph.IsConstant(node.inputs[1])) {
     int rank = graph.constants[node.inputs[1]]->rank();
@@ -225,6 +233,20 @@ Status RunConv(const OpContext& ctx, const Node& node, const Inputs& inputs,
   Conv2d(x->data<float>(), batch, cin, h, w, wt->data<float>(),
          bias != nullptr ? bias->data<float>() : nullptr, cout, groups, win,
          y.mutable_data<float>(), oh, ow, ctx.pool);
+  // A residual fused in by the graph passes (graph_passes.h FuseConvResidual), before the
+  // activation.
+  if (node.attributes.Has("tessera_residual")) {
+    const Value* residual = inputs.size() > 3 ? inputs[3] : nullptr;
+    if (residual == nullptr || residual->dtype() != DataType::kFp32 ||
+        residual->shape() != out_shape) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("residual ", residual != nullptr ? DescribeValue(*residual) : "missing",
+                       " does not match the output ", ShapeToString(out_shape)));
+    }
+    float* data = y.mutable_data<float>();
+    const float* add = residual->data<float>();
+    for (int64_t i = 0; i < y.num_elements(); ++i) data[i] += add[i];
+  }
   // An activation fused in by the graph passes (graph_passes.h).
   if (const std::string act = node.attributes.GetString("tessera_activation"); !act.empty()) {
     const float lo = act == "Relu" ? 0.0f : node.attributes.GetFloat("tessera_clip_min", -kInf);

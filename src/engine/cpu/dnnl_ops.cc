@@ -108,13 +108,14 @@ class ConvState final : public KernelState {
   std::vector<std::pair<memory::desc, memory>> reordered_ ABSL_GUARDED_BY(weights_mu_);
 };
 
-// The post-op for a Conv fused with its activation by the graph passes (attributes
-// tessera_activation / tessera_clip_min / tessera_clip_max), or none.
-dnnl::primitive_attr ActivationAttr(const Node& node) {
+// The post-ops for a Conv fused by the graph passes: the residual's add when `residual` is given
+// (tessera_residual), then the activation (tessera_activation / tessera_clip_min /
+// tessera_clip_max).
+dnnl::primitive_attr PostOpsAttr(const Node& node, const memory::desc* residual) {
   dnnl::primitive_attr attr;
   const std::string activation = node.attributes.GetString("tessera_activation", "");
-  if (activation.empty()) return attr;
   dnnl::post_ops ops;
+  if (residual != nullptr) ops.append_binary(dnnl::algorithm::binary_add, *residual);
   if (activation == "Relu") {
     ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
   } else if (activation == "Clip") {
@@ -124,7 +125,7 @@ dnnl::primitive_attr ActivationAttr(const Node& node) {
     ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_clip, std::max(lo, -max),
                        std::min(hi, max));
   }
-  attr.set_post_ops(ops);
+  if (ops.len() > 0) attr.set_post_ops(ops);
   return attr;
 }
 
@@ -193,7 +194,9 @@ Status RunDnnlConv(const OpContext& ctx, const Node& node, const Inputs& inputs,
   const int64_t cout = wt.dim(0), kh = wt.dim(2), kw = wt.dim(3);
   const int64_t groups = node.attributes.GetInt("group", 1);
   std::vector<int64_t> kernel_shape = node.attributes.GetInts("kernel_shape");
+  const Value* residual = inputs.size() > 3 ? inputs[3] : nullptr;
   const bool shapes_ok =
+      (residual != nullptr) == node.attributes.Has("tessera_residual") &&
       groups >= 1 && cin % groups == 0 && cout % groups == 0 && wt.dim(1) * groups == cin &&
       (kernel_shape.empty() || kernel_shape == std::vector<int64_t>{kh, kw}) &&
       (bias == nullptr || (bias->dtype() == DataType::kFp32 && bias->rank() == 1 &&
@@ -204,6 +207,10 @@ Status RunDnnlConv(const OpContext& ctx, const Node& node, const Inputs& inputs,
                                                         win.pad_top, win.pad_bottom, false));
   TESSERA_ASSIGN_OR_RETURN(int64_t ow, WindowOutputSize(w, kw, win.stride_w, win.dilation_w,
                                                         win.pad_left, win.pad_right, false));
+  if (residual != nullptr && (residual->dtype() != DataType::kFp32 ||
+                              residual->shape() != Shape{batch, cout, oh, ow})) {
+    return RunReference(RunConv, ctx, node, inputs, outputs);  // it reports the mismatch
+  }
 
   auto* state = static_cast<ConvState*>(ctx.state);
   const bool cache_weights = state != nullptr && state->weights_constant;
@@ -215,13 +222,16 @@ Status RunDnnlConv(const OpContext& ctx, const Node& node, const Inputs& inputs,
     memory::desc weights_md(weight_dims, memory::data_type::f32, Tag::any);
     memory::desc bias_md(Dims({cout}), memory::data_type::f32, Tag::x);
     memory::desc dst_md(Dims({batch, cout, oh, ow}), memory::data_type::f32, Tag::nhwc);
+    // The residual is read in the output's layout while the output tile is written.
+    const memory::desc* residual_md = residual != nullptr ? &dst_md : nullptr;
     dnnl::convolution_forward::desc desc(
         dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src_md,
         weights_md, bias_md, dst_md, Dims({win.stride_h, win.stride_w}),
         Dims({win.dilation_h - 1, win.dilation_w - 1}), Dims({win.pad_top, win.pad_left}),
         Dims({win.pad_bottom, win.pad_right}));
     auto entry = std::make_shared<ConvEntry>();
-    entry->pd = dnnl::convolution_forward::primitive_desc(desc, ActivationAttr(node), CpuEngine());
+    entry->pd = dnnl::convolution_forward::primitive_desc(desc, PostOpsAttr(node, residual_md),
+                                                          CpuEngine());
     entry->primitive = dnnl::convolution_forward(entry->pd);
     if (cache_weights) {
       memory user(memory::desc(weight_dims, memory::data_type::f32, weight_tag), CpuEngine(),
@@ -259,6 +269,12 @@ Status RunDnnlConv(const OpContext& ctx, const Node& node, const Inputs& inputs,
       thread_local std::vector<float> zeros;
       if (zeros.size() < static_cast<size_t>(cout)) zeros.assign(cout, 0.0f);
       args[DNNL_ARG_BIAS] = memory(entry->pd.bias_desc(), CpuEngine(), zeros.data());
+    }
+    Value residual_nhwc;
+    if (residual != nullptr) {
+      residual_nhwc = residual->channels_last() ? *residual : ToChannelsLast(*residual);
+      args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1] =
+          memory(entry->pd.dst_desc(), CpuEngine(), const_cast<float*>(residual_nhwc.data<float>()));
     }
     entry->primitive.execute(stream, args);
     stream.wait();

@@ -1,7 +1,8 @@
-// FuseMatMulEpilogues: a MatMul by constant weights absorbs its bias Add and an erf-form GELU in
-// both orders PyTorch exports, the CPU model computes the same values with and without oneDNN,
-// intermediates that are read elsewhere block it, and the shared graph (what the CUDA backend
-// gets) stays unfused.
+// The CPU model's own fusions (graph_passes.h). FuseMatMulEpilogues: a MatMul by constant weights
+// absorbs its bias Add and an erf-form GELU in both orders PyTorch exports. FuseConvResidual: a
+// Conv absorbs the residual Add after it, and then the Relu. For both: the CPU model computes the
+// same values with and without oneDNN, intermediates that are read elsewhere block them, and the
+// shared graph (what the CUDA backend gets) stays unfused.
 #include <cmath>
 #include <random>
 #include <string>
@@ -201,6 +202,103 @@ TEST(MatMulFusionTest, AFileMatMulWithTheEnginesOwnInputsIsInvalid) {
   ASSERT_FALSE(model.ok());
   EXPECT_EQ(model.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(model.status().message().find("MatMul takes 2 inputs, the node has 3"),
+            std::string::npos)
+      << model.status();
+}
+
+// x [batch, 4, 5, 5] -> Conv "a" (3x3, pad 1) -> Conv "b" (3x3, pad 1, no bias) -> Add(b, a)
+// -> Relu -> y: ResNet's basic block without BatchNorm. With `leak_b`, b is also a graph output.
+std::string ResidualBlock(bool leak_b, const std::string& file) {
+  OnnxBuilderForTest b;
+  b.Input("x", {-1, 4, 5, 5});
+  b.Weight("wa", {4, 4, 3, 3}, 0.3f);
+  b.Weight("ba", {4}, 0.3f);
+  b.Weight("wb", {4, 4, 3, 3}, 0.3f);
+  OnnxBuilderForTest::Ints(b.Node("Conv", {"x", "wa", "ba"}, {"a"}), "pads", {1, 1, 1, 1});
+  OnnxBuilderForTest::Ints(b.Node("Conv", {"a", "wb"}, {"b"}), "pads", {1, 1, 1, 1});
+  b.Node("Add", {"b", "a"}, {"sum"});
+  b.Node("Relu", {"sum"}, {"y"});
+  b.Output("y");
+  if (leak_b) b.Output("b");
+  return b.Write(file);
+}
+
+TEST(ConvResidualFusionTest, TheSecondConvTakesTheResidualAndTheRelu) {
+  auto graph = PreparedGraph(ResidualBlock(false, "residual_block.onnx"));
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  EXPECT_EQ(graph->nodes.size(), 4u);  // the shared passes leave the Add and Relu alone
+  EXPECT_EQ(FuseConvResidual(&*graph), 1);
+  EXPECT_EQ(FuseConvActivation(&*graph), 1);
+  ASSERT_EQ(graph->nodes.size(), 2u);
+  const Node& conv = graph->nodes[1];
+  ASSERT_EQ(conv.inputs.size(), 4u);
+  EXPECT_EQ(conv.inputs[2], kNoValue);  // no bias
+  EXPECT_EQ(graph->value_names[conv.inputs[3]], "a");
+  EXPECT_EQ(conv.attributes.GetInt("tessera_residual", 0), 1);
+  EXPECT_EQ(conv.attributes.GetString("tessera_activation"), "Relu");
+  EXPECT_EQ(graph->value_names[conv.outputs[0]], "y");
+
+  // The Conv output read elsewhere (a graph output) blocks it.
+  graph = PreparedGraph(ResidualBlock(true, "residual_block_leaky.onnx"));
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  EXPECT_EQ(FuseConvResidual(&*graph), 0);
+}
+
+TEST(ConvResidualFusionTest, AResidualOfAnotherShapeIsNotTaken) {
+  OnnxBuilderForTest b;
+  b.Input("x", {-1, 4, 5, 5});
+  b.Input("scale", {1, 4, 1, 1});  // broadcast over the Conv output: not a residual
+  b.Weight("w", {4, 4, 1, 1}, 0.3f);
+  b.Node("Conv", {"x", "w"}, {"c"});
+  b.Node("Add", {"c", "scale"}, {"y"});
+  b.Output("y");
+  auto graph = PreparedGraph(b.Write("residual_broadcast.onnx"));
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  EXPECT_EQ(FuseConvResidual(&*graph), 0);
+}
+
+TEST(ConvResidualFusionTest, FusedBlockComputesWhatTheUnfusedOneDoes) {
+  const std::string fused_path = ResidualBlock(false, "residual_run.onnx");
+  const std::string unfused_path = ResidualBlock(true, "residual_run_leaky.onnx");
+  std::vector<float> x(3 * 4 * 5 * 5);
+  std::mt19937 rng(9);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  for (float& v : x) v = dist(rng);
+  TensorView view{"x", DataType::kFp32, {3, 4, 5, 5}, x.data(), x.size() * sizeof(float)};
+  auto run = [&](const std::string& path, bool onednn) {
+    ModelOptions options;
+    options.onednn = onednn;
+    auto model = LoadOnnxModel(path, options);
+    EXPECT_TRUE(model.ok()) << model.status();
+    std::vector<Tensor> out;
+    EXPECT_TRUE(model.ok() && (*model)->Run({view}, &out).ok());
+    const auto* y = reinterpret_cast<const float*>(out.at(0).bytes.data());
+    return std::vector<float>(y, y + x.size());
+  };
+  const std::vector<float> expected = run(unfused_path, false);
+  int positive = 0;
+  for (float v : expected) positive += v > 0;
+  EXPECT_GT(positive, 0);  // the Relu leaves something
+  EXPECT_LT(positive, static_cast<int>(expected.size()));  // and clips something
+  for (bool onednn : {true, false}) {
+    const std::vector<float> got = run(fused_path, onednn);
+    for (size_t i = 0; i < expected.size(); ++i) {
+      EXPECT_NEAR(got[i], expected[i], 1e-5f + 1e-4f * std::fabs(expected[i])) << i;
+    }
+  }
+}
+
+TEST(ConvResidualFusionTest, AFileConvWithTheEnginesOwnInputsIsInvalid) {
+  OnnxBuilderForTest b;
+  b.Input("x", {-1, 4, 5, 5});
+  b.Weight("w", {4, 4, 1, 1}, 0.3f);
+  b.Weight("bias", {4}, 0.3f);
+  b.Node("Conv", {"x", "w", "bias", "x"}, {"y"});
+  b.Output("y");
+  auto model = LoadOnnxModel(b.Write("conv_four_inputs.onnx"), ModelOptions{});
+  ASSERT_FALSE(model.ok());
+  EXPECT_EQ(model.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(model.status().message().find("Conv takes 2 or 3 inputs, the node has 4"),
             std::string::npos)
       << model.status();
 }
