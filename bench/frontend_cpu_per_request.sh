@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # CPU time and context switches per request of each server in the frontend-overhead comparison
-# (bench/frontend_overhead.py): tessera-server + its executor, the bare grpc++ server, and the bare
-# server answering from a thread of its own (--answer-thread), each under the same closed-loop
+# (bench/frontend_overhead.py): tessera-server + its executor, the bare grpc++ server, the bare
+# server answering from a thread of its own (--answer-thread), and the bare server whose
+# synchronous handler blocks until a thread of its own releases it (--blocking-handler 16, the
+# answer leaving from the receiving gRPC thread), each under the same closed-loop
 # tessera-bench load, measured with `perf stat` over a window inside the run. Steadier than
 # throughput on a shared VM, and it says where the time goes.
 #
@@ -49,7 +51,7 @@ sys.path.insert(0, "bench")
 import benchlib
 benchlib.write_identity_model(__import__("pathlib").Path(sys.argv[1]), [256], batching=False)
 EOF
-P_TESSERA=$(port); P_BARE=$(port); P_ASYNC=$(port)
+P_TESSERA=$(port); P_BARE=$(port); P_ASYNC=$(port); P_BLOCKING=$(port)
 "$BIN/tessera-server" --model-repository "$WORK/models" --grpc-port "$P_TESSERA" --metrics-port 0 \
   --model-control-mode none >"$WORK/tessera.log" 2>&1 &
 TESSERA_PID=$!; pids+=("$TESSERA_PID")
@@ -58,6 +60,9 @@ BARE_PID=$!; pids+=("$BARE_PID")
 "$BIN/tessera-bare-server" --grpc-port "$P_ASYNC" --model identity --dims 256 --answer-thread \
   >"$WORK/async.log" 2>&1 &
 ASYNC_PID=$!; pids+=("$ASYNC_PID")
+"$BIN/tessera-bare-server" --grpc-port "$P_BLOCKING" --model identity --dims 256 \
+  --blocking-handler 16 >"$WORK/blocking.log" 2>&1 &
+BLOCKING_PID=$!; pids+=("$BLOCKING_PID")
 sleep 3
 EXECUTOR_PID=$(pgrep -P "$TESSERA_PID" -f tessera-executor | head -1)
 [[ -n "$EXECUTOR_PID" ]] || { cat "$WORK/tessera.log" >&2; echo "no tessera-executor" >&2; exit 1; }
@@ -97,11 +102,12 @@ EOF
 echo "closed loop, concurrency $CONCURRENCY over $CHANNELS connection(s), FP32 [1, 256]; perf stat over 3 s inside a 6 s run"
 printf '%-22s %10s %16s %14s %16s\n' server "req/s" "server us/req" "switches/req" "client us/req"
 for ((r = 1; r <= REPEATS; r++)); do
-  for target in tessera bare bare-answer-thread; do
+  for target in tessera bare bare-answer-thread bare-blocking-handler; do
     case $target in
       tessera) url=127.0.0.1:$P_TESSERA; watch="$TESSERA_PID,$EXECUTOR_PID" ;;
       bare) url=127.0.0.1:$P_BARE; watch="$BARE_PID" ;;
       bare-answer-thread) url=127.0.0.1:$P_ASYNC; watch="$ASYNC_PID" ;;
+      bare-blocking-handler) url=127.0.0.1:$P_BLOCKING; watch="$BLOCKING_PID" ;;
     esac
     "$BIN/tessera-bench" -u "$url" -m identity --concurrency-range "$CONCURRENCY" --channels "$CHANNELS" --warmup-s 1 \
       --duration-s 6 --progress off >"$WORK/bench.out" 2>&1 &
