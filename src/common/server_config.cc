@@ -31,10 +31,10 @@ constexpr std::array<std::string_view, 4> kGrpcKeys = {"address", "port", "max_m
 constexpr std::array<std::string_view, 2> kMetricsKeys = {"address", "port"};
 constexpr std::array<std::string_view, 4> kRepositoryKeys = {"path", "control_mode", "poll_secs",
                                                              "auto_complete"};
-constexpr std::array<std::string_view, 10> kExecutorKeys = {
+constexpr std::array<std::string_view, 11> kExecutorKeys = {
     "binary",           "devices",           "cpu_executors",       "threads_per_executor",
     "input_ring_bytes", "output_ring_bytes", "partition_mechanism", "mps",
-    "batches_in_flight", "inline_run_max_us"};
+    "batches_in_flight", "inline_run_max_us", "memory_limit_mb"};
 constexpr std::array<std::string_view, 2> kMpsKeys = {"start_daemon", "pipe_directory"};
 constexpr std::array<std::string_view, 5> kSchedulerKeys = {"policy", "profiles", "epoch_secs",
                                                             "rate_window_ms", "slo_drop"};
@@ -93,6 +93,8 @@ Status ParseInto(const YAML::Node& doc, std::string_view source, ServerConfig& c
         TESSERA_RETURN_IF_ERROR(m.GetInt("batches_in_flight", 1, 64, &config.batches_in_flight));
         TESSERA_RETURN_IF_ERROR(
             m.GetInt("inline_run_max_us", 0, 1'000'000, &config.inline_run_max_us));
+        TESSERA_RETURN_IF_ERROR(
+            m.GetInt("memory_limit_mb", -1, int64_t{1} << 40, &config.executor_memory_limit_mb));
         TESSERA_RETURN_IF_ERROR(
             m.GetEnum("partition_mechanism", kPartitionMechanisms, &config.partition_mechanism));
         return Section(m, "mps", kMpsKeys, [&](const YamlMap& mps) -> Status {

@@ -47,6 +47,7 @@ void ExpectDefaults(const ServerConfig& c) {
   EXPECT_EQ(c.output_ring_bytes, 64 << 20);
   EXPECT_EQ(c.batches_in_flight, 2);
   EXPECT_EQ(c.inline_run_max_us, 50);
+  EXPECT_EQ(c.executor_memory_limit_mb, -1);
   EXPECT_EQ(c.partition_mechanism, "auto");
   EXPECT_FALSE(c.mps_start_daemon);
   EXPECT_EQ(c.mps_pipe_directory, "");
@@ -83,6 +84,7 @@ executors:
   output_ring_bytes: 2097152
   batches_in_flight: 3
   inline_run_max_us: 0
+  memory_limit_mb: 4096
   partition_mechanism: mps
   mps: { start_daemon: true, pipe_directory: /run/tessera-mps }
 scheduler: { policy: gpulet }
@@ -109,6 +111,7 @@ log: { verbose: 2, allow_settings_rpc: true }
   EXPECT_EQ(c->output_ring_bytes, 2097152);
   EXPECT_EQ(c->batches_in_flight, 3);
   EXPECT_EQ(c->inline_run_max_us, 0);
+  EXPECT_EQ(c->executor_memory_limit_mb, 4096);
   EXPECT_EQ(c->partition_mechanism, "mps");
   EXPECT_TRUE(c->mps_start_daemon);
   EXPECT_EQ(c->mps_pipe_directory, "/run/tessera-mps");
@@ -149,6 +152,8 @@ TEST(ServerConfigTest, WrongTypesAndRanges) {
               "must be >= 4096");
   ExpectError("executors:\n  inline_run_max_us: -5\n", 2, "executors.inline_run_max_us",
               "must be 0..1000000, got -5");
+  ExpectError("executors:\n  memory_limit_mb: -2\n", 2, "executors.memory_limit_mb",
+              "got -2");
   ExpectError("shutdown:\n  drain_secs: -1\n", 2, "shutdown.drain_secs", "must be >= 0, got -1");
   ExpectError("- grpc\n", 1, "", "expected a map, got a list");
   ExpectError("executors:\n  mps:\n    start_daemon: maybe\n", 3, "executors.mps.start_daemon",

@@ -186,7 +186,10 @@ void Executor::SendLoadResult(const std::string& key, const Status& status, uint
   ipc::LoadResult* result = message.mutable_load_result();
   result->set_instance_key(key);
   result->set_ok(status.ok());
-  if (!status.ok()) result->set_error(status.ToString());
+  if (!status.ok()) {
+    result->set_error(status.ToString());
+    result->set_error_code(static_cast<int32_t>(status.code()));
+  }
   result->set_weight_bytes(weight_bytes);
   if (status.ok()) {
     spdlog::info("loaded {} ({} weight bytes)", key, weight_bytes);
@@ -236,11 +239,15 @@ void Executor::LoaderLoop() {
       StatusOr<std::unique_ptr<engine::Model>> loaded = options_.loader(request);
       status = loaded.status();
       if (loaded.ok()) model = *std::move(loaded);
+      if (status.code() == absl::StatusCode::kResourceExhausted) {
+        status = Status(status.code(), absl::StrCat(status.message(), MemoryLimitNote()));
+      }
     } catch (const std::bad_alloc&) {
       // Sizes in a model file (a constant folded at load, say) can ask for more than there is.
       status = absl::ResourceExhaustedError(absl::StrCat(
           "model ", request.model_name(), " version ", request.version(), " (",
-          request.model_path(), "): loading it needs more memory than this executor can allocate"));
+          request.model_path(), "): loading it needs more memory than this executor can allocate",
+          MemoryLimitNote()));
     } catch (const std::exception& e) {
       // The engine must not throw; if it does anyway, one bad model must not end the executor.
       status = absl::InternalError(absl::StrCat("model loader threw: ", e.what()));
@@ -483,6 +490,9 @@ ipc::BatchResult Executor::RunBatch(Instance& instance, const ipc::InferBatch& i
   } catch (const std::exception& e) {
     status = absl::InternalError(absl::StrCat("engine threw: ", e.what()));
   }
+  if (status.code() == absl::StatusCode::kResourceExhausted) {
+    status = Status(status.code(), absl::StrCat(status.message(), MemoryLimitNote()));
+  }
   if (!status.ok()) {
     return fail(Status(status.code(), absl::StrCat(instance.key, ": ", status.message())));
   }
@@ -623,6 +633,12 @@ void Executor::Drain() {
   for (auto& instance : all) {
     if (instance->thread.joinable()) instance->thread.join();
   }
+}
+
+std::string Executor::MemoryLimitNote() const {
+  if (options_.memory_limit_mb <= 0) return "";
+  return absl::StrCat("; this executor may allocate at most ", options_.memory_limit_mb,
+                      " MiB (executors.memory_limit_mb)");
 }
 
 }  // namespace tessera::executor

@@ -48,6 +48,9 @@ struct ExecutorOptions {
   // Longer runs keep their thread, so a slow model never holds up other instances' messages.
   // 0 = never. tessera-executor sets it for CPU executors only (not checked on a GPU yet).
   uint64_t inline_run_max_ns = 0;
+  // The limit tessera-executor put on this process's memory (MiB, 0 = none): named in the errors
+  // of loads and batches that run out of memory.
+  int64_t memory_limit_mb = 0;
   // Required. tessera-executor passes one that calls engine::LoadOnnxModel; tests pass fakes.
   ModelLoader loader;
 };
@@ -90,6 +93,9 @@ class Executor {
   void HandleRelease(const ipc::ReleaseOutputs& release);
 
   void LoaderLoop();
+  // "; this executor may allocate at most N MiB (executors.memory_limit_mb)", or "" without a
+  // limit: appended to the out-of-memory errors of loads and batches.
+  std::string MemoryLimitNote() const;
   void InstanceLoop(Instance* instance);
   // Runs one batch on the receive thread (the instance is marked busy); its result is held in
   // inline_results_ until the burst of buffered frames is handled.

@@ -2,8 +2,11 @@
 // (docs/executor-protocol.md). Exit status 0 after Shutdown or when the server goes away; 1 when it
 // cannot start or the control stream is corrupt.
 #include <signal.h>
+#include <sys/resource.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <string>
 
 #include "CLI/CLI.hpp"
@@ -27,6 +30,7 @@ int Main(int argc, char** argv) {
   std::string device = "cpu";
   int threads = 1;
   int inline_run_max_us = 50;
+  int64_t memory_limit_mb = 0;
   int log_verbose = 0;
   std::string cpus;
   int green_sms = 0;
@@ -44,6 +48,10 @@ int Main(int argc, char** argv) {
                  "CPU: a batch of an idle instance whose recent runs took at most this many "
                  "microseconds runs on the receive thread (0 = never)")
       ->check(CLI::Range(0, 1'000'000))
+      ->capture_default_str();
+  app.add_option("--memory-limit-mb", memory_limit_mb,
+                 "CPU: the most this process may allocate, in MiB (RLIMIT_DATA; 0 = no limit)")
+      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_option("--log-verbose", log_verbose, "0 info, 1 debug, 2 trace")->capture_default_str();
   app.add_option("--cpus", cpus, "CPU partition: pin to these cores (e.g. 0,1 or 0-3)");
@@ -78,6 +86,26 @@ int Main(int argc, char** argv) {
     return 1;
   }
   model_options.num_threads = threads > 0 ? threads : 1;
+  // A model asking for more memory than the machine has (a huge constant folded at load, a
+  // tensor sized by a request) then fails that load or batch with RESOURCE_EXHAUSTED; without
+  // the limit the kernel's OOM killer would end this process and every model on it. Only on the
+  // CPU: the CUDA driver maps far more address space than it uses.
+  if (memory_limit_mb > 0 && model_options.backend == tessera::engine::Backend::kCpu) {
+#if defined(__SANITIZE_ADDRESS__)
+    spdlog::warn("--memory-limit-mb {} not applied: AddressSanitizer maps terabytes of shadow",
+                 memory_limit_mb);
+    memory_limit_mb = 0;
+#else
+    const rlim_t bytes = static_cast<rlim_t>(memory_limit_mb) << 20;
+    const rlimit limit{bytes, bytes};
+    if (setrlimit(RLIMIT_DATA, &limit) != 0) {
+      spdlog::error("--memory-limit-mb {}: setrlimit: {}", memory_limit_mb, std::strerror(errno));
+      return 1;
+    }
+#endif
+  } else {
+    memory_limit_mb = 0;
+  }
   if (green_sms != 0) {
     // The context is current on this thread; the CPU engine ignores it.
     int ordinal = -1;
@@ -115,6 +143,7 @@ int Main(int argc, char** argv) {
   tessera::executor::ExecutorOptions options;
   options.executor_id = executor_id;
   options.device = device;
+  options.memory_limit_mb = memory_limit_mb;
   // On the CPU a thread hand-off costs more than a batch of a tiny model (tens of microseconds);
   // GPU instances keep their threads until this is checked on one.
   if (model_options.backend == tessera::engine::Backend::kCpu) {

@@ -81,6 +81,7 @@ Status ExecutorProcess::Spawn() {
                                    "--device", options_.device,
                                    "--threads", absl::StrCat(options_.threads),
                                    "--inline-run-max-us", absl::StrCat(options_.inline_run_max_us),
+                                   "--memory-limit-mb", absl::StrCat(options_.memory_limit_mb),
                                    "--log-verbose", absl::StrCat(options_.log_verbose)};
   args.insert(args.end(), options_.extra_args.begin(), options_.extra_args.end());
   std::vector<char*> argv;
@@ -202,8 +203,11 @@ void ExecutorProcess::ReaderLoop() {
       std::lock_guard lock(mu_);
       auto it = pending_loads_.find(result.instance_key());
       if (it != pending_loads_.end()) {
-        it->second.set_value(result.ok() ? absl::OkStatus()
-                                         : absl::InvalidArgumentError(result.error()));
+        const bool out_of_memory = static_cast<absl::StatusCode>(result.error_code()) ==
+                                   absl::StatusCode::kResourceExhausted;
+        it->second.set_value(result.ok()      ? absl::OkStatus()
+                             : out_of_memory ? absl::ResourceExhaustedError(result.error())
+                                             : absl::InvalidArgumentError(result.error()));
         pending_loads_.erase(it);
       }
     } else {

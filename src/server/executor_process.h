@@ -51,6 +51,9 @@ struct ExecutorLaunchOptions {
   int batches_in_flight = 2;
   // Passed as --inline-run-max-us (executors.inline_run_max_us); the executor uses it on the CPU.
   int inline_run_max_us = 50;
+  // Passed as --memory-limit-mb (executors.memory_limit_mb, resolved: 0 = none); the executor
+  // applies it on the CPU.
+  int64_t memory_limit_mb = 0;
   // From the executor's partition (partition::ExecutorPlacement): "K=V" entries added to (or
   // replacing those of) the server's environment, and arguments appended to the command line.
   std::vector<std::string> extra_env;

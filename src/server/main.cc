@@ -174,6 +174,18 @@ int Run(int argc, char** argv) {
   pool_options.launch.output_ring_bytes = static_cast<uint64_t>(config.output_ring_bytes);
   pool_options.launch.batches_in_flight = config.batches_in_flight;
   pool_options.launch.inline_run_max_us = config.inline_run_max_us;
+  pool_options.launch.memory_limit_mb = config.executor_memory_limit_mb;
+  if (pool_options.launch.memory_limit_mb < 0) {
+    const int64_t machine_mb = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) *
+                               sysconf(_SC_PAGE_SIZE) / (1 << 20);
+    pool_options.launch.memory_limit_mb = machine_mb * 3 / 4;
+  }
+  if (!on_gpu) {
+    spdlog::info("CPU executors may allocate {} (executors.memory_limit_mb)",
+                 pool_options.launch.memory_limit_mb > 0
+                     ? std::to_string(pool_options.launch.memory_limit_mb) + " MiB"
+                     : std::string("without limit"));
+  }
   pool_options.launch.log_verbose = config.log_verbose;
   auto pool = tessera::server::ExecutorPool::Start(pool_options);
   if (!pool.ok()) {

@@ -356,6 +356,49 @@ def test_model_whose_inputs_cannot_fit_the_executor_fails_its_load_and_nothing_e
     assert_mlp_serves(client)
 
 
+def save_huge_constant_model(repo, name, rows):
+    """x [-1, 4] times the column maxima of a [rows, 4] constant of ones that a ConstantOfShape
+    makes: constant folding at load allocates rows * 16 bytes."""
+    shape = onnx.helper.make_tensor("shape", onnx.TensorProto.INT64, [2], [rows, 4])
+    one = onnx.helper.make_tensor("one", onnx.TensorProto.FLOAT, [1], [1.0])
+    nodes = [onnx.helper.make_node("ConstantOfShape", ["shape"], ["ones"], value=one, name="fill"),
+             onnx.helper.make_node("ReduceMax", ["ones"], ["m"], axes=[0], keepdims=0, name="max"),
+             onnx.helper.make_node("Mul", ["x", "m"], ["y"], name="scale")]
+    x = onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["batch", 4])
+    y = onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, ["batch", 4])
+    model = onnx.helper.make_model(onnx.helper.make_graph(nodes, name, [x], [y], [shape]),
+                                   opset_imports=[onnx.helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    (repo / name / "1").mkdir(parents=True)
+    onnx.save(model, str(repo / name / "1" / "model.onnx"))
+
+
+def test_model_over_the_executor_memory_limit_fails_its_load_and_nothing_else(make_server,
+                                                                              tmp_path):
+    """A model asking for more memory than an executor may allocate (here 2.4 GB folded at load,
+    against executors.memory_limit_mb = 1024) fails its load with RESOURCE_EXHAUSTED naming the
+    limit. Without the limit such a model, up to the machine's overcommit, was allocated, and
+    when it did not fit the kernel's OOM killer ended the executor with every model on it."""
+    repo = copy_repository(tmp_path / "models")
+    save_huge_constant_model(repo, "huge_constant", 150_000_000)
+    save_huge_constant_model(repo, "small_constant", 1000)
+    config = tmp_path / "server.yaml"
+    config.write_text("executors:\n  memory_limit_mb: 1024\n")
+    server = make_server(repository=repo, mode="explicit", config=config, load_models=["mlp"],
+                         wait_models=["mlp"])
+    client = server.client()
+    executors = sorted(executor_pids(server.proc.pid))
+    e = expect_error(lambda: client.load_model("huge_constant"), "RESOURCE_EXHAUSTED")
+    assert "out of memory loading the model" in e.message(), e.message()
+    assert "at most 1024 MiB (executors.memory_limit_mb)" in e.message(), e.message()
+    assert sorted(executor_pids(server.proc.pid)) == executors, "an executor was restarted"
+    client.load_model("small_constant")  # the same graph, small enough, loads and runs
+    x = np.arange(8, dtype=np.float32).reshape(2, 4)
+    result = client.infer("small_constant", [make_input(x, name="x")])
+    np.testing.assert_array_equal(result.as_numpy("y"), x)
+    assert_mlp_serves(client)
+
+
 def test_model_file_dims_of_size_zero_fail_the_load_clearly(client, repo):
     """Found by model_fuzz.py: a dim of size 0 in a model file was completed as 'any size', and
     every request then failed in the engine (which held the model to 0) with INTERNAL."""

@@ -41,6 +41,10 @@ struct ServerConfig {
   // CPU executors run a batch on their receive thread (no worker wake-up) when the instance is
   // idle and its recent runs took at most this long; 0 = always on the instance's worker thread.
   int inline_run_max_us = 50;
+  // Memory a CPU executor may allocate (RLIMIT_DATA), in MiB: past it an allocation fails and the
+  // load or batch that asked gets RESOURCE_EXHAUSTED, instead of the kernel's OOM killer ending the
+  // executor and every model on it. -1 = three quarters of the machine's memory; 0 = no limit.
+  int64_t executor_memory_limit_mb = -1;
   std::string partition_mechanism = "auto";  // auto | mps | green | none
   bool mps_start_daemon = false;     // start nvidia-cuda-mps-control -d when none runs
   std::string mps_pipe_directory;    // "" = $CUDA_MPS_PIPE_DIRECTORY, else /tmp/nvidia-mps
