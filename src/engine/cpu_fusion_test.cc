@@ -22,6 +22,7 @@ constexpr int64_t kDepth = 6;   // K
 constexpr int64_t kWidth = 10;  // N
 
 enum class GeluOrder { kNone, kTimesOnePlusErfFirst, kHalfFirst };
+enum class GeluForm { kErf, kTanh };
 
 struct Weights {
   std::vector<float> w, bias;
@@ -38,6 +39,7 @@ Weights MakeWeights() {
 
 struct Case {
   GeluOrder gelu = GeluOrder::kTimesOnePlusErfFirst;
+  GeluForm form = GeluForm::kErf;
   bool bias = true;
   bool bias_is_output = false;  // the biased product is also a graph output
   std::vector<int64_t> bias_dims = {kWidth};
@@ -61,12 +63,25 @@ std::string Model(const Case& c, const std::string& file) {
     y = "biased";
   }
   if (c.gelu != GeluOrder::kNone) {
-    b.FloatConstant("sqrt2", {}, {1.41421354f});
     b.FloatConstant("one", {}, {1.0f});
     b.FloatConstant("half", {}, {0.5f});
-    b.Node("Div", {y, "sqrt2"}, {"scaled"});
-    b.Node("Erf", {"scaled"}, {"erf"});
-    b.Node("Add", {"erf", "one"}, {"one_plus_erf"});
+    if (c.form == GeluForm::kErf) {
+      b.FloatConstant("sqrt2", {}, {1.41421354f});
+      b.Node("Div", {y, "sqrt2"}, {"scaled"});
+      b.Node("Erf", {"scaled"}, {"erf"});
+      b.Node("Add", {"erf", "one"}, {"one_plus_erf"});
+    } else {
+      // As torch exports nn.GELU(approximate="tanh"), constants first where it puts them.
+      b.FloatConstant("k", {}, {0.044715f});
+      b.FloatConstant("sqrt_2_over_pi", {}, {0.797884583f});
+      b.Node("Mul", {y, y}, {"square"});
+      b.Node("Mul", {y, "square"}, {"cube"});
+      b.Node("Mul", {"k", "cube"}, {"k_cube"});
+      b.Node("Add", {y, "k_cube"}, {"inner"});
+      b.Node("Mul", {"sqrt_2_over_pi", "inner"}, {"pre"});
+      b.Node("Tanh", {"pre"}, {"tanh"});
+      b.Node("Add", {"one", "tanh"}, {"one_plus_erf"});
+    }
     if (c.gelu == GeluOrder::kTimesOnePlusErfFirst) {
       b.Node("Mul", {y, "one_plus_erf"}, {"product"});
       b.Node("Mul", {"product", "half"}, {"y"});
@@ -89,22 +104,26 @@ StatusOr<Graph> PreparedGraph(const std::string& path) {
   return graph;
 }
 
-TEST(MatMulFusionTest, BiasAndGeluBecomeOneMatMulInBothExportOrders) {
-  for (GeluOrder order : {GeluOrder::kTimesOnePlusErfFirst, GeluOrder::kHalfFirst}) {
-    Case c;
-    c.gelu = order;
-    auto graph = PreparedGraph(Model(c, "matmul_gelu.onnx"));
-    ASSERT_TRUE(graph.ok()) << graph.status();
-    // The backend-independent passes leave it alone: the CUDA backend gets plain ONNX ops.
-    EXPECT_EQ(graph->nodes.size(), 7u);
-    EXPECT_EQ(FuseMatMulEpilogues(&*graph), 1);
-    RemoveDeadNodes(&*graph);
-    ASSERT_EQ(graph->nodes.size(), 1u);
-    const Node& mm = graph->nodes[0];
-    EXPECT_EQ(mm.op_type, "MatMul");
-    EXPECT_EQ(mm.inputs.size(), 3u);
-    EXPECT_EQ(mm.attributes.GetString("tessera_activation"), "Gelu");
-    EXPECT_EQ(graph->value_names[mm.outputs[0]], "y");
+TEST(MatMulFusionTest, BiasAndGeluBecomeOneMatMulInBothFormsAndExportOrders) {
+  for (GeluForm form : {GeluForm::kErf, GeluForm::kTanh}) {
+    for (GeluOrder order : {GeluOrder::kTimesOnePlusErfFirst, GeluOrder::kHalfFirst}) {
+      Case c;
+      c.gelu = order;
+      c.form = form;
+      auto graph = PreparedGraph(Model(c, "matmul_gelu.onnx"));
+      ASSERT_TRUE(graph.ok()) << graph.status();
+      // The backend-independent passes leave it alone: the CUDA backend gets plain ONNX ops.
+      EXPECT_EQ(graph->nodes.size(), form == GeluForm::kErf ? 7u : 11u);
+      EXPECT_EQ(FuseMatMulEpilogues(&*graph), 1);
+      RemoveDeadNodes(&*graph);
+      ASSERT_EQ(graph->nodes.size(), 1u);
+      const Node& mm = graph->nodes[0];
+      EXPECT_EQ(mm.op_type, "MatMul");
+      EXPECT_EQ(mm.inputs.size(), 3u);
+      EXPECT_EQ(mm.attributes.GetString("tessera_activation"),
+                form == GeluForm::kErf ? "Gelu" : "GeluTanh");
+      EXPECT_EQ(graph->value_names[mm.outputs[0]], "y");
+    }
   }
 }
 
@@ -154,9 +173,13 @@ TEST(MatMulFusionTest, AReadIntermediateOrAnotherBiasShapeBlocksIt) {
 
 TEST(MatMulFusionTest, FusedModelComputesTheFormulaWithAndWithoutOneDnn) {
   const Weights weights = MakeWeights();
-  for (GeluOrder order : {GeluOrder::kTimesOnePlusErfFirst, GeluOrder::kHalfFirst}) {
+  for (auto [form, order] : {std::pair{GeluForm::kErf, GeluOrder::kTimesOnePlusErfFirst},
+                             std::pair{GeluForm::kErf, GeluOrder::kHalfFirst},
+                             std::pair{GeluForm::kTanh, GeluOrder::kTimesOnePlusErfFirst},
+                             std::pair{GeluForm::kTanh, GeluOrder::kHalfFirst}}) {
     Case c;
     c.gelu = order;
+    c.form = form;
     const std::string path = Model(c, "matmul_gelu_run.onnx");
     constexpr int64_t kBatch = 4, kRows = kBatch * 3;
     std::vector<float> x(kRows * kDepth);
@@ -169,7 +192,10 @@ TEST(MatMulFusionTest, FusedModelComputesTheFormulaWithAndWithoutOneDnn) {
         double h = weights.bias[j];
         for (int64_t p = 0; p < kDepth; ++p)
           h += double{x[r * kDepth + p]} * weights.w[p * kWidth + j];
-        expected[r * kWidth + j] = 0.5 * h * (1.0 + std::erf(h / std::sqrt(2.0)));
+        expected[r * kWidth + j] =
+            form == GeluForm::kErf
+                ? 0.5 * h * (1.0 + std::erf(h / std::sqrt(2.0)))
+                : 0.5 * h * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (h + 0.044715 * h * h * h)));
       }
     }
     for (bool onednn : {true, false}) {

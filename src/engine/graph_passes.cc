@@ -401,52 +401,28 @@ int OtherInput(const Node& node, int id) {
   return node.inputs[1] == id ? node.inputs[0] : kNoValue;
 }
 
-// Matches GELU's erf form as PyTorch exports it, starting at its input `x`:
-//   Div(x, sqrt 2) (or Mul(x, 1/sqrt 2)) -> Erf -> Add 1 -> Mul x -> Mul 0.5
-//   (or Mul(x, 0.5) first and the Add's result last).
-// On a match returns the nodes (the last is the one whose output is GELU's) and true.
-bool MatchGelu(const Graph& graph, const std::vector<int>& readers,
-               const std::vector<std::vector<int>>& readers_of, int x, std::vector<int>* nodes) {
-  if (readers[x] != 2 || readers_of[x].size() != 2) return false;
-  // The one node reading `id`, or -1 (also when the reader is a graph output).
+// The end both GELU forms share, from `one_plus` (1 + erf(..) or 1 + tanh(..)) back to x:
+//   Mul(x, one_plus) -> Mul 0.5, or Mul(half, one_plus) where half = Mul(x, 0.5) is
+//   `half_first_n` (-1 when x has no such reader). Appends the nodes; returns false on no match.
+bool MatchGeluTail(const Graph& graph, const std::vector<int>& readers,
+                   const std::vector<std::vector<int>>& readers_of, int x, int one_plus,
+                   int half_first_n, std::vector<int>* nodes) {
   auto single = [&](int id) {
     return readers[id] == 1 && readers_of[id].size() == 1 ? readers_of[id][0] : -1;
   };
   float c = 0;
-  int scale_n = -1, half_first_n = -1;
-  for (int r : readers_of[x]) {
-    const Node& node = graph.nodes[r];
-    const int other = OtherInput(node, x);
-    if (node.outputs.size() != 1 || !ConstantScalar(graph, other, &c)) continue;
-    if ((node.op_type == "Div" && node.inputs[0] == x && Near(c, M_SQRT2)) ||
-        (node.op_type == "Mul" && Near(c, M_SQRT1_2))) {
-      scale_n = r;
-    } else if (node.op_type == "Mul" && Near(c, 0.5)) {
-      half_first_n = r;
-    }
-  }
-  if (scale_n < 0) return false;
-  const int erf_n = single(graph.nodes[scale_n].outputs[0]);
-  if (erf_n < 0 || graph.nodes[erf_n].op_type != "Erf") return false;
-  const int add_n = single(graph.nodes[erf_n].outputs[0]);
-  if (add_n < 0 || graph.nodes[add_n].op_type != "Add" ||
-      !ConstantScalar(graph, OtherInput(graph.nodes[add_n], graph.nodes[erf_n].outputs[0]), &c) ||
-      c != 1.0f) {
-    return false;
-  }
-  const int one_plus_erf = graph.nodes[add_n].outputs[0];
-  const int mul_n = single(one_plus_erf);
+  const int mul_n = single(one_plus);
   if (mul_n < 0 || graph.nodes[mul_n].op_type != "Mul") return false;
-  const int partner = OtherInput(graph.nodes[mul_n], one_plus_erf);
+  const int partner = OtherInput(graph.nodes[mul_n], one_plus);
   int last_n = -1;
   if (half_first_n >= 0) {
-    // x * 0.5 * (1 + erf): the Mul by 0.5 comes first and is the partner.
+    // x * 0.5 * (1 + ..): the Mul by 0.5 comes first and is the partner.
     const int half = graph.nodes[half_first_n].outputs[0];
     if (partner != half || readers[half] != 1) return false;
     last_n = mul_n;
-    *nodes = {scale_n, erf_n, add_n, half_first_n, mul_n};
+    nodes->insert(nodes->end(), {half_first_n, mul_n});
   } else {
-    // x * (1 + erf) * 0.5.
+    // x * (1 + ..) * 0.5.
     if (partner != x) return false;
     last_n = single(graph.nodes[mul_n].outputs[0]);
     if (last_n < 0 || graph.nodes[last_n].op_type != "Mul" ||
@@ -455,9 +431,115 @@ bool MatchGelu(const Graph& graph, const std::vector<int>& readers,
         c != 0.5f) {
       return false;
     }
-    *nodes = {scale_n, erf_n, add_n, mul_n, last_n};
+    nodes->insert(nodes->end(), {mul_n, last_n});
   }
   return graph.nodes[last_n].outputs.size() == 1;
+}
+
+// The reader of x that is Mul(x, 0.5), or -1.
+int HalfOf(const Graph& graph, const std::vector<std::vector<int>>& readers_of, int x) {
+  float c = 0;
+  for (int r : readers_of[x]) {
+    const Node& node = graph.nodes[r];
+    if (node.op_type == "Mul" && node.outputs.size() == 1 &&
+        ConstantScalar(graph, OtherInput(node, x), &c) && Near(c, 0.5)) {
+      return r;
+    }
+  }
+  return -1;
+}
+
+// Matches GELU as PyTorch exports it, starting at its input `x`, and returns its kind ("Gelu" or
+// "GeluTanh", "" for no match) with the nodes (the last one's output is GELU's):
+//   erf form:  Div(x, sqrt 2) (or Mul(x, 1/sqrt 2)) -> Erf -> Add 1 -> tail
+//   tanh form: Mul(x, x) -> Mul x -> Mul 0.044715 -> Add x -> Mul sqrt(2/pi) -> Tanh -> Add 1
+//              -> tail (nn.GELU(approximate="tanh"))
+// where the tail is Mul x -> Mul 0.5, or Mul 0.5 on x first (MatchGeluTail).
+std::string MatchGelu(const Graph& graph, const std::vector<int>& readers,
+                      const std::vector<std::vector<int>>& readers_of, int x,
+                      std::vector<int>* nodes) {
+  if (readers_of[x].size() != static_cast<size_t>(readers[x])) return "";  // a graph output
+  auto single = [&](int id) {
+    return readers[id] == 1 && readers_of[id].size() == 1 ? readers_of[id][0] : -1;
+  };
+  // One Add of a constant 1 reading `id`, or -1.
+  auto add_one = [&](int id) {
+    float c = 0;
+    const int n = single(id);
+    return n >= 0 && graph.nodes[n].op_type == "Add" &&
+                   ConstantScalar(graph, OtherInput(graph.nodes[n], id), &c) && c == 1.0f
+               ? n
+               : -1;
+  };
+  const int half_first_n = HalfOf(graph, readers_of, x);
+  float c = 0;
+  nodes->clear();
+  if (readers[x] == 2) {
+    int scale_n = -1;
+    for (int r : readers_of[x]) {
+      const Node& node = graph.nodes[r];
+      if (node.outputs.size() != 1 || !ConstantScalar(graph, OtherInput(node, x), &c)) continue;
+      if ((node.op_type == "Div" && node.inputs[0] == x && Near(c, M_SQRT2)) ||
+          (node.op_type == "Mul" && Near(c, M_SQRT1_2))) {
+        scale_n = r;
+      }
+    }
+    if (scale_n < 0) return "";
+    const int erf_n = single(graph.nodes[scale_n].outputs[0]);
+    if (erf_n < 0 || graph.nodes[erf_n].op_type != "Erf") return "";
+    const int one_n = add_one(graph.nodes[erf_n].outputs[0]);
+    if (one_n < 0) return "";
+    *nodes = {scale_n, erf_n, one_n};
+    return MatchGeluTail(graph, readers, readers_of, x, graph.nodes[one_n].outputs[0],
+                         half_first_n, nodes)
+               ? "Gelu"
+               : "";
+  }
+  // tanh form: x is read twice by x*x, then by x*x², the Add and the tail's Mul.
+  if (readers[x] != 5) return "";
+  int square_n = -1;
+  for (int r : readers_of[x]) {
+    const Node& node = graph.nodes[r];
+    if (node.op_type == "Mul" && node.inputs.size() == 2 && node.inputs[0] == x &&
+        node.inputs[1] == x) {
+      square_n = r;
+    }
+  }
+  if (square_n < 0) return "";
+  const int square = graph.nodes[square_n].outputs[0];
+  const int cube_n = single(square);
+  if (cube_n < 0 || graph.nodes[cube_n].op_type != "Mul" ||
+      OtherInput(graph.nodes[cube_n], square) != x) {
+    return "";
+  }
+  const int cube = graph.nodes[cube_n].outputs[0];
+  const int scaled_n = single(cube);
+  if (scaled_n < 0 || graph.nodes[scaled_n].op_type != "Mul" ||
+      !ConstantScalar(graph, OtherInput(graph.nodes[scaled_n], cube), &c) || !Near(c, 0.044715)) {
+    return "";
+  }
+  const int scaled = graph.nodes[scaled_n].outputs[0];
+  const int inner_n = single(scaled);
+  if (inner_n < 0 || graph.nodes[inner_n].op_type != "Add" ||
+      OtherInput(graph.nodes[inner_n], scaled) != x) {
+    return "";
+  }
+  const int inner = graph.nodes[inner_n].outputs[0];
+  const int pre_n = single(inner);
+  if (pre_n < 0 || graph.nodes[pre_n].op_type != "Mul" ||
+      !ConstantScalar(graph, OtherInput(graph.nodes[pre_n], inner), &c) ||
+      !Near(c, std::sqrt(2.0 / M_PI))) {
+    return "";
+  }
+  const int tanh_n = single(graph.nodes[pre_n].outputs[0]);
+  if (tanh_n < 0 || graph.nodes[tanh_n].op_type != "Tanh") return "";
+  const int one_n = add_one(graph.nodes[tanh_n].outputs[0]);
+  if (one_n < 0) return "";
+  *nodes = {square_n, cube_n, scaled_n, inner_n, pre_n, tanh_n, one_n};
+  return MatchGeluTail(graph, readers, readers_of, x, graph.nodes[one_n].outputs[0], half_first_n,
+                       nodes)
+             ? "GeluTanh"
+             : "";
 }
 
 }  // namespace
@@ -509,10 +591,10 @@ int FuseMatMulEpilogues(Graph* graph) {
       }
     }
     std::vector<int> gelu;
-    if (MatchGelu(*graph, readers, readers_of, y, &gelu)) {
+    if (std::string form = MatchGelu(*graph, readers, readers_of, y, &gelu); !form.empty()) {
       Attribute kind;
       kind.kind = Attribute::Kind::kString;
-      kind.s = "Gelu";
+      kind.s = form;
       mm.attributes.Set("tessera_activation", kind);
       absorbed.insert(absorbed.end(), gelu.begin(), gelu.end());
       y = graph->nodes[gelu.back()].outputs[0];

@@ -24,7 +24,7 @@
 //
 // Fused-activation convention (read by every Conv kernel, and by the CPU MatMul kernel for
 // "Gelu", which only FuseMatMulEpilogues below sets):
-//   tessera_activation  kString  "Relu", "Clip" or "Gelu"
+//   tessera_activation  kString  "Relu", "Clip", "Gelu" or "GeluTanh"
 //   tessera_clip_min    kFloat   Clip only; -infinity when the Clip has no min
 //   tessera_clip_max    kFloat   Clip only; +infinity when the Clip has no max
 //   tessera_residual    kInt     CPU Conv only (FuseConvResidual below): input 3 is added to the
@@ -87,10 +87,11 @@ int FuseLayerNorm(Graph* graph);
 
 // CPU only, so not in RunGraphPasses: the CPU model applies it to its own copy of the graph, and
 // the CUDA backend never sees a fused MatMul. A MatMul by a constant 2-D FP32 weight absorbs the
-// Add of a constant bias of its output's width, then GELU in erf form (Div by sqrt 2, Erf, Add 1,
-// Mul, Mul 0.5, as PyTorch exports it; a bias-free MatMul can absorb the GELU alone). The MatMul
-// gets the bias as input 2 and tessera_activation = "Gelu", and the CPU kernel applies both in
-// one pass over the product instead of up to six. Intermediates with other readers, or that are
+// Add of a constant bias of its output's width, then GELU as PyTorch exports it: erf form (Div by
+// sqrt 2, Erf, Add 1, Mul, Mul 0.5) or tanh form (nn.GELU(approximate="tanh"): x + 0.044715 x^3,
+// times sqrt(2/pi), Tanh, Add 1, Mul, Mul 0.5); a bias-free MatMul can absorb the GELU alone. The
+// MatMul gets the bias as input 2 and tessera_activation = "Gelu" or "GeluTanh", and the CPU
+// kernel applies both in one pass over the product instead of up to ten. Intermediates with other readers, or that are
 // graph outputs, block the fusion. Needs graph->shapes/dtypes. Returns the MatMuls that absorbed
 // something.
 int FuseMatMulEpilogues(Graph* graph);

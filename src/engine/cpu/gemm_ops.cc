@@ -9,33 +9,48 @@
 namespace tessera::engine::cpu {
 namespace {
 
-// rows x n floats at `out`: += bias[n] (when not null), then GELU in erf form,
-// x/2 * (1 + erf(x / sqrt 2)), as the absorbed nodes computed it. Compiled for AVX2 as well as the
-// baseline, like the GEMM micro-kernel: this loop is as long as the product.
+enum class Activation { kNone, kGelu, kGeluTanh };
+
+// rows x n floats at `out`: += bias[n] (when not null), then GELU as the absorbed nodes computed
+// it: erf form x/2 * (1 + erf(x / sqrt 2)), or tanh form x/2 * (1 + tanh(sqrt(2/pi) * (x +
+// 0.044715 x^3))) with tanh(z) = 1 - 2 / (e^2z + 1). Compiled for AVX2 as well as the baseline,
+// like the GEMM micro-kernel: this loop is as long as the product.
 #if defined(__x86_64__) && defined(__GNUC__)
 __attribute__((target_clones("arch=x86-64-v3", "default")))
 #endif
-void EpilogueRows(float* out, int64_t rows, int64_t n, const float* bias, bool gelu) {
+void EpilogueRows(float* out, int64_t rows, int64_t n, const float* bias, Activation activation) {
   for (int64_t r = 0; r < rows; ++r) {
     float* row = out + r * n;
     if (bias != nullptr) {
       for (int64_t j = 0; j < n; ++j) row[j] += bias[j];
     }
-    if (gelu) {
+    if (activation == Activation::kGelu) {
       for (int64_t j = 0; j < n; ++j) {
         row[j] = 0.5f * row[j] * (1.0f + FastErf(row[j] * 0.70710678118654752f));
+      }
+    } else if (activation == Activation::kGeluTanh) {
+      for (int64_t j = 0; j < n; ++j) {
+        const float x = row[j];
+        const float z = 0.79788456080286536f * (x + 0.044715f * x * x * x);
+        const float tanh_z = 1.0f - 2.0f / (FastExp(2.0f * z) + 1.0f);
+        row[j] = 0.5f * x * (1.0f + tanh_z);
       }
     }
   }
 }
 
-// y += bias over the last dim, then GELU when the node has tessera_activation = "Gelu": one pass
-// over the product where the unfused graph made up to six (graph_passes.h FuseMatMulEpilogues).
+// y += bias over the last dim, then GELU when the node has tessera_activation = "Gelu" or
+// "GeluTanh": one pass over the product where the absorbed nodes made up to ten
+// (graph_passes.h FuseMatMulEpilogues).
 Status ApplyMatMulEpilogue(const OpContext& ctx, const Node& node, const Value* bias, Value* y) {
-  const std::string activation = node.attributes.GetString("tessera_activation", "");
-  const bool gelu = activation == "Gelu";
-  if (!gelu && !activation.empty()) {
-    return absl::UnimplementedError(absl::StrCat("MatMul activation \"", activation, "\""));
+  const std::string name = node.attributes.GetString("tessera_activation", "");
+  Activation activation = Activation::kNone;
+  if (name == "Gelu") {
+    activation = Activation::kGelu;
+  } else if (name == "GeluTanh") {
+    activation = Activation::kGeluTanh;
+  } else if (!name.empty()) {
+    return absl::UnimplementedError(absl::StrCat("MatMul activation \"", name, "\""));
   }
   const int64_t n = y->rank() > 0 ? y->dim(y->rank() - 1) : 1;
   if (bias != nullptr && (bias->dtype() != DataType::kFp32 || bias->num_elements() != n)) {
@@ -43,14 +58,14 @@ Status ApplyMatMulEpilogue(const OpContext& ctx, const Node& node, const Value* 
         "bias ", DescribeValue(*bias), " does not match the product's last dim of ", n));
   }
   const int64_t rows = n > 0 ? y->num_elements() / n : 0;
-  if ((bias == nullptr && !gelu) || rows == 0) return absl::OkStatus();
+  if ((bias == nullptr && activation == Activation::kNone) || rows == 0) return absl::OkStatus();
   float* out = y->mutable_data<float>();
   const float* b = bias != nullptr ? bias->data<float>() : nullptr;
   // Whole rows per task, about kElementwiseGrain elements each, so the bias index is the column.
   const int64_t tasks = std::clamp<int64_t>(y->num_elements() / kElementwiseGrain, 1, rows);
   ParallelFor(ctx.pool, tasks, [&](int64_t t) {
     const int64_t begin = rows * t / tasks, end = rows * (t + 1) / tasks;
-    EpilogueRows(out + begin * n, end - begin, n, b, gelu);
+    EpilogueRows(out + begin * n, end - begin, n, b, activation);
   });
   return absl::OkStatus();
 }
