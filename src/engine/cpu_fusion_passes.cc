@@ -1,0 +1,284 @@
+// The CPU-only fusions of graph_passes.h (FuseMatMulEpilogues, FuseConvResidual): the CPU model
+// applies them to its own copy of the prepared graph, so the CUDA backend never sees their nodes.
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "engine/graph_pass_util.h"
+#include "engine/graph_passes.h"
+
+namespace tessera::engine {
+
+using pass_util::ConstantScalar;
+using pass_util::EraseMarked;
+using pass_util::Producers;
+using pass_util::ReaderCounts;
+
+namespace {
+
+// Whether `value` is within a relative 1e-4 of `expected` (exported constants are rounded).
+bool Near(float value, double expected) {
+  return std::fabs(value - expected) <= 1e-4 * std::fabs(expected);
+}
+
+// The value id a two-input node combines with `id`, or kNoValue.
+int OtherInput(const Node& node, int id) {
+  if (node.inputs.size() != 2) return kNoValue;
+  if (node.inputs[0] == id) return node.inputs[1];
+  return node.inputs[1] == id ? node.inputs[0] : kNoValue;
+}
+
+// The end both GELU forms share, from `one_plus` (1 + erf(..) or 1 + tanh(..)) back to x:
+//   Mul(x, one_plus) -> Mul 0.5, or Mul(half, one_plus) where half = Mul(x, 0.5) is
+//   `half_first_n` (-1 when x has no such reader). Appends the nodes; returns false on no match.
+bool MatchGeluTail(const Graph& graph, const std::vector<int>& readers,
+                   const std::vector<std::vector<int>>& readers_of, int x, int one_plus,
+                   int half_first_n, std::vector<int>* nodes) {
+  auto single = [&](int id) {
+    return readers[id] == 1 && readers_of[id].size() == 1 ? readers_of[id][0] : -1;
+  };
+  float c = 0;
+  const int mul_n = single(one_plus);
+  if (mul_n < 0 || graph.nodes[mul_n].op_type != "Mul") return false;
+  const int partner = OtherInput(graph.nodes[mul_n], one_plus);
+  int last_n = -1;
+  if (half_first_n >= 0) {
+    // x * 0.5 * (1 + ..): the Mul by 0.5 comes first and is the partner.
+    const int half = graph.nodes[half_first_n].outputs[0];
+    if (partner != half || readers[half] != 1) return false;
+    last_n = mul_n;
+    nodes->insert(nodes->end(), {half_first_n, mul_n});
+  } else {
+    // x * (1 + ..) * 0.5.
+    if (partner != x) return false;
+    last_n = single(graph.nodes[mul_n].outputs[0]);
+    if (last_n < 0 || graph.nodes[last_n].op_type != "Mul" ||
+        !ConstantScalar(graph, OtherInput(graph.nodes[last_n], graph.nodes[mul_n].outputs[0]),
+                        &c) ||
+        c != 0.5f) {
+      return false;
+    }
+    nodes->insert(nodes->end(), {mul_n, last_n});
+  }
+  return graph.nodes[last_n].outputs.size() == 1;
+}
+
+// The reader of x that is Mul(x, 0.5), or -1.
+int HalfOf(const Graph& graph, const std::vector<std::vector<int>>& readers_of, int x) {
+  float c = 0;
+  for (int r : readers_of[x]) {
+    const Node& node = graph.nodes[r];
+    if (node.op_type == "Mul" && node.outputs.size() == 1 &&
+        ConstantScalar(graph, OtherInput(node, x), &c) && Near(c, 0.5)) {
+      return r;
+    }
+  }
+  return -1;
+}
+
+// Matches GELU as PyTorch exports it, starting at its input `x`, and returns its kind ("Gelu" or
+// "GeluTanh", "" for no match) with the nodes (the last one's output is GELU's):
+//   erf form:  Div(x, sqrt 2) (or Mul(x, 1/sqrt 2)) -> Erf -> Add 1 -> tail
+//   tanh form: Mul(x, x) -> Mul x -> Mul 0.044715 -> Add x -> Mul sqrt(2/pi) -> Tanh -> Add 1
+//              -> tail (nn.GELU(approximate="tanh"))
+// where the tail is Mul x -> Mul 0.5, or Mul 0.5 on x first (MatchGeluTail).
+std::string MatchGelu(const Graph& graph, const std::vector<int>& readers,
+                      const std::vector<std::vector<int>>& readers_of, int x,
+                      std::vector<int>* nodes) {
+  if (readers_of[x].size() != static_cast<size_t>(readers[x])) return "";  // a graph output
+  auto single = [&](int id) {
+    return readers[id] == 1 && readers_of[id].size() == 1 ? readers_of[id][0] : -1;
+  };
+  // One Add of a constant 1 reading `id`, or -1.
+  auto add_one = [&](int id) {
+    float c = 0;
+    const int n = single(id);
+    return n >= 0 && graph.nodes[n].op_type == "Add" &&
+                   ConstantScalar(graph, OtherInput(graph.nodes[n], id), &c) && c == 1.0f
+               ? n
+               : -1;
+  };
+  const int half_first_n = HalfOf(graph, readers_of, x);
+  float c = 0;
+  nodes->clear();
+  if (readers[x] == 2) {
+    int scale_n = -1;
+    for (int r : readers_of[x]) {
+      const Node& node = graph.nodes[r];
+      if (node.outputs.size() != 1 || !ConstantScalar(graph, OtherInput(node, x), &c)) continue;
+      if ((node.op_type == "Div" && node.inputs[0] == x && Near(c, M_SQRT2)) ||
+          (node.op_type == "Mul" && Near(c, M_SQRT1_2))) {
+        scale_n = r;
+      }
+    }
+    if (scale_n < 0) return "";
+    const int erf_n = single(graph.nodes[scale_n].outputs[0]);
+    if (erf_n < 0 || graph.nodes[erf_n].op_type != "Erf") return "";
+    const int one_n = add_one(graph.nodes[erf_n].outputs[0]);
+    if (one_n < 0) return "";
+    *nodes = {scale_n, erf_n, one_n};
+    return MatchGeluTail(graph, readers, readers_of, x, graph.nodes[one_n].outputs[0],
+                         half_first_n, nodes)
+               ? "Gelu"
+               : "";
+  }
+  // tanh form: x is read twice by x*x, then by x*x², the Add and the tail's Mul.
+  if (readers[x] != 5) return "";
+  int square_n = -1;
+  for (int r : readers_of[x]) {
+    const Node& node = graph.nodes[r];
+    if (node.op_type == "Mul" && node.inputs.size() == 2 && node.inputs[0] == x &&
+        node.inputs[1] == x) {
+      square_n = r;
+    }
+  }
+  if (square_n < 0) return "";
+  const int square = graph.nodes[square_n].outputs[0];
+  const int cube_n = single(square);
+  if (cube_n < 0 || graph.nodes[cube_n].op_type != "Mul" ||
+      OtherInput(graph.nodes[cube_n], square) != x) {
+    return "";
+  }
+  const int cube = graph.nodes[cube_n].outputs[0];
+  const int scaled_n = single(cube);
+  if (scaled_n < 0 || graph.nodes[scaled_n].op_type != "Mul" ||
+      !ConstantScalar(graph, OtherInput(graph.nodes[scaled_n], cube), &c) || !Near(c, 0.044715)) {
+    return "";
+  }
+  const int scaled = graph.nodes[scaled_n].outputs[0];
+  const int inner_n = single(scaled);
+  if (inner_n < 0 || graph.nodes[inner_n].op_type != "Add" ||
+      OtherInput(graph.nodes[inner_n], scaled) != x) {
+    return "";
+  }
+  const int inner = graph.nodes[inner_n].outputs[0];
+  const int pre_n = single(inner);
+  if (pre_n < 0 || graph.nodes[pre_n].op_type != "Mul" ||
+      !ConstantScalar(graph, OtherInput(graph.nodes[pre_n], inner), &c) ||
+      !Near(c, std::sqrt(2.0 / M_PI))) {
+    return "";
+  }
+  const int tanh_n = single(graph.nodes[pre_n].outputs[0]);
+  if (tanh_n < 0 || graph.nodes[tanh_n].op_type != "Tanh") return "";
+  const int one_n = add_one(graph.nodes[tanh_n].outputs[0]);
+  if (one_n < 0) return "";
+  *nodes = {square_n, cube_n, scaled_n, inner_n, pre_n, tanh_n, one_n};
+  return MatchGeluTail(graph, readers, readers_of, x, graph.nodes[one_n].outputs[0], half_first_n,
+                       nodes)
+             ? "GeluTanh"
+             : "";
+}
+
+}  // namespace
+
+int FuseMatMulEpilogues(Graph* graph) {
+  const std::vector<int> readers = ReaderCounts(*graph);
+  std::vector<std::vector<int>> readers_of(graph->value_names.size());
+  for (size_t n = 0; n < graph->nodes.size(); ++n) {
+    for (int id : graph->nodes[n].inputs) {
+      if (id != kNoValue) readers_of[id].push_back(static_cast<int>(n));
+    }
+  }
+  std::vector<bool> remove(graph->nodes.size(), false);
+  int fused = 0;
+  for (size_t n = 0; n < graph->nodes.size(); ++n) {
+    Node& mm = graph->nodes[n];
+    if (mm.op_type != "MatMul" || mm.inputs.size() != 2 || mm.outputs.size() != 1 ||
+        mm.inputs[0] == kNoValue || !graph->IsConstant(mm.inputs[1])) {
+      continue;
+    }
+    const Value& w = *graph->constants[mm.inputs[1]];
+    const auto& a_shape = graph->shapes[mm.inputs[0]];
+    if (w.dtype() != DataType::kFp32 || w.rank() != 2 ||
+        graph->dtypes[mm.inputs[0]] != DataType::kFp32) {
+      continue;
+    }
+    // A bias of higher rank than A would broadcast the output to more dims: only a 1-D bias when
+    // A's rank is not known statically.
+    const int max_bias_rank = a_shape.has_value() ? static_cast<int>(a_shape->size()) : 1;
+    const int64_t cols = w.dim(1);
+    int y = mm.outputs[0];
+    std::vector<int> absorbed;
+    // Bias: Add(y, b) with b a constant of the output's width, broadcast over the rows only.
+    if (readers[y] == 1 && readers_of[y].size() == 1) {
+      const int add_n = readers_of[y][0];
+      const Node& add = graph->nodes[add_n];
+      const int b = OtherInput(add, y);
+      if (add.op_type == "Add" && add.outputs.size() == 1 && b != kNoValue &&
+          graph->IsConstant(b)) {
+        const Value& bias = *graph->constants[b];
+        const bool row_vector = bias.dtype() == DataType::kFp32 && bias.rank() >= 1 &&
+                                bias.rank() <= max_bias_rank &&
+                                bias.dim(bias.rank() - 1) == cols && bias.num_elements() == cols;
+        if (row_vector) {
+          mm.inputs.push_back(b);
+          absorbed.push_back(add_n);
+          y = add.outputs[0];
+        }
+      }
+    }
+    std::vector<int> gelu;
+    if (std::string form = MatchGelu(*graph, readers, readers_of, y, &gelu); !form.empty()) {
+      Attribute kind;
+      kind.kind = Attribute::Kind::kString;
+      kind.s = form;
+      mm.attributes.Set("tessera_activation", kind);
+      absorbed.insert(absorbed.end(), gelu.begin(), gelu.end());
+      y = graph->nodes[gelu.back()].outputs[0];
+    }
+    if (absorbed.empty()) continue;
+    for (int k : absorbed) remove[k] = true;
+    mm.outputs[0] = y;
+    ++fused;
+  }
+  EraseMarked(remove, graph);
+  return fused;
+}
+
+int FuseConvResidual(Graph* graph) {
+  const std::vector<int> readers = ReaderCounts(*graph);
+  const std::vector<int> producer = Producers(*graph);
+  std::vector<bool> remove(graph->nodes.size(), false);
+  int fused = 0;
+  for (size_t n = 0; n < graph->nodes.size(); ++n) {
+    const Node& add = graph->nodes[n];
+    if (add.op_type != "Add" || add.inputs.size() != 2 || add.outputs.size() != 1) continue;
+    for (int side = 0; side < 2; ++side) {
+      const int c = add.inputs[side], r = add.inputs[1 - side];
+      if (c == kNoValue || r == kNoValue || c == r || producer[c] < 0 || readers[c] != 1) {
+        continue;
+      }
+      Node& conv = graph->nodes[producer[c]];
+      if (conv.op_type != "Conv" || conv.outputs.size() != 1 || conv.inputs.size() > 3 ||
+          conv.attributes.Has("tessera_activation") || conv.attributes.Has("tessera_residual")) {
+        continue;
+      }
+      // The Conv reads the residual at its own step: it must exist by then, and have the Conv
+      // output's shape exactly (no broadcasting), as far as shapes are known statically.
+      if (producer[r] > producer[c] || graph->IsConstant(r)) continue;
+      const auto& conv_shape = graph->shapes[c];
+      const auto& residual_shape = graph->shapes[r];
+      if (!conv_shape.has_value() || !residual_shape.has_value() ||
+          *conv_shape != *residual_shape || conv_shape->size() != 4 ||
+          std::count(conv_shape->begin(), conv_shape->end(), kUnknownDim) != 0 ||
+          graph->dtypes[r] != DataType::kFp32) {
+        continue;
+      }
+      conv.inputs.resize(3, kNoValue);
+      conv.inputs.push_back(r);
+      Attribute flag;
+      flag.kind = Attribute::Kind::kInt;
+      flag.i = 1;
+      conv.attributes.Set("tessera_residual", flag);
+      conv.outputs[0] = add.outputs[0];
+      remove[n] = true;
+      ++fused;
+      break;
+    }
+  }
+  EraseMarked(remove, graph);
+  return fused;
+}
+
+}  // namespace tessera::engine
