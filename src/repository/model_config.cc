@@ -1,5 +1,6 @@
 #include "tessera/repository/model_config.h"
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <exception>
@@ -15,10 +16,13 @@ using yaml::YamlMap;
 constexpr std::array<std::string_view, 3> kPrecisions = {"fp32", "fp16", "bf16"};
 constexpr std::array<std::string_view, 3> kInstanceKinds = {"KIND_AUTO", "KIND_GPU", "KIND_CPU"};
 
-constexpr std::array<std::string_view, 13> kModelKeys = {
+constexpr std::array<std::string_view, 14> kModelKeys = {
     "name",      "platform", "max_batch_size",    "version_policy",         "input",
     "output",    "dynamic_batching", "instance_group", "default_model_filename", "slo_ms",
-    "precision", "backend",  "worker_batch_sizes"};
+    "precision", "backend",  "worker_batch_sizes", "model_warmup"};
+constexpr std::array<std::string_view, 4> kWarmupKeys = {"name", "batch_size", "count", "inputs"};
+constexpr std::array<std::string_view, 5> kWarmupInputKeys = {
+    "data_type", "dims", "zero_data", "random_data", "input_data_file"};
 constexpr std::array<std::string_view, 3> kInputKeys = {"name", "data_type", "dims"};
 constexpr std::array<std::string_view, 4> kOutputKeys = {"name", "data_type", "dims",
                                                          "label_filename"};
@@ -273,6 +277,75 @@ Status ReadWorkerBatchSizes(const YamlMap& root, const ModelConfig& config,
   return absl::OkStatus();
 }
 
+// Triton's model_warmup: a list of {name, batch_size, count, inputs: {<input>: {data_type, dims,
+// zero_data | random_data}}}. Names, types and dims are checked against the model at load, when
+// its inputs are known (they may come from the model file).
+Status ReadModelWarmup(const YamlMap& root, int max_batch_size,
+                       std::vector<WarmupSample>& samples) {
+  constexpr std::string_view kKey = "model_warmup";
+  std::optional<YAML::Node> node = root.Get(kKey);
+  if (!node) return absl::OkStatus();
+  std::string_view source = root.source();
+  TESSERA_ASSIGN_OR_RETURN(std::vector<YAML::Node> items, yaml::ReadList(source, *node, kKey));
+  for (size_t i = 0; i < items.size(); ++i) {
+    TESSERA_ASSIGN_OR_RETURN(
+        YamlMap m, YamlMap::Create(source, items[i], yaml::IndexPath(kKey, i), kWarmupKeys));
+    WarmupSample sample;
+    TESSERA_RETURN_IF_ERROR(m.GetString("name", &sample.name));
+    if (sample.name.empty()) sample.name = absl::StrCat("sample ", i);
+    // Triton: at most max_batch_size, and 1 for a model without batching.
+    TESSERA_RETURN_IF_ERROR(
+        m.GetInt("batch_size", 1, std::max(1, max_batch_size), &sample.batch_size));
+    TESSERA_RETURN_IF_ERROR(m.GetInt("count", 0, 1000, &sample.count));
+    std::optional<YAML::Node> inputs = m.Get("inputs");
+    if (!inputs) return m.Missing("inputs");
+    const std::string inputs_path = m.PathOf("inputs");
+    if (!inputs->IsMap() || inputs->size() == 0) {
+      return yaml::ErrorAt(source, *inputs, inputs_path,
+                           "expected a map from input name to {data_type, dims, zero_data or "
+                           "random_data}");
+    }
+    for (auto it = inputs->begin(); it != inputs->end(); ++it) {
+      TESSERA_ASSIGN_OR_RETURN(std::string name,
+                               yaml::ReadString(source, it->first, inputs_path));
+      const std::string path = yaml::JoinPath(inputs_path, name);
+      TESSERA_ASSIGN_OR_RETURN(YamlMap in, YamlMap::Create(source, it->second, path,
+                                                           kWarmupInputKeys));
+      WarmupInput input;
+      input.name = name;
+      std::optional<YAML::Node> type = in.Get("data_type");
+      if (!type) return in.Missing("data_type");
+      std::optional<DataType> data_type;
+      if (type->IsScalar()) data_type = DataTypeFromConfigName(type->Scalar());
+      if (!data_type) {
+        return yaml::ErrorAt(source, *type, in.PathOf("data_type"),
+                             absl::StrCat("expected one of ", ValidDataTypeNames(), ", got ",
+                                          yaml::Describe(*type)));
+      }
+      input.data_type = *data_type;
+      std::optional<YAML::Node> dims = in.Get("dims");
+      if (!dims) return in.Missing("dims");
+      TESSERA_ASSIGN_OR_RETURN(std::vector<int64_t> values,
+                               yaml::ReadIntList(source, *dims, in.PathOf("dims"), 1, INT32_MAX));
+      input.dims.assign(values.begin(), values.end());
+      if (in.Has("input_data_file")) {
+        return yaml::ErrorAt(source, in.KeyLine("input_data_file"), in.PathOf("input_data_file"),
+                             "is not supported; use zero_data or random_data");
+      }
+      bool zero = false;
+      TESSERA_RETURN_IF_ERROR(in.GetBool("zero_data", &zero));
+      TESSERA_RETURN_IF_ERROR(in.GetBool("random_data", &input.random_data));
+      if (zero == input.random_data) {
+        return yaml::ErrorAt(source, in.line(), path,
+                             "needs exactly one of zero_data: true or random_data: true");
+      }
+      sample.inputs.push_back(std::move(input));
+    }
+    samples.push_back(std::move(sample));
+  }
+  return absl::OkStatus();
+}
+
 Status ParseInto(const YAML::Node& doc, std::string_view source, const std::string& expected_name,
                  ModelConfig& config) {
   TESSERA_ASSIGN_OR_RETURN(YamlMap root, YamlMap::Create(source, doc, "", kModelKeys));
@@ -330,6 +403,7 @@ Status ParseInto(const YAML::Node& doc, std::string_view source, const std::stri
   TESSERA_RETURN_IF_ERROR(root.GetDouble("slo_ms", 0, 1e9, &config.slo_ms));
   TESSERA_RETURN_IF_ERROR(root.GetEnum("precision", kPrecisions, &config.precision));
   TESSERA_RETURN_IF_ERROR(ReadWorkerBatchSizes(root, config, config.worker_batch_sizes));
+  TESSERA_RETURN_IF_ERROR(ReadModelWarmup(root, config.max_batch_size, config.model_warmup));
   return absl::OkStatus();
 }
 

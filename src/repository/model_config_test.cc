@@ -358,6 +358,50 @@ TEST(ModelConfigTest, WorkerBatchSizes) {
   ExpectError(no_batching, 9, "worker_batch_sizes", "needs max_batch_size > 0");
 }
 
+TEST(ModelConfigTest, ModelWarmup) {
+  StatusOr<ModelConfig> c = ParseModelConfig(
+      Minimal("model_warmup:\n"
+              "  - name: long\n"
+              "    batch_size: 4\n"
+              "    count: 3\n"
+              "    inputs:\n"
+              "      input: {data_type: TYPE_FP32, dims: [64], random_data: true}\n"
+              "  - batch_size: 1\n"
+              "    inputs: {input: {data_type: TYPE_INT64, dims: [2, 3], zero_data: true}}\n"),
+      kSource, "mlp");
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_EQ(c->model_warmup.size(), 2u);
+  const WarmupSample& first = c->model_warmup[0];
+  EXPECT_EQ(first.name, "long");
+  EXPECT_EQ(first.batch_size, 4);
+  EXPECT_EQ(first.count, 3);
+  ASSERT_EQ(first.inputs.size(), 1u);
+  EXPECT_EQ(first.inputs[0].name, "input");
+  EXPECT_EQ(first.inputs[0].data_type, DataType::kFp32);
+  EXPECT_EQ(first.inputs[0].dims, (Shape{64}));
+  EXPECT_TRUE(first.inputs[0].random_data);
+  EXPECT_EQ(c->model_warmup[1].name, "sample 1");
+  EXPECT_EQ(c->model_warmup[1].count, 0);
+  EXPECT_EQ(c->model_warmup[1].inputs[0].dims, (Shape{2, 3}));
+  EXPECT_FALSE(c->model_warmup[1].inputs[0].random_data);
+
+  const std::string input = "      input: {data_type: TYPE_FP32, dims: [64], zero_data: true}\n";
+  ExpectError(Minimal("model_warmup:\n  - batch_size: 9\n    inputs:\n" + input), 10,
+              "model_warmup[0].batch_size", "must be 1..8, got 9");
+  ExpectError(Minimal("model_warmup:\n  - batch_size: 1\n"), 10, "model_warmup[0].inputs",
+              "missing");
+  ExpectError(Minimal("model_warmup:\n  - batch_size: 1\n    inputs:\n"
+                      "      input: {data_type: TYPE_FP32, dims: [64]}\n"),
+              12, "model_warmup[0].inputs.input",
+              "needs exactly one of zero_data: true or random_data: true");
+  ExpectError(Minimal("model_warmup:\n  - batch_size: 1\n    inputs:\n"
+                      "      input: {data_type: TYPE_FP32, dims: [64], input_data_file: x}\n"),
+              12, "model_warmup[0].inputs.input.input_data_file", "is not supported");
+  ExpectError(Minimal("model_warmup:\n  - batch_size: 1\n    inputs:\n"
+                      "      input: {data_type: TYPE_FP32, dims: [-1], zero_data: true}\n"),
+              12, "model_warmup[0].inputs.input.dims[0]", "got -1");
+}
+
 TEST(ModelConfigTest, SyntaxErrorsNeverThrow) {
   StatusOr<ModelConfig> c =
       ParseModelConfig("name: mlp\ninput: [a, b\noutput: x\n", kSource, "mlp");

@@ -47,7 +47,7 @@ class FirstParseError : public google::protobuf::io::ErrorCollector {
 // fields cannot step over `name [ {...} ]` lists).
 constexpr const char* kWholeBlocks[] = {
     "optimization", "sequence_batching",       "ensemble_scheduling",
-    "model_warmup", "model_operations",        "batch_input",
+    "model_operations",        "batch_input",
     "batch_output", "model_repository_agents", "model_metrics"};
 constexpr const char* kWholeBlocksInInstanceGroup = "secondary_devices";
 
@@ -377,6 +377,52 @@ void WriteDynamicBatching(const inference::ModelConfig& config, const Locator& r
   if (empty) yaml.Add(2, "{}", line);
 }
 
+// model_warmup, as the same keys in YAML. input_data_file is passed on for ParseModelConfig to
+// refuse with its line.
+void WriteModelWarmup(const inference::ModelConfig& config, const Locator& root,
+                      YamlWriter& yaml) {
+  if (config.model_warmup().empty()) return;
+  yaml.Add(0, "model_warmup:", LineOr(root.At("model_warmup", 0), 1));
+  for (int i = 0; i < config.model_warmup_size(); ++i) {
+    const inference::ModelWarmup& sample = config.model_warmup(i);
+    const int line = LineOr(root.At("model_warmup", i), 1);
+    Locator at = root.Nested("model_warmup", sample.GetDescriptor(), i);
+    yaml.Add(2, absl::StrCat("- batch_size: ", sample.batch_size()),
+             LineOr(at.At("batch_size"), line));
+    if (!sample.name().empty()) {
+      yaml.Add(4, absl::StrCat("name: ", Quoted(sample.name())), LineOr(at.At("name"), line));
+    }
+    if (sample.count() != 0) {
+      yaml.Add(4, absl::StrCat("count: ", sample.count()), LineOr(at.At("count"), line));
+    }
+    const int inputs_line = LineOr(at.At("inputs", 0), line);
+    yaml.Add(4, sample.inputs().empty() ? "inputs: {}" : "inputs:", inputs_line);
+    // Sorted, so the YAML (and its errors) do not depend on the map's iteration order.
+    std::vector<std::string> names;
+    for (const auto& [name, input] : sample.inputs()) names.push_back(name);
+    std::sort(names.begin(), names.end());
+    for (const std::string& name : names) {
+      const inference::ModelWarmup::Input& input = sample.inputs().at(name);
+      yaml.Add(6, absl::StrCat(Quoted(name), ":"), inputs_line);
+      yaml.Add(8, absl::StrCat("data_type: ", inference::DataType_Name(input.data_type())),
+               inputs_line);
+      yaml.Add(8, absl::StrCat("dims: ", FlowList(input.dims())), inputs_line);
+      if (input.has_zero_data()) {
+        yaml.Add(8, absl::StrCat("zero_data: ", input.zero_data() ? "true" : "false"),
+                 inputs_line);
+      }
+      if (input.has_random_data()) {
+        yaml.Add(8, absl::StrCat("random_data: ", input.random_data() ? "true" : "false"),
+                 inputs_line);
+      }
+      if (input.has_input_data_file()) {
+        yaml.Add(8, absl::StrCat("input_data_file: ", Quoted(input.input_data_file())),
+                 inputs_line);
+      }
+    }
+  }
+}
+
 void WriteInstanceGroups(const inference::ModelConfig& config, const Locator& root,
                          YamlWriter& yaml, Reading& reading) {
   if (config.instance_group().empty()) return;
@@ -473,8 +519,6 @@ Status CheckWholeFields(const inference::ModelConfig& config, const Locator& roo
   const Hint hints[] = {
       {"optimization", config.has_optimization(),
        "Tessera chooses its own kernels, precision (parameters[\"precision\"]) and CUDA graphs"},
-      {"model_warmup", !config.model_warmup().empty(),
-       "Tessera warms every batch size it serves at load"},
       {"response_cache", config.response_cache().enable(), "Tessera has no response cache"},
       {"metric_tags", !config.metric_tags().empty(), "metrics carry model and version labels"},
       {"cc_model_filenames", !config.cc_model_filenames().empty(),
@@ -537,6 +581,7 @@ StatusOr<ModelConfig> ParseTritonModelConfig(const std::string& pbtxt, const std
   WriteVersionPolicy(config, root, yaml);
   WriteDynamicBatching(config, root, yaml, reading);
   WriteInstanceGroups(config, root, yaml, reading);
+  WriteModelWarmup(config, root, yaml);
 
   if (!config.name().empty()) {
     yaml.Add(0, absl::StrCat("name: ", Quoted(config.name())), LineOr(root.At("name"), 1));

@@ -222,12 +222,32 @@ TEST(TritonConfigTest, RefusesWhatWouldChangeTheAnswers) {
               HasSubstr("models/mlp/config.pbtxt:5: batch_input: ragged batching"));
 }
 
+TEST(TritonConfigTest, ModelWarmupIsRead) {
+  StatusOr<ModelConfig> c = ParseTritonModelConfig(
+      Minimal("model_warmup [ { name: \"w\" batch_size: 2 count: 3 inputs { key: \"input\" "
+              "value { data_type: TYPE_FP32 dims: [ 64 ] random_data: true } } } ]\n"),
+      kSource, "mlp");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->notes.empty());
+  ASSERT_EQ(c->model_warmup.size(), 1u);
+  EXPECT_EQ(c->model_warmup[0].name, "w");
+  EXPECT_EQ(c->model_warmup[0].batch_size, 2);
+  EXPECT_EQ(c->model_warmup[0].count, 3);
+  ASSERT_EQ(c->model_warmup[0].inputs.size(), 1u);
+  EXPECT_EQ(c->model_warmup[0].inputs[0].dims, (Shape{64}));
+  EXPECT_TRUE(c->model_warmup[0].inputs[0].random_data);
+  // Triton reads warm-up data from files too; Tessera says so, on the sample's line.
+  EXPECT_THAT(ErrorOf(Minimal("model_warmup [ { batch_size: 1 inputs { key: \"input\" value { "
+                              "data_type: TYPE_FP32 dims: [ 64 ] input_data_file: \"raw\" } } } ]\n")),
+              AllOf(HasSubstr("models/mlp/config.pbtxt:5:"), HasSubstr("input_data_file"),
+                    HasSubstr("is not supported")));
+}
+
 TEST(TritonConfigTest, IgnoredHintsAreNotedWithTheirLines) {
   StatusOr<ModelConfig> c = ParseTritonModelConfig(
       Minimal("optimization { execution_accelerators { gpu_execution_accelerator [ { name: "
               "\"tensorrt\" } ] } cuda { graphs: true } }\n"
-              "model_warmup [ { name: \"w\" batch_size: 1 inputs { key: \"input\" value { "
-              "data_type: TYPE_FP32 dims: [ 64 ] zero_data: true } } } ]\n"
+              "model_operations { op_library_filename: [ \"a.so\" ] }\n"
               "response_cache { enable: true }\n"
               "parameters { key: \"intra_op_thread_count\" value { string_value: \"2\" } }\n"
               "instance_group { kind: KIND_GPU secondary_devices [ { kind: KIND_NVDLA } ] }\n"),
@@ -235,8 +255,8 @@ TEST(TritonConfigTest, IgnoredHintsAreNotedWithTheirLines) {
   ASSERT_TRUE(c.ok()) << c.status();
   ASSERT_THAT(c->notes, SizeIs(5));
   EXPECT_THAT(c->notes[0], HasSubstr("models/mlp/config.pbtxt:5: optimization: ignored ("));
-  EXPECT_THAT(c->notes[1], HasSubstr("models/mlp/config.pbtxt:6: model_warmup: ignored ("));
-  EXPECT_THAT(c->notes[2], HasSubstr("models/mlp/config.pbtxt:7: response_cache: ignored ("));
+  EXPECT_THAT(c->notes[1], HasSubstr("models/mlp/config.pbtxt:7: response_cache: ignored ("));
+  EXPECT_THAT(c->notes[2], HasSubstr("models/mlp/config.pbtxt:6: model_operations: ignored ("));
   EXPECT_THAT(c->notes[3], HasSubstr("models/mlp/config.pbtxt:9: instance_group[0]: ignored ("));
   EXPECT_THAT(c->notes[4],
               HasSubstr("models/mlp/config.pbtxt:8: parameters[\"intra_op_thread_count\"]: "
@@ -244,12 +264,12 @@ TEST(TritonConfigTest, IgnoredHintsAreNotedWithTheirLines) {
   // A skipped block keeps the lines after it: the misspelt field is reported on line 10. Brackets
   // in strings and comments do not end a block early.
   EXPECT_THAT(ErrorOf(Minimal("optimization {\n  # a } in a comment\n  graph { level: 1 }\n}\n"
-                              "model_warmup [ { input_data_file: \"a]b}\" } ]\n"
+                              "batch_input [ { target_name: \"a]b}\" } ]\n"
                               "output { name: \"y\" dimz: 1 }\n")),
               HasSubstr("models/mlp/config.pbtxt:10:"));
   // A block whose bracket opens on the next line, in any bracket style, with or without a colon.
-  EXPECT_THAT(ErrorOf(Minimal("optimization\n<\n graph { level: 1 }\n>\nmodel_warmup:\n[\n]\n"
-                              "model_warmup:\n[ { batch_size: 1 } ]\noutput { dimz: 1 }\n")),
+  EXPECT_THAT(ErrorOf(Minimal("optimization\n<\n graph { level: 1 }\n>\nbatch_output:\n[\n]\n"
+                              "batch_output:\n[ { kind: 1 } ]\noutput { dimz: 1 }\n")),
               HasSubstr("models/mlp/config.pbtxt:14:"));
   // Inside a skipped block anything goes; outside it a misspelt field is still an error.
   EXPECT_THAT(ErrorOf(Minimal("optimization { cuda { graphs: true } }\ninstance_group { "
@@ -262,7 +282,8 @@ TEST(TritonConfigTest, IgnoredHintsAreNotedWithTheirLines) {
 TEST(TritonConfigTest, MangledTextNeverCrashes) {
   const std::string text = std::string(kFullPbtxt) +
                            "optimization { cuda { graphs: true } }  # a { comment\n"
-                           "model_warmup [ { name: \"w}\" batch_size: 1 } ]\n";
+                           "model_warmup [ { name: \"w}\" batch_size: 1 inputs { key: \"x\" "
+                           "value { data_type: TYPE_FP32 dims: [ 4 ] zero_data: true } } } ]\n";
   std::mt19937 rng(11);
   const std::string alphabet = "{}[]<>:\"'#\n ,x9";
   int errors = 0;

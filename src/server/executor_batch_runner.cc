@@ -1,6 +1,7 @@
 #include "executor_batch_runner.h"
 
 #include <algorithm>
+#include <random>
 
 #include "absl/strings/str_cat.h"
 #include "tessera/common/data_type.h"
@@ -87,20 +88,70 @@ std::string GpuletBatchRunner::Describe() const {
   return absl::StrCat(key_, " on ", gpulet_label_, " (executor ", slot_, ")");
 }
 
+namespace {
+
+// One warm-up input: its name, type and full shape (batch dim included), and whether FP inputs
+// get random values in [0, 1) instead of zeros.
+struct WarmUpInput {
+  std::string name;
+  DataType data_type;
+  Shape shape;
+  bool random_data = false;
+};
+
+// Runs one batch made of `inputs` `runs` times. `label` says which warm-up in errors.
+Status RunWarmUpBatch(ExecutorProcess& process, const std::string& instance_key,
+                      const repository::ModelConfig& config, const std::string& label,
+                      int64_t rows, std::vector<WarmUpInput> inputs, int runs) {
+  uint64_t total_bytes = 0;
+  std::vector<uint64_t> sizes;
+  for (const WarmUpInput& input : inputs) {
+    // Checked before anything is allocated: the dims come from a config or a model file.
+    std::optional<uint64_t> bytes = DenseByteSize(input.shape, DataTypeByteSize(input.data_type));
+    if (!bytes || __builtin_add_overflow(total_bytes, *bytes, &total_bytes) ||
+        total_bytes > process.gather_capacity_bytes()) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          label, ": input '", input.name, "' of shape ", ShapeToString(input.shape), " is ",
+          bytes ? absl::StrCat(*bytes, " bytes") : std::string("more than 2^64 bytes"),
+          "; a batch's inputs must fit the executor input ring's ",
+          process.gather_capacity_bytes(), " bytes (executors.input_ring_bytes)"));
+    }
+    sizes.push_back(*bytes);
+  }
+  std::vector<std::string> buffers;
+  buffers.reserve(inputs.size());  // views point into these: no reallocation
+  dispatch::Request request;
+  request.batch_size = rows;
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> uniform(0.0f, 1.0f);
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    buffers.emplace_back(sizes[k], '\0');
+    if (inputs[k].random_data && inputs[k].data_type == DataType::kFp32) {
+      auto* values = reinterpret_cast<float*>(buffers.back().data());
+      for (size_t i = 0; i < sizes[k] / sizeof(float); ++i) values[i] = uniform(rng);
+    }
+    request.inputs.push_back(TensorView{inputs[k].name, inputs[k].data_type,
+                                        std::move(inputs[k].shape), buffers.back().data(),
+                                        buffers.back().size()});
+  }
+  std::vector<const dispatch::Request*> batch = {&request};
+  for (int run = 0; run < runs; ++run) {
+    auto result = process.RunBatch(instance_key, config, batch);
+    if (!result.ok()) {
+      return absl::Status(result.status().code(),
+                          absl::StrCat(label, ": ", result.status().message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 Status WarmUp(ExecutorProcess& process, const std::string& instance_key,
               const repository::ModelConfig& config, int64_t rows) {
   const bool batched = config.max_batch_size > 0;
   rows = batched ? std::clamp<int64_t>(rows, 1, config.max_batch_size) : 1;
-  std::vector<std::string> buffers;
-  buffers.reserve(config.inputs.size());  // views point into these: no reallocation
-  dispatch::Request request;
-  request.batch_size = rows;
-  struct Input {
-    Shape shape;
-    uint64_t bytes;
-  };
-  std::vector<Input> inputs;
-  uint64_t total_bytes = 0;
+  std::vector<WarmUpInput> inputs;
   for (const repository::TensorConfig& input : config.inputs) {
     Shape shape;
     if (batched) shape.push_back(rows);
@@ -108,39 +159,63 @@ Status WarmUp(ExecutorProcess& process, const std::string& instance_key,
       if (dim < 0) return absl::OkStatus();
       shape.push_back(dim);
     }
-    // Checked before anything is allocated: the dims come from a config or a model file.
-    std::optional<uint64_t> bytes = DenseByteSize(shape, DataTypeByteSize(input.data_type));
-    if (!bytes || __builtin_add_overflow(total_bytes, *bytes, &total_bytes) ||
-        total_bytes > process.gather_capacity_bytes()) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "warm-up of ", instance_key, " (batch ", rows, "): input '", input.name, "' of shape ",
-          ShapeToString(shape), " is ",
-          bytes ? absl::StrCat(*bytes, " bytes") : std::string("more than 2^64 bytes"),
-          "; a batch's inputs must fit the executor input ring's ",
-          process.gather_capacity_bytes(), " bytes (executors.input_ring_bytes)"));
-    }
-    inputs.push_back(Input{std::move(shape), *bytes});
+    inputs.push_back(WarmUpInput{input.name, input.data_type, std::move(shape)});
   }
-  for (size_t k = 0; k < inputs.size(); ++k) {
-    const repository::TensorConfig& input = config.inputs[k];
-    buffers.emplace_back(inputs[k].bytes, '\0');
-    request.inputs.push_back(TensorView{input.name, input.data_type, std::move(inputs[k].shape),
-                                        buffers.back().data(), buffers.back().size()});
-  }
-  std::vector<const dispatch::Request*> batch = {&request};
   // Twice: an engine prepares a shape on its first run and settles on the second (CPU: the first
   // run plans the activation arena; CUDA: the second captures the CUDA graph later runs replay),
   // so the first live batch of this size already takes the fast path (GSLICE §4.6: a shadow is
   // warm before it takes over).
-  for (int run = 0; run < 2; ++run) {
-    auto result = process.RunBatch(instance_key, config, batch);
-    if (!result.ok()) {
-      return absl::Status(result.status().code(),
-                          absl::StrCat("warm-up of ", instance_key, " (batch ", rows, "): ",
-                                       result.status().message()));
+  return RunWarmUpBatch(process, instance_key, config,
+                        absl::StrCat("warm-up of ", instance_key, " (batch ", rows, ")"), rows,
+                        std::move(inputs), 2);
+}
+
+Status WarmUpSample(ExecutorProcess& process, const std::string& instance_key,
+                    const repository::ModelConfig& config,
+                    const repository::WarmupSample& sample) {
+  const std::string label =
+      absl::StrCat("model_warmup \"", sample.name, "\" on ", instance_key);
+  const bool batched = config.max_batch_size > 0;
+  std::vector<WarmUpInput> inputs;
+  for (const repository::TensorConfig& input : config.inputs) {
+    auto given = std::find_if(sample.inputs.begin(), sample.inputs.end(),
+                              [&](const repository::WarmupInput& w) { return w.name == input.name; });
+    if (given == sample.inputs.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(label, ": gives no data for the model's input '", input.name, "'"));
+    }
+    if (given->data_type != input.data_type) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          label, ": input '", input.name, "' is ",
+          std::string(DataTypeToConfigName(given->data_type)), ", the model's is ",
+          std::string(DataTypeToConfigName(input.data_type))));
+    }
+    bool fits = given->dims.size() == input.dims.size();
+    for (size_t d = 0; fits && d < input.dims.size(); ++d) {
+      fits = input.dims[d] < 0 || input.dims[d] == given->dims[d];
+    }
+    if (!fits) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          label, ": input '", input.name, "' dims ", ShapeToString(given->dims),
+          " do not fit the model's ", ShapeToString(input.dims)));
+    }
+    Shape shape;
+    if (batched) shape.push_back(sample.batch_size);
+    shape.insert(shape.end(), given->dims.begin(), given->dims.end());
+    inputs.push_back(WarmUpInput{input.name, input.data_type, std::move(shape),
+                                 given->random_data});
+  }
+  for (const repository::WarmupInput& w : sample.inputs) {
+    const bool known = std::any_of(config.inputs.begin(), config.inputs.end(),
+                                   [&](const repository::TensorConfig& t) { return t.name == w.name; });
+    if (!known) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(label, ": the model has no input '", w.name, "'"));
     }
   }
-  return absl::OkStatus();
+  // At least twice, for the reason WarmUp gives.
+  return RunWarmUpBatch(process, instance_key, config, label, batched ? sample.batch_size : 1,
+                        std::move(inputs), std::max(2, sample.count));
 }
 
 }  // namespace tessera::server

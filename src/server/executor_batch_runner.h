@@ -81,4 +81,10 @@ class GpuletBatchRunner final : public ExecutorBatchRunner {
 Status WarmUp(ExecutorProcess& process, const std::string& instance_key,
               const repository::ModelConfig& config, int64_t rows);
 
+// Runs one of the config's model_warmup samples through the instance (count times, at least
+// twice). INVALID_ARGUMENT naming the sample when it does not fit the model's inputs (a name, type
+// or fixed dim that differs, an input left out).
+Status WarmUpSample(ExecutorProcess& process, const std::string& instance_key,
+                    const repository::ModelConfig& config, const repository::WarmupSample& sample);
+
 }  // namespace tessera::server

@@ -145,6 +145,29 @@ Status ModelManager::WarmUpInstances(const LoadedVersion& loaded, bool sized) {
   // model that fails on them is broken (a corrupt attribute, say) and would fail every request.
   const repository::ModelConfig& config = *loaded.config;
   const auto start = std::chrono::steady_clock::now();
+  if (!sized && !config.model_warmup.empty()) {
+    // The config's own samples instead (Triton's model_warmup): shapes the defaults cannot know,
+    // such as a variable sequence length. A sample that fails fails the load, as below.
+    std::vector<std::string> names;
+    for (const repository::WarmupSample& sample : config.model_warmup) names.push_back(sample.name);
+    for (const Instance& instance : loaded.instances) {
+      auto process = pool_->Acquire(instance.slot, instance.key);
+      for (const repository::WarmupSample& sample : config.model_warmup) {
+        Status warmed = process.ok() ? WarmUpSample(**process, instance.key, config, sample)
+                                     : process.status();
+        if (!warmed.ok()) {
+          return warmed.code() == absl::StatusCode::kInternal
+                     ? absl::InvalidArgumentError(warmed.message())
+                     : warmed;
+        }
+      }
+    }
+    spdlog::info("model {}/{}: warmed up {} instance(s) with model_warmup [{}] in {:.1f} ms",
+                 config.name, loaded.version, loaded.instances.size(), absl::StrJoin(names, ", "),
+                 std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                     .count());
+    return absl::OkStatus();
+  }
   std::vector<int64_t> all_sizes;
   for (size_t i = 0; i < loaded.instances.size(); ++i) {
     std::vector<int64_t> sizes;

@@ -399,6 +399,39 @@ def test_model_over_the_executor_memory_limit_fails_its_load_and_nothing_else(ma
     assert_mlp_serves(client)
 
 
+def relu_with_warmup(repo, name, warmup_input):
+    """A Relu model over a variable-length row, in Triton's layout, whose config.pbtxt has one
+    model_warmup sample giving `warmup_input` 16 values per row."""
+    save_single_op_model(repo, name, "Relu", ["batch", "length"], ["batch", "length"])
+    (repo / name / "config.pbtxt").write_text(
+        f'name: "{name}"\nmax_batch_size: 4\n'
+        'input { name: "x" data_type: TYPE_FP32 dims: [ -1 ] }\n'
+        'output { name: "y" data_type: TYPE_FP32 dims: [ -1 ] }\n'
+        f'model_warmup [ {{ name: "rows16" batch_size: 2 inputs {{ key: "{warmup_input}" '
+        'value { data_type: TYPE_FP32 dims: [ 16 ] random_data: true } } } ]\n')
+
+
+def test_model_warmup_samples_run_at_load(server, client, repo):
+    """Triton's model_warmup: a model whose row length varies cannot be warmed at a guessed shape;
+    its config's sample is run before it reports READY, and a sample that does not fit the model
+    fails the load, naming the sample and the input."""
+    relu_with_warmup(repo, "warm_relu", "x")
+    client.load_model("warm_relu")
+    assert client.is_model_ready("warm_relu")
+    assert "model warm_relu/1: warmed up 1 instance(s) with model_warmup [rows16]" in \
+        server.log_path.read_text(errors="replace")
+    x = np.array([[-1.0, 2.0, -3.0]], dtype=np.float32)
+    result = client.infer("warm_relu", [make_input(x, name="x")])
+    np.testing.assert_array_equal(result.as_numpy("y"), np.maximum(x, 0))
+
+    relu_with_warmup(repo, "warm_relu_bad", "z")
+    e = expect_error(lambda: client.load_model("warm_relu_bad"), "INVALID_ARGUMENT")
+    assert 'model_warmup "rows16"' in e.message(), e.message()
+    assert "gives no data for the model's input 'x'" in e.message(), e.message()
+    assert client.is_model_ready("warm_relu_bad") is False
+    assert_mlp_serves(client)
+
+
 def test_model_file_dims_of_size_zero_fail_the_load_clearly(client, repo):
     """Found by model_fuzz.py: a dim of size 0 in a model file was completed as 'any size', and
     every request then failed in the engine (which held the model to 0) with INTERNAL."""

@@ -50,6 +50,25 @@ struct DynamicBatchingConfig {
   uint32_t max_queue_size = 0;  // 0 = unbounded (default_queue_policy.max_queue_size)
 };
 
+// One warm-up request (Triton's ModelWarmup): run at load, before the model reports READY, in
+// place of the default warm-up, so models with variable dims are warmed at the shapes they will
+// see. Checked against the model's inputs at load.
+struct WarmupInput {
+  std::string name;
+  DataType data_type = DataType::kInvalid;
+  Shape dims;  // without the batch dim when max_batch_size > 0; every dim > 0
+  // random_data: FP32 inputs get values uniform in [0, 1); other types get zeros (random integers
+  // would be out of range for index inputs such as token ids).
+  bool random_data = false;
+};
+
+struct WarmupSample {
+  std::string name;
+  int64_t batch_size = 1;
+  int count = 0;  // runs of this sample; 0 = once (Triton's default)
+  std::vector<WarmupInput> inputs;  // one per model input
+};
+
 struct ModelConfig {
   std::string name;
   std::string platform = "onnx";
@@ -68,6 +87,9 @@ struct ModelConfig {
   // weights), each taking batches of at most its size; empty = instance_group's instances. Each a
   // power of two ≤ max_batch_size, no duplicates, in the order written.
   std::vector<int> worker_batch_sizes;
+  // Triton's model_warmup; empty = warm every instance at batch 1 and max_batch_size (the inputs'
+  // fixed dims only).
+  std::vector<WarmupSample> model_warmup;
 
   // config.pbtxt only: the Triton fields that were read but are not acted on, one line each
   // ("models/m/config.pbtxt:12: optimization: ignored (...)"), for the load log.
@@ -86,7 +108,7 @@ StatusOr<ModelConfig> ParseModelConfig(const std::string& yaml_text, const std::
 // name the file, the line, the field and the reason. Tessera's own keys come from `parameters`
 // (slo_ms, precision, worker_batch_sizes, as string values). Triton fields that would change what a
 // client sees (sequence batching, ensembles, reshape, shape tensors, ragged or optional inputs,
-// decoupled models) are refused with the reason; hints that do not (optimization, warm-up, response
+// decoupled models) are refused with the reason; hints that do not (optimization, response
 // cache, metric tags, ...) are ignored and listed in `notes`.
 StatusOr<ModelConfig> ParseTritonModelConfig(const std::string& pbtxt, const std::string& source,
                                              const std::string& expected_name);
