@@ -12,6 +12,7 @@ namespace tessera::engine {
 
 using pass_util::ConstantScalar;
 using pass_util::EraseMarked;
+using pass_util::OtherInput;
 using pass_util::Producers;
 using pass_util::ReaderCounts;
 
@@ -22,11 +23,10 @@ bool Near(float value, double expected) {
   return std::fabs(value - expected) <= 1e-4 * std::fabs(expected);
 }
 
-// The value id a two-input node combines with `id`, or kNoValue.
-int OtherInput(const Node& node, int id) {
-  if (node.inputs.size() != 2) return kNoValue;
-  if (node.inputs[0] == id) return node.inputs[1];
-  return node.inputs[1] == id ? node.inputs[0] : kNoValue;
+// The one node reading `id`, or -1 (also when the reader is a graph output).
+int SingleReader(const std::vector<int>& readers, const std::vector<std::vector<int>>& readers_of,
+                 int id) {
+  return readers[id] == 1 && readers_of[id].size() == 1 ? readers_of[id][0] : -1;
 }
 
 // The end both GELU forms share, from `one_plus` (1 + erf(..) or 1 + tanh(..)) back to x:
@@ -35,9 +35,7 @@ int OtherInput(const Node& node, int id) {
 bool MatchGeluTail(const Graph& graph, const std::vector<int>& readers,
                    const std::vector<std::vector<int>>& readers_of, int x, int one_plus,
                    int half_first_n, std::vector<int>* nodes) {
-  auto single = [&](int id) {
-    return readers[id] == 1 && readers_of[id].size() == 1 ? readers_of[id][0] : -1;
-  };
+  auto single = [&](int id) { return SingleReader(readers, readers_of, id); };
   float c = 0;
   const int mul_n = single(one_plus);
   if (mul_n < 0 || graph.nodes[mul_n].op_type != "Mul") return false;
@@ -87,9 +85,7 @@ std::string MatchGelu(const Graph& graph, const std::vector<int>& readers,
                       const std::vector<std::vector<int>>& readers_of, int x,
                       std::vector<int>* nodes) {
   if (readers_of[x].size() != static_cast<size_t>(readers[x])) return "";  // a graph output
-  auto single = [&](int id) {
-    return readers[id] == 1 && readers_of[id].size() == 1 ? readers_of[id][0] : -1;
-  };
+  auto single = [&](int id) { return SingleReader(readers, readers_of, id); };
   // One Add of a constant 1 reading `id`, or -1.
   auto add_one = [&](int id) {
     float c = 0;
@@ -201,8 +197,7 @@ int FuseMatMulEpilogues(Graph* graph) {
     int y = mm.outputs[0];
     std::vector<int> absorbed;
     // Bias: Add(y, b) with b a constant of the output's width, broadcast over the rows only.
-    if (readers[y] == 1 && readers_of[y].size() == 1) {
-      const int add_n = readers_of[y][0];
+    if (const int add_n = SingleReader(readers, readers_of, y); add_n >= 0) {
       const Node& add = graph->nodes[add_n];
       const int b = OtherInput(add, y);
       if (add.op_type == "Add" && add.outputs.size() == 1 && b != kNoValue &&

@@ -16,5 +16,7 @@ std::vector<int> Producers(const Graph& graph);
 void EraseMarked(const std::vector<bool>& remove, Graph* graph);
 // A constant FP32 scalar (any rank, one element), or false.
 bool ConstantScalar(const Graph& graph, int id, float* value);
+// The value id a two-input node combines with `id`, or kNoValue (also when `id` is not an input).
+int OtherInput(const Node& node, int id);
 
 }  // namespace tessera::engine::pass_util

@@ -50,12 +50,19 @@ bool ConstantScalar(const Graph& graph, int id, float* value) {
   return true;
 }
 
+int OtherInput(const Node& node, int id) {
+  if (node.inputs.size() != 2) return kNoValue;
+  if (node.inputs[0] == id) return node.inputs[1];
+  return node.inputs[1] == id ? node.inputs[0] : kNoValue;
+}
+
 }  // namespace pass_util
 
 namespace {
 
 using pass_util::ConstantScalar;
 using pass_util::EraseMarked;
+using pass_util::OtherInput;
 using pass_util::Producers;
 using pass_util::ReaderCounts;
 
@@ -305,10 +312,6 @@ int FuseLayerNorm(Graph* graph) {
     }
   }
   auto only_reader = [&](int id) { return readers[id] == 1 ? reader[id] : -1; };
-  auto other_input = [](const Node& node, int id) {
-    return node.inputs.size() == 2 ? (node.inputs[0] == id ? node.inputs[1] : node.inputs[0])
-                                   : kNoValue;
-  };
   std::vector<bool> remove(graph->nodes.size(), false);
   int fused = 0;
   for (size_t n = 0; n < graph->nodes.size(); ++n) {
@@ -346,7 +349,7 @@ int FuseLayerNorm(Graph* graph) {
     const int add_eps_n = only_reader(graph->nodes[var_n].outputs[0]);
     if (add_eps_n < 0 || graph->nodes[add_eps_n].op_type != "Add" ||
         !ConstantScalar(*graph,
-                        other_input(graph->nodes[add_eps_n], graph->nodes[var_n].outputs[0]),
+                        OtherInput(graph->nodes[add_eps_n], graph->nodes[var_n].outputs[0]),
                         &eps)) {
       continue;
     }
@@ -362,8 +365,8 @@ int FuseLayerNorm(Graph* graph) {
     if (add_beta_n < 0 || graph->nodes[add_beta_n].op_type != "Add") continue;
     // gamma and beta: 1-D constants of the normalised width (LayerNormalization checks it
     // against x at run time).
-    const int gamma = other_input(graph->nodes[mul_n], graph->nodes[div_n].outputs[0]);
-    const int beta = other_input(graph->nodes[add_beta_n], graph->nodes[mul_n].outputs[0]);
+    const int gamma = OtherInput(graph->nodes[mul_n], graph->nodes[div_n].outputs[0]);
+    const int beta = OtherInput(graph->nodes[add_beta_n], graph->nodes[mul_n].outputs[0]);
     if (gamma == kNoValue || !graph->IsConstant(gamma)) continue;
     const int64_t width = graph->constants[gamma]->num_elements();
     if (ConstantFp32(*graph, gamma, width) == nullptr ||
