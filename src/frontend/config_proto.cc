@@ -37,12 +37,20 @@ inference::ModelConfig ToTritonModelConfig(const repository::ModelConfig& config
     input->set_name(tensor.name);
     input->set_data_type(ToWire(tensor.data_type));
     for (int64_t dim : tensor.dims) input->add_dims(dim);
+    if (tensor.reshape) {
+      input->mutable_reshape();  // set even when empty: `reshape: {}` is a scalar per item
+      for (int64_t dim : *tensor.reshape) input->mutable_reshape()->add_shape(dim);
+    }
   }
   for (const auto& tensor : config.outputs) {
     auto* output = wire.add_output();
     output->set_name(tensor.name);
     output->set_data_type(ToWire(tensor.data_type));
     for (int64_t dim : tensor.dims) output->add_dims(dim);
+    if (tensor.reshape) {
+      output->mutable_reshape();
+      for (int64_t dim : *tensor.reshape) output->mutable_reshape()->add_shape(dim);
+    }
     output->set_label_filename(tensor.label_filename);
   }
 

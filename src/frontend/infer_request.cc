@@ -192,11 +192,17 @@ StatusOr<std::unique_ptr<dispatch::Request>> BuildDispatchRequest(
       data = storage->converted.back().data();
       byte_size = storage->converted.back().size();
     }
+    // The model file's shape where the config reshapes it (the same bytes).
+    if (tensor.reshape) shape = repository::ToModelShape(tensor, shape, config.max_batch_size > 0);
     // The engine never writes inputs; the view type is shared with outputs, hence non-const.
     request->inputs.push_back(
         TensorView{tensor.name, *dtype, std::move(shape), const_cast<void*>(data), byte_size});
   }
   request->batch_size = batch_size > 0 ? batch_size : 1;
+  for (const repository::TensorConfig& tensor : config.outputs) {
+    if (tensor.reshape) storage->reshaped_outputs.push_back(tensor);
+  }
+  storage->batched = config.max_batch_size > 0;
 
   std::set<std::string> seen;
   for (const auto& output : wire.outputs()) {
@@ -236,6 +242,13 @@ Status FillInferResponse(const std::string& model_name, int64_t version, const s
   wire->set_model_version(std::to_string(version));
   wire->set_id(id);
   for (dispatch::OutputTensor& output : response.outputs) {
+    for (const repository::TensorConfig& reshaped : storage.reshaped_outputs) {
+      if (reshaped.name != output.name) continue;
+      // A shape that does not fit the reshape (a reload changed the config meanwhile) is sent
+      // as the model gave it.
+      std::optional<Shape> shape = repository::ToClientShape(reshaped, output.shape, storage.batched);
+      if (shape) output.shape = std::move(*shape);
+    }
     for (const ClassifiedOutput& classified : storage.classified) {
       if (classified.name == output.name) TESSERA_RETURN_IF_ERROR(Classify(classified, output));
     }

@@ -29,6 +29,9 @@ struct RequestStorage {
   std::vector<ClientShmSlice> shm_inputs;  // inputs read from client shared memory (kept mapped)
   std::vector<ShmOutput> shm_outputs;
   std::vector<ClassifiedOutput> classified;  // outputs answered as their top classes
+  // The model's outputs whose config has a `reshape`: answered in the config's dims.
+  std::vector<repository::TensorConfig> reshaped_outputs;
+  bool batched = false;  // the model's first dim is the batch dim
 };
 
 // Validates `wire` against `config` and builds the request (without `done` / `arrival_ns`).

@@ -133,5 +133,27 @@ TEST(InferRequestTest, ResponseCarriesRawOutputs) {
   EXPECT_EQ(wire.raw_output_contents(0).size(), 8u);
 }
 
+TEST(InferRequestTest, ReshapedTensorsReachTheModelInItsShapeAndComeBackInTheConfigs) {
+  repository::ModelConfig config = MlpConfig();
+  config.inputs[0].dims = {4, -1};
+  config.inputs[0].reshape = Shape{2, 2, -1};
+  config.outputs[0].reshape = Shape{1, 2};
+  auto wire = RawRequest("FP32", {3, 4, 5}, 3 * 4 * 5 * 4);
+  RequestStorage storage;
+  auto request = BuildDispatchRequest(wire, config, &storage);
+  ASSERT_TRUE(request.ok()) << request.status();
+  EXPECT_EQ((*request)->inputs[0].shape, (Shape{3, 2, 2, 5}));
+  // The config's dims are what a request is checked against, not the model's.
+  ExpectInvalid(Build(RawRequest("FP32", {3, 2, 2, 5}, 240), config), "[-1, 4, -1]");
+
+  dispatch::Response response;
+  response.outputs.push_back({"output", DataType::kFp32, {3, 1, 2}, std::string(24, 'a')});
+  inference::ModelInferResponse answer;
+  ASSERT_TRUE(FillInferResponse("mlp", 1, "", std::move(response), storage, &answer).ok());
+  ASSERT_EQ(answer.outputs_size(), 1);
+  EXPECT_EQ(std::vector<int64_t>(answer.outputs(0).shape().begin(), answer.outputs(0).shape().end()),
+            (std::vector<int64_t>{3, 2}));
+}
+
 }  // namespace
 }  // namespace tessera::frontend

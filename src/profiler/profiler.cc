@@ -99,14 +99,15 @@ StatusOr<std::vector<Tensor>> MakeInputs(const repository::ModelConfig& config, 
     t.name = in.name;
     t.dtype = in.data_type;
     if (config.max_batch_size > 0) t.shape.push_back(batch);
-    for (size_t d = 0; d < in.dims.size(); ++d) {
-      if (in.dims[d] < 0) {
+    const Shape& dims = repository::ModelDims(in);  // it runs the engine directly
+    for (size_t d = 0; d < dims.size(); ++d) {
+      if (dims[d] < 0) {
         return absl::InvalidArgumentError(
             absl::StrCat("model '", config.name, "': input '", in.name,
-                         "' has a variable dim (dims[", d, "] = -1 in ", ShapeToString(in.dims),
+                         "' has a variable dim (dims[", d, "] = -1 in ", ShapeToString(dims),
                          "); tessera-profile needs a fixed shape: set that dim in config.yaml"));
       }
-      t.shape.push_back(in.dims[d]);
+      t.shape.push_back(dims[d]);
     }
     const size_t size = DataTypeByteSize(in.data_type);
     if (size == 0) {

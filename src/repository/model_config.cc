@@ -23,9 +23,10 @@ constexpr std::array<std::string_view, 14> kModelKeys = {
 constexpr std::array<std::string_view, 4> kWarmupKeys = {"name", "batch_size", "count", "inputs"};
 constexpr std::array<std::string_view, 5> kWarmupInputKeys = {
     "data_type", "dims", "zero_data", "random_data", "input_data_file"};
-constexpr std::array<std::string_view, 3> kInputKeys = {"name", "data_type", "dims"};
-constexpr std::array<std::string_view, 4> kOutputKeys = {"name", "data_type", "dims",
+constexpr std::array<std::string_view, 4> kInputKeys = {"name", "data_type", "dims", "reshape"};
+constexpr std::array<std::string_view, 5> kOutputKeys = {"name", "data_type", "dims", "reshape",
                                                          "label_filename"};
+constexpr std::array<std::string_view, 1> kReshapeKeys = {"shape"};
 constexpr std::array<std::string_view, 3> kPolicyKeys = {"latest", "all", "specific"};
 constexpr std::array<std::string_view, 1> kLatestKeys = {"num_versions"};
 constexpr std::array<std::string_view, 1> kSpecificKeys = {"versions"};
@@ -54,7 +55,23 @@ std::string ValidDataTypeNames() {
   return yaml::JoinNames(names);
 }
 
-// Reads `input` or `output`: a non-empty list of {name, data_type, dims}, or nothing.
+// A `dims` list: each > 0, or -1 for a variable size.
+StatusOr<Shape> ReadDims(std::string_view source, const YAML::Node& node, const std::string& path) {
+  TESSERA_ASSIGN_OR_RETURN(std::vector<YAML::Node> items, yaml::ReadList(source, node, path));
+  Shape dims;
+  for (size_t d = 0; d < items.size(); ++d) {
+    std::string dim_path = yaml::IndexPath(path, d);
+    TESSERA_ASSIGN_OR_RETURN(int64_t dim, yaml::ReadInt(source, items[d], dim_path, -1, INT64_MAX));
+    if (dim == 0) {
+      return yaml::ErrorAt(source, items[d], dim_path,
+                           "must be > 0, or -1 for a variable size, got 0");
+    }
+    dims.push_back(dim);
+  }
+  return dims;
+}
+
+// Reads `input` or `output`: a non-empty list of {name, data_type, dims, reshape}, or nothing.
 Status ReadTensors(const YamlMap& root, std::string_view key, std::vector<TensorConfig>& tensors) {
   std::optional<YAML::Node> node = root.Get(key);
   if (!node) return absl::OkStatus();  // completed from the model file at load (model_completion.h)
@@ -97,17 +114,21 @@ Status ReadTensors(const YamlMap& root, std::string_view key, std::vector<Tensor
 
     std::optional<YAML::Node> dims = m.Get("dims");
     if (!dims) return m.Missing("dims");
-    TESSERA_ASSIGN_OR_RETURN(std::vector<YAML::Node> dim_items,
-                             yaml::ReadList(source, *dims, m.PathOf("dims")));
-    for (size_t d = 0; d < dim_items.size(); ++d) {
-      std::string dim_path = yaml::IndexPath(m.PathOf("dims"), d);
-      TESSERA_ASSIGN_OR_RETURN(int64_t dim,
-                               yaml::ReadInt(source, dim_items[d], dim_path, -1, INT64_MAX));
-      if (dim == 0) {
-        return yaml::ErrorAt(source, dim_items[d], dim_path,
-                             "must be > 0, or -1 for a variable size, got 0");
+    TESSERA_ASSIGN_OR_RETURN(tensor.dims, ReadDims(source, *dims, m.PathOf("dims")));
+    if (std::optional<YAML::Node> reshape = m.Get("reshape")) {
+      const std::string reshape_path = m.PathOf("reshape");
+      TESSERA_ASSIGN_OR_RETURN(YamlMap r,
+                               YamlMap::Create(source, *reshape, reshape_path, kReshapeKeys));
+      std::optional<YAML::Node> shape = r.Get("shape");
+      // Triton's proto3 cannot tell `shape: []` from no shape: both are the empty reshape.
+      tensor.reshape = Shape{};
+      if (shape) {
+        TESSERA_ASSIGN_OR_RETURN(*tensor.reshape, ReadDims(source, *shape, r.PathOf("shape")));
       }
-      tensor.dims.push_back(dim);
+      Status fits = CheckReshape(tensor.dims, *tensor.reshape);
+      if (!fits.ok()) {
+        return yaml::ErrorAt(source, *reshape, reshape_path, std::string(fits.message()));
+      }
     }
     if (std::optional<YAML::Node> labels = m.Get("label_filename")) {
       TESSERA_ASSIGN_OR_RETURN(tensor.label_filename,

@@ -289,6 +289,61 @@ TEST(ModelConfigTest, DataTypesAndDims) {
               "input[0].dims", "expected a list");
 }
 
+TEST(ModelConfigTest, Reshape) {
+  StatusOr<ModelConfig> c = ParseModelConfig(
+      Minimal("  - name: scores\n    data_type: TYPE_FP32\n    dims: [4, -1]\n"
+              "    reshape: {shape: [2, 2, -1]}\n"
+              "  - name: scalar\n    data_type: TYPE_FP32\n    dims: [1]\n    reshape: {}\n"),
+      kSource, "mlp");
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_EQ(c->outputs.size(), 3u);
+  EXPECT_FALSE(c->outputs[0].reshape.has_value());
+  EXPECT_EQ(ModelDims(c->outputs[0]), (Shape{10}));
+  EXPECT_EQ(c->outputs[1].reshape, (Shape{2, 2, -1}));
+  EXPECT_EQ(ModelDims(c->outputs[1]), (Shape{2, 2, -1}));
+  EXPECT_EQ(c->outputs[2].reshape, Shape{});
+
+  const std::string tensor = "  - name: y\n    data_type: TYPE_FP32\n";
+  ExpectError(Minimal(tensor + "    dims: [4]\n    reshape: {shape: [3]}\n"), 12,
+              "output[1].reshape", "[3] has 3 elements, dims [4] has 4");
+  ExpectError(Minimal(tensor + "    dims: [2]\n    reshape: {}\n"), 12, "output[1].reshape",
+              "[] has 1 elements, dims [2] has 2");
+  ExpectError(Minimal(tensor + "    dims: [4, -1]\n    reshape: {shape: [4, 2]}\n"), 12,
+              "output[1].reshape", "[4, 2] has 0 variable dims (-1), dims [4, -1] has 1");
+  ExpectError(Minimal(tensor + "    dims: [2, -1, 3]\n    reshape: {shape: [3, -1, 2]}\n"), 12,
+              "output[1].reshape", "the fixed dims before, between and after the variable ones");
+  ExpectError(Minimal(tensor + "    dims: [4]\n    reshape: {shape: [2, 0]}\n"), 12,
+              "output[1].reshape.shape[1]", "must be > 0, or -1");
+  ExpectError(Minimal(tensor + "    dims: [4]\n    reshape: {dims: [2, 2]}\n"), 12,
+              "output[1].reshape.dims", "unknown key");
+  ExpectError(Minimal(tensor + "    dims: [4]\n    reshape: [2, 2]\n"), 12, "output[1].reshape",
+              "expected a map");
+}
+
+TEST(ModelConfigTest, ReshapeMapsShapesBothWays) {
+  TensorConfig t{"x", DataType::kFp32, {2, 4, -1, 6}};
+  EXPECT_EQ(ToModelShape(t, {3, 2, 4, 5, 6}, true), (Shape{3, 2, 4, 5, 6}));  // no reshape
+  EXPECT_TRUE(CheckReshape(t.dims, {8, -1, 1, 6}).ok());
+  t.reshape = Shape{8, -1, 1, 6};
+  EXPECT_EQ(ToModelShape(t, {3, 2, 4, 5, 6}, true), (Shape{3, 8, 5, 1, 6}));
+  EXPECT_EQ(ToClientShape(t, {3, 8, 5, 1, 6}, true), (Shape{3, 2, 4, 5, 6}));
+  EXPECT_EQ(ToModelShape(t, {2, 4, 7, 6}, false), (Shape{8, 7, 1, 6}));
+  EXPECT_EQ(ToClientShape(t, {3, 8, 5, 2, 6}, true), std::nullopt);  // a fixed dim differs
+  EXPECT_EQ(ToClientShape(t, {8, 5, 1, 6}, true), std::nullopt);     // the rank differs
+
+  TensorConfig scalar{"s", DataType::kFp32, {1}};
+  scalar.reshape = Shape{};
+  EXPECT_EQ(ToModelShape(scalar, {5, 1}, true), (Shape{5}));
+  EXPECT_EQ(ToClientShape(scalar, {5}, true), (Shape{5, 1}));
+  EXPECT_EQ(ToModelShape(scalar, {1}, false), Shape{});
+
+  TensorConfig two{"v", DataType::kFp32, {-1, 3, -1}};
+  two.reshape = Shape{-1, 3, -1, 1};
+  EXPECT_TRUE(CheckReshape(two.dims, *two.reshape).ok());
+  EXPECT_EQ(ToModelShape(two, {2, 7, 3, 9}, true), (Shape{2, 7, 3, 9, 1}));
+  EXPECT_EQ(ToClientShape(two, {2, 7, 3, 9, 1}, true), (Shape{2, 7, 3, 9}));
+}
+
 TEST(ModelConfigTest, DuplicateTensorNames) {
   ExpectError(R"(name: mlp
 input:

@@ -249,10 +249,6 @@ Status WriteTensor(const TensorProto& tensor, const std::string& key, int index,
                     reason);
   };
 
-  if (tensor.has_reshape()) {
-    return refuse("reshape",
-                  absl::StrCat("not supported: give dims as the model's own ", key, " shape"));
-  }
   if (tensor.is_shape_tensor()) return refuse("is_shape_tensor", "shape tensors are not supported");
   if (tensor.is_non_linear_format_io()) {
     return refuse("is_non_linear_format_io", "non-linear tensor formats are not supported");
@@ -281,6 +277,10 @@ Status WriteTensor(const TensorProto& tensor, const std::string& key, int index,
                       at.At("data_type"));
   }
   keys.emplace_back(absl::StrCat("dims: ", FlowList(tensor.dims())), at.At("dims", 0));
+  if (tensor.has_reshape()) {
+    keys.emplace_back(absl::StrCat("reshape: {shape: ", FlowList(tensor.reshape().shape()), "}"),
+                      at.At("reshape"));
+  }
   if constexpr (!kInput) {
     if (!tensor.label_filename().empty()) {
       keys.emplace_back(absl::StrCat("label_filename: ", Quoted(tensor.label_filename())),

@@ -201,6 +201,23 @@ TEST(TritonConfigTest, SyntaxErrorsAndMisspeltFieldsNameLineAndColumn) {
   EXPECT_THAT(ErrorOf("name: \"mlp\"\ninput {\n"), HasSubstr("models/mlp/config.pbtxt:3:"));
 }
 
+TEST(TritonConfigTest, ReshapeIsReadWithTheSameChecks) {
+  StatusOr<ModelConfig> c = ParseTritonModelConfig(
+      Minimal("input {\n  name: \"img\"\n  data_type: TYPE_FP32\n  dims: [ 4 ]\n"
+              "  reshape { shape: [ 2, 2 ] }\n}\n"
+              "output { name: \"s\" data_type: TYPE_FP32 dims: [ 1 ] reshape: { shape: [ ] } }\n"),
+      kSource, "mlp");
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_EQ(c->inputs.size(), 2u);
+  EXPECT_EQ(c->inputs[1].reshape, (Shape{2, 2}));
+  EXPECT_FALSE(c->inputs[0].reshape.has_value());
+  ASSERT_EQ(c->outputs.size(), 2u);
+  EXPECT_EQ(c->outputs[1].reshape, Shape{});
+  EXPECT_EQ(ErrorOf(Minimal("input {\n  name: \"img\"\n  data_type: TYPE_FP32\n  dims: [ 4 ]\n"
+                            "  reshape { shape: [ 2, 3 ] }\n}\n")),
+            "models/mlp/config.pbtxt:9: input[1].reshape: [2, 3] has 6 elements, dims [4] has 4");
+}
+
 TEST(TritonConfigTest, RefusesWhatWouldChangeTheAnswers) {
   EXPECT_EQ(ErrorOf(Minimal("\nsequence_batching { direct { } control_input [] }\n")),
             "models/mlp/config.pbtxt:6: sequence_batching: stateful models (sequence batching) "
@@ -208,10 +225,6 @@ TEST(TritonConfigTest, RefusesWhatWouldChangeTheAnswers) {
   EXPECT_EQ(ErrorOf("name: \"mlp\"\nplatform: \"ensemble\"\nensemble_scheduling { step [ { "
                     "model_name: \"a\" } ] }\n"),
             "models/mlp/config.pbtxt:3: ensemble_scheduling: ensembles are not supported");
-  EXPECT_EQ(ErrorOf(Minimal("input {\n  name: \"img\"\n  data_type: TYPE_FP32\n  dims: [ 4 ]\n"
-                            "  reshape { shape: [ 2, 2 ] }\n}\n")),
-            "models/mlp/config.pbtxt:9: input[1].reshape: not supported: give dims as the "
-            "model's own input shape");
   EXPECT_THAT(
       ErrorOf(Minimal("input { name: \"o\" data_type: TYPE_FP32 dims: 1 optional: true }\n")),
       HasSubstr("models/mlp/config.pbtxt:5: input[1].optional: optional inputs are not "

@@ -13,7 +13,8 @@ ipc::TensorSpec ToSpec(const repository::TensorConfig& tensor) {
   ipc::TensorSpec spec;
   spec.set_name(tensor.name);
   spec.set_data_type(static_cast<int>(tensor.data_type));
-  for (int64_t dim : tensor.dims) spec.add_dims(dim);
+  // The executor sees the model file's shapes (the frontend reshapes requests and answers).
+  for (int64_t dim : repository::ModelDims(tensor)) spec.add_dims(dim);
   return spec;
 }
 
@@ -155,7 +156,7 @@ Status WarmUp(ExecutorProcess& process, const std::string& instance_key,
   for (const repository::TensorConfig& input : config.inputs) {
     Shape shape;
     if (batched) shape.push_back(rows);
-    for (int64_t dim : input.dims) {
+    for (int64_t dim : repository::ModelDims(input)) {
       if (dim < 0) return absl::OkStatus();
       shape.push_back(dim);
     }
@@ -202,7 +203,9 @@ Status WarmUpSample(ExecutorProcess& process, const std::string& instance_key,
     Shape shape;
     if (batched) shape.push_back(sample.batch_size);
     shape.insert(shape.end(), given->dims.begin(), given->dims.end());
-    inputs.push_back(WarmUpInput{input.name, input.data_type, std::move(shape),
+    // A sample is given in the config's dims, as a client would send it.
+    inputs.push_back(WarmUpInput{input.name, input.data_type,
+                                 repository::ToModelShape(input, shape, batched),
                                  given->random_data});
   }
   for (const repository::WarmupInput& w : sample.inputs) {

@@ -76,7 +76,9 @@ def mutate_lines(rng, text):
         elif kind == 3:
             lines.insert(i, rng.choice(["unknown_key: 1", "  - name: extra", "\t", "{", "]",
                                         "input [ { name: \"x\" } ]", "dims: [ 0 ]",
-                                        "instance_group [ { count: 64, kind: KIND_CPU } ]"]))
+                                        "instance_group [ { count: 64, kind: KIND_CPU } ]",
+                                        "    reshape: {shape: [8, 8]}", "    reshape: {shape: [64]}",
+                                        "    reshape: {shape: [-1]}"]))
         elif kind == 4:
             cut = rng.randrange(len(text) + 1)
             return text[:cut]

@@ -466,3 +466,50 @@ def test_still_serving_after_failed_loads(client):
     assert_mlp_serves(client)
     x, y = load_reference("small_cnn")
     assert_close(infer(client, "small_cnn", x).as_numpy(OUTPUT_NAME), y)
+
+
+def test_reshape_serves_clients_in_the_configs_dims(client, repo):
+    """Triton's reshape: clients send and receive `dims`, the model file takes and gives the
+    reshape (here [b, 4, n] from clients is the model's [b, 2, 2, n], and a [b, 1] input is the
+    model's [b]). Warm-up samples are in the config's dims too; a reshape whose element count
+    differs fails the load naming the tensor."""
+    save_single_op_model(repo, "reshaped", "Relu", ["batch", 2, 2, "n"], ["batch", 2, 2, "n"])
+    (repo / "reshaped" / "config.pbtxt").write_text(
+        'name: "reshaped"\nmax_batch_size: 4\n'
+        'input { name: "x" data_type: TYPE_FP32 dims: [ 4, -1 ] reshape { shape: [ 2, 2, -1 ] } }\n'
+        'output { name: "y" data_type: TYPE_FP32 dims: [ 4, -1 ] reshape { shape: [ 2, 2, -1 ] } }\n'
+        'model_warmup [ { name: "n3" batch_size: 2 inputs { key: "x" '
+        'value { data_type: TYPE_FP32 dims: [ 4, 3 ] random_data: true } } } ]\n')
+    client.load_model("reshaped")
+    x = np.arange(-12, 12, dtype=np.float32).reshape(2, 4, 3)
+    y = client.infer("reshaped", [make_input(x, name="x")]).as_numpy("y")
+    assert y.shape == (2, 4, 3)
+    np.testing.assert_array_equal(y, np.maximum(x, 0))
+    config = client.get_model_config("reshaped").config
+    assert list(config.input[0].dims) == [4, -1]
+    assert list(config.input[0].reshape.shape) == [2, 2, -1]
+    assert list(config.output[0].reshape.shape) == [2, 2, -1]
+    e = expect_error(lambda: client.infer("reshaped", [make_input(x.reshape(2, 2, 2, 3), name="x")]),
+                     "INVALID_ARGUMENT")
+    assert "[-1, 4, -1]" in e.message(), e.message()
+
+    save_single_op_model(repo, "scalar_rows", "Relu", ["batch"], ["batch"])
+    (repo / "scalar_rows" / "config.pbtxt").write_text(
+        'name: "scalar_rows"\nmax_batch_size: 8\n'
+        'input { name: "x" data_type: TYPE_FP32 dims: [ 1 ] reshape { shape: [ ] } }\n'
+        'output { name: "y" data_type: TYPE_FP32 dims: [ 1 ] reshape { shape: [ ] } }\n'
+        'dynamic_batching { max_queue_delay_microseconds: 100 }\n')
+    client.load_model("scalar_rows")
+    x = np.array([[-2.0], [3.0], [-0.5]], dtype=np.float32)
+    y = client.infer("scalar_rows", [make_input(x, name="x")]).as_numpy("y")
+    np.testing.assert_array_equal(y, np.maximum(x, 0))
+
+    save_single_op_model(repo, "bad_reshape", "Relu", ["batch", 4], ["batch", 4])
+    (repo / "bad_reshape" / "config.pbtxt").write_text(
+        'name: "bad_reshape"\nmax_batch_size: 4\n'
+        'input { name: "x" data_type: TYPE_FP32 dims: [ 4 ] reshape { shape: [ 2, 3 ] } }\n'
+        'output { name: "y" data_type: TYPE_FP32 dims: [ 4 ] }\n')
+    e = expect_error(lambda: client.load_model("bad_reshape"), "INVALID_ARGUMENT")
+    assert "config.pbtxt:3: input[0].reshape: [2, 3] has 6 elements, dims [4] has 4" in \
+        e.message(), e.message()
+    assert_mlp_serves(client)

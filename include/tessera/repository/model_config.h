@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,7 +26,30 @@ struct TensorConfig {
   std::string label_filename = {};
   // Its lines, read by the repository scan; shared so a request can hold them cheaply.
   std::shared_ptr<const std::vector<std::string>> labels = nullptr;
+  // Triton's `reshape`: the shape the model file itself takes or gives (without the batch dim),
+  // where clients see `dims`. Same element count; the k-th -1 of `dims` is the k-th -1 here
+  // (CheckReshape). Unset = the model's shape is `dims`.
+  std::optional<Shape> reshape = std::nullopt;
 };
+
+// The tensor's shape in the model file, without the batch dim: `reshape` when set, else `dims`.
+const Shape& ModelDims(const TensorConfig& tensor);
+
+// Triton's rule for a `reshape`: every dim > 0 or -1; the same element count as `dims` (an empty
+// reshape goes with dims of one element); where there are variable dims, the runs of fixed dims
+// between them have equal element counts in both ([2, 4, -1, 6] -> [8, -1, 1, 6]). The error says
+// which part fails, for the caller to prefix with the tensor's place in the config.
+Status CheckReshape(const Shape& dims, const Shape& reshape);
+
+// A request's shape (batch dim first when `batched`) as the model takes it: `reshape` with its
+// -1s filled from the request's variable dims. Unchanged without a reshape. `client_shape` must
+// already match `dims`.
+Shape ToModelShape(const TensorConfig& tensor, const Shape& client_shape, bool batched);
+
+// The reverse, for an output: the shape a client sees for the model's `model_shape`. Nullopt when
+// `model_shape` does not fit `reshape` (rank or a fixed dim differs).
+std::optional<Shape> ToClientShape(const TensorConfig& tensor, const Shape& model_shape,
+                                   bool batched);
 
 enum class InstanceKind { kAuto, kGpu, kCpu };
 
@@ -107,7 +131,7 @@ StatusOr<ModelConfig> ParseModelConfig(const std::string& yaml_text, const std::
 // through the same checks as config.yaml, so both formats accept and refuse the same things. Errors
 // name the file, the line, the field and the reason. Tessera's own keys come from `parameters`
 // (slo_ms, precision, worker_batch_sizes, as string values). Triton fields that would change what a
-// client sees (sequence batching, ensembles, reshape, shape tensors, ragged or optional inputs,
+// client sees (sequence batching, ensembles, shape tensors, ragged or optional inputs,
 // decoupled models) are refused with the reason; hints that do not (optimization, response
 // cache, metric tags, ...) are ignored and listed in `notes`.
 StatusOr<ModelConfig> ParseTritonModelConfig(const std::string& pbtxt, const std::string& source,
