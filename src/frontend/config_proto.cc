@@ -90,6 +90,14 @@ inference::ModelConfig ToTritonModelConfig(const repository::ModelConfig& config
     ++group_index;
   }
 
+  for (const repository::EnsembleStep& step : config.ensemble_steps) {
+    auto* wire_step = wire.mutable_ensemble_scheduling()->add_step();
+    wire_step->set_model_name(step.model_name);
+    wire_step->set_model_version(step.model_version);
+    for (const auto& [from, to] : step.input_map) (*wire_step->mutable_input_map())[from] = to;
+    for (const auto& [from, to] : step.output_map) (*wire_step->mutable_output_map())[from] = to;
+  }
+
   (*wire.mutable_parameters())["precision"].set_string_value(config.precision);
   if (config.slo_ms > 0) {
     (*wire.mutable_parameters())["slo_ms"].set_string_value(absl::StrCat(config.slo_ms));

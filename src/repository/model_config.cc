@@ -6,6 +6,7 @@
 #include <exception>
 #include <string_view>
 
+#include "ensemble_config.h"
 #include "tessera/common/yaml_util.h"
 
 namespace tessera::repository {
@@ -16,10 +17,21 @@ using yaml::YamlMap;
 constexpr std::array<std::string_view, 3> kPrecisions = {"fp32", "fp16", "bf16"};
 constexpr std::array<std::string_view, 3> kInstanceKinds = {"KIND_AUTO", "KIND_GPU", "KIND_CPU"};
 
-constexpr std::array<std::string_view, 14> kModelKeys = {
-    "name",      "platform", "max_batch_size",    "version_policy",         "input",
-    "output",    "dynamic_batching", "instance_group", "default_model_filename", "slo_ms",
-    "precision", "backend",  "worker_batch_sizes", "model_warmup"};
+constexpr std::array<std::string_view, 15> kModelKeys = {"name",
+                                                         "platform",
+                                                         "max_batch_size",
+                                                         "version_policy",
+                                                         "input",
+                                                         "output",
+                                                         "dynamic_batching",
+                                                         "instance_group",
+                                                         "default_model_filename",
+                                                         "slo_ms",
+                                                         "precision",
+                                                         "backend",
+                                                         "worker_batch_sizes",
+                                                         "model_warmup",
+                                                         "ensemble_scheduling"};
 constexpr std::array<std::string_view, 4> kWarmupKeys = {"name", "batch_size", "count", "inputs"};
 constexpr std::array<std::string_view, 5> kWarmupInputKeys = {
     "data_type", "dims", "zero_data", "random_data", "input_data_file"};
@@ -389,9 +401,10 @@ Status ParseInto(const YAML::Node& doc, std::string_view source, const std::stri
     TESSERA_ASSIGN_OR_RETURN(std::string text, yaml::ReadString(source, *platform, "platform"));
     // Triton's name for the ONNX Runtime platform, so a Triton config carries over unchanged.
     if (text == "onnxruntime_onnx") text = "onnx";
-    if (text != "onnx") {
-      return yaml::ErrorAt(source, *platform, "platform",
-                           absl::StrCat("expected onnx (or onnxruntime_onnx), got \"", text, "\""));
+    if (text != "onnx" && text != "ensemble") {
+      return yaml::ErrorAt(
+          source, *platform, "platform",
+          absl::StrCat("expected onnx (or onnxruntime_onnx) or ensemble, got \"", text, "\""));
     }
     config.platform = text;
   }
@@ -425,7 +438,7 @@ Status ParseInto(const YAML::Node& doc, std::string_view source, const std::stri
   TESSERA_RETURN_IF_ERROR(root.GetEnum("precision", kPrecisions, &config.precision));
   TESSERA_RETURN_IF_ERROR(ReadWorkerBatchSizes(root, config, config.worker_batch_sizes));
   TESSERA_RETURN_IF_ERROR(ReadModelWarmup(root, config.max_batch_size, config.model_warmup));
-  return absl::OkStatus();
+  return ReadEnsembleScheduling(root, config);
 }
 
 }  // namespace

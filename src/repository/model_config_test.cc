@@ -344,6 +344,61 @@ TEST(ModelConfigTest, ReshapeMapsShapesBothWays) {
   EXPECT_EQ(ToClientShape(two, {2, 7, 3, 9, 1}, true), (Shape{2, 7, 3, 9}));
 }
 
+// An ensemble of two steps, a -> b, written the other way round; `extra` from line 14 on.
+std::string Ensemble(const std::string& extra = "") {
+  return std::string(R"(name: mlp
+platform: ensemble
+max_batch_size: 4
+input: [{name: IN, data_type: TYPE_FP32, dims: [4]}]
+output: [{name: OUT, data_type: TYPE_FP32, dims: [4]}]
+ensemble_scheduling:
+  step:
+    - model_name: b
+      input_map: {x: MID}
+      output_map: {y: OUT}
+    - model_name: a
+      input_map: {x: IN}
+      output_map: {y: MID}
+)") + extra;
+}
+
+TEST(ModelConfigTest, Ensemble) {
+  StatusOr<ModelConfig> c = ParseModelConfig(Ensemble(), kSource, "mlp");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->is_ensemble());
+  ASSERT_EQ(c->ensemble_steps.size(), 2u);
+  EXPECT_EQ(c->ensemble_steps[1].model_name, "a");
+  EXPECT_EQ(c->ensemble_steps[1].model_version, -1);
+
+  auto replaced = [](std::string text, const std::string& from, const std::string& to) {
+    text.replace(text.find(from), from.size(), to);
+    return text;
+  };
+  ExpectError(Ensemble("dynamic_batching: {}\n"), 14, "dynamic_batching",
+              "an ensemble has no instances or batches of its own");
+  ExpectError(replaced(Ensemble(), "model_name: b", "model_name: mlp"), 8,
+              "ensemble_scheduling.step[0].model_name", "cannot be a step of itself");
+  ExpectError(replaced(Ensemble(), "{x: MID}", "{}"), 9, "ensemble_scheduling.step[0].input_map",
+              "expected a non-empty map of the model's tensor names to ensemble tensor names, got "
+              "an empty map");
+  ExpectError(replaced(Ensemble(), "{y: MID}", "{y: OUT}"), 6, "ensemble_scheduling",
+              "tensor 'OUT' is made by step[1] (a output 'y') and by step[0] (b output 'y')");
+  ExpectError(replaced(Ensemble(), "{x: IN}", "{x: OUT}"), 6, "ensemble_scheduling",
+              "step[0] (b), step[1] (a) wait on each other's outputs (a cycle)");
+  ExpectError(replaced(Ensemble(), "{y: OUT}", "{y: LAST}"), 6, "ensemble_scheduling",
+              "ensemble output 'OUT' is not the output of any step");
+  ExpectError(replaced(Ensemble(), "{x: IN}", "{x: IN, w: IN2}"), 6, "ensemble_scheduling",
+              "reads tensor 'IN2' into its input 'w'");
+  ExpectError(replaced(Ensemble(), "input: [{name: IN, data_type: TYPE_FP32, dims: [4]}]",
+                       "input: [{name: IN, data_type: TYPE_FP32, dims: [4]}, "
+                       "{name: UNUSED, data_type: TYPE_FP32, dims: [1]}]"),
+              6, "ensemble_scheduling", "ensemble input 'UNUSED' is not read by any step");
+  ExpectError(replaced(Ensemble(), "platform: ensemble", "platform: onnx"), 6,
+              "ensemble_scheduling", "needs platform: ensemble");
+  ExpectError(replaced(Ensemble(), "model_name: a\n", "model_name: a\n      model_namespace: x\n"),
+              12, "model_namespace", "reserved");
+}
+
 TEST(ModelConfigTest, DuplicateTensorNames) {
   ExpectError(R"(name: mlp
 input:

@@ -55,6 +55,8 @@ std::optional<int64_t> ParseVersionFolder(std::string_view name) {
 }
 
 // Version folders of `model_dir` holding `file_name` as a regular file (links followed), ascending.
+// An empty `file_name` (an ensemble, which has no model file) takes every version folder, its
+// path standing for the model file.
 std::vector<ModelVersion> ListVersions(const fs::path& model_dir, const std::string& file_name) {
   std::vector<ModelVersion> versions;
   std::error_code ec;
@@ -62,11 +64,14 @@ std::vector<ModelVersion> ListVersions(const fs::path& model_dir, const std::str
   for (; !ec && it != fs::directory_iterator(); it.increment(ec)) {
     std::optional<int64_t> number = ParseVersionFolder(it->path().filename().string());
     if (!number) continue;
-    fs::path model_path = it->path() / file_name;
+    fs::path model_path = file_name.empty() ? it->path() : it->path() / file_name;
     std::error_code file_ec;
-    if (!fs::is_regular_file(model_path, file_ec)) continue;
+    if (file_name.empty() ? !fs::is_directory(model_path, file_ec)
+                          : !fs::is_regular_file(model_path, file_ec)) {
+      continue;
+    }
     // The file may vanish between the checks (an operator replacing it); skip it until next scan.
-    uintmax_t bytes = fs::file_size(model_path, file_ec);
+    uintmax_t bytes = file_name.empty() ? 0 : fs::file_size(model_path, file_ec);
     if (file_ec) continue;
     fs::file_time_type mtime = fs::last_write_time(model_path, file_ec);
     if (file_ec) continue;
@@ -167,7 +172,8 @@ ModelEntry ScanModelFolder(const fs::path& dir, const std::string& name) {
     return entry;
   }
 
-  entry.versions = ListVersions(dir, entry.config->default_model_filename);
+  entry.versions =
+      ListVersions(dir, entry.config->is_ensemble() ? "" : entry.config->default_model_filename);
   std::vector<int64_t> available;
   for (const ModelVersion& v : entry.versions) available.push_back(v.version);
   entry.selected_versions = SelectVersions(entry.config->version_policy, available);
@@ -284,6 +290,14 @@ Status CheckServable(const ModelEntry& entry) {
   if (!entry.config.ok()) return entry.config.status();
   if (!entry.selected_versions.empty()) return absl::OkStatus();
   const ModelConfig& config = *entry.config;
+  if (config.is_ensemble()) {
+    return absl::NotFoundError(
+        absl::StrCat("model '", entry.name, "': an ensemble needs a version folder (an empty ",
+                     entry.path, "/1, as in Triton)",
+                     config.version_policy.kind == VersionPolicy::Kind::kSpecific
+                         ? " for each version its version_policy lists"
+                         : ""));
+  }
   if (config.version_policy.kind == VersionPolicy::Kind::kSpecific) {
     return absl::NotFoundError(
         absl::StrCat("model '", entry.name, "': none of the versions its version_policy lists (",

@@ -46,8 +46,7 @@ class FirstParseError : public google::protobuf::io::ErrorCollector {
 // empty messages; their insides are blanked before parsing (protobuf's own skipping of unknown
 // fields cannot step over `name [ {...} ]` lists).
 constexpr const char* kWholeBlocks[] = {
-    "optimization", "sequence_batching",       "ensemble_scheduling",
-    "model_operations",        "batch_input",
+    "optimization", "sequence_batching",       "model_operations", "batch_input",
     "batch_output", "model_repository_agents", "model_metrics"};
 constexpr const char* kWholeBlocksInInstanceGroup = "secondary_devices";
 
@@ -491,6 +490,45 @@ void WriteParameters(const inference::ModelConfig& config, const std::string& pb
   }
 }
 
+// ensemble_scheduling, as the same keys in YAML (maps sorted by key, so errors do not depend on
+// the map's iteration order).
+void WriteEnsembleScheduling(const inference::ModelConfig& config, const Locator& root,
+                             YamlWriter& yaml) {
+  if (!config.has_ensemble_scheduling()) return;
+  const int block_line = LineOr(root.At("ensemble_scheduling"), 1);
+  const inference::ModelEnsembling& ensemble = config.ensemble_scheduling();
+  Locator block = root.Nested("ensemble_scheduling", ensemble.GetDescriptor());
+  yaml.Add(0, "ensemble_scheduling:", block_line);
+  yaml.Add(2,
+           ensemble.step().empty() ? "step: []" : "step:", LineOr(block.At("step", 0), block_line));
+  auto write_map = [&](const google::protobuf::Map<std::string, std::string>& map, const char* key,
+                       int line) {
+    std::vector<std::pair<std::string, std::string>> entries(map.begin(), map.end());
+    std::sort(entries.begin(), entries.end());
+    std::vector<std::string> items;
+    for (const auto& [from, to] : entries)
+      items.push_back(absl::StrCat(Quoted(from), ": ", Quoted(to)));
+    yaml.Add(4, absl::StrCat(key, ": {", absl::StrJoin(items, ", "), "}"), line);
+  };
+  for (int i = 0; i < ensemble.step_size(); ++i) {
+    const inference::ModelEnsembling::Step& step = ensemble.step(i);
+    const int line = LineOr(block.At("step", i), block_line);
+    Locator at = block.Nested("step", step.GetDescriptor(), i);
+    yaml.Add(2, absl::StrCat("- model_name: ", Quoted(step.model_name())),
+             LineOr(at.At("model_name"), line));
+    if (step.model_version() != 0) {  // proto3's 0 = left out = the latest, as -1
+      yaml.Add(4, absl::StrCat("model_version: ", step.model_version()),
+               LineOr(at.At("model_version"), line));
+    }
+    write_map(step.input_map(), "input_map", LineOr(at.At("input_map", 0), line));
+    write_map(step.output_map(), "output_map", LineOr(at.At("output_map", 0), line));
+    if (!step.model_namespace().empty()) {
+      yaml.Add(4, absl::StrCat("model_namespace: ", Quoted(step.model_namespace())),
+               LineOr(at.At("model_namespace"), line));
+    }
+  }
+}
+
 // The top-level Triton fields Tessera refuses or skips as a whole.
 Status CheckWholeFields(const inference::ModelConfig& config, const Locator& root,
                         Reading& reading) {
@@ -500,8 +538,6 @@ Status CheckWholeFields(const inference::ModelConfig& config, const Locator& roo
   if (config.has_sequence_batching()) {
     return refuse("sequence_batching", "stateful models (sequence batching) are not supported");
   }
-  if (config.has_ensemble_scheduling())
-    return refuse("ensemble_scheduling", "ensembles are not supported");
   if (!config.batch_input().empty())
     return refuse("batch_input", "ragged batching is not supported");
   if (!config.batch_output().empty())
@@ -582,6 +618,7 @@ StatusOr<ModelConfig> ParseTritonModelConfig(const std::string& pbtxt, const std
   WriteDynamicBatching(config, root, yaml, reading);
   WriteInstanceGroups(config, root, yaml, reading);
   WriteModelWarmup(config, root, yaml);
+  WriteEnsembleScheduling(config, root, yaml);
 
   if (!config.name().empty()) {
     yaml.Add(0, absl::StrCat("name: ", Quoted(config.name())), LineOr(root.At("name"), 1));

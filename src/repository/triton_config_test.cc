@@ -218,13 +218,57 @@ TEST(TritonConfigTest, ReshapeIsReadWithTheSameChecks) {
             "models/mlp/config.pbtxt:9: input[1].reshape: [2, 3] has 6 elements, dims [4] has 4");
 }
 
+TEST(TritonConfigTest, EnsembleSchedulingIsReadWithTheSameChecks) {
+  const std::string ensemble = R"(name: "mlp"
+platform: "ensemble"
+max_batch_size: 8
+input [ { name: "IN" data_type: TYPE_FP32 dims: [ 4 ] } ]
+output [ { name: "OUT" data_type: TYPE_FP32 dims: [ 4 ] } ]
+ensemble_scheduling {
+  step [
+    {
+      model_name: "b"
+      input_map { key: "x" value: "MID" }
+      output_map { key: "y" value: "OUT" }
+    },
+    {
+      model_name: "a"
+      model_version: 2
+      input_map [ { key: "x" value: "IN" }, { key: "w" value: "IN" } ]
+      output_map { key: "y" value: "MID" }
+    }
+  ]
+}
+)";
+  StatusOr<ModelConfig> c = ParseTritonModelConfig(ensemble, kSource, "mlp");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->is_ensemble());
+  ASSERT_EQ(c->ensemble_steps.size(), 2u);
+  EXPECT_EQ(c->ensemble_steps[0].model_name, "b");
+  EXPECT_EQ(c->ensemble_steps[0].model_version, -1);  // left out: the latest
+  EXPECT_EQ(c->ensemble_steps[1].model_version, 2);
+  using Map = std::vector<std::pair<std::string, std::string>>;
+  EXPECT_EQ(c->ensemble_steps[1].input_map, (Map{{"w", "IN"}, {"x", "IN"}}));  // sorted
+  EXPECT_EQ(c->ensemble_steps[1].output_map, (Map{{"y", "MID"}}));
+
+  std::string dangling = ensemble;
+  dangling.replace(dangling.find("value: \"MID\" }\n      output_map { key: \"y\" value: \"OUT"),
+                   12, "value: \"NOPE\"");
+  EXPECT_EQ(ErrorOf(dangling),
+            "models/mlp/config.pbtxt:6: ensemble_scheduling: step[0] (b) reads tensor 'NOPE' into "
+            "its input 'x', but no ensemble input or step output is called that");
+  EXPECT_EQ(ErrorOf("name: \"mlp\"\nplatform: \"ensemble\"\nensemble_scheduling { step [ { "
+                    "model_name: \"a\" } ] }\n"),
+            "models/mlp/config.pbtxt:2: input: an ensemble has no model file to complete it from: "
+            "list its inputs and outputs");
+  EXPECT_THAT(ErrorOf(Minimal("ensemble_scheduling { step [ { model_name: \"a\" } ] }\n")),
+              HasSubstr("config.pbtxt:5: ensemble_scheduling: needs platform: ensemble"));
+}
+
 TEST(TritonConfigTest, RefusesWhatWouldChangeTheAnswers) {
   EXPECT_EQ(ErrorOf(Minimal("\nsequence_batching { direct { } control_input [] }\n")),
             "models/mlp/config.pbtxt:6: sequence_batching: stateful models (sequence batching) "
             "are not supported");
-  EXPECT_EQ(ErrorOf("name: \"mlp\"\nplatform: \"ensemble\"\nensemble_scheduling { step [ { "
-                    "model_name: \"a\" } ] }\n"),
-            "models/mlp/config.pbtxt:3: ensemble_scheduling: ensembles are not supported");
   EXPECT_THAT(
       ErrorOf(Minimal("input { name: \"o\" data_type: TYPE_FP32 dims: 1 optional: true }\n")),
       HasSubstr("models/mlp/config.pbtxt:5: input[1].optional: optional inputs are not "

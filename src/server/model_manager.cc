@@ -1,7 +1,5 @@
 #include "model_manager.h"
 
-#include "executor_batch_runner.h"
-
 #include <algorithm>
 #include <chrono>
 #include <set>
@@ -9,6 +7,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "ensemble_runner.h"
+#include "executor_batch_runner.h"
 #include "spdlog/spdlog.h"
 #include "tessera/repository/model_completion.h"
 
@@ -32,8 +32,39 @@ void ModelManager::SetState(const std::string& name, const std::string& state,
   record.reason = reason;
 }
 
+StatusOr<std::shared_ptr<ModelManager::LoadedVersion>> ModelManager::LoadEnsembleVersion(
+    const repository::ModelConfig& config, const repository::ModelVersion& version) {
+  ComposingModelLookup lookup = [this](const std::string& name, int64_t number) {
+    return GetReadyModel(name, number < 0 ? "" : std::to_string(number));
+  };
+  Status fits = CheckEnsembleSteps(config, lookup);
+  if (!fits.ok()) {
+    return absl::Status(fits.code(),
+                        absl::StrCat("failed to load ensemble '", config.name, "' version ",
+                                     version.version, ": ", fits.message()));
+  }
+  auto loaded = std::make_shared<LoadedVersion>();
+  loaded->version = version.version;
+  loaded->model_path = version.model_path;
+  loaded->config = std::make_shared<const repository::ModelConfig>(config);
+  loaded->stats = std::make_shared<dispatch::ModelStats>();
+  dispatch::ModelQueueOptions queue_options;
+  queue_options.model_label = absl::StrCat(config.name, "/", version.version);
+  // One request per submission: the composing models' queues batch the steps.
+  queue_options.policy.batching = false;
+  queue_options.policy.max_batch_size = config.max_batch_size;
+  queue_options.slo_ns = static_cast<uint64_t>(config.slo_ms * 1e6);
+  std::vector<std::unique_ptr<dispatch::BatchRunner>> runners;
+  runners.push_back(
+      std::make_unique<EnsembleRunner>(loaded->config, version.version, std::move(lookup)));
+  loaded->queue =
+      std::make_shared<dispatch::ModelQueue>(queue_options, std::move(runners), loaded->stats);
+  return loaded;
+}
+
 StatusOr<std::shared_ptr<ModelManager::LoadedVersion>> ModelManager::LoadVersion(
     const repository::ModelConfig& file_config, const repository::ModelVersion& version) {
+  if (file_config.is_ensemble()) return LoadEnsembleVersion(file_config, version);
   // A config that leaves out inputs or outputs (or a folder without one) is completed from this
   // version's model file, as Triton does for ONNX models.
   if (!options_.auto_complete_config && repository::NeedsCompletion(file_config)) {
@@ -134,6 +165,10 @@ StatusOr<std::shared_ptr<ModelManager::LoadedVersion>> ModelManager::LoadVersion
   loaded->queue = std::make_shared<dispatch::ModelQueue>(queue_options, std::move(lane),
                                                          loaded->stats);
   return loaded;
+}
+
+bool ModelManager::IsEnsembleEntry(const repository::ModelEntry& entry) {
+  return entry.config.ok() && entry.config->is_ensemble();
 }
 
 Status ModelManager::WarmUpInstances(const LoadedVersion& loaded, bool sized) {
@@ -250,6 +285,17 @@ Status ModelManager::LoadLocked(const std::string& name, const repository::Model
   if (!serving) SetState(name, "LOADING", "");
 
   const repository::ModelConfig& config = *entry.config;
+  if (config.is_ensemble() && options_.control_mode == ModelControlMode::kExplicit) {
+    // As in Triton, loading an ensemble loads the composing models it needs (not other
+    // ensembles: nesting is refused, and a loop of them must not recurse).
+    for (const repository::EnsembleStep& step : config.ensemble_steps) {
+      if (GetReadyModel(step.model_name, "").ok()) continue;
+      auto composing = repository::ScanModel(options_.repository_root, step.model_name);
+      if (composing.ok() && composing->config.ok() && !composing->config->is_ensemble()) {
+        LoadLocked(step.model_name, &*composing).IgnoreError();  // CheckEnsembleSteps says why
+      }
+    }
+  }
   // Triton fields a config.pbtxt carries that Tessera reads but does not act on.
   for (const std::string& note : config.notes) spdlog::warn("model '{}': {}", name, note);
   VersionMap fresh;
@@ -306,8 +352,12 @@ void ModelManager::LoadAtStartup(const std::vector<std::string>& explicit_models
   }
   std::set<std::string> wanted(explicit_models.begin(), explicit_models.end());
   const bool all = options_.control_mode != ModelControlMode::kExplicit || wanted.count("*");
-  for (const repository::ModelEntry& entry : scan->models) {
-    if (all || wanted.erase(entry.name)) LoadLocked(entry.name, &entry).IgnoreError();
+  // Ensembles last: they need their composing models loaded.
+  for (bool ensembles : {false, true}) {
+    for (const repository::ModelEntry& entry : scan->models) {
+      if (IsEnsembleEntry(entry) != ensembles) continue;
+      if (all || wanted.erase(entry.name)) LoadLocked(entry.name, &entry).IgnoreError();
+    }
   }
   wanted.erase("*");
   for (const std::string& name : wanted) {
@@ -327,10 +377,15 @@ void ModelManager::PollOnce() {
   for (const std::string& name : diff.removed) {
     UnloadLocked(name, "removed from the repository").IgnoreError();
   }
-  for (const auto* names : {&diff.added, &diff.changed}) {
-    for (const std::string& name : *names) {
-      spdlog::info("repository poll: model '{}' {}", name, names == &diff.added ? "added" : "changed");
-      LoadLocked(name, scan->Find(name)).IgnoreError();
+  for (bool ensembles : {false, true}) {  // ensembles after the models they compose
+    for (const auto* names : {&diff.added, &diff.changed}) {
+      for (const std::string& name : *names) {
+        const repository::ModelEntry* entry = scan->Find(name);
+        if ((entry != nullptr && IsEnsembleEntry(*entry)) != ensembles) continue;
+        spdlog::info("repository poll: model '{}' {}", name,
+                     names == &diff.added ? "added" : "changed");
+        LoadLocked(name, entry).IgnoreError();
+      }
     }
   }
   last_scan_ = std::move(scan).value();
@@ -436,6 +491,7 @@ std::vector<ServedModel> ModelManager::ServedModels() const {
   for (const auto& [name, record] : models_) {
     if (record.versions.empty()) continue;
     const LoadedVersion& latest = *record.versions.rbegin()->second;
+    if (latest.config->is_ensemble()) continue;  // no instances of its own to plan
     ServedModel model;
     model.name = name;
     model.version = latest.version;

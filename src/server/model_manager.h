@@ -101,6 +101,11 @@ class ModelManager final : public frontend::ServerCore {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(lifecycle_mu_);
   StatusOr<std::shared_ptr<LoadedVersion>> LoadVersion(const repository::ModelConfig& config,
                                                        const repository::ModelVersion& version);
+  // An ensemble's version: no executors, a queue whose runner sends each request's steps to the
+  // composing models (ensemble_runner.h), which must be ready and fit (CheckEnsembleSteps).
+  StatusOr<std::shared_ptr<LoadedVersion>> LoadEnsembleVersion(
+      const repository::ModelConfig& config, const repository::ModelVersion& version);
+  static bool IsEnsembleEntry(const repository::ModelEntry& entry);
   void Retire(VersionMap versions, const std::string& why);
   // Runs every instance of `loaded` once at the batch sizes it will serve most (1 and
   // max_batch_size, or a worker's own size), so no request pays for the first Run of a shape.

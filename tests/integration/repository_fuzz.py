@@ -28,7 +28,8 @@ DTYPES = {"FP32": np.float32, "FP64": np.float64, "INT64": np.int64, "INT32": np
           "INT8": np.int8, "UINT8": np.uint8, "BOOL": np.bool_, "FP16": np.float16}
 ODD_VALUES = ["-1", "0", "1", "8", "64", "100000", "99999999999999999999", "1e309", "abc", "[]",
               "{}", "[0]", "[-1]", "[64, 64]", "TYPE_STRING", "TYPE_FP16", "KIND_GPU", "\"\"",
-              "null", "~", "true", "&a", "*a", "!!binary AAAA", "'", "\"unterminated"]
+              "null", "~", "true", "&a", "*a", "!!binary AAAA", "'", "\"unterminated", "ensemble",
+              "\"ensemble\""]
 
 YAML_CONFIG = """name: {name}
 platform: onnx
@@ -78,7 +79,12 @@ def mutate_lines(rng, text):
                                         "input [ { name: \"x\" } ]", "dims: [ 0 ]",
                                         "instance_group [ { count: 64, kind: KIND_CPU } ]",
                                         "    reshape: {shape: [8, 8]}", "    reshape: {shape: [64]}",
-                                        "    reshape: {shape: [-1]}"]))
+                                        "    reshape: {shape: [-1]}",
+                                        "ensemble_scheduling: {step: [{model_name: mlp, "
+                                        "input_map: {input: input}, output_map: {output: output}}]}",
+                                        "ensemble_scheduling { step [ { model_name: \"fz_a\" "
+                                        "input_map { key: \"input\" value: \"input\" } "
+                                        "output_map { key: \"output\" value: \"output\" } } ] }"]))
         elif kind == 4:
             cut = rng.randrange(len(text) + 1)
             return text[:cut]

@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tessera/common/data_type.h"
@@ -93,6 +94,16 @@ struct WarmupSample {
   std::vector<WarmupInput> inputs;  // one per model input
 };
 
+// One step of an ensemble (Triton's ensemble_scheduling.step): a composing model, the ensemble
+// tensors that feed its inputs and the ones its outputs become.
+struct EnsembleStep {
+  std::string model_name;
+  int64_t model_version = -1;  // -1 = the composing model's latest ready version
+  // (model's tensor, ensemble tensor) pairs, sorted by the model's tensor name.
+  std::vector<std::pair<std::string, std::string>> input_map;
+  std::vector<std::pair<std::string, std::string>> output_map;
+};
+
 struct ModelConfig {
   std::string name;
   std::string platform = "onnx";
@@ -114,6 +125,11 @@ struct ModelConfig {
   // Triton's model_warmup; empty = warm every instance at batch 1 and max_batch_size (the inputs'
   // fixed dims only).
   std::vector<WarmupSample> model_warmup;
+  // platform "ensemble": the steps as written (they run as their inputs become ready; the parser
+  // checks that the data flow has no cycle and reaches every output). Empty for other platforms.
+  std::vector<EnsembleStep> ensemble_steps;
+
+  bool is_ensemble() const { return platform == "ensemble"; }
 
   // config.pbtxt only: the Triton fields that were read but are not acted on, one line each
   // ("models/m/config.pbtxt:12: optimization: ignored (...)"), for the load log.
