@@ -5,6 +5,7 @@
 #include <exception>
 #include <string_view>
 
+#include "absl/strings/numbers.h"
 #include "tessera/common/yaml_util.h"
 
 namespace tessera {
@@ -24,8 +25,10 @@ constexpr int64_t kMaxGrpcMessageBytes = INT32_MAX;
 // A ring must hold at least one small request; below this it is surely a typo (units are bytes).
 constexpr int64_t kMinRingBytes = 4096;
 
-constexpr std::array<std::string_view, 8> kSections = {
-    "grpc", "metrics", "repository", "executors", "scheduler", "shutdown", "log", "trace"};
+constexpr std::array<std::string_view, 9> kSections = {"grpc",      "metrics",   "repository",
+                                                       "executors", "scheduler", "shutdown",
+                                                       "log",       "trace",     "response_cache"};
+constexpr std::array<std::string_view, 1> kResponseCacheKeys = {"size_bytes"};
 constexpr std::array<std::string_view, 4> kGrpcKeys = {"address", "port", "max_message_bytes",
                                                        "allow_client_shm"};
 constexpr std::array<std::string_view, 2> kMetricsKeys = {"address", "port"};
@@ -123,6 +126,10 @@ Status ParseInto(const YAML::Node& doc, std::string_view source, ServerConfig& c
     TESSERA_RETURN_IF_ERROR(m.GetInt("verbose", 0, INT32_MAX, &config.log_verbose));
     return m.GetBool("allow_settings_rpc", &config.allow_log_settings);
   }));
+  TESSERA_RETURN_IF_ERROR(
+      Section(root, "response_cache", kResponseCacheKeys, [&](const YamlMap& m) -> Status {
+        return m.GetInt("size_bytes", 0, INT64_MAX, &config.response_cache_bytes);
+      }));
   return Section(root, "trace", kTraceKeys, [&](const YamlMap& m) -> Status {
     TESSERA_RETURN_IF_ERROR(m.GetString("file", &config.trace_file));
     TESSERA_RETURN_IF_ERROR(m.GetEnum("level", kTraceLevels, &config.trace_level));
@@ -176,6 +183,22 @@ StatusOr<ServerConfig> ParseServerConfig(const std::string& yaml_text, const std
 StatusOr<ServerConfig> LoadServerConfigFile(const std::string& path) {
   TESSERA_ASSIGN_OR_RETURN(std::string text, yaml::ReadFileToString(path));
   return ParseServerConfig(text, path);
+}
+
+StatusOr<int64_t> ParseCacheConfig(std::string_view text) {
+  // Triton's form: <cache>,<key>=<value>; the local cache's one key is its size in bytes.
+  constexpr std::string_view kLocal = "local,size=";
+  int64_t bytes = 0;
+  if (!text.starts_with(kLocal) ||
+      !absl::SimpleAtoi(absl::string_view(text.data() + kLocal.size(), text.size() - kLocal.size()),
+                        &bytes) ||
+      bytes < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--cache-config \"", std::string(text),
+        "\": expected local,size=<bytes> (the in-process cache; Triton's redis cache is not "
+        "supported)"));
+  }
+  return bytes;
 }
 
 }  // namespace tessera

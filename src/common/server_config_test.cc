@@ -59,6 +59,7 @@ void ExpectDefaults(const ServerConfig& c) {
   EXPECT_EQ(c.trace_rate, 1000);
   EXPECT_EQ(c.trace_count, -1);
   EXPECT_EQ(c.trace_log_frequency, 0);
+  EXPECT_EQ(c.response_cache_bytes, 0);
   EXPECT_EQ(c.grpc_port, d.grpc_port);
 }
 
@@ -192,6 +193,23 @@ TEST(ServerConfigTest, TraceSection) {
   EXPECT_NE(no_file.status().message().find("trace.level TIMESTAMPS needs trace.file"),
             std::string::npos)
       << no_file.status();
+}
+
+TEST(ServerConfigTest, ResponseCache) {
+  StatusOr<ServerConfig> c = ParseServerConfig("response_cache: {size_bytes: 1048576}\n", kSource);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->response_cache_bytes, 1048576);
+  EXPECT_THAT(
+      std::string(
+          ParseServerConfig("response_cache: {size_bytes: -1}\n", kSource).status().message()),
+      HasSubstr("configs/server.yaml:1: response_cache.size_bytes"));
+  EXPECT_EQ(ParseCacheConfig("local,size=4096").value(), 4096);
+  for (const char* bad :
+       {"local,size=", "local,size=-3", "redis,host=x", "local", "local,size=1k"}) {
+    StatusOr<int64_t> bytes = ParseCacheConfig(bad);
+    ASSERT_FALSE(bytes.ok()) << bad;
+    EXPECT_THAT(std::string(bytes.status().message()), HasSubstr("expected local,size=<bytes>"));
+  }
 }
 
 TEST(ServerConfigTest, SyntaxError) {

@@ -23,6 +23,18 @@ void ModelStats::RecordSuccess(int64_t rows, uint64_t request_ns, const RequestT
   Add(stats_.compute_output, timing.compute_output_ns);
 }
 
+void ModelStats::RecordCacheHit(uint64_t request_ns, uint64_t lookup_ns) {
+  std::lock_guard lock(mu_);
+  stats_.last_inference_ms = WallNs() / 1000000;
+  Add(stats_.success, request_ns);
+  Add(stats_.cache_hit, lookup_ns);
+}
+
+void ModelStats::RecordCacheMiss(uint64_t lookup_and_insert_ns) {
+  std::lock_guard lock(mu_);
+  Add(stats_.cache_miss, lookup_and_insert_ns);
+}
+
 void ModelStats::RecordFailure(const std::string& reason, uint64_t request_ns) {
   std::lock_guard lock(mu_);
   Add(stats_.fail, request_ns);

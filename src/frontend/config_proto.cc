@@ -98,11 +98,29 @@ inference::ModelConfig ToTritonModelConfig(const repository::ModelConfig& config
     for (const auto& [from, to] : step.output_map) (*wire_step->mutable_output_map())[from] = to;
   }
 
+  if (config.response_cache) wire.mutable_response_cache()->set_enable(true);
   (*wire.mutable_parameters())["precision"].set_string_value(config.precision);
   if (config.slo_ms > 0) {
     (*wire.mutable_parameters())["slo_ms"].set_string_value(absl::StrCat(config.slo_ms));
   }
   return wire;
+}
+
+void FillModelMetadata(const std::string& name, const std::vector<int64_t>& versions,
+                       const repository::ModelConfig& config,
+                       inference::ModelMetadataResponse* response) {
+  response->set_name(name);
+  for (int64_t v : versions) response->add_versions(absl::StrCat(v));
+  response->set_platform(config.platform);
+  auto fill = [&](const repository::TensorConfig& tensor, auto* out) {
+    out->set_name(tensor.name);
+    out->set_datatype(std::string(DataTypeToWireName(tensor.data_type)));
+    // perf_analyzer drops the first dim when max_batch_size > 0 (serving-systems.md §2.4).
+    if (config.max_batch_size > 0) out->add_shape(-1);
+    for (int64_t dim : tensor.dims) out->add_shape(dim);
+  };
+  for (const auto& tensor : config.inputs) fill(tensor, response->add_inputs());
+  for (const auto& tensor : config.outputs) fill(tensor, response->add_outputs());
 }
 
 }  // namespace tessera::frontend

@@ -13,15 +13,17 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "background_calls.h"
 #include "client_shm.h"
 #include "config_proto.h"
 #include "infer_request.h"
+#include "inference/grpc_service.grpc.pb.h"
 #include "log_settings_rpc.h"
 #include "malformed_request.h"
 #include "request_tracer.h"
-#include "statistics_proto.h"
-#include "inference/grpc_service.grpc.pb.h"
+#include "response_cache.h"
 #include "spdlog/spdlog.h"
+#include "statistics_proto.h"
 #include "tessera/common/clock.h"
 #include "tessera/common/utf8.h"
 
@@ -71,13 +73,16 @@ using InferenceServiceBase = S::WithCallbackMethod_ServerLive<S::WithCallbackMet
 
 class InferenceService final : public InferenceServiceBase {
  public:
-  InferenceService(ServerCore* core, std::string version, bool allow_client_shm,
-                   bool allow_log_settings, std::unique_ptr<RequestTracer> tracer)
+  InferenceService(ServerCore* core, const FrontendOptions& options,
+                   std::unique_ptr<RequestTracer> tracer)
       : core_(core),
-        version_(std::move(version)),
-        client_shm_(allow_client_shm),
-        allow_log_settings_(allow_log_settings),
-        tracer_(std::move(tracer)) {}
+        version_(options.server_version),
+        client_shm_(options.allow_client_shm),
+        allow_log_settings_(options.allow_log_settings),
+        tracer_(std::move(tracer)),
+        cache_(options.response_cache_bytes > 0
+                   ? std::make_shared<ResponseCache>(options.response_cache_bytes)
+                   : nullptr) {}
 
   Status FlushTraces() { return tracer_->Flush(); }
 
@@ -93,10 +98,7 @@ class InferenceService final : public InferenceServiceBase {
   uint64_t refused() const { return refused_.load(std::memory_order_relaxed); }
 
   // Waits for detached repository-control threads (load/unload) to finish.
-  void WaitForBackgroundWork() {
-    std::unique_lock lock(mu_);
-    background_cv_.wait(lock, [this] { return background_ == 0; });
-  }
+  void WaitForBackgroundWork() { background_.Wait(); }
 
   ServerUnaryReactor* ServerLive(CallbackServerContext* context, const inference::ServerLiveRequest*,
                                  inference::ServerLiveResponse* response) override {
@@ -137,19 +139,7 @@ class InferenceService final : public InferenceServiceBase {
                                     inference::ModelMetadataResponse* response) override {
     auto model = core_->GetReadyModel(request->name(), request->version());
     if (!model.ok()) return FinishNow(context, model.status());
-    const repository::ModelConfig& config = *model->config;
-    response->set_name(model->name);
-    for (int64_t v : model->ready_versions) response->add_versions(absl::StrCat(v));
-    response->set_platform(config.platform);
-    auto fill = [&](const repository::TensorConfig& tensor, auto* out) {
-      out->set_name(tensor.name);
-      out->set_datatype(std::string(DataTypeToWireName(tensor.data_type)));
-      // perf_analyzer drops the first dim when max_batch_size > 0 (serving-systems.md §2.4).
-      if (config.max_batch_size > 0) out->add_shape(-1);
-      for (int64_t dim : tensor.dims) out->add_shape(dim);
-    };
-    for (const auto& tensor : config.inputs) fill(tensor, response->add_inputs());
-    for (const auto& tensor : config.outputs) fill(tensor, response->add_outputs());
+    FillModelMetadata(model->name, model->ready_versions, *model->config, response);
     return FinishNow(context, absl::OkStatus());
   }
 
@@ -219,6 +209,21 @@ class InferenceService final : public InferenceServiceBase {
     }
     std::unique_ptr<dispatch::Request> dispatch_request = std::move(built).value();
     dispatch_request->arrival_ns = arrival_ns;
+    std::optional<ResponseCacheKey> cache_key;
+    uint64_t lookup_ns = 0;
+    if (cache_ && model->config->response_cache) {
+      cache_key = ResponseCache::KeyOf(model->name, model->version, *dispatch_request);
+      std::optional<dispatch::Response> hit = cache_->Lookup(*cache_key);
+      lookup_ns = MonotonicNs() - arrival_ns;  // the request's checks included, as in Triton
+      if (hit) {
+        Status filled = FillInferResponse(model->name, model->version, request.id(),
+                                          std::move(*hit), *storage, response);
+        const uint64_t request_ns = MonotonicNs() - arrival_ns;
+        if (filled.ok()) model->stats->RecordCacheHit(request_ns, request_ns);
+        if (!filled.ok()) model->stats->RecordFailure("OTHER", request_ns);
+        return finish(ToGrpc(filled));
+      }
+    }
     // Held by a traced request's answer (which may come after the service is gone), null otherwise.
     std::shared_ptr<RequestTracer> tracer = tracer_->Sample(model->name) ? tracer_ : nullptr;
     const uint64_t queue_start_ns = tracer ? MonotonicNs() : 0;
@@ -226,13 +231,21 @@ class InferenceService final : public InferenceServiceBase {
     // Set again if a reload moves the request to a newer version before it is queued.
     auto served_version = std::make_shared<int64_t>(model->version);
     // Holds only what the answer needs: capturing the queue would make it own itself.
+    // The cache, when the answer is to be kept, and the stats its miss is counted in.
+    auto cache = cache_key ? cache_ : nullptr;
     dispatch_request->done = [finish, response, storage, served_version, name = model->name,
                               id = request.id(), tracer = std::move(tracer), arrival_ns,
-                              queue_start_ns](StatusOr<dispatch::Response> result) {
+                              queue_start_ns, cache, cache_key, lookup_ns,
+                              stats = model->stats](StatusOr<dispatch::Response> result) {
       Status status = result.status();
       dispatch::RequestTiming timing;
       if (result.ok()) {
         timing = result->timing;
+        if (cache) {
+          const uint64_t insert_start = MonotonicNs();
+          cache->Insert(*cache_key, *result);
+          stats->RecordCacheMiss(lookup_ns + (MonotonicNs() - insert_start));
+        }
         status = FillInferResponse(name, *served_version, id, std::move(result).value(), *storage,
                                    response);
       }
@@ -299,17 +312,15 @@ class InferenceService final : public InferenceServiceBase {
                                     request->parameters().begin()->first,
                                     "') are not supported; edit the repository instead")));
     }
-    return RunInBackground(context, [this, name = request->model_name()] {
-      return core_->LoadModel(name);
-    });
+    return background_.Run(
+        context, [this, name = request->model_name()] { return ToGrpc(core_->LoadModel(name)); });
   }
 
   ServerUnaryReactor* RepositoryModelUnload(CallbackServerContext* context,
                                             const inference::RepositoryModelUnloadRequest* request,
                                             inference::RepositoryModelUnloadResponse*) override {
-    return RunInBackground(context, [this, name = request->model_name()] {
-      return core_->UnloadModel(name);
-    });
+    return background_.Run(
+        context, [this, name = request->model_name()] { return ToGrpc(core_->UnloadModel(name)); });
   }
 
   ServerUnaryReactor* SystemSharedMemoryRegister(
@@ -408,34 +419,16 @@ class InferenceService final : public InferenceServiceBase {
   }
 
  private:
-  // Loading can take seconds; never block a gRPC callback thread on it.
-  ServerUnaryReactor* RunInBackground(CallbackServerContext* context,
-                                      std::function<Status()> work) {
-    ServerUnaryReactor* reactor = context->DefaultReactor();
-    {
-      std::lock_guard lock(mu_);
-      ++background_;
-    }
-    std::thread([this, reactor, work = std::move(work)] {
-      Status status = work();
-      reactor->Finish(ToGrpc(status));
-      std::lock_guard lock(mu_);
-      if (--background_ == 0) background_cv_.notify_all();
-    }).detach();
-    return reactor;
-  }
-
   ServerCore* core_;
   const std::string version_;
   ClientShmRegistry client_shm_;
   const bool allow_log_settings_;
   const std::shared_ptr<RequestTracer> tracer_;
+  const std::shared_ptr<ResponseCache> cache_;  // null: no response cache
   std::mutex streams_mu_;
   std::set<StreamInferReactor*> streams_ ABSL_GUARDED_BY(streams_mu_);
   bool streams_closed_ ABSL_GUARDED_BY(streams_mu_) = false;
-  std::mutex mu_;
-  std::condition_variable background_cv_;
-  int background_ = 0;
+  BackgroundCalls background_;  // repository loads and unloads
   std::atomic<uint64_t> last_refusal_ns_{0};
   std::atomic<uint64_t> refused_{0};
 };
@@ -666,9 +659,7 @@ StatusOr<std::unique_ptr<GrpcFrontend>> GrpcFrontend::Start(const FrontendOption
                                                             ServerCore* core) {
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<RequestTracer> tracer,
                            RequestTracer::Create(options.trace));
-  auto service =
-      std::make_unique<InferenceService>(core, options.server_version, options.allow_client_shm,
-                                         options.allow_log_settings, std::move(tracer));
+  auto service = std::make_unique<InferenceService>(core, options, std::move(tracer));
   grpc::ServerBuilder builder;
   int selected_port = 0;
   const std::string address = absl::StrCat(options.grpc_address, ":", options.grpc_port);

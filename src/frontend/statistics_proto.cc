@@ -26,6 +26,8 @@ void FillModelStatistics(const ModelStatsEntry& entry, inference::ModelStatistic
   FillDuration(s.compute_input, infer->mutable_compute_input());
   FillDuration(s.compute_infer, infer->mutable_compute_infer());
   FillDuration(s.compute_output, infer->mutable_compute_output());
+  FillDuration(s.cache_hit, infer->mutable_cache_hit());
+  FillDuration(s.cache_miss, infer->mutable_cache_miss());
   for (const auto& [size, batch] : s.batch_stats) {
     auto* b = out->add_batch_stats();
     b->set_batch_size(static_cast<uint64_t>(size));

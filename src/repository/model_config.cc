@@ -17,21 +17,13 @@ using yaml::YamlMap;
 constexpr std::array<std::string_view, 3> kPrecisions = {"fp32", "fp16", "bf16"};
 constexpr std::array<std::string_view, 3> kInstanceKinds = {"KIND_AUTO", "KIND_GPU", "KIND_CPU"};
 
-constexpr std::array<std::string_view, 15> kModelKeys = {"name",
-                                                         "platform",
-                                                         "max_batch_size",
-                                                         "version_policy",
-                                                         "input",
-                                                         "output",
-                                                         "dynamic_batching",
-                                                         "instance_group",
-                                                         "default_model_filename",
-                                                         "slo_ms",
-                                                         "precision",
-                                                         "backend",
-                                                         "worker_batch_sizes",
-                                                         "model_warmup",
-                                                         "ensemble_scheduling"};
+// clang-format off
+constexpr std::array<std::string_view, 16> kModelKeys = {
+    "name", "platform", "max_batch_size", "version_policy", "input", "output",
+    "dynamic_batching", "instance_group", "default_model_filename", "slo_ms", "precision",
+    "backend", "worker_batch_sizes", "model_warmup", "ensemble_scheduling", "response_cache"};
+// clang-format on
+constexpr std::array<std::string_view, 1> kResponseCacheKeys = {"enable"};
 constexpr std::array<std::string_view, 4> kWarmupKeys = {"name", "batch_size", "count", "inputs"};
 constexpr std::array<std::string_view, 5> kWarmupInputKeys = {
     "data_type", "dims", "zero_data", "random_data", "input_data_file"};
@@ -438,6 +430,11 @@ Status ParseInto(const YAML::Node& doc, std::string_view source, const std::stri
   TESSERA_RETURN_IF_ERROR(root.GetEnum("precision", kPrecisions, &config.precision));
   TESSERA_RETURN_IF_ERROR(ReadWorkerBatchSizes(root, config, config.worker_batch_sizes));
   TESSERA_RETURN_IF_ERROR(ReadModelWarmup(root, config.max_batch_size, config.model_warmup));
+  if (std::optional<YAML::Node> cache = root.Get("response_cache")) {
+    TESSERA_ASSIGN_OR_RETURN(YamlMap m,
+                             YamlMap::Create(source, *cache, "response_cache", kResponseCacheKeys));
+    TESSERA_RETURN_IF_ERROR(m.GetBool("enable", &config.response_cache));
+  }
   return ReadEnsembleScheduling(root, config);
 }
 

@@ -320,6 +320,19 @@ TEST(ModelConfigTest, Reshape) {
               "expected a map");
 }
 
+TEST(ModelConfigTest, ResponseCache) {
+  StatusOr<ModelConfig> c = ParseModelConfig(Minimal(""), kSource, "mlp");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_FALSE(c->response_cache);
+  c = ParseModelConfig(Minimal("response_cache: {enable: true}\n"), kSource, "mlp");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->response_cache);
+  ExpectError(Minimal("response_cache: {enabled: true}\n"), 9, "response_cache.enabled",
+              "unknown key");
+  ExpectError(Minimal("response_cache: {enable: 3}\n"), 9, "response_cache.enable",
+              "expected true or false");
+}
+
 TEST(ModelConfigTest, ReshapeMapsShapesBothWays) {
   TensorConfig t{"x", DataType::kFp32, {2, 4, -1, 6}};
   EXPECT_EQ(ToModelShape(t, {3, 2, 4, 5, 6}, true), (Shape{3, 2, 4, 5, 6}));  // no reshape

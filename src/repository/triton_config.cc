@@ -555,7 +555,6 @@ Status CheckWholeFields(const inference::ModelConfig& config, const Locator& roo
   const Hint hints[] = {
       {"optimization", config.has_optimization(),
        "Tessera chooses its own kernels, precision (parameters[\"precision\"]) and CUDA graphs"},
-      {"response_cache", config.response_cache().enable(), "Tessera has no response cache"},
       {"metric_tags", !config.metric_tags().empty(), "metrics carry model and version labels"},
       {"cc_model_filenames", !config.cc_model_filenames().empty(),
        "one model file serves every device"},
@@ -619,6 +618,12 @@ StatusOr<ModelConfig> ParseTritonModelConfig(const std::string& pbtxt, const std
   WriteInstanceGroups(config, root, yaml, reading);
   WriteModelWarmup(config, root, yaml);
   WriteEnsembleScheduling(config, root, yaml);
+  if (config.has_response_cache()) {
+    yaml.Add(0,
+             absl::StrCat("response_cache: {enable: ",
+                          config.response_cache().enable() ? "true" : "false", "}"),
+             LineOr(root.At("response_cache"), 1));
+  }
 
   if (!config.name().empty()) {
     yaml.Add(0, absl::StrCat("name: ", Quoted(config.name())), LineOr(root.At("name"), 1));

@@ -310,14 +310,14 @@ TEST(TritonConfigTest, IgnoredHintsAreNotedWithTheirLines) {
               "instance_group { kind: KIND_GPU secondary_devices [ { kind: KIND_NVDLA } ] }\n"),
       kSource, "mlp");
   ASSERT_TRUE(c.ok()) << c.status();
-  ASSERT_THAT(c->notes, SizeIs(5));
+  ASSERT_THAT(c->notes, SizeIs(4));
   EXPECT_THAT(c->notes[0], HasSubstr("models/mlp/config.pbtxt:5: optimization: ignored ("));
-  EXPECT_THAT(c->notes[1], HasSubstr("models/mlp/config.pbtxt:7: response_cache: ignored ("));
-  EXPECT_THAT(c->notes[2], HasSubstr("models/mlp/config.pbtxt:6: model_operations: ignored ("));
-  EXPECT_THAT(c->notes[3], HasSubstr("models/mlp/config.pbtxt:9: instance_group[0]: ignored ("));
-  EXPECT_THAT(c->notes[4],
+  EXPECT_THAT(c->notes[1], HasSubstr("models/mlp/config.pbtxt:6: model_operations: ignored ("));
+  EXPECT_THAT(c->notes[2], HasSubstr("models/mlp/config.pbtxt:9: instance_group[0]: ignored ("));
+  EXPECT_THAT(c->notes[3],
               HasSubstr("models/mlp/config.pbtxt:8: parameters[\"intra_op_thread_count\"]: "
                         "ignored (not a Tessera parameter"));
+  EXPECT_TRUE(c->response_cache);  // read, not a hint
   // A skipped block keeps the lines after it: the misspelt field is reported on line 10. Brackets
   // in strings and comments do not end a block early.
   EXPECT_THAT(ErrorOf(Minimal("optimization {\n  # a } in a comment\n  graph { level: 1 }\n}\n"

@@ -80,6 +80,10 @@ int Run(int argc, char** argv) {
       ->check(CLI::IsMember({"OFF", "TIMESTAMPS"}));
   app.add_option("--trace-rate", trace_rate, "Trace one request in this many (default 1000)")
       ->check(CLI::PositiveNumber);
+  std::string cache_config;
+  app.add_option("--cache-config", cache_config,
+                 "Response cache for models that enable response_cache: local,size=<bytes> "
+                 "(as tritonserver's flag)");
   CLI11_PARSE(app, argc, argv);
 
   ServerConfig config;
@@ -106,6 +110,14 @@ int Run(int argc, char** argv) {
   if (app.count("--trace-file")) config.trace_file = trace_file;
   if (app.count("--trace-level")) config.trace_level = trace_level;
   if (app.count("--trace-rate")) config.trace_rate = trace_rate;
+  if (app.count("--cache-config")) {
+    auto bytes = tessera::ParseCacheConfig(cache_config);
+    if (!bytes.ok()) {
+      std::cerr << "tessera-server: " << bytes.status().message() << "\n";
+      return 2;
+    }
+    config.response_cache_bytes = *bytes;
+  }
   if (config.trace_level != "OFF" && config.trace_file.empty()) {
     std::cerr << "tessera-server: --trace-level " << config.trace_level
               << " needs --trace-file (or trace.file in server.yaml)\n";
@@ -199,6 +211,7 @@ int Run(int argc, char** argv) {
   manager_options.auto_complete_config = config.auto_complete_config;
   manager_options.drain_timeout_ms = int64_t{config.shutdown_drain_secs} * 1000;
   manager_options.slo_drop = config.scheduler_slo_drop;
+  manager_options.response_cache = config.response_cache_bytes > 0;
   tessera::server::ModelManager manager(manager_options, pool->get());
   manager.LoadAtStartup(load_models);
 
@@ -229,6 +242,7 @@ int Run(int argc, char** argv) {
   frontend_options.trace = {config.trace_level, config.trace_rate, config.trace_count,
                             config.trace_log_frequency, config.trace_file};
   frontend_options.server_version = TESSERA_VERSION;
+  frontend_options.response_cache_bytes = static_cast<uint64_t>(config.response_cache_bytes);
   auto frontend = tessera::frontend::GrpcFrontend::Start(frontend_options, &manager);
   if (!frontend.ok()) {
     spdlog::error("{}", frontend.status().message());

@@ -298,6 +298,12 @@ Status ModelManager::LoadLocked(const std::string& name, const repository::Model
   }
   // Triton fields a config.pbtxt carries that Tessera reads but does not act on.
   for (const std::string& note : config.notes) spdlog::warn("model '{}': {}", name, note);
+  if (config.response_cache && !options_.response_cache) {
+    spdlog::warn(
+        "model '{}': response_cache: not used, the server has no response cache "
+        "(--cache-config local,size=<bytes>, or response_cache.size_bytes)",
+        name);
+  }
   VersionMap fresh;
   for (int64_t number : entry.selected_versions) {
     const repository::ModelVersion* version = entry.FindVersion(number);

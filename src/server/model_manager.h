@@ -26,6 +26,9 @@ struct ModelManagerOptions {
   ModelControlMode control_mode = ModelControlMode::kPoll;
   int64_t drain_timeout_ms = 30000;  // how long an old version may finish its work on reload/unload
   bool slo_drop = false;  // SLO-aware dropping on planned lanes (server.yaml scheduler.slo_drop)
+  // Whether the frontend has a response cache: a model that enables response_cache without one
+  // gets a warning at load.
+  bool response_cache = false;
   bool auto_complete_config = true;  // false: a config without input/output fails the load
 };
 

@@ -73,10 +73,15 @@ struct ServerConfig {
   int64_t trace_rate = 1000;          // one request in `rate`
   int64_t trace_count = -1;           // -1 = no limit
   int64_t trace_log_frequency = 0;    // 0 = write at stop; N = every N traces to file.<i>
+
+  // Triton's response cache, for models whose config enables response_cache; 0 = none.
+  int64_t response_cache_bytes = 0;
 };
 
 std::string_view ModelControlModeName(ModelControlMode mode);
 StatusOr<ModelControlMode> ParseModelControlMode(std::string_view text);
+// The byte size in tritonserver's --cache-config value "local,size=<bytes>".
+StatusOr<int64_t> ParseCacheConfig(std::string_view text);
 
 // Parses server YAML text; `source` names the file in error messages.
 StatusOr<ServerConfig> ParseServerConfig(const std::string& yaml_text, const std::string& source);

@@ -33,6 +33,10 @@ struct ModelStatsSnapshot {
   Duration compute_input;
   Duration compute_infer;
   Duration compute_output;
+  // Requests answered from the response cache (also counted in success; the duration is the
+  // lookup and the copy out), and requests the cache did not have (the lookup and the insert).
+  Duration cache_hit;
+  Duration cache_miss;
   std::map<int64_t, BatchStats> batch_stats;       // by executed batch size
   std::map<std::string, uint64_t> failures_by_reason;  // REJECTED, BACKEND, OTHER, ...
   uint64_t pending = 0;                            // enqueued, not yet executing
@@ -48,6 +52,9 @@ class ModelStats {
   // `reason` is Triton's failure label: REJECTED (queue full / dropped), BACKEND (executor or
   // engine error), OTHER (validation).
   void RecordFailure(const std::string& reason, uint64_t request_ns);
+  // A request answered from the response cache: a success that ran nothing.
+  void RecordCacheHit(uint64_t request_ns, uint64_t lookup_ns);
+  void RecordCacheMiss(uint64_t lookup_and_insert_ns);
   void RecordExecution(int64_t batch_size, const RequestTiming& batch_timing);
   void AddPending(int64_t delta);
   // A request accepted into the queue: counts it in arrivals and in pending.

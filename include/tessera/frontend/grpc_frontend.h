@@ -25,6 +25,9 @@ struct FrontendOptions {
   bool allow_log_settings = false;
   // Request tracing (TraceSetting RPC); off unless a level and a trace file are given.
   TraceSettings trace;
+  // Triton's response cache (--cache-config local,size=N) for the models whose config enables
+  // response_cache; 0 = no cache.
+  uint64_t response_cache_bytes = 0;
 };
 
 class GrpcFrontend {

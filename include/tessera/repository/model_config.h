@@ -128,6 +128,9 @@ struct ModelConfig {
   // platform "ensemble": the steps as written (they run as their inputs become ready; the parser
   // checks that the data flow has no cycle and reaches every output). Empty for other platforms.
   std::vector<EnsembleStep> ensemble_steps;
+  // Triton's response_cache.enable: answers are kept in the server's response cache (when the
+  // server has one: --cache-config) and a repeated request is answered from it.
+  bool response_cache = false;
 
   bool is_ensemble() const { return platform == "ensemble"; }
 
