@@ -10,6 +10,7 @@ runs on Debian 13's C runtime, which that script puts beside it.
 import csv
 import os
 import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -111,3 +112,54 @@ def test_system_shared_memory(perf_analyzer, server, tmp_path, batch):
     out, rows = run_perf_analyzer(perf_analyzer, server, tmp_path, "small_cnn", "--shared-memory",
                                   "system", "-b", str(batch), "--concurrency-range", "2")
     assert_all_served(out, rows, levels=1, batch=batch)
+
+
+ENSEMBLE_PBTXT = """name: "mlp_ensemble"
+platform: "ensemble"
+max_batch_size: 8
+input [ { name: "INPUT" data_type: TYPE_FP32 dims: [ 64 ] } ]
+output [ { name: "PROBS" data_type: TYPE_FP32 dims: [ 10 ] } ]
+ensemble_scheduling {
+  step [ { model_name: "mlp" input_map { key: "input" value: "INPUT" }
+           output_map { key: "output" value: "PROBS" } } ]
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def composite_server(make_server, tmp_path_factory):
+    """The bundled models plus an ensemble over mlp and a copy of mlp with the response cache."""
+    require_bundled_models()
+    repo = tmp_path_factory.mktemp("pa") / "models"
+    shutil.copytree(MODELS_DIR, repo)
+    (repo / "mlp_ensemble" / "1").mkdir(parents=True)
+    (repo / "mlp_ensemble" / "config.pbtxt").write_text(ENSEMBLE_PBTXT)
+    shutil.copytree(repo / "mlp", repo / "mlp_cached")
+    config = repo / "mlp_cached" / "config.yaml"
+    config.write_text(config.read_text().replace("name: mlp", "name: mlp_cached")
+                      + "response_cache: {enable: true}\n")
+    return make_server(repository=repo, mode="none",
+                       extra_args=("--cache-config", "local,size=1048576"))
+
+
+def test_ensemble_with_its_composing_model_statistics(perf_analyzer, composite_server, tmp_path):
+    out, rows = run_perf_analyzer(perf_analyzer, composite_server, tmp_path, "mlp_ensemble",
+                                  "--concurrency-range", "2")
+    assert "rror" not in out and len(rows) == 1, out
+    # perf_analyzer follows ensemble_scheduling to the composing model's statistics, listed after
+    # the ensemble's own: every request the client sent ran once on mlp.
+    assert re.search(r"Composing models: \n\s*mlp, version: 1", out), out
+    (sent,), _, (ensemble_ok, mlp_ok) = server_counts(out)
+    assert sent > 0 and ensemble_ok >= sent * 0.95 and mlp_ok == ensemble_ok, out
+
+
+def test_response_cache_hits_are_reported(perf_analyzer, composite_server, tmp_path):
+    out, rows = run_perf_analyzer(perf_analyzer, composite_server, tmp_path, "mlp_cached",
+                                  "--concurrency-range", "2", "--input-data", "zero")
+    assert "rror" not in out, out
+    hits = [int(n) for n in re.findall(r"Cache hit count: (\d+)", out)]
+    misses = [int(n) for n in re.findall(r"Cache miss count: (\d+)", out)]
+    assert hits and hits[-1] > 0, out
+    # Every request carries the same zeros: only the first ones (one per concurrent request at
+    # most) miss.
+    assert misses and misses[-1] <= 2, out
