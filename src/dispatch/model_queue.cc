@@ -341,8 +341,9 @@ ModelQueue::Taken ModelQueue::PopBatch(LaneState& lane, size_t count, uint64_t n
   for (size_t i = 0; i < count; ++i) {
     std::unique_ptr<Request> request = std::move(lane.queue.front().request);
     lane.queue.pop_front();
-    if (may_drop &&
-        MissesSlo(request->arrival_ns, now, options_.slo_ns, lane.plan.expected_run_ns)) {
+    if ((request->cancelled && request->cancelled()) ||
+        (may_drop &&
+         MissesSlo(request->arrival_ns, now, options_.slo_ns, lane.plan.expected_run_ns))) {
       taken.dropped.push_back(std::move(request));
     } else {
       taken.batch.push_back(std::move(request));
@@ -400,6 +401,14 @@ void ModelQueue::Drop(std::vector<std::unique_ptr<Request>> dropped, const LaneP
   const uint64_t now = clock_->NowNs();
   for (const auto& request : dropped) {
     const uint64_t waited = now - request->arrival_ns;
+    if (request->cancelled && request->cancelled()) {
+      // Nobody waits for this answer; it is sent for the callback's bookkeeping.
+      stats_->RecordFailure("CANCELED", waited);
+      request->done(absl::CancelledError(
+          absl::StrFormat("model '%s': request cancelled by the client while queued (%.1f ms)",
+                          options_.model_label, waited / 1e6)));
+      continue;
+    }
     stats_->RecordSloDrop(waited);
     request->done(absl::UnavailableError(absl::StrFormat(
         "model '%s': request dropped: it can no longer meet its SLO of %.1f ms (queued %.1f ms; "

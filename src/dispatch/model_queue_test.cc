@@ -74,6 +74,42 @@ TEST(ModelQueueTest, ConcurrentRequestsAreBatchedAndAnsweredInOrder) {
   EXPECT_EQ(snap.pending, 0u);
 }
 
+TEST(ModelQueueTest, RequestsTheirClientsGaveUpOnAreNotRun) {
+  // One request per batch, each 30 ms: the first runs while the rest wait; two clients have given
+  // up (set before they are queued, so no timing decides it), and those are answered CANCELLED
+  // when their turn comes, without running.
+  auto runner = std::make_unique<FakeRunnerForTest>(std::chrono::milliseconds(30));
+  FakeRunnerForTest* fake = runner.get();
+  std::vector<std::unique_ptr<BatchRunner>> runners;
+  runners.push_back(std::move(runner));
+  auto stats = std::make_shared<ModelStats>();
+  ModelQueue queue(ModelQueueOptions{"m/1", BatchPolicyOptions{true, 1, {}, 0}, 0},
+                   std::move(runners), stats);
+  std::vector<Submitted> submitted(4);
+  std::atomic<bool> gave_up{true};
+  for (size_t i = 0; i < submitted.size(); ++i) {
+    submitted[i].value = static_cast<float>(i);
+    auto request = MakeRequest(submitted[i]);
+    if (i == 1 || i == 2) request->cancelled = [&gave_up] { return gave_up.load(); };
+    ASSERT_TRUE(queue.Enqueue(std::move(request)).ok());
+  }
+  EXPECT_TRUE(submitted[0].promise.get_future().get().ok());
+  for (size_t i : {1, 2}) {
+    StatusOr<Response> result = submitted[i].promise.get_future().get();
+    EXPECT_EQ(result.status().code(), absl::StatusCode::kCancelled);
+    EXPECT_NE(result.status().message().find("request cancelled by the client while queued"),
+              std::string::npos)
+        << result.status();
+  }
+  EXPECT_EQ(FirstFloat(*submitted[3].promise.get_future().get()), 3.0f);
+  std::lock_guard lock(fake->mu);
+  EXPECT_EQ(fake->batch_sizes.size(), 2u);  // requests 0 and 3
+  ModelStatsSnapshot snap = stats->Snapshot();
+  EXPECT_EQ(snap.failures_by_reason["CANCELED"], 2u);
+  EXPECT_EQ(snap.success.count, 2u);
+  EXPECT_EQ(snap.pending, 0u);
+}
+
 TEST(ModelQueueTest, RunnerFailureFailsEveryRequestOfTheBatch) {
   std::vector<std::unique_ptr<BatchRunner>> runners;
   runners.push_back(std::make_unique<FakeRunnerForTest>(std::chrono::milliseconds(0), true));

@@ -164,12 +164,13 @@ class InferenceService final : public InferenceServiceBase {
       return FinishNow(context, parsed);
     }
     ServerUnaryReactor* reactor = context->DefaultReactor();
-    Submit(call->request, &call->response,
-           [reactor, call, response_bytes](const grpc::Status& status) {
-             reactor->Finish(status.ok()
-                                 ? ToGrpc(SerializeToByteBuffer(call->response, response_bytes))
-                                 : status);
-           });
+    Submit(
+        call->request, &call->response,
+        [reactor, call, response_bytes](const grpc::Status& status) {
+          reactor->Finish(
+              status.ok() ? ToGrpc(SerializeToByteBuffer(call->response, response_bytes)) : status);
+        },
+        context);
     return reactor;
   }
 
@@ -192,10 +193,11 @@ class InferenceService final : public InferenceServiceBase {
   void CloseStreams();
 
   // Validates and queues one inference (a ModelInfer call, or one request of a stream); `finish`
-  // runs exactly once, after `response` is filled, or at once with the error. `request` and
-  // `response` must stay alive until then.
+  // runs exactly once, after `response` is filled, or at once with the error. `request`,
+  // `response` and `context` (whose cancellation drops the request if it is still queued) must
+  // stay alive until then.
   void Submit(const inference::ModelInferRequest& request, inference::ModelInferResponse* response,
-              std::function<void(const grpc::Status&)> finish) {
+              std::function<void(const grpc::Status&)> finish, CallbackServerContext* context) {
     const uint64_t arrival_ns = MonotonicNs();
     if (!core_->IsReady()) return Refuse(finish);
     auto model = core_->GetReadyModel(request.model_name(), request.model_version());
@@ -209,6 +211,7 @@ class InferenceService final : public InferenceServiceBase {
     }
     std::unique_ptr<dispatch::Request> dispatch_request = std::move(built).value();
     dispatch_request->arrival_ns = arrival_ns;
+    dispatch_request->cancelled = [context] { return context->IsCancelled(); };
     std::optional<ResponseCacheKey> cache_key;
     uint64_t lookup_ns = 0;
     if (cache_ && model->config->response_cache) {
@@ -446,7 +449,8 @@ class InferenceService final : public InferenceServiceBase {
 class StreamInferReactor final
     : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
-  explicit StreamInferReactor(InferenceService* service) : service_(service) {
+  StreamInferReactor(InferenceService* service, CallbackServerContext* context)
+      : service_(service), context_(context) {
     if (!service_->AddStream(this) && BeginClose(ShuttingDownStatus())) {
       Finish(ShuttingDownStatus());
       return;
@@ -491,16 +495,18 @@ class StreamInferReactor final
       response->set_error_message(std::string(parsed.message()));
       return Send(*response);
     }
-    service_->Submit(*request, response->mutable_infer_response(),
-                     [this, request, response](const grpc::Status& status) {
-                       if (!status.ok()) {
-                         response->mutable_infer_response()->Clear();
-                         response->mutable_infer_response()->set_model_name(request->model_name());
-                         response->mutable_infer_response()->set_id(request->id());
-                         response->set_error_message(status.error_message());
-                       }
-                       Send(*response);
-                     });
+    service_->Submit(
+        *request, response->mutable_infer_response(),
+        [this, request, response](const grpc::Status& status) {
+          if (!status.ok()) {
+            response->mutable_infer_response()->Clear();
+            response->mutable_infer_response()->set_model_name(request->model_name());
+            response->mutable_infer_response()->set_id(request->id());
+            response->set_error_message(status.error_message());
+          }
+          Send(*response);
+        },
+        context_);
   }
 
   void OnWriteDone(bool ok) override {
@@ -573,6 +579,7 @@ class StreamInferReactor final
   }
 
   InferenceService* const service_;
+  CallbackServerContext* const context_;  // lives until OnDone, after every answer
   grpc::ByteBuffer incoming_;  // the read in progress (one at a time)
   std::mutex mu_;
   int64_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;  // read, not yet written or dropped
@@ -586,8 +593,8 @@ class StreamInferReactor final
 };
 
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* InferenceService::ModelStreamInfer(
-    CallbackServerContext*) {
-  return new StreamInferReactor(this);
+    CallbackServerContext* context) {
+  return new StreamInferReactor(this, context);
 }
 
 void InferenceService::CloseStreams() {

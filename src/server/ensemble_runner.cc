@@ -195,6 +195,7 @@ class EnsembleCall : public std::enable_shared_from_this<EnsembleCall> {
     request->batch_size =
         batched && !request->inputs.empty() ? request->inputs.front().shape[0] : 1;
     request->arrival_ns = MonotonicNs();
+    request->cancelled = request_->cancelled;  // a step of a request its client gave up on
     return request;
   }
 

@@ -55,6 +55,10 @@ struct Request {
   int64_t batch_size = 1;
   uint64_t arrival_ns = 0;  // MonotonicNs() at arrival
   CompletionCallback done;
+  // Whether the client has given up on the request (its call was cancelled, or its deadline
+  // passed): one still queued is then answered CANCELLED instead of being run. Empty = never.
+  // Called from the queue's threads while the request is queued.
+  std::function<bool()> cancelled;
   // Set by the runner the request was routed to, when it copied the inputs ahead; null otherwise
   // (Run then gathers from `inputs`).
   std::unique_ptr<StagedInputs> staged;

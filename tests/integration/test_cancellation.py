@@ -1,0 +1,87 @@
+"""Requests whose clients gave up (a gRPC deadline that passed, as tritonclient's client_timeout
+sets) are not run when their turn in the queue comes: they are counted as CANCELED failures and
+the model's time goes to requests someone still waits for."""
+import threading
+import time
+
+import numpy as np
+import onnx
+import onnx.numpy_helper
+import pytest
+
+from conftest import copy_repository
+from tessera_testlib import assert_mlp_serves, make_input, model_stats
+
+ROWS, WIDTH, LAYERS = 256, 512, 16
+
+
+def save_slow_model(repo):
+    """y = x @ W1 @ ... @ W16 on a [256, 512] input: tens of ms a request on this machine class.
+    One request per batch and one instance, so requests queue behind each other."""
+    rng = np.random.default_rng(0)
+    nodes, inits, prev = [], [], "x"
+    for i in range(LAYERS):
+        w = (rng.standard_normal((WIDTH, WIDTH)) / np.sqrt(WIDTH)).astype(np.float32)
+        inits.append(onnx.numpy_helper.from_array(w, f"w{i}"))
+        out = "y" if i == LAYERS - 1 else f"h{i}"
+        nodes.append(onnx.helper.make_node("MatMul", [prev, f"w{i}"], [out]))
+        prev = out
+    x = onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["batch", ROWS, WIDTH])
+    y = onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, ["batch", ROWS, WIDTH])
+    model = onnx.helper.make_model(onnx.helper.make_graph(nodes, "slow", [x], [y], inits),
+                                   opset_imports=[onnx.helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    (repo / "slow" / "1").mkdir(parents=True)
+    onnx.save(model, str(repo / "slow" / "1" / "model.onnx"))
+    (repo / "slow" / "config.yaml").write_text(
+        "name: slow\nmax_batch_size: 1\ndynamic_batching: {}\n"
+        "instance_group: [{count: 1, kind: KIND_CPU}]\n")
+
+
+@pytest.fixture(scope="module")
+def served(make_server, tmp_path_factory):
+    repo = copy_repository(tmp_path_factory.mktemp("cancel") / "models")
+    save_slow_model(repo)
+    server = make_server(repository=repo, mode="none", wait_models=["mlp", "slow"])
+    return server, server.client()
+
+
+def test_requests_past_their_deadline_in_the_queue_are_not_run(served):
+    _, client = served
+    x = np.random.default_rng(1).standard_normal((1, ROWS, WIDTH)).astype(np.float32)
+    for _ in range(2):  # warm
+        client.infer("slow", [make_input(x, name="x")])
+    start = time.monotonic()
+    client.infer("slow", [make_input(x, name="x")])
+    one = time.monotonic() - start
+    before = model_stats(client, "slow")
+
+    # 16 at once, each willing to wait three runs: the later ones are past their deadline long
+    # before their turn (request k starts after about k - 1 runs).
+    sent, answered, errors = 16, threading.Semaphore(0), []
+
+    def done(result, error):
+        if error is not None:
+            errors.append(error)
+        answered.release()
+
+    for _ in range(sent):
+        client.async_infer("slow", [make_input(x, name="x")], done, client_timeout=3 * one)
+    for _ in range(sent):
+        assert answered.acquire(timeout=60)
+    assert len(errors) >= 2, f"one run {one:.3f} s; errors {errors}"
+    assert all("Deadline" in str(e) for e in errors), errors
+
+    def counts():
+        after = model_stats(client, "slow")
+        return (after.execution_count - before.execution_count,
+                after.inference_stats.fail.count - before.inference_stats.fail.count)
+
+    # The server answers the queued ones when their turn comes; wait for the queue to empty.
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and sum(counts()) < sent:
+        time.sleep(0.1)
+    executed, failed = counts()
+    assert executed + failed == sent, (executed, failed)
+    assert failed >= 2 and executed <= sent - 2, (executed, failed)
+    assert_mlp_serves(client)
