@@ -335,13 +335,18 @@ uint64_t ModelQueue::DutyBuildStart(const LaneState& lane, uint64_t oldest_arriv
   return build_start;
 }
 
+bool ModelQueue::TimedOut(const Request& request, uint64_t now) {
+  return request.queue_timeout_ns > 0 && now > request.arrival_ns &&
+         now - request.arrival_ns > request.queue_timeout_ns;
+}
+
 ModelQueue::Taken ModelQueue::PopBatch(LaneState& lane, size_t count, uint64_t now) {
   Taken taken;
   const bool may_drop = options_.slo_drop && options_.slo_ns > 0 && lane.plan.expected_run_ns > 0;
   for (size_t i = 0; i < count; ++i) {
     std::unique_ptr<Request> request = std::move(lane.queue.front().request);
     lane.queue.pop_front();
-    if ((request->cancelled && request->cancelled()) ||
+    if ((request->cancelled && request->cancelled()) || TimedOut(*request, now) ||
         (may_drop &&
          MissesSlo(request->arrival_ns, now, options_.slo_ns, lane.plan.expected_run_ns))) {
       taken.dropped.push_back(std::move(request));
@@ -407,6 +412,14 @@ void ModelQueue::Drop(std::vector<std::unique_ptr<Request>> dropped, const LaneP
       request->done(absl::CancelledError(
           absl::StrFormat("model '%s': request cancelled by the client while queued (%.1f ms)",
                           options_.model_label, waited / 1e6)));
+      continue;
+    }
+    if (TimedOut(*request, now)) {
+      stats_->RecordFailure("REJECTED", waited);
+      request->done(absl::UnavailableError(absl::StrFormat(
+          "model '%s': request timeout expired: queued %.1f ms, its queue timeout is %.1f ms "
+          "(dynamic_batching.default_queue_policy, or the request's timeout parameter)",
+          options_.model_label, waited / 1e6, request->queue_timeout_ns / 1e6)));
       continue;
     }
     stats_->RecordSloDrop(waited);

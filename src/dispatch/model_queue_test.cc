@@ -110,6 +110,34 @@ TEST(ModelQueueTest, RequestsTheirClientsGaveUpOnAreNotRun) {
   EXPECT_EQ(snap.pending, 0u);
 }
 
+TEST(ModelQueueTest, RequestsPastTheirQueueTimeoutAreRejectedNotRun) {
+  // One request per batch, each 50 ms; the second may wait 10 ms, so it times out behind the
+  // first; the third has no timeout and runs.
+  auto runner = std::make_unique<FakeRunnerForTest>(std::chrono::milliseconds(50));
+  FakeRunnerForTest* fake = runner.get();
+  std::vector<std::unique_ptr<BatchRunner>> runners;
+  runners.push_back(std::move(runner));
+  auto stats = std::make_shared<ModelStats>();
+  ModelQueue queue(ModelQueueOptions{"m/1", BatchPolicyOptions{true, 1, {}, 0}, 0},
+                   std::move(runners), stats);
+  std::vector<Submitted> submitted(3);
+  for (size_t i = 0; i < submitted.size(); ++i) {
+    submitted[i].value = static_cast<float>(i);
+    auto request = MakeRequest(submitted[i]);
+    if (i == 1) request->queue_timeout_ns = 10'000'000;
+    ASSERT_TRUE(queue.Enqueue(std::move(request)).ok());
+  }
+  EXPECT_TRUE(submitted[0].promise.get_future().get().ok());
+  StatusOr<Response> timed_out = submitted[1].promise.get_future().get();
+  EXPECT_EQ(timed_out.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(timed_out.status().message().find("request timeout expired"), std::string::npos)
+      << timed_out.status();
+  EXPECT_EQ(FirstFloat(*submitted[2].promise.get_future().get()), 2.0f);
+  std::lock_guard lock(fake->mu);
+  EXPECT_EQ(fake->batch_sizes.size(), 2u);
+  EXPECT_EQ(stats->Snapshot().failures_by_reason["REJECTED"], 1u);
+}
+
 TEST(ModelQueueTest, RunnerFailureFailsEveryRequestOfTheBatch) {
   std::vector<std::unique_ptr<BatchRunner>> runners;
   runners.push_back(std::make_unique<FakeRunnerForTest>(std::chrono::milliseconds(0), true));

@@ -63,9 +63,14 @@ inference::ModelConfig ToTritonModelConfig(const repository::ModelConfig& config
       batching->add_preferred_batch_size(size);
     }
     batching->set_max_queue_delay_microseconds(config.dynamic_batching.max_queue_delay_microseconds);
-    if (config.dynamic_batching.max_queue_size > 0) {
-      batching->mutable_default_queue_policy()->set_max_queue_size(
-          config.dynamic_batching.max_queue_size);
+    const repository::DynamicBatchingConfig& db = config.dynamic_batching;
+    if (db.max_queue_size > 0 || db.default_timeout_microseconds > 0 || db.allow_timeout_override ||
+        db.timeout_delays) {
+      auto* queue = batching->mutable_default_queue_policy();
+      queue->set_max_queue_size(db.max_queue_size);
+      queue->set_default_timeout_microseconds(db.default_timeout_microseconds);
+      queue->set_allow_timeout_override(db.allow_timeout_override);
+      if (db.timeout_delays) queue->set_timeout_action(inference::ModelQueuePolicy::DELAY);
     }
   }
 

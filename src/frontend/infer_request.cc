@@ -74,6 +74,20 @@ Status CheckShape(const repository::TensorConfig& tensor, const Shape& shape, in
   return absl::OkStatus();
 }
 
+// The request's own `timeout` parameter (Triton's, in microseconds; tritonclient's `timeout=`),
+// 0 when absent.
+StatusOr<uint64_t> RequestTimeoutMicroseconds(const ModelInferRequest& wire) {
+  auto it = wire.parameters().find("timeout");
+  if (it == wire.parameters().end()) return 0;
+  const inference::InferParameter& p = it->second;
+  if (p.parameter_choice_case() == inference::InferParameter::kUint64Param) return p.uint64_param();
+  if (p.parameter_choice_case() == inference::InferParameter::kInt64Param && p.int64_param() >= 0) {
+    return static_cast<uint64_t>(p.int64_param());
+  }
+  return absl::InvalidArgumentError(
+      "parameter 'timeout' must be a non-negative integer (microseconds)");
+}
+
 }  // namespace
 
 StatusOr<std::unique_ptr<dispatch::Request>> BuildDispatchRequest(
@@ -113,6 +127,9 @@ StatusOr<std::unique_ptr<dispatch::Request>> BuildDispatchRequest(
   }
 
   auto request = std::make_unique<dispatch::Request>();
+  TESSERA_ASSIGN_OR_RETURN(const uint64_t timeout_us, RequestTimeoutMicroseconds(wire));
+  const uint64_t queue_timeout_us = config.dynamic_batching.QueueTimeoutMicroseconds(timeout_us);
+  request->queue_timeout_ns = queue_timeout_us > UINT64_MAX / 1000 ? 0 : queue_timeout_us * 1000;
   int64_t batch_size = -1;
   // No reallocation below: the views point into these strings (small ones hold bytes inline).
   storage->converted.reserve(config.inputs.size());

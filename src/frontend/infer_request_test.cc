@@ -133,6 +133,23 @@ TEST(InferRequestTest, ResponseCarriesRawOutputs) {
   EXPECT_EQ(wire.raw_output_contents(0).size(), 8u);
 }
 
+TEST(InferRequestTest, TheTimeoutParameterSetsTheQueueTimeoutWhereTheConfigAllowsIt) {
+  repository::ModelConfig config = MlpConfig();
+  config.dynamic_batching.enabled = true;
+  config.dynamic_batching.default_timeout_microseconds = 5000;
+  auto wire = RawRequest("FP32", {1, 4}, 16);
+  RequestStorage storage;
+  EXPECT_EQ((*BuildDispatchRequest(wire, config, &storage))->queue_timeout_ns, 5'000'000u);
+  (*wire.mutable_parameters())["timeout"].set_int64_param(2000);
+  EXPECT_EQ((*BuildDispatchRequest(wire, config, &storage))->queue_timeout_ns, 5'000'000u);
+  config.dynamic_batching.allow_timeout_override = true;
+  EXPECT_EQ((*BuildDispatchRequest(wire, config, &storage))->queue_timeout_ns, 2'000'000u);
+  (*wire.mutable_parameters())["timeout"].set_string_param("soon");
+  ExpectInvalid(Build(wire, config), "parameter 'timeout' must be a non-negative integer");
+  (*wire.mutable_parameters())["timeout"].set_int64_param(-1);
+  ExpectInvalid(Build(wire, config), "parameter 'timeout' must be a non-negative integer");
+}
+
 TEST(InferRequestTest, ReshapedTensorsReachTheModelInItsShapeAndComeBackInTheConfigs) {
   repository::ModelConfig config = MlpConfig();
   config.inputs[0].dims = {4, -1};

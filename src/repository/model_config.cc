@@ -36,7 +36,9 @@ constexpr std::array<std::string_view, 1> kLatestKeys = {"num_versions"};
 constexpr std::array<std::string_view, 1> kSpecificKeys = {"versions"};
 constexpr std::array<std::string_view, 3> kBatchingKeys = {
     "preferred_batch_size", "max_queue_delay_microseconds", "default_queue_policy"};
-constexpr std::array<std::string_view, 1> kQueuePolicyKeys = {"max_queue_size"};
+constexpr std::array<std::string_view, 4> kQueuePolicyKeys = {
+    "max_queue_size", "timeout_action", "default_timeout_microseconds", "allow_timeout_override"};
+constexpr std::array<std::string_view, 2> kTimeoutActions = {"REJECT", "DELAY"};
 constexpr std::array<std::string_view, 4> kInstanceGroupKeys = {"name", "count", "kind", "gpus"};
 
 // A file name the repository opens inside a model's folder: no path, so a config cannot make the
@@ -218,6 +220,13 @@ Status ReadDynamicBatching(const YamlMap& root, int max_batch_size, bool complet
     int64_t max_queue_size = 0;
     TESSERA_RETURN_IF_ERROR(q.GetInt("max_queue_size", 0, UINT32_MAX, &max_queue_size));
     batching.max_queue_size = static_cast<uint32_t>(max_queue_size);
+    std::string action = "REJECT";
+    TESSERA_RETURN_IF_ERROR(q.GetEnum("timeout_action", kTimeoutActions, &action));
+    batching.timeout_delays = action == "DELAY";
+    int64_t timeout_us = 0;
+    TESSERA_RETURN_IF_ERROR(q.GetInt("default_timeout_microseconds", 0, INT64_MAX, &timeout_us));
+    batching.default_timeout_microseconds = static_cast<uint64_t>(timeout_us);
+    TESSERA_RETURN_IF_ERROR(q.GetBool("allow_timeout_override", &batching.allow_timeout_override));
   }
   return absl::OkStatus();
 }

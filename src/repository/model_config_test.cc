@@ -180,8 +180,8 @@ TEST(ModelConfigTest, UnknownKeysAtEveryLevel) {
               "unknown key");
   ExpectError(Minimal("dynamic_batching:\n  preserve_ordering: true\n"), 10,
               "dynamic_batching.preserve_ordering", "unknown key");
-  ExpectError(Minimal("dynamic_batching:\n  default_queue_policy:\n    timeout_action: REJECT\n"),
-              11, "dynamic_batching.default_queue_policy.timeout_action", "unknown key");
+  ExpectError(Minimal("dynamic_batching:\n  default_queue_policy:\n    timeout: 5\n"), 11,
+              "dynamic_batching.default_queue_policy.timeout", "unknown key");
   ExpectError(Minimal("instance_group:\n  - count: 1\n    kinds: KIND_CPU\n"), 11,
               "instance_group[0].kinds", "unknown key");
   ExpectError(Minimal("output:\n  - { name: z, data_type: TYPE_FP32, dims: [1] }\n"), 9, "output",
@@ -318,6 +318,36 @@ TEST(ModelConfigTest, Reshape) {
               "output[1].reshape.dims", "unknown key");
   ExpectError(Minimal(tensor + "    dims: [4]\n    reshape: [2, 2]\n"), 12, "output[1].reshape",
               "expected a map");
+}
+
+TEST(ModelConfigTest, QueuePolicyTimeouts) {
+  StatusOr<ModelConfig> c = ParseModelConfig(
+      Minimal("dynamic_batching:\n  default_queue_policy:\n    timeout_action: REJECT\n"
+              "    default_timeout_microseconds: 5000\n    allow_timeout_override: true\n"),
+      kSource, "mlp");
+  ASSERT_TRUE(c.ok()) << c.status();
+  const DynamicBatchingConfig& b = c->dynamic_batching;
+  EXPECT_EQ(b.default_timeout_microseconds, 5000u);
+  EXPECT_TRUE(b.allow_timeout_override);
+  EXPECT_EQ(b.QueueTimeoutMicroseconds(0), 5000u);     // the default
+  EXPECT_EQ(b.QueueTimeoutMicroseconds(2000), 2000u);  // a request may shorten it...
+  EXPECT_EQ(b.QueueTimeoutMicroseconds(9000), 5000u);  // ...never lengthen it
+
+  DynamicBatchingConfig no_override = b;
+  no_override.allow_timeout_override = false;
+  EXPECT_EQ(no_override.QueueTimeoutMicroseconds(2000), 5000u);
+  DynamicBatchingConfig no_default = b;
+  no_default.default_timeout_microseconds = 0;
+  EXPECT_EQ(no_default.QueueTimeoutMicroseconds(0), 0u);
+  EXPECT_EQ(no_default.QueueTimeoutMicroseconds(2000), 2000u);
+  DynamicBatchingConfig delays = b;
+  delays.timeout_delays = true;  // DELAY: timed-out requests still run
+  EXPECT_EQ(delays.QueueTimeoutMicroseconds(2000), 0u);
+  EXPECT_EQ(DynamicBatchingConfig{}.QueueTimeoutMicroseconds(2000), 0u);  // no dynamic batching
+
+  ExpectError(Minimal("dynamic_batching:\n  default_queue_policy: {timeout_action: DROP}\n"), 10,
+              "dynamic_batching.default_queue_policy.timeout_action",
+              "expected one of REJECT, DELAY");
 }
 
 TEST(ModelConfigTest, ResponseCache) {

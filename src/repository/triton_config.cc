@@ -353,16 +353,21 @@ void WriteDynamicBatching(const inference::ModelConfig& config, const Locator& r
   if (batching.has_default_queue_policy()) {
     const inference::ModelQueuePolicy& queue = batching.default_queue_policy();
     const int queue_line = LineOr(at.At("default_queue_policy"), line);
-    if (queue.max_queue_size() != 0) {
-      yaml.Add(2, "default_queue_policy:", queue_line);
-      yaml.Add(4, absl::StrCat("max_queue_size: ", queue.max_queue_size()), queue_line);
-      empty = false;
-    }
-    if (queue.default_timeout_microseconds() != 0 || queue.allow_timeout_override() ||
-        queue.timeout_action() != inference::ModelQueuePolicy::REJECT) {
-      reading.Ignore(queue_line, "dynamic_batching.default_queue_policy",
-                     "queue timeouts: Tessera drops requests that can no longer meet slo_ms");
-    }
+    yaml.Add(2, "default_queue_policy:", queue_line);
+    yaml.Add(4, absl::StrCat("max_queue_size: ", queue.max_queue_size()), queue_line);
+    yaml.Add(4,
+             absl::StrCat(
+                 "timeout_action: ",
+                 queue.timeout_action() == inference::ModelQueuePolicy::DELAY ? "DELAY" : "REJECT"),
+             queue_line);
+    yaml.Add(4,
+             absl::StrCat("default_timeout_microseconds: ", queue.default_timeout_microseconds()),
+             queue_line);
+    yaml.Add(
+        4,
+        absl::StrCat("allow_timeout_override: ", queue.allow_timeout_override() ? "true" : "false"),
+        queue_line);
+    empty = false;
   }
   if (batching.preserve_ordering()) {
     reading.Ignore(LineOr(at.At("preserve_ordering"), line), "dynamic_batching.preserve_ordering",

@@ -45,7 +45,7 @@ output [
 dynamic_batching {
   preferred_batch_size: [ 4, 8 ]
   max_queue_delay_microseconds: 2000
-  default_queue_policy { max_queue_size: 100 }
+  default_queue_policy { max_queue_size: 100 default_timeout_microseconds: 7000 allow_timeout_override: true }
 }
 instance_group [
   { count: 2, kind: KIND_GPU, gpus: [ 0, 1 ] },
@@ -91,6 +91,9 @@ TEST(TritonConfigTest, ReadsEveryFieldTesseraActsOn) {
   EXPECT_THAT(c->dynamic_batching.preferred_batch_sizes, ElementsAre(4, 8));
   EXPECT_EQ(c->dynamic_batching.max_queue_delay_microseconds, 2000u);
   EXPECT_EQ(c->dynamic_batching.max_queue_size, 100u);
+  EXPECT_EQ(c->dynamic_batching.default_timeout_microseconds, 7000u);
+  EXPECT_TRUE(c->dynamic_batching.allow_timeout_override);
+  EXPECT_FALSE(c->dynamic_batching.timeout_delays);
   ASSERT_THAT(c->instance_groups, SizeIs(2));
   EXPECT_EQ(c->instance_groups[0].count, 2);
   EXPECT_EQ(c->instance_groups[0].kind, InstanceKind::kGpu);

@@ -1,6 +1,8 @@
 """Requests whose clients gave up (a gRPC deadline that passed, as tritonclient's client_timeout
 sets) are not run when their turn in the queue comes: they are counted as CANCELED failures and
-the model's time goes to requests someone still waits for."""
+the model's time goes to requests someone still waits for. Likewise requests past their queue
+timeout (Triton's default_queue_policy, and the request's own `timeout` parameter where the config
+allows it) are answered UNAVAILABLE instead of being run."""
 import threading
 import time
 
@@ -15,7 +17,7 @@ from tessera_testlib import assert_mlp_serves, make_input, model_stats
 ROWS, WIDTH, LAYERS = 256, 512, 16
 
 
-def save_slow_model(repo):
+def save_slow_model(repo, name="slow", queue_policy=""):
     """y = x @ W1 @ ... @ W16 on a [256, 512] input: tens of ms a request on this machine class.
     One request per batch and one instance, so requests queue behind each other."""
     rng = np.random.default_rng(0)
@@ -28,13 +30,13 @@ def save_slow_model(repo):
         prev = out
     x = onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["batch", ROWS, WIDTH])
     y = onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, ["batch", ROWS, WIDTH])
-    model = onnx.helper.make_model(onnx.helper.make_graph(nodes, "slow", [x], [y], inits),
+    model = onnx.helper.make_model(onnx.helper.make_graph(nodes, name, [x], [y], inits),
                                    opset_imports=[onnx.helper.make_opsetid("", 13)])
     model.ir_version = 8
-    (repo / "slow" / "1").mkdir(parents=True)
-    onnx.save(model, str(repo / "slow" / "1" / "model.onnx"))
-    (repo / "slow" / "config.yaml").write_text(
-        "name: slow\nmax_batch_size: 1\ndynamic_batching: {}\n"
+    (repo / name / "1").mkdir(parents=True)
+    onnx.save(model, str(repo / name / "1" / "model.onnx"))
+    (repo / name / "config.yaml").write_text(
+        f"name: {name}\nmax_batch_size: 1\ndynamic_batching: {{{queue_policy}}}\n"
         "instance_group: [{count: 1, kind: KIND_CPU}]\n")
 
 
@@ -42,7 +44,8 @@ def save_slow_model(repo):
 def served(make_server, tmp_path_factory):
     repo = copy_repository(tmp_path_factory.mktemp("cancel") / "models")
     save_slow_model(repo)
-    server = make_server(repository=repo, mode="none", wait_models=["mlp", "slow"])
+    save_slow_model(repo, "slow_timeout", "default_queue_policy: {allow_timeout_override: true}")
+    server = make_server(repository=repo, mode="none", wait_models=["mlp", "slow", "slow_timeout"])
     return server, server.client()
 
 
@@ -84,4 +87,36 @@ def test_requests_past_their_deadline_in_the_queue_are_not_run(served):
     executed, failed = counts()
     assert executed + failed == sent, (executed, failed)
     assert failed >= 2 and executed <= sent - 2, (executed, failed)
+    assert_mlp_serves(client)
+
+
+def test_requests_past_their_queue_timeout_are_rejected_not_run(served):
+    _, client = served
+    x = np.random.default_rng(2).standard_normal((1, ROWS, WIDTH)).astype(np.float32)
+    for _ in range(2):  # warm
+        client.infer("slow_timeout", [make_input(x, name="x")])
+    start = time.monotonic()
+    client.infer("slow_timeout", [make_input(x, name="x")])
+    one_us = int((time.monotonic() - start) * 1e6)
+    before = model_stats(client, "slow_timeout")
+
+    # Each may wait one run in the queue (tritonclient's `timeout`, in microseconds): the ones
+    # behind two or more runs are rejected at their turn.
+    sent, answered, errors = 8, threading.Semaphore(0), []
+
+    def done(result, error):
+        if error is not None:
+            errors.append(error)
+        answered.release()
+
+    for _ in range(sent):
+        client.async_infer("slow_timeout", [make_input(x, name="x")], done, timeout=one_us)
+    for _ in range(sent):
+        assert answered.acquire(timeout=60)
+    assert len(errors) >= 2, f"one run {one_us} us; errors {errors}"
+    for e in errors:
+        assert e.status() == "StatusCode.UNAVAILABLE", e
+        assert "request timeout expired" in e.message(), e.message()
+    after = model_stats(client, "slow_timeout")
+    assert after.execution_count - before.execution_count == sent - len(errors)
     assert_mlp_serves(client)

@@ -218,6 +218,8 @@ class ModelQueue {
   uint64_t DutyBuildStart(const LaneState& lane, uint64_t oldest_arrival_ns) const;
   // Pops the first `count` queued requests of `lane`, splitting off those that miss the SLO.
   Taken PopBatch(LaneState& lane, size_t count, uint64_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether `request` has outlived its queue timeout at `now`.
+  static bool TimedOut(const Request& request, uint64_t now);
   // Hands batches to the idle workers of a multi-granularity lane (DecideSizedBatches); returns
   // when to decide again if nothing arrives (0 = only on arrival or a worker finishing).
   uint64_t HandOutSized(LaneState& lane) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

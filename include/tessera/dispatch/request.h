@@ -59,6 +59,9 @@ struct Request {
   // passed): one still queued is then answered CANCELLED instead of being run. Empty = never.
   // Called from the queue's threads while the request is queued.
   std::function<bool()> cancelled;
+  // The model's queue timeout for this request (default_queue_policy): still queued this long
+  // after `arrival_ns`, it is answered UNAVAILABLE instead of being run. 0 = never.
+  uint64_t queue_timeout_ns = 0;
   // Set by the runner the request was routed to, when it copied the inputs ahead; null otherwise
   // (Run then gathers from `inputs`).
   std::unique_ptr<StagedInputs> staged;

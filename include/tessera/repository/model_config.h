@@ -73,6 +73,24 @@ struct DynamicBatchingConfig {
   std::vector<int> preferred_batch_sizes;
   uint64_t max_queue_delay_microseconds = 0;
   uint32_t max_queue_size = 0;  // 0 = unbounded (default_queue_policy.max_queue_size)
+  // default_queue_policy's timeouts: a request still queued this long after it arrived is
+  // answered UNAVAILABLE instead of being run (timeout_action REJECT); 0 = never. With
+  // allow_timeout_override a request's own `timeout` parameter may shorten it (or set one when
+  // there is no default). DELAY never rejects (Triton's delayed requests still run).
+  uint64_t default_timeout_microseconds = 0;
+  bool allow_timeout_override = false;
+  bool timeout_delays = false;
+
+  // The queue timeout for a request that asks for `request_timeout_us` (0 = none asked), in
+  // microseconds; 0 = none.
+  uint64_t QueueTimeoutMicroseconds(uint64_t request_timeout_us) const {
+    if (!enabled || timeout_delays) return 0;
+    if (allow_timeout_override && request_timeout_us > 0 &&
+        (default_timeout_microseconds == 0 || request_timeout_us < default_timeout_microseconds)) {
+      return request_timeout_us;
+    }
+    return default_timeout_microseconds;
+  }
 };
 
 // One warm-up request (Triton's ModelWarmup): run at load, before the model reports READY, in
