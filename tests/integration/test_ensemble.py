@@ -150,3 +150,67 @@ def test_bad_ensembles_fail_their_load_naming_the_fault(explicit, name, change, 
     assert message in e.message(), e.message()
     assert not client.is_model_ready(f"bad_{name}")
     assert_mlp_serves(client)
+
+
+def random_ensemble(rng, name):
+    """A random ensemble over ens_relu, ens_neg ([b, 4] FP32) and mlp ([b, 64] -> [b, 10]): the
+    maps, tensor names, types, dims and batch sizes are drawn so that most are wrong somewhere."""
+    models = {"ens_relu": ("x", "y"), "ens_neg": ("x", "y"), "mlp": ("input", "output")}
+    dtype = lambda: "TYPE_INT64" if rng.random() < 0.1 else "TYPE_FP32"  # noqa: E731
+    dims = lambda: rng.choice(["[ 4 ]"] * 6 + ["[ 64 ]", "[ 10 ]", "[ -1 ]", "[ 2, 2 ]"])  # noqa
+    inputs = [f"IN{i}" for i in range(1 if rng.random() < 0.8 else 2)]
+    tensors, steps = list(inputs), []
+    for s in range(rng.randint(1, 3)):
+        model = rng.choice(list(models))
+        source = rng.choice(tensors + ["NOWHERE"] if rng.random() < 0.1 else tensors)
+        made = f"T{s}" if rng.random() < 0.85 else rng.choice(["IN0", "T0"])
+        tensors.append(made)
+        key_in, key_out = models[model]
+        if rng.random() < 0.1:
+            key_in = "wrong"
+        steps.append(f'{{ model_name: "{model}" input_map {{ key: "{key_in}" value: "{source}" }} '
+                     f'output_map {{ key: "{key_out}" value: "{made}" }} }}')
+    outputs = rng.sample(tensors[len(inputs):], k=1) if len(tensors) > len(inputs) else ["T0"]
+    text = (f'name: "{name}"\nplatform: "ensemble"\nmax_batch_size: {rng.choice([0, 4, 4, 4, 16])}\n'
+            + "".join(f'input {{ name: "{i}" data_type: {dtype()} dims: {dims()} }}\n' for i in inputs)
+            + "".join(f'output {{ name: "{o}" data_type: {dtype()} dims: {dims()} }}\n'
+                      for o in outputs)
+            + "ensemble_scheduling { step [ " + ", ".join(steps) + " ] }\n")
+    return text
+
+
+def test_random_ensembles_load_or_fail_clearly_and_answer_or_refuse_clearly(explicit):
+    """A seeded fuzz of ensemble configs: each load is OK or a clear error; each loaded one answers
+    a request shaped as its metadata says, or refuses it with a clear status, never INTERNAL; and
+    mlp keeps serving."""
+    import random
+    repo, client = explicit
+    rng = random.Random(11)
+    outcomes = {}
+    for case in range(80):
+        name = f"fz_ens_{case}"
+        save_ensemble(repo, name, random_ensemble(rng, name))
+        try:
+            client.load_model(name)
+        except Exception as e:  # noqa: BLE001 - the status is checked
+            assert e.status() in ("StatusCode.INVALID_ARGUMENT", "StatusCode.UNAVAILABLE"), e
+            assert e.message(), e
+            outcomes["load refused"] = outcomes.get("load refused", 0) + 1
+            continue
+        meta = client.get_model_metadata(name)
+        inputs = []
+        for t in meta.inputs:
+            shape = [1 if d < 0 else d for d in t.shape]
+            kind = np.float32 if t.datatype == "FP32" else np.int64
+            inputs.append(make_input(np.ones(shape, dtype=kind), datatype=t.datatype, name=t.name))
+        try:
+            client.infer(name, inputs)
+            outcomes["answered"] = outcomes.get("answered", 0) + 1
+        except Exception as e:  # noqa: BLE001 - the status is checked
+            assert e.status() in ("StatusCode.INVALID_ARGUMENT", "StatusCode.UNAVAILABLE"), \
+                (e, (repo / name / "config.pbtxt").read_text())
+            outcomes["refused"] = outcomes.get("refused", 0) + 1
+        client.unload_model(name)
+    # Seeded: about 5 answered, 20 refused at the request, 50 refused at load.
+    assert min(outcomes.get(k, 0) for k in ("answered", "refused", "load refused")) >= 1, outcomes
+    assert_mlp_serves(client)
