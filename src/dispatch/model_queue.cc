@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <iterator>
 
 #include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
@@ -150,7 +151,11 @@ Status ModelQueue::Enqueue(std::unique_ptr<Request>&& request) {
   // A multi-granularity lane stages into its first worker's pool region, which all its workers
   // read from: a worker's batch is the next consecutive run of the queue, so of the pool too.
   if (lane->runners.size() == 1 || !lane->sized.empty()) lane->runners.front()->Stage(*request);
-  lane->queue.push_back(Queued{std::move(request), key});
+  // Behind every request of its level or a higher one (a lower number): arrival order within a
+  // level. Without priority levels every request has 0 and this is push_back.
+  auto at = lane->queue.end();
+  while (at != lane->queue.begin() && std::prev(at)->request->priority > request->priority) --at;
+  lane->queue.insert(at, Queued{std::move(request), key});
   ++queued_;
   // A pipelined runner with room takes a ready submission from this thread: waking its worker
   // for it would cost a context switch per request.

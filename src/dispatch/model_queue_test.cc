@@ -138,6 +138,37 @@ TEST(ModelQueueTest, RequestsPastTheirQueueTimeoutAreRejectedNotRun) {
   EXPECT_EQ(stats->Snapshot().failures_by_reason["REJECTED"], 1u);
 }
 
+TEST(ModelQueueTest, HigherPriorityLevelsAreBatchedFirstArrivalOrderWithinALevel) {
+  // One request per 40 ms batch: they run by level (1 first), each level in arrival order. The
+  // first is of level 1 too, so whether it is still queued when the others come does not matter.
+  auto runner = std::make_unique<FakeRunnerForTest>(std::chrono::milliseconds(40));
+  std::vector<std::unique_ptr<BatchRunner>> runners;
+  runners.push_back(std::move(runner));
+  auto stats = std::make_shared<ModelStats>();
+  ModelQueue queue(ModelQueueOptions{"m/1", BatchPolicyOptions{true, 1, {}, 0}, 0},
+                   std::move(runners), stats);
+  const std::vector<uint32_t> levels = {1, 3, 2, 1, 3, 1};
+  std::vector<Submitted> submitted(levels.size());
+  std::mutex order_mu;
+  std::vector<float> order;
+  for (size_t i = 0; i < levels.size(); ++i) {
+    submitted[i].value = static_cast<float>(i);
+    auto request = MakeRequest(submitted[i]);
+    request->priority = levels[i];
+    request->done = [&, i](StatusOr<Response> r) {
+      {
+        std::lock_guard lock(order_mu);
+        order.push_back(static_cast<float>(i));
+      }
+      submitted[i].promise.set_value(std::move(r));
+    };
+    ASSERT_TRUE(queue.Enqueue(std::move(request)).ok());
+  }
+  for (auto& s : submitted) ASSERT_TRUE(s.promise.get_future().get().ok());
+  std::lock_guard lock(order_mu);
+  EXPECT_EQ(order, (std::vector<float>{0, 3, 5, 2, 1, 4}));
+}
+
 TEST(ModelQueueTest, RunnerFailureFailsEveryRequestOfTheBatch) {
   std::vector<std::unique_ptr<BatchRunner>> runners;
   runners.push_back(std::make_unique<FakeRunnerForTest>(std::chrono::milliseconds(0), true));

@@ -64,6 +64,8 @@ inference::ModelConfig ToTritonModelConfig(const repository::ModelConfig& config
     }
     batching->set_max_queue_delay_microseconds(config.dynamic_batching.max_queue_delay_microseconds);
     const repository::DynamicBatchingConfig& db = config.dynamic_batching;
+    batching->set_priority_levels(db.priority_levels);
+    batching->set_default_priority_level(db.default_priority_level);
     if (db.max_queue_size > 0 || db.default_timeout_microseconds > 0 || db.allow_timeout_override ||
         db.timeout_delays) {
       auto* queue = batching->mutable_default_queue_policy();

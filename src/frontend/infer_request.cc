@@ -74,10 +74,11 @@ Status CheckShape(const repository::TensorConfig& tensor, const Shape& shape, in
   return absl::OkStatus();
 }
 
-// The request's own `timeout` parameter (Triton's, in microseconds; tritonclient's `timeout=`),
-// 0 when absent.
-StatusOr<uint64_t> RequestTimeoutMicroseconds(const ModelInferRequest& wire) {
-  auto it = wire.parameters().find("timeout");
+// The request's own integer parameter `name` (Triton's `timeout`, in microseconds, and
+// `priority`), 0 when absent.
+StatusOr<uint64_t> UnsignedParameter(const ModelInferRequest& wire, const std::string& name,
+                                     const char* unit) {
+  auto it = wire.parameters().find(name);
   if (it == wire.parameters().end()) return 0;
   const inference::InferParameter& p = it->second;
   if (p.parameter_choice_case() == inference::InferParameter::kUint64Param) return p.uint64_param();
@@ -85,7 +86,7 @@ StatusOr<uint64_t> RequestTimeoutMicroseconds(const ModelInferRequest& wire) {
     return static_cast<uint64_t>(p.int64_param());
   }
   return absl::InvalidArgumentError(
-      "parameter 'timeout' must be a non-negative integer (microseconds)");
+      absl::StrCat("parameter '", name, "' must be a non-negative integer", unit));
 }
 
 }  // namespace
@@ -127,7 +128,10 @@ StatusOr<std::unique_ptr<dispatch::Request>> BuildDispatchRequest(
   }
 
   auto request = std::make_unique<dispatch::Request>();
-  TESSERA_ASSIGN_OR_RETURN(const uint64_t timeout_us, RequestTimeoutMicroseconds(wire));
+  TESSERA_ASSIGN_OR_RETURN(const uint64_t timeout_us,
+                           UnsignedParameter(wire, "timeout", " (microseconds)"));
+  TESSERA_ASSIGN_OR_RETURN(const uint64_t priority, UnsignedParameter(wire, "priority", ""));
+  request->priority = config.dynamic_batching.PriorityLevel(priority);
   const uint64_t queue_timeout_us = config.dynamic_batching.QueueTimeoutMicroseconds(timeout_us);
   request->queue_timeout_ns = queue_timeout_us > UINT64_MAX / 1000 ? 0 : queue_timeout_us * 1000;
   int64_t batch_size = -1;

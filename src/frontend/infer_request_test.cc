@@ -150,6 +150,20 @@ TEST(InferRequestTest, TheTimeoutParameterSetsTheQueueTimeoutWhereTheConfigAllow
   ExpectInvalid(Build(wire, config), "parameter 'timeout' must be a non-negative integer");
 }
 
+TEST(InferRequestTest, ThePriorityParameterPicksTheLevel) {
+  repository::ModelConfig config = MlpConfig();
+  config.dynamic_batching.enabled = true;
+  config.dynamic_batching.priority_levels = 4;
+  config.dynamic_batching.default_priority_level = 3;
+  auto wire = RawRequest("FP32", {1, 4}, 16);
+  RequestStorage storage;
+  EXPECT_EQ((*BuildDispatchRequest(wire, config, &storage))->priority, 3u);
+  (*wire.mutable_parameters())["priority"].set_uint64_param(1);
+  EXPECT_EQ((*BuildDispatchRequest(wire, config, &storage))->priority, 1u);
+  (*wire.mutable_parameters())["priority"].set_bool_param(true);
+  ExpectInvalid(Build(wire, config), "parameter 'priority' must be a non-negative integer");
+}
+
 TEST(InferRequestTest, ReshapedTensorsReachTheModelInItsShapeAndComeBackInTheConfigs) {
   repository::ModelConfig config = MlpConfig();
   config.inputs[0].dims = {4, -1};

@@ -34,8 +34,9 @@ constexpr std::array<std::string_view, 1> kReshapeKeys = {"shape"};
 constexpr std::array<std::string_view, 3> kPolicyKeys = {"latest", "all", "specific"};
 constexpr std::array<std::string_view, 1> kLatestKeys = {"num_versions"};
 constexpr std::array<std::string_view, 1> kSpecificKeys = {"versions"};
-constexpr std::array<std::string_view, 3> kBatchingKeys = {
-    "preferred_batch_size", "max_queue_delay_microseconds", "default_queue_policy"};
+constexpr std::array<std::string_view, 5> kBatchingKeys = {
+    "preferred_batch_size", "max_queue_delay_microseconds", "default_queue_policy",
+    "priority_levels", "default_priority_level"};
 constexpr std::array<std::string_view, 4> kQueuePolicyKeys = {
     "max_queue_size", "timeout_action", "default_timeout_microseconds", "allow_timeout_override"};
 constexpr std::array<std::string_view, 2> kTimeoutActions = {"REJECT", "DELAY"};
@@ -212,6 +213,24 @@ Status ReadDynamicBatching(const YamlMap& root, int max_batch_size, bool complet
   int64_t delay_us = 0;
   TESSERA_RETURN_IF_ERROR(m.GetInt("max_queue_delay_microseconds", 0, INT64_MAX, &delay_us));
   batching.max_queue_delay_microseconds = static_cast<uint64_t>(delay_us);
+
+  int64_t levels = 0, default_level = 0;
+  TESSERA_RETURN_IF_ERROR(m.GetInt("priority_levels", 0, UINT32_MAX, &levels));
+  TESSERA_RETURN_IF_ERROR(m.GetInt("default_priority_level", 0, UINT32_MAX, &default_level));
+  if (levels > 0 && (default_level < 1 || default_level > levels)) {
+    return yaml::ErrorAt(
+        source,
+        m.Has("default_priority_level") ? m.KeyLine("default_priority_level")
+                                        : m.KeyLine("priority_levels"),
+        m.PathOf("default_priority_level"),
+        absl::StrCat("must be in 1..priority_levels (", levels, "), got ", default_level));
+  }
+  if (levels == 0 && default_level != 0) {
+    return yaml::ErrorAt(source, m.KeyLine("default_priority_level"),
+                         m.PathOf("default_priority_level"), "needs priority_levels > 0");
+  }
+  batching.priority_levels = static_cast<uint32_t>(levels);
+  batching.default_priority_level = static_cast<uint32_t>(default_level);
 
   if (std::optional<YAML::Node> queue = m.Get("default_queue_policy")) {
     TESSERA_ASSIGN_OR_RETURN(

@@ -350,6 +350,27 @@ TEST(ModelConfigTest, QueuePolicyTimeouts) {
               "expected one of REJECT, DELAY");
 }
 
+TEST(ModelConfigTest, PriorityLevels) {
+  StatusOr<ModelConfig> c = ParseModelConfig(
+      Minimal("dynamic_batching: {priority_levels: 3, default_priority_level: 2}\n"), kSource,
+      "mlp");
+  ASSERT_TRUE(c.ok()) << c.status();
+  const DynamicBatchingConfig& b = c->dynamic_batching;
+  EXPECT_EQ(b.PriorityLevel(0), 2u);  // none asked: the default
+  EXPECT_EQ(b.PriorityLevel(1), 1u);
+  EXPECT_EQ(b.PriorityLevel(3), 3u);
+  EXPECT_EQ(b.PriorityLevel(4), 2u);  // above the levels: the default, as in Triton
+  EXPECT_EQ(DynamicBatchingConfig{}.PriorityLevel(1), 0u);
+  ExpectError(Minimal("dynamic_batching: {priority_levels: 3}\n"), 9,
+              "dynamic_batching.default_priority_level",
+              "must be in 1..priority_levels (3), got 0");
+  ExpectError(Minimal("dynamic_batching: {priority_levels: 3, default_priority_level: 4}\n"), 9,
+              "dynamic_batching.default_priority_level",
+              "must be in 1..priority_levels (3), got 4");
+  ExpectError(Minimal("dynamic_batching: {default_priority_level: 1}\n"), 9,
+              "dynamic_batching.default_priority_level", "needs priority_levels > 0");
+}
+
 TEST(ModelConfigTest, ResponseCache) {
   StatusOr<ModelConfig> c = ParseModelConfig(Minimal(""), kSource, "mlp");
   ASSERT_TRUE(c.ok()) << c.status();

@@ -373,10 +373,17 @@ void WriteDynamicBatching(const inference::ModelConfig& config, const Locator& r
     reading.Ignore(LineOr(at.At("preserve_ordering"), line), "dynamic_batching.preserve_ordering",
                    "each request has its own answer");
   }
-  if (batching.priority_levels() != 0 || batching.default_priority_level() != 0 ||
-      !batching.priority_queue_policy().empty()) {
-    reading.Ignore(LineOr(at.At("priority_levels"), line), "dynamic_batching.priority_levels",
-                   "requests are ordered by deadline");
+  if (batching.priority_levels() != 0 || batching.default_priority_level() != 0) {
+    yaml.Add(2, absl::StrCat("priority_levels: ", batching.priority_levels()),
+             LineOr(at.At("priority_levels"), line));
+    yaml.Add(2, absl::StrCat("default_priority_level: ", batching.default_priority_level()),
+             LineOr(at.At("default_priority_level"), LineOr(at.At("priority_levels"), line)));
+    empty = false;
+  }
+  if (!batching.priority_queue_policy().empty()) {
+    reading.Ignore(LineOr(at.At("priority_queue_policy", 0), line),
+                   "dynamic_batching.priority_queue_policy",
+                   "every level uses default_queue_policy");
   }
   if (empty) yaml.Add(2, "{}", line);
 }

@@ -46,6 +46,8 @@ dynamic_batching {
   preferred_batch_size: [ 4, 8 ]
   max_queue_delay_microseconds: 2000
   default_queue_policy { max_queue_size: 100 default_timeout_microseconds: 7000 allow_timeout_override: true }
+  priority_levels: 2
+  default_priority_level: 1
 }
 instance_group [
   { count: 2, kind: KIND_GPU, gpus: [ 0, 1 ] },
@@ -94,6 +96,8 @@ TEST(TritonConfigTest, ReadsEveryFieldTesseraActsOn) {
   EXPECT_EQ(c->dynamic_batching.default_timeout_microseconds, 7000u);
   EXPECT_TRUE(c->dynamic_batching.allow_timeout_override);
   EXPECT_FALSE(c->dynamic_batching.timeout_delays);
+  EXPECT_EQ(c->dynamic_batching.priority_levels, 2u);
+  EXPECT_EQ(c->dynamic_batching.default_priority_level, 1u);
   ASSERT_THAT(c->instance_groups, SizeIs(2));
   EXPECT_EQ(c->instance_groups[0].count, 2);
   EXPECT_EQ(c->instance_groups[0].kind, InstanceKind::kGpu);

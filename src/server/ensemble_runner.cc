@@ -196,6 +196,7 @@ class EnsembleCall : public std::enable_shared_from_this<EnsembleCall> {
         batched && !request->inputs.empty() ? request->inputs.front().shape[0] : 1;
     request->arrival_ns = MonotonicNs();
     request->cancelled = request_->cancelled;  // a step of a request its client gave up on
+    request->priority = composing.dynamic_batching.PriorityLevel(0);  // its default level
     return request;
   }
 

@@ -62,6 +62,9 @@ struct Request {
   // The model's queue timeout for this request (default_queue_policy): still queued this long
   // after `arrival_ns`, it is answered UNAVAILABLE instead of being run. 0 = never.
   uint64_t queue_timeout_ns = 0;
+  // Triton's priority level: 1 is served first, then 2, ...; requests of one level in arrival
+  // order. 0 = the model has no priority levels (plain arrival order).
+  uint32_t priority = 0;
   // Set by the runner the request was routed to, when it copied the inputs ahead; null otherwise
   // (Run then gathers from `inputs`).
   std::unique_ptr<StagedInputs> staged;

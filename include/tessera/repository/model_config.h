@@ -80,6 +80,18 @@ struct DynamicBatchingConfig {
   uint64_t default_timeout_microseconds = 0;
   bool allow_timeout_override = false;
   bool timeout_delays = false;
+  // Triton's priority levels: requests of level 1 are batched first, then 2, ... up to
+  // priority_levels; a request without a `priority` parameter (or 0, or one above the levels)
+  // gets default_priority_level. 0 levels = arrival order.
+  uint32_t priority_levels = 0;
+  uint32_t default_priority_level = 0;
+
+  // The level a request asking for `requested` (0 = none) is queued at; 0 without levels.
+  uint32_t PriorityLevel(uint64_t requested) const {
+    if (!enabled || priority_levels == 0) return 0;
+    return requested == 0 || requested > priority_levels ? default_priority_level
+                                                         : static_cast<uint32_t>(requested);
+  }
 
   // The queue timeout for a request that asks for `request_timeout_us` (0 = none asked), in
   // microseconds; 0 = none.
