@@ -215,7 +215,7 @@ class InferenceService final : public InferenceServiceBase {
     std::optional<ResponseCacheKey> cache_key;
     uint64_t lookup_ns = 0;
     if (cache_ && model->config->response_cache) {
-      cache_key = ResponseCache::KeyOf(model->name, model->version, *dispatch_request);
+      cache_key = ResponseCache::KeyOf(model->name, model->load_id, *dispatch_request);
       std::optional<dispatch::Response> hit = cache_->Lookup(*cache_key);
       lookup_ns = MonotonicNs() - arrival_ns;  // the request's checks included, as in Triton
       if (hit) {

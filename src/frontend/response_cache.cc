@@ -9,9 +9,9 @@ namespace {
 
 // Folds everything that decides a response into `state`; `salt` makes the second digest
 // independent of the first.
-uint64_t Digest(uint64_t salt, const std::string& model, int64_t version,
+uint64_t Digest(uint64_t salt, const std::string& model, uint64_t load_id,
                 const dispatch::Request& request) {
-  uint64_t h = absl::HashOf(salt, model, version, request.inputs.size());
+  uint64_t h = absl::HashOf(salt, model, load_id, request.inputs.size());
   for (const TensorView& input : request.inputs) {
     h = absl::HashOf(h, input.name, static_cast<int>(input.dtype), input.shape,
                      std::string_view(static_cast<const char*>(input.data), input.byte_size));
@@ -30,10 +30,10 @@ uint64_t SizeOf(const dispatch::Response& response) {
 
 }  // namespace
 
-ResponseCacheKey ResponseCache::KeyOf(const std::string& model, int64_t version,
+ResponseCacheKey ResponseCache::KeyOf(const std::string& model, uint64_t load_id,
                                       const dispatch::Request& request) {
-  return ResponseCacheKey{Digest(0x5e55e4a, model, version, request),
-                          Digest(0xcac4e, model, version, request)};
+  return ResponseCacheKey{Digest(0x5e55e4a, model, load_id, request),
+                          Digest(0xcac4e, model, load_id, request)};
 }
 
 std::optional<dispatch::Response> ResponseCache::Lookup(const ResponseCacheKey& key) {

@@ -1,9 +1,9 @@
 // Triton's response cache: the answers of models whose config enables `response_cache`, kept by a
 // digest of the request, so a repeated request is answered without running the model. The digest
-// covers the model and version, every input as the model receives it (name, data type, shape,
-// bytes) and the outputs asked for; it is two independent 64-bit hashes, so a wrong answer would
-// need both to collide. Least recently used entries go first when the cache is over its byte
-// budget. Thread-safe.
+// covers the model and its load (so a version, and a reload of it), every input as the model
+// receives it (name, data type, shape, bytes) and the outputs asked for; it is two independent
+// 64-bit hashes, so a wrong answer would need both to collide. Least recently used entries go first
+// when the cache is over its byte budget. Thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -27,7 +27,9 @@ class ResponseCache {
  public:
   explicit ResponseCache(uint64_t capacity_bytes) : capacity_(capacity_bytes) {}
 
-  static ResponseCacheKey KeyOf(const std::string& model, int64_t version,
+  // `load_id` is ReadyModel::load_id: unique per load, so a reloaded model file never gets the
+  // answers of the one before it.
+  static ResponseCacheKey KeyOf(const std::string& model, uint64_t load_id,
                                 const dispatch::Request& request);
 
   // A copy of the cached response (its timing and batch size zeroed: nothing ran), or nullopt.

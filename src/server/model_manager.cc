@@ -48,6 +48,7 @@ StatusOr<std::shared_ptr<ModelManager::LoadedVersion>> ModelManager::LoadEnsembl
   loaded->model_path = version.model_path;
   loaded->config = std::make_shared<const repository::ModelConfig>(config);
   loaded->stats = std::make_shared<dispatch::ModelStats>();
+  loaded->load_id = next_load_id_++;
   dispatch::ModelQueueOptions queue_options;
   queue_options.model_label = absl::StrCat(config.name, "/", version.version);
   // One request per submission: the composing models' queues batch the steps.
@@ -93,6 +94,7 @@ StatusOr<std::shared_ptr<ModelManager::LoadedVersion>> ModelManager::LoadVersion
   loaded->model_path = version.model_path;
   loaded->config = std::make_shared<const repository::ModelConfig>(config);
   loaded->stats = std::make_shared<dispatch::ModelStats>();
+  loaded->load_id = next_load_id_++;
 
   int count = 0;
   for (const auto& group : config.instance_groups) count += group.count;
@@ -487,6 +489,7 @@ StatusOr<frontend::ReadyModel> ModelManager::GetReadyModel(const std::string& na
   for (const auto& [number, v] : record.versions) model.ready_versions.push_back(number);
   model.config = chosen->second->config;
   model.queue = chosen->second->queue;
+  model.load_id = chosen->second->load_id;
   model.stats = chosen->second->stats;
   return model;
 }

@@ -89,6 +89,7 @@ class ModelManager final : public frontend::ServerCore {
     std::shared_ptr<dispatch::ModelQueue> queue;
     std::shared_ptr<dispatch::ModelStats> stats;
     std::vector<Instance> instances;
+    uint64_t load_id = 0;  // frontend::ReadyModel::load_id
   };
   using VersionMap = std::map<int64_t, std::shared_ptr<LoadedVersion>>;
   struct ModelRecord {
@@ -121,6 +122,7 @@ class ModelManager final : public frontend::ServerCore {
   ExecutorPool* const pool_;
   std::atomic<bool> ready_{true};
   std::atomic<uint64_t> next_instance_id_{1};
+  std::atomic<uint64_t> next_load_id_{1};
   std::atomic<uint32_t> next_slot_{0};  // round-robin placement; wraps harmlessly
 
   std::mutex lifecycle_mu_;  // serializes load/unload/poll

@@ -7,11 +7,12 @@ import shutil
 import subprocess
 
 import numpy as np
+import onnx
 import pytest
 
 from conftest import copy_repository
 from tessera_testlib import (OUTPUT_NAME, assert_close, fetch_metrics, load_reference, make_input,
-                             metric_sum, model_stats, parse_metrics)
+                             metric_sum, model_stats, parse_metrics, wait_until)
 
 
 @pytest.fixture(scope="module")
@@ -21,9 +22,10 @@ def cached(make_server, tmp_path_factory):
     config = repo / "mlp_cached" / "config.yaml"
     config.write_text(config.read_text().replace("name: mlp", "name: mlp_cached")
                       + "response_cache:\n  enable: true\n")
-    server = make_server(repository=repo, mode="poll", wait_models=["mlp", "mlp_cached"],
+    server = make_server(repository=repo, mode="poll", poll_secs=1,
+                         wait_models=["mlp", "mlp_cached"],
                          extra_args=("--cache-config", "local,size=1048576"))
-    return server, server.client()
+    return server, server.client(), repo
 
 
 def infer(client, model, x):
@@ -31,7 +33,7 @@ def infer(client, model, x):
 
 
 def test_a_repeated_request_is_answered_from_the_cache(cached):
-    server, client = cached
+    server, client, _ = cached
     x, y = load_reference("mlp")
     for _ in range(3):
         assert_close(infer(client, "mlp_cached", x), y, "mlp_cached")
@@ -55,7 +57,7 @@ def test_a_repeated_request_is_answered_from_the_cache(cached):
 
 
 def test_models_without_response_cache_always_run(cached):
-    _, client = cached
+    _, client, _ = cached
     x, y = load_reference("mlp")
     before = model_stats(client, "mlp").execution_count
     for _ in range(2):
@@ -72,3 +74,24 @@ def test_a_bad_cache_config_stops_the_server_with_a_message():
                             capture_output=True, text=True, timeout=30)
     assert result.returncode == 2
     assert "expected local,size=<bytes>" in result.stderr, result.stderr
+
+
+def test_a_reloaded_model_file_never_gets_the_old_files_answers(cached):
+    """Version 1's file replaced (poll mode reloads it as version 1 again): the same request must
+    run the new file, not come back from the cache of the old one."""
+    server, client, repo = cached
+    x, y = load_reference("mlp")
+    assert_close(infer(client, "mlp_cached", x), y, "before the reload")  # cached now
+    # A model with mlp's signature whose answer is the first 10 inputs.
+    inp = onnx.helper.make_tensor_value_info("input", onnx.TensorProto.FLOAT, ["batch", 64])
+    out = onnx.helper.make_tensor_value_info("output", onnx.TensorProto.FLOAT, ["batch", 10])
+    consts = [onnx.helper.make_tensor(n, onnx.TensorProto.INT64, [1], [v])
+              for n, v in (("starts", 0), ("ends", 10), ("axes", 1))]
+    node = onnx.helper.make_node("Slice", ["input", "starts", "ends", "axes"], ["output"])
+    model = onnx.helper.make_model(onnx.helper.make_graph([node], "head", [inp], [out], consts),
+                                   opset_imports=[onnx.helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.save(model, str(repo / "mlp_cached" / "1" / "model.onnx"))
+    wait_until(lambda: "model 'mlp_cached' ready, version(s) 1 (replacing the previous load)"
+               in server.log_path.read_text(errors="replace"), timeout=20, what="the reload")
+    np.testing.assert_array_equal(infer(client, "mlp_cached", x), x[:, :10])

@@ -24,6 +24,10 @@ struct ReadyModel {
   std::shared_ptr<const repository::ModelConfig> config;
   std::shared_ptr<dispatch::ModelQueue> queue;
   std::shared_ptr<dispatch::ModelStats> stats;
+  // Unique to this load of this version in the server's lifetime: a reload of the same version
+  // number (a changed model file) gets a new one, so answers cached for the old file are never
+  // served for the new one.
+  uint64_t load_id = 0;
 };
 
 struct ModelIndexEntry {
