@@ -4,8 +4,8 @@
 # bundled model and to a copy of it with `response_cache: {enable: true}`, both without queue
 # delay, rounds alternating so that the VM's drift hits them alike. Prints throughput and p50/p99
 # per model and concurrency, then each model's ModelStatistics (successes, cache hits and misses,
-# executions). (perf_analyzer prints server statistics only for windows in which the model
-# executed something, so a window of nothing but cache hits shows "Request count: 0" there.)
+# executions). (perf_analyzer was seen to print "Server: Request count: 0" for runs made only of
+# cache hits, so the script reads the statistics itself.)
 #
 #   bench/response_cache_perf_analyzer.sh [--rounds 2] [--concurrency "1 4"] [--bin build/bin]
 #
