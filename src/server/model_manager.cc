@@ -396,6 +396,23 @@ void ModelManager::PollOnce() {
       }
     }
   }
+  // An ensemble that is not serving, typically because a composing model was missing when it
+  // loaded, is tried again once this poll has loaded one of its composing models.
+  std::set<std::string> polled(diff.added.begin(), diff.added.end());
+  polled.insert(diff.changed.begin(), diff.changed.end());
+  for (const repository::ModelEntry& entry : scan->models) {
+    if (!IsEnsembleEntry(entry) || polled.count(entry.name) || GetReadyModel(entry.name, "").ok()) {
+      continue;
+    }
+    const auto& steps = entry.config->ensemble_steps;
+    if (std::any_of(steps.begin(), steps.end(), [&](const repository::EnsembleStep& step) {
+          return polled.count(step.model_name) && GetReadyModel(step.model_name, "").ok();
+        })) {
+      spdlog::info("repository poll: ensemble '{}' tried again (a model it runs was loaded)",
+                   entry.name);
+      LoadLocked(entry.name, &entry).IgnoreError();
+    }
+  }
   last_scan_ = std::move(scan).value();
 }
 

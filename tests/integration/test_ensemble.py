@@ -106,6 +106,25 @@ def test_ensemble_runs_its_steps_in_data_flow_order(make_server, repo):
     assert_mlp_serves(client)
 
 
+def test_an_ensemble_waiting_for_a_missing_model_loads_when_it_arrives(make_server,
+                                                                       tmp_path_factory):
+    """Poll mode: the ensemble fails its load naming the missing step model, and is tried again,
+    and serves, once a poll has loaded that model."""
+    repo = copy_repository(tmp_path_factory.mktemp("ensemble_late") / "models")
+    save_unary_model(repo, "ens_relu", "Relu")
+    save_ensemble(repo, "late", PIPELINE.format(name="late"))  # ens_neg is not there yet
+    server = make_server(repository=repo, mode="poll", poll_secs=1, wait_models=["ens_relu"])
+    client = server.client()
+    wait_until(lambda: "step[0] (model 'ens_neg')" in server.log_path.read_text(errors="replace"),
+               timeout=15, what="the failed load of 'late'")
+    assert not client.is_model_ready("late")
+    save_unary_model(repo, "ens_neg", "Neg")
+    wait_until(lambda: client.is_model_ready("late"), timeout=20, what="'late' tried again")
+    x = np.array([[1.0, -2.0, 3.0, -4.0]], dtype=np.float32)
+    out = client.infer("late", [make_input(x, name="IN")]).as_numpy("OUT")
+    np.testing.assert_array_equal(out, -np.maximum(x, 0))
+
+
 @pytest.fixture(scope="module")
 def explicit(make_server, tmp_path_factory):
     repo = copy_repository(tmp_path_factory.mktemp("ensemble_explicit") / "models")
