@@ -44,6 +44,21 @@ class FakeRunnerForTest : public BatchRunner {
   bool fail_;
 };
 
+// A queue of one fake runner taking one request per batch, each `pause` long.
+struct OneAtATime {
+  explicit OneAtATime(std::chrono::milliseconds pause) {
+    auto runner = std::make_unique<FakeRunnerForTest>(pause);
+    fake = runner.get();
+    std::vector<std::unique_ptr<BatchRunner>> runners;
+    runners.push_back(std::move(runner));
+    queue = std::make_unique<ModelQueue>(
+        ModelQueueOptions{"m/1", BatchPolicyOptions{true, 1, {}, 0}, 0}, std::move(runners), stats);
+  }
+  std::shared_ptr<ModelStats> stats = std::make_shared<ModelStats>();
+  FakeRunnerForTest* fake = nullptr;  // owned by the queue
+  std::unique_ptr<ModelQueue> queue;
+};
+
 TEST(ModelQueueTest, ConcurrentRequestsAreBatchedAndAnsweredInOrder) {
   auto runner = std::make_unique<FakeRunnerForTest>(std::chrono::milliseconds(20));
   FakeRunnerForTest* fake = runner.get();
@@ -78,13 +93,10 @@ TEST(ModelQueueTest, RequestsTheirClientsGaveUpOnAreNotRun) {
   // One request per batch, each 30 ms: the first runs while the rest wait; two clients have given
   // up (set before they are queued, so no timing decides it), and those are answered CANCELLED
   // when their turn comes, without running.
-  auto runner = std::make_unique<FakeRunnerForTest>(std::chrono::milliseconds(30));
-  FakeRunnerForTest* fake = runner.get();
-  std::vector<std::unique_ptr<BatchRunner>> runners;
-  runners.push_back(std::move(runner));
-  auto stats = std::make_shared<ModelStats>();
-  ModelQueue queue(ModelQueueOptions{"m/1", BatchPolicyOptions{true, 1, {}, 0}, 0},
-                   std::move(runners), stats);
+  OneAtATime one(std::chrono::milliseconds(30));
+  ModelQueue& queue = *one.queue;
+  const std::shared_ptr<ModelStats>& stats = one.stats;
+  FakeRunnerForTest* fake = one.fake;
   std::vector<Submitted> submitted(4);
   std::atomic<bool> gave_up{true};
   for (size_t i = 0; i < submitted.size(); ++i) {
@@ -113,13 +125,10 @@ TEST(ModelQueueTest, RequestsTheirClientsGaveUpOnAreNotRun) {
 TEST(ModelQueueTest, RequestsPastTheirQueueTimeoutAreRejectedNotRun) {
   // One request per batch, each 50 ms; the second may wait 10 ms, so it times out behind the
   // first; the third has no timeout and runs.
-  auto runner = std::make_unique<FakeRunnerForTest>(std::chrono::milliseconds(50));
-  FakeRunnerForTest* fake = runner.get();
-  std::vector<std::unique_ptr<BatchRunner>> runners;
-  runners.push_back(std::move(runner));
-  auto stats = std::make_shared<ModelStats>();
-  ModelQueue queue(ModelQueueOptions{"m/1", BatchPolicyOptions{true, 1, {}, 0}, 0},
-                   std::move(runners), stats);
+  OneAtATime one(std::chrono::milliseconds(50));
+  ModelQueue& queue = *one.queue;
+  const std::shared_ptr<ModelStats>& stats = one.stats;
+  FakeRunnerForTest* fake = one.fake;
   std::vector<Submitted> submitted(3);
   for (size_t i = 0; i < submitted.size(); ++i) {
     submitted[i].value = static_cast<float>(i);
@@ -141,12 +150,8 @@ TEST(ModelQueueTest, RequestsPastTheirQueueTimeoutAreRejectedNotRun) {
 TEST(ModelQueueTest, HigherPriorityLevelsAreBatchedFirstArrivalOrderWithinALevel) {
   // One request per 40 ms batch: they run by level (1 first), each level in arrival order. The
   // first is of level 1 too, so whether it is still queued when the others come does not matter.
-  auto runner = std::make_unique<FakeRunnerForTest>(std::chrono::milliseconds(40));
-  std::vector<std::unique_ptr<BatchRunner>> runners;
-  runners.push_back(std::move(runner));
-  auto stats = std::make_shared<ModelStats>();
-  ModelQueue queue(ModelQueueOptions{"m/1", BatchPolicyOptions{true, 1, {}, 0}, 0},
-                   std::move(runners), stats);
+  OneAtATime one(std::chrono::milliseconds(40));
+  ModelQueue& queue = *one.queue;
   const std::vector<uint32_t> levels = {1, 3, 2, 1, 3, 1};
   std::vector<Submitted> submitted(levels.size());
   std::mutex order_mu;

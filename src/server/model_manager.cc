@@ -32,6 +32,17 @@ void ModelManager::SetState(const std::string& name, const std::string& state,
   record.reason = reason;
 }
 
+std::shared_ptr<ModelManager::LoadedVersion> ModelManager::NewLoadedVersion(
+    const repository::ModelConfig& config, const repository::ModelVersion& version) {
+  auto loaded = std::make_shared<LoadedVersion>();
+  loaded->version = version.version;
+  loaded->model_path = version.model_path;
+  loaded->config = std::make_shared<const repository::ModelConfig>(config);
+  loaded->stats = std::make_shared<dispatch::ModelStats>();
+  loaded->load_id = next_load_id_++;
+  return loaded;
+}
+
 StatusOr<std::shared_ptr<ModelManager::LoadedVersion>> ModelManager::LoadEnsembleVersion(
     const repository::ModelConfig& config, const repository::ModelVersion& version) {
   ComposingModelLookup lookup = [this](const std::string& name, int64_t number) {
@@ -43,12 +54,7 @@ StatusOr<std::shared_ptr<ModelManager::LoadedVersion>> ModelManager::LoadEnsembl
                         absl::StrCat("failed to load ensemble '", config.name, "' version ",
                                      version.version, ": ", fits.message()));
   }
-  auto loaded = std::make_shared<LoadedVersion>();
-  loaded->version = version.version;
-  loaded->model_path = version.model_path;
-  loaded->config = std::make_shared<const repository::ModelConfig>(config);
-  loaded->stats = std::make_shared<dispatch::ModelStats>();
-  loaded->load_id = next_load_id_++;
+  std::shared_ptr<LoadedVersion> loaded = NewLoadedVersion(config, version);
   dispatch::ModelQueueOptions queue_options;
   queue_options.model_label = absl::StrCat(config.name, "/", version.version);
   // One request per submission: the composing models' queues batch the steps.
@@ -89,12 +95,7 @@ StatusOr<std::shared_ptr<ModelManager::LoadedVersion>> ModelManager::LoadVersion
                    version.model_path, note);
     }
   }
-  auto loaded = std::make_shared<LoadedVersion>();
-  loaded->version = version.version;
-  loaded->model_path = version.model_path;
-  loaded->config = std::make_shared<const repository::ModelConfig>(config);
-  loaded->stats = std::make_shared<dispatch::ModelStats>();
-  loaded->load_id = next_load_id_++;
+  std::shared_ptr<LoadedVersion> loaded = NewLoadedVersion(config, version);
 
   int count = 0;
   for (const auto& group : config.instance_groups) count += group.count;

@@ -105,6 +105,9 @@ class ModelManager final : public frontend::ServerCore {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(lifecycle_mu_);
   StatusOr<std::shared_ptr<LoadedVersion>> LoadVersion(const repository::ModelConfig& config,
                                                        const repository::ModelVersion& version);
+  // A version's record before its queue exists: config, fresh statistics, a new load_id.
+  std::shared_ptr<LoadedVersion> NewLoadedVersion(const repository::ModelConfig& config,
+                                                  const repository::ModelVersion& version);
   // An ensemble's version: no executors, a queue whose runner sends each request's steps to the
   // composing models (ensemble_runner.h), which must be ready and fit (CheckEnsembleSteps).
   StatusOr<std::shared_ptr<LoadedVersion>> LoadEnsembleVersion(

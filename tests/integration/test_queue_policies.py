@@ -41,6 +41,32 @@ def save_slow_model(repo, name="slow", queue_policy=""):
         "instance_group: [{count: 1, kind: KIND_CPU}]\n")
 
 
+def one_run_seconds(client, model, x):
+    """Warms `model` and times one request of `x` alone."""
+    for _ in range(2):
+        client.infer(model, [make_input(x, name="x")])
+    start = time.monotonic()
+    client.infer(model, [make_input(x, name="x")])
+    return time.monotonic() - start
+
+
+def send_at_once(client, model, x, count, **kwargs):
+    """`count` async requests of `x` (kwargs go to async_infer); returns the errors, after all
+    are answered."""
+    answered, errors = threading.Semaphore(0), []
+
+    def done(result, error):
+        if error is not None:
+            errors.append(error)
+        answered.release()
+
+    for _ in range(count):
+        client.async_infer(model, [make_input(x, name="x")], done, **kwargs)
+    for _ in range(count):
+        assert answered.acquire(timeout=60)
+    return errors
+
+
 @pytest.fixture(scope="module")
 def served(make_server, tmp_path_factory):
     repo = copy_repository(tmp_path_factory.mktemp("cancel") / "models")
@@ -55,26 +81,13 @@ def served(make_server, tmp_path_factory):
 def test_requests_past_their_deadline_in_the_queue_are_not_run(served):
     _, client = served
     x = np.random.default_rng(1).standard_normal((1, ROWS, WIDTH)).astype(np.float32)
-    for _ in range(2):  # warm
-        client.infer("slow", [make_input(x, name="x")])
-    start = time.monotonic()
-    client.infer("slow", [make_input(x, name="x")])
-    one = time.monotonic() - start
+    one = one_run_seconds(client, "slow", x)
     before = model_stats(client, "slow")
 
     # 16 at once, each willing to wait three runs: the later ones are past their deadline long
     # before their turn (request k starts after about k - 1 runs).
-    sent, answered, errors = 16, threading.Semaphore(0), []
-
-    def done(result, error):
-        if error is not None:
-            errors.append(error)
-        answered.release()
-
-    for _ in range(sent):
-        client.async_infer("slow", [make_input(x, name="x")], done, client_timeout=3 * one)
-    for _ in range(sent):
-        assert answered.acquire(timeout=60)
+    sent = 16
+    errors = send_at_once(client, "slow", x, sent, client_timeout=3 * one)
     assert len(errors) >= 2, f"one run {one:.3f} s; errors {errors}"
     assert all("Deadline" in str(e) for e in errors), errors
 
@@ -98,26 +111,13 @@ def test_requests_past_their_deadline_in_the_queue_are_not_run(served):
 def test_requests_past_their_queue_timeout_are_rejected_not_run(served):
     _, client = served
     x = np.random.default_rng(2).standard_normal((1, ROWS, WIDTH)).astype(np.float32)
-    for _ in range(2):  # warm
-        client.infer("slow_timeout", [make_input(x, name="x")])
-    start = time.monotonic()
-    client.infer("slow_timeout", [make_input(x, name="x")])
-    one_us = int((time.monotonic() - start) * 1e6)
+    one_us = int(one_run_seconds(client, "slow_timeout", x) * 1e6)
     before = model_stats(client, "slow_timeout")
 
     # Each may wait one run in the queue (tritonclient's `timeout`, in microseconds): the ones
     # behind two or more runs are rejected at their turn.
-    sent, answered, errors = 8, threading.Semaphore(0), []
-
-    def done(result, error):
-        if error is not None:
-            errors.append(error)
-        answered.release()
-
-    for _ in range(sent):
-        client.async_infer("slow_timeout", [make_input(x, name="x")], done, timeout=one_us)
-    for _ in range(sent):
-        assert answered.acquire(timeout=60)
+    sent = 8
+    errors = send_at_once(client, "slow_timeout", x, sent, timeout=one_us)
     assert len(errors) >= 2, f"one run {one_us} us; errors {errors}"
     for e in errors:
         assert e.status() == "StatusCode.UNAVAILABLE", e
@@ -130,10 +130,7 @@ def test_requests_past_their_queue_timeout_are_rejected_not_run(served):
 def test_a_higher_priority_request_overtakes_the_queue(served):
     _, client = served
     x = np.random.default_rng(3).standard_normal((1, ROWS, WIDTH)).astype(np.float32)
-    client.infer("slow_priority", [make_input(x, name="x")])  # warm
-    start = time.monotonic()
-    client.infer("slow_priority", [make_input(x, name="x")])
-    one = time.monotonic() - start
+    one = one_run_seconds(client, "slow_priority", x)
     finished, lock, all_done = [], threading.Lock(), threading.Semaphore(0)
 
     def on_done(label):
@@ -144,13 +141,13 @@ def test_a_higher_priority_request_overtakes_the_queue(served):
             all_done.release()
         return done
 
-    # Twelve at the default level (2): two go to the executor at once, the rest queue. A run and a
-    # half later, one at level 1 (tritonclient's priority=): it goes ahead of every low one still
-    # queued, so at least the last few lows sent before it finish after it.
+    # Twelve at the default level (2): two go to the executor at once, the rest queue. Right after
+    # them, one at level 1 (tritonclient's priority=): it goes ahead of every low one still queued,
+    # so at least the last few lows sent before it finish after it. (No sleep between: under load
+    # a run-based pause let the queue drain first and made this flaky.)
     lows = 12
     for i in range(lows):
         client.async_infer("slow_priority", [make_input(x, name="x")], on_done(f"low{i}"))
-    time.sleep(1.5 * one)
     client.async_infer("slow_priority", [make_input(x, name="x")], on_done("high"), priority=1)
     for _ in range(lows + 1):
         assert all_done.acquire(timeout=60)
