@@ -96,7 +96,7 @@ def main():
         url = f"127.0.0.1:{port}"
         server = benchlib.Server(f"tessera-server-{config}",
                                  [server_bin, "--model-repository", repo, "--grpc-port", port,
-                                  "--metrics-port", "0", "--model-control-mode", "none"], work)
+                                  "--metrics-port", "0", "--http-port", "-1", "--model-control-mode", "none"], work)
         try:
             server.start()
             for name, *_ in MODELS:

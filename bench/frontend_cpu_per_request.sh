@@ -52,7 +52,7 @@ import benchlib
 benchlib.write_identity_model(__import__("pathlib").Path(sys.argv[1]), [256], batching=False)
 EOF
 P_TESSERA=$(port); P_BARE=$(port); P_ASYNC=$(port); P_BLOCKING=$(port)
-"$BIN/tessera-server" --model-repository "$WORK/models" --grpc-port "$P_TESSERA" --metrics-port 0 \
+"$BIN/tessera-server" --model-repository "$WORK/models" --grpc-port "$P_TESSERA" --metrics-port 0 --http-port -1 \
   --model-control-mode none >"$WORK/tessera.log" 2>&1 &
 TESSERA_PID=$!; pids+=("$TESSERA_PID")
 "$BIN/tessera-bare-server" --grpc-port "$P_BARE" --model identity --dims 256 >"$WORK/bare.log" 2>&1 &

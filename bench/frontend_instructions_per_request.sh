@@ -80,7 +80,7 @@ measure() {
   case $target in
     tessera)
       "${callgrind[@]}" "$BIN/tessera-server" --model-repository "$WORK/models" \
-        --grpc-port "$port_number" --metrics-port 0 --model-control-mode none >"$out/log" 2>&1 & ;;
+        --grpc-port "$port_number" --metrics-port 0 --http-port -1 --model-control-mode none >"$out/log" 2>&1 & ;;
     bare)
       "${callgrind[@]}" "$BIN/tessera-bare-server" --grpc-port "$port_number" --model identity \
         --dims 256 >"$out/log" 2>&1 & ;;

@@ -77,7 +77,7 @@ def main():
                                        "--dims", *dims, "--answer-thread"], work),
         "tessera": benchlib.Server("tessera-server",
                                    [server_bin, "--model-repository", repo, "--grpc-port",
-                                    tessera_port, "--metrics-port", "0",
+                                    tessera_port, "--metrics-port", "0", "--http-port", "-1",
                                     "--model-control-mode", "none"], work),
     }
     urls = {"bare": f"127.0.0.1:{bare_port}", "bare-async": f"127.0.0.1:{async_port}",

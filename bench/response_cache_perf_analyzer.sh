@@ -42,7 +42,7 @@ for m in mlp small_cnn; do
   printf 'response_cache:\n  enable: true\n' >> "$work/${m}_cached/config.yaml"
 done
 port=$((20000 + RANDOM % 20000))
-"$BIN/tessera-server" --model-repository "$work" --grpc-port "$port" --metrics-port 0 \
+"$BIN/tessera-server" --model-repository "$work" --grpc-port "$port" --metrics-port 0 --http-port -1 \
   --model-control-mode none --cache-config local,size=16777216 > "$work/server.log" 2>&1 &
 server=$!
 for _ in $(seq 100); do

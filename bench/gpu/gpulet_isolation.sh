@@ -56,7 +56,7 @@ if [[ -x "$BIN/tessera-server" && -x "$BIN/tessera-bench" ]]; then
   port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
   env LD_LIBRARY_PATH="$tessera_ld" \
     "$BIN/tessera-server" --config "$LOGS/server-gpu.yaml" --model-repository "$REPO/configs/models" \
-    --grpc-port "$port" --metrics-port 0 --model-control-mode none >"$LOGS/server-gpu.log" 2>&1 &
+    --grpc-port "$port" --metrics-port 0 --http-port -1 --model-control-mode none >"$LOGS/server-gpu.log" 2>&1 &
   server_pid=$!
   server_ok=0
   for model in mlp small_cnn; do

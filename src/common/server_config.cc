@@ -25,12 +25,13 @@ constexpr int64_t kMaxGrpcMessageBytes = INT32_MAX;
 // A ring must hold at least one small request; below this it is surely a typo (units are bytes).
 constexpr int64_t kMinRingBytes = 4096;
 
-constexpr std::array<std::string_view, 9> kSections = {"grpc",      "metrics",   "repository",
-                                                       "executors", "scheduler", "shutdown",
-                                                       "log",       "trace",     "response_cache"};
+constexpr std::array<std::string_view, 10> kSections = {
+    "grpc",      "http",     "metrics", "repository", "executors",
+    "scheduler", "shutdown", "log",     "trace",      "response_cache"};
 constexpr std::array<std::string_view, 1> kResponseCacheKeys = {"size_bytes"};
 constexpr std::array<std::string_view, 4> kGrpcKeys = {"address", "port", "max_message_bytes",
                                                        "allow_client_shm"};
+constexpr std::array<std::string_view, 3> kHttpKeys = {"address", "port", "threads"};
 constexpr std::array<std::string_view, 2> kMetricsKeys = {"address", "port"};
 constexpr std::array<std::string_view, 4> kRepositoryKeys = {"path", "control_mode", "poll_secs",
                                                              "auto_complete"};
@@ -67,6 +68,11 @@ Status ParseInto(const YAML::Node& doc, std::string_view source, ServerConfig& c
     TESSERA_RETURN_IF_ERROR(
         m.GetInt("max_message_bytes", 1, kMaxGrpcMessageBytes, &config.max_grpc_message_bytes));
     return m.GetBool("allow_client_shm", &config.allow_client_shm);
+  }));
+  TESSERA_RETURN_IF_ERROR(Section(root, "http", kHttpKeys, [&](const YamlMap& m) -> Status {
+    TESSERA_RETURN_IF_ERROR(m.GetString("address", &config.http_address));
+    TESSERA_RETURN_IF_ERROR(m.GetInt("port", -1, kMaxPort, &config.http_port));
+    return m.GetInt("threads", 1, 4096, &config.http_threads);
   }));
   TESSERA_RETURN_IF_ERROR(Section(root, "metrics", kMetricsKeys, [&](const YamlMap& m) -> Status {
     TESSERA_RETURN_IF_ERROR(m.GetString("address", &config.metrics_address));

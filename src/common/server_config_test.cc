@@ -32,6 +32,8 @@ void ExpectDefaults(const ServerConfig& c) {
   EXPECT_EQ(c.grpc_port, 8001);
   EXPECT_EQ(c.metrics_address, "0.0.0.0");
   EXPECT_EQ(c.metrics_port, 8002);
+  EXPECT_EQ(c.http_port, 8000);
+  EXPECT_EQ(c.http_threads, 64);
   EXPECT_EQ(c.max_grpc_message_bytes, 2147483647);
   EXPECT_FALSE(c.allow_client_shm);
   EXPECT_FALSE(c.allow_log_settings);
@@ -75,6 +77,7 @@ TEST(ServerConfigTest, EveryKeyOverrides) {
   StatusOr<ServerConfig> c = ParseServerConfig(R"(
 grpc: { address: 127.0.0.1, port: 9001, max_message_bytes: 1048576, allow_client_shm: true }
 metrics: { address: "::1", port: 0 }
+http: { address: 127.0.0.2, port: -1, threads: 8 }
 repository: { path: /models, control_mode: explicit, poll_secs: 2, auto_complete: false }
 executors:
   binary: /opt/tessera/bin/tessera-executor
@@ -100,6 +103,9 @@ log: { verbose: 2, allow_settings_rpc: true }
   EXPECT_TRUE(c->allow_client_shm);
   EXPECT_EQ(c->metrics_address, "::1");
   EXPECT_EQ(c->metrics_port, 0);
+  EXPECT_EQ(c->http_address, "127.0.0.2");
+  EXPECT_EQ(c->http_port, -1);
+  EXPECT_EQ(c->http_threads, 8);
   EXPECT_EQ(c->model_repository, "/models");
   EXPECT_EQ(c->model_control_mode, ModelControlMode::kExplicit);
   EXPECT_FALSE(c->auto_complete_config);
@@ -144,6 +150,8 @@ TEST(ServerConfigTest, WrongTypesAndRanges) {
   ExpectError("grpc:\n  port: 70000\n", 2, "grpc.port", "must be 0..65535, got 70000");
   ExpectError("grpc:\n  max_message_bytes: 4294967296\n", 2, "grpc.max_message_bytes",
               "must be 1..2147483647");
+  ExpectError("http:\n  port: -2\n", 2, "http.port", "must be -1..65535, got -2");
+  ExpectError("http:\n  threads: 0\n", 2, "http.threads", "must be 1..4096, got 0");
   ExpectError("grpc: 8001\n", 1, "grpc", "expected a map, got \"8001\"");
   ExpectError("grpc:\n  address: [a, b]\n", 2, "grpc.address", "expected a string, got a list");
   ExpectError("repository:\n  poll_secs: 0\n", 2, "repository.poll_secs", "must be >= 1, got 0");

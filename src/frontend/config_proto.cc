@@ -130,4 +130,15 @@ void FillModelMetadata(const std::string& name, const std::vector<int64_t>& vers
   for (const auto& tensor : config.outputs) fill(tensor, response->add_outputs());
 }
 
+void FillServerMetadata(const std::string& version, bool client_shm,
+                        inference::ServerMetadataResponse* response) {
+  response->set_name("tessera");
+  response->set_version(version);
+  for (const char* extension : {"model_repository", "model_configuration", "binary_tensor_data",
+                                "statistics", "classification"}) {
+    response->add_extensions(extension);
+  }
+  if (client_shm) response->add_extensions("system_shared_memory");
+}
+
 }  // namespace tessera::frontend

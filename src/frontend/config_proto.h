@@ -21,4 +21,8 @@ void FillModelMetadata(const std::string& name, const std::vector<int64_t>& vers
                        const repository::ModelConfig& config,
                        inference::ModelMetadataResponse* response);
 
+// The ServerMetadata answer: name, version, and the protocol extensions served.
+void FillServerMetadata(const std::string& version, bool client_shm,
+                        inference::ServerMetadataResponse* response);
+
 }  // namespace tessera::frontend

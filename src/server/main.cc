@@ -1,6 +1,6 @@
-// tessera-server: the KServe v2 gRPC frontend, the model repository, the dispatcher and the
-// executor processes that run models. Flags follow tritonserver's names where the meaning is the
-// same; every setting can also come from --config (configs/server.yaml), flags win.
+// tessera-server: the KServe v2 gRPC and HTTP frontend, the model repository, the dispatcher and
+// the executor processes that run models. Flags follow tritonserver's names where the meaning is
+// the same; every setting can also come from --config (configs/server.yaml), flags win.
 #include <signal.h>
 #include <unistd.h>
 
@@ -15,13 +15,13 @@
 
 #include "control_loop.h"
 #include "executor_pool.h"
-#include "tessera/frontend/metrics.h"
 #include "model_manager.h"
 #include "spdlog/spdlog.h"
 #include "tessera/common/logging.h"
 #include "tessera/common/mutex_mode.h"
 #include "tessera/common/server_config.h"
-#include "tessera/frontend/grpc_frontend.h"
+#include "tessera/frontend/frontend.h"
+#include "tessera/frontend/metrics.h"
 #include "tessera/partition/partition.h"
 
 namespace {
@@ -46,12 +46,15 @@ int Run(int argc, char** argv) {
   CLI::App app{"tessera-server: a KServe v2 / Triton-compatible inference server"};
   std::string config_path;
   std::string repository, control_mode;
-  int grpc_port = 0, metrics_port = 0, poll_secs = 0, log_verbose = 0, cpu_executors = 0;
+  int grpc_port = 0, http_port = 0, metrics_port = 0, poll_secs = 0, log_verbose = 0,
+      cpu_executors = 0;
   std::vector<std::string> load_models;
   app.add_option("--config", config_path, "Server YAML (configs/server.yaml); flags override it")
       ->check(CLI::ExistingFile);
   app.add_option("--model-repository", repository, "Model repository folder (default configs/models)");
   app.add_option("--grpc-port", grpc_port, "gRPC port for inference.GRPCInferenceService (default 8001; 0 = any free port)");
+  app.add_option("--http-port", http_port,
+                 "KServe v2 HTTP/REST port (default 8000; 0 = any free port; -1 = off)");
   app.add_option("--metrics-port", metrics_port, "Prometheus /metrics port (default 8002; -1 = off)");
   app.add_option("--model-control-mode", control_mode,
                  "none: load all at start; poll: also follow repository changes; explicit: "
@@ -97,6 +100,7 @@ int Run(int argc, char** argv) {
   }
   if (app.count("--model-repository")) config.model_repository = repository;
   if (app.count("--grpc-port")) config.grpc_port = grpc_port;
+  if (app.count("--http-port")) config.http_port = std::max(http_port, -1);
   if (app.count("--metrics-port")) config.metrics_port = metrics_port < 0 ? 0 : metrics_port;
   if (app.count("--model-control-mode")) {
     config.model_control_mode = tessera::ParseModelControlMode(control_mode).value();
@@ -237,13 +241,16 @@ int Run(int argc, char** argv) {
   frontend_options.grpc_address = config.grpc_address;
   frontend_options.grpc_port = config.grpc_port;
   frontend_options.max_message_bytes = config.max_grpc_message_bytes;
+  frontend_options.http_address = config.http_address;
+  frontend_options.http_port = config.http_port;
+  frontend_options.http_threads = config.http_threads;
   frontend_options.allow_client_shm = config.allow_client_shm;
   frontend_options.allow_log_settings = config.allow_log_settings;
   frontend_options.trace = {config.trace_level, config.trace_rate, config.trace_count,
                             config.trace_log_frequency, config.trace_file};
   frontend_options.server_version = TESSERA_VERSION;
   frontend_options.response_cache_bytes = static_cast<uint64_t>(config.response_cache_bytes);
-  auto frontend = tessera::frontend::GrpcFrontend::Start(frontend_options, &manager);
+  auto frontend = tessera::frontend::Frontend::Start(frontend_options, &manager);
   if (!frontend.ok()) {
     spdlog::error("{}", frontend.status().message());
     return 1;

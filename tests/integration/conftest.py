@@ -69,6 +69,7 @@ class TesseraServer:
         self.proc = None
         self.grpc_port = None
         self.metrics_port = None
+        self.http_port = None
         self.log_path = None
         self._client = None
         self._starts = 0
@@ -80,7 +81,8 @@ class TesseraServer:
             cmd += ["--config", str(self.config)]
         if self.repository:
             cmd += ["--model-repository", str(self.repository)]
-        cmd += ["--grpc-port", str(self.grpc_port), "--metrics-port", str(self.metrics_port)]
+        cmd += ["--grpc-port", str(self.grpc_port), "--metrics-port", str(self.metrics_port),
+                "--http-port", str(self.http_port)]
         if self.mode:
             cmd += ["--model-control-mode", self.mode]
         if self.poll_secs is not None:
@@ -120,6 +122,9 @@ class TesseraServer:
         self.metrics_port = free_port()
         while self.metrics_port == self.grpc_port:
             self.metrics_port = free_port()
+        self.http_port = free_port()
+        while self.http_port in (self.grpc_port, self.metrics_port):
+            self.http_port = free_port()
         self._starts += 1
         self.log_path = self.log_dir / f"tessera-server-{self.grpc_port}-{self._starts}.log"
         with open(self.log_path, "wb") as log:
@@ -204,6 +209,10 @@ class TesseraServer:
     @property
     def url(self):
         return f"127.0.0.1:{self.grpc_port}"
+
+    @property
+    def http_url(self):
+        return f"127.0.0.1:{self.http_port}"
 
     @property
     def metrics_url(self):

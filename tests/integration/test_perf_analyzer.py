@@ -1,6 +1,6 @@
 """Triton's own load generator, perf_analyzer (its PyPI binary, unchanged), measures Tessera over gRPC
 in each of its inference modes (sync, async, streaming, system shared memory, batches, request
-rate): every request must succeed, and the server-side statistics it reads (ModelStatistics) must
+rate), and over HTTP (its default protocol): every request must succeed, and the server-side statistics it reads (ModelStatistics) must
 account for every request it sent.
 
 perf_analyzer is fetched by scripts/install_deps.sh (scripts/fetch_perf_analyzer.sh); on Debian 12 it
@@ -42,10 +42,11 @@ def perf_analyzer():
     return PERF_ANALYZER
 
 
-def run_perf_analyzer(perf_analyzer, server, tmp_path, model, *args):
+def run_perf_analyzer(perf_analyzer, server, tmp_path, model, *args, protocol="grpc"):
     """Runs perf_analyzer; returns (stdout, csv rows). Fails the test with its output on an error."""
     report = tmp_path / f"{model}.csv"
-    cmd = [str(perf_analyzer), "-m", model, "-i", "grpc", "-u", server.url, "-f", str(report),
+    url = server.url if protocol == "grpc" else server.http_url
+    cmd = [str(perf_analyzer), "-m", model, "-i", protocol, "-u", url, "-f", str(report),
            *WINDOW_ARGS, *args]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
     out = proc.stdout + proc.stderr
@@ -112,6 +113,29 @@ def test_system_shared_memory(perf_analyzer, server, tmp_path, batch):
     out, rows = run_perf_analyzer(perf_analyzer, server, tmp_path, "small_cnn", "--shared-memory",
                                   "system", "-b", str(batch), "--concurrency-range", "2")
     assert_all_served(out, rows, levels=1, batch=batch)
+
+
+@pytest.mark.parametrize("model", ["mlp", "small_cnn"])
+def test_http_concurrency_sweep(perf_analyzer, server, tmp_path, model):
+    out, rows = run_perf_analyzer(perf_analyzer, server, tmp_path, model,
+                                  "--concurrency-range", "1:3:2", protocol="http")
+    assert_all_served(out, rows, levels=2)
+    assert "Avg HTTP time" in out, out
+
+
+def test_http_async_batch_of_four_from_json_inputs(perf_analyzer, server, tmp_path):
+    # perf_analyzer sends the tensors as binary data unless --input-tensor-format json. Its random
+    # data are random bytes, NaNs among them, which JSON cannot spell: zeros instead.
+    out, rows = run_perf_analyzer(perf_analyzer, server, tmp_path, "small_cnn", "--async", "-b",
+                                  "4", "--concurrency-range", "2", "--input-tensor-format", "json",
+                                  "--input-data", "zero", protocol="http")
+    assert_all_served(out, rows, levels=1, batch=4)
+
+
+def test_http_system_shared_memory(perf_analyzer, server, tmp_path):
+    out, rows = run_perf_analyzer(perf_analyzer, server, tmp_path, "small_cnn", "--shared-memory",
+                                  "system", "-b", "2", "--concurrency-range", "2", protocol="http")
+    assert_all_served(out, rows, levels=1, batch=2)
 
 
 ENSEMBLE_PBTXT = """name: "mlp_ensemble"

@@ -1,11 +1,14 @@
 """Process-level behaviour: the shipped configs/server.yaml starts a working server, and SIGTERM
-drains the requests in flight and exits 0."""
+drains the requests in flight (gRPC and HTTP) and exits 0."""
 
+import json
 import os
 import re
 import signal
 import threading
 import time
+import urllib.error
+import urllib.request
 import warnings
 
 import numpy as np
@@ -138,3 +141,55 @@ def test_sigterm_drains_requests_in_flight(make_server, tmp_path):
     if not drained:
         warnings.warn("no request was still in flight at SIGTERM: the server is too fast for this "
                       "test to exercise the drain")
+
+
+def test_sigterm_drains_http_requests_in_flight(make_server, tmp_path):
+    """The same drain over the HTTP endpoint: what was sent before SIGTERM succeeds; what comes
+    after is refused with the shutdown message, or finds the listener closed."""
+    repo = copy_repository(tmp_path / "models")
+    cfg = repo / "mlp" / "config.yaml"
+    cfg.write_text(re.sub(r"(?m)^slo_ms:.*$", "slo_ms: 600000", cfg.read_text()))
+    server = make_server(repository=repo, mode="none", wait_models=["mlp"])
+    x, y = load_reference("mlp")
+    body = json.dumps({"inputs": [{"name": "input", "shape": list(x.shape), "datatype": "FP32",
+                                   "data": x.ravel().tolist()}]}).encode()
+    url = f"http://{server.http_url}/v2/models/mlp/infer"
+    stop = threading.Event()
+    outcomes, lock = [], threading.Lock()
+
+    def worker():
+        while not stop.is_set():
+            t0 = time.monotonic()
+            try:
+                with urllib.request.urlopen(urllib.request.Request(url, data=body), timeout=60) as r:
+                    result = (200, json.loads(r.read()))
+            except urllib.error.HTTPError as e:
+                result = (e.code, json.loads(e.read()))
+            except (urllib.error.URLError, ConnectionError) as e:  # the listener is gone
+                result = (None, str(e))
+            with lock:
+                outcomes.append((t0, result))
+            if result[0] != 200:
+                return
+
+    threads = [threading.Thread(target=worker, daemon=True) for _ in range(32)]
+    for t in threads:
+        t.start()
+    time.sleep(1.5)
+    t_term = time.monotonic()
+    server.proc.send_signal(signal.SIGTERM)
+    stop.set()
+    for t in threads:
+        t.join(timeout=DRAIN_TIMEOUT_S + 30)
+    code = server.proc.wait(timeout=DRAIN_TIMEOUT_S)
+
+    failed = [(r, f"sent {(t_term - t0) * 1e3:.0f} ms before SIGTERM")
+              for t0, r in outcomes if t0 < t_term - RACE_MARGIN_S and r[0] != 200]
+    assert not failed, f"{len(failed)} requests sent before SIGTERM failed: {failed[:5]}"
+    for _, (status, answer) in outcomes:
+        if status == 200:
+            out = np.array(answer["outputs"][0]["data"], dtype=np.float32).reshape(y.shape)
+            assert_close(out, y)
+        elif status is not None:
+            assert status == 503 and REFUSED_AT_THE_DOOR[0] in answer["error"], answer
+    assert code == 0, f"exit code {code} after SIGTERM"

@@ -1,5 +1,7 @@
-// The KServe v2 / Triton gRPC endpoint (inference.GRPCInferenceService) and the Prometheus metrics
-// endpoint. Async (grpc++ callback API): no thread is held per request while it waits in a queue.
+// The network side of the server: the KServe v2 / Triton gRPC endpoint
+// (inference.GRPCInferenceService) and the KServe v2 HTTP/REST endpoint, which share one inference
+// path, one set of client shared-memory regions and one request tracer. (The Prometheus endpoint
+// is metrics.h.)
 #pragma once
 
 #include <memory>
@@ -13,8 +15,14 @@ namespace tessera::frontend {
 
 struct FrontendOptions {
   std::string grpc_address = "0.0.0.0";
-  int grpc_port = 8001;  // 0 = pick a free port (see GrpcFrontend::port())
+  int grpc_port = 8001;  // 0 = pick a free port (see Frontend::grpc_port())
+  // The largest request or answer either endpoint takes or sends.
   int64_t max_message_bytes = 2147483647;
+  std::string http_address = "0.0.0.0";
+  int http_port = -1;  // -1 = no HTTP endpoint, 0 = pick a free port (see Frontend::http_port())
+  // HTTP requests served at once: one thread each, held while the request runs (HTTP/1.1 has one
+  // request in flight per connection, so this caps the connections that can be busy at once).
+  int http_threads = 64;
   std::string metrics_address = "0.0.0.0";
   int metrics_port = 8002;  // 0 = no metrics endpoint
   std::string server_version = "0.1.0";
@@ -30,19 +38,20 @@ struct FrontendOptions {
   uint64_t response_cache_bytes = 0;
 };
 
-class GrpcFrontend {
+class Frontend {
  public:
   // Starts serving. `core` must outlive the frontend.
-  static StatusOr<std::unique_ptr<GrpcFrontend>> Start(const FrontendOptions& options,
-                                                       ServerCore* core);
-  virtual ~GrpcFrontend() = default;
+  static StatusOr<std::unique_ptr<Frontend>> Start(const FrontendOptions& options,
+                                                   ServerCore* core);
+  virtual ~Frontend() = default;
 
-  virtual int port() const = 0;
+  virtual int grpc_port() const = 0;
+  virtual int http_port() const = 0;  // -1 when there is no HTTP endpoint
   // For a shutdown, once the server refuses new requests (ServerCore::IsReady false): returns when
   // no ModelInfer call has arrived for `quiet_ms`, or after `max_ms`. Calls already on the wire
   // then get the refusal, not a transport-level cancel from Shutdown. Logs how many were refused.
   virtual void RefuseUntilQuiet(int64_t quiet_ms, int64_t max_ms) = 0;
-  // Stops accepting new RPCs, waits up to `deadline_ms` for running ones, then cancels the rest.
+  // Stops accepting new calls, waits up to `deadline_ms` for running ones, then cancels the rest.
   virtual void Shutdown(int64_t deadline_ms) = 0;
 };
 

@@ -10,7 +10,7 @@
 #include <thread>
 
 #include "inference/grpc_service.grpc.pb.h"
-#include "tessera/frontend/grpc_frontend.h"
+#include "tessera/frontend/frontend.h"
 
 namespace tessera::frontend {
 namespace {
@@ -20,7 +20,8 @@ constexpr char kRefusal[] = "server is shutting down: new requests are refused";
 // Test double: the queue below never forms a batch (it accepts nothing).
 class NeverRunsRunnerForTest : public dispatch::BatchRunner {
  public:
-  StatusOr<std::vector<dispatch::Response>> Run(const std::vector<const dispatch::Request*>&) override {
+  StatusOr<std::vector<dispatch::Response>> Run(
+      const std::vector<const dispatch::Request*>&) override {
     return absl::InternalError("a closed queue ran a batch");
   }
   std::string Describe() const override { return "never runs"; }
@@ -78,11 +79,11 @@ class FrontendShutdownTest : public ::testing::Test {
     options.grpc_address = "127.0.0.1";
     options.grpc_port = 0;
     options.metrics_port = 0;
-    auto frontend = GrpcFrontend::Start(options, core_.get());
+    auto frontend = Frontend::Start(options, core_.get());
     ASSERT_TRUE(frontend.ok()) << frontend.status();
     frontend_ = std::move(frontend).value();
     stub_ = inference::GRPCInferenceService::NewStub(grpc::CreateChannel(
-        "127.0.0.1:" + std::to_string(frontend_->port()), grpc::InsecureChannelCredentials()));
+        "127.0.0.1:" + std::to_string(frontend_->grpc_port()), grpc::InsecureChannelCredentials()));
   }
 
   grpc::Status Infer() {
@@ -101,7 +102,7 @@ class FrontendShutdownTest : public ::testing::Test {
   }
 
   std::unique_ptr<FakeShuttingDownCoreForTest> core_;
-  std::unique_ptr<GrpcFrontend> frontend_;
+  std::unique_ptr<Frontend> frontend_;
   std::unique_ptr<inference::GRPCInferenceService::Stub> stub_;
 };
 

@@ -1,30 +1,24 @@
-#include "tessera/frontend/grpc_frontend.h"
+#include "grpc_endpoint.h"
 
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <deque>
 #include <functional>
 #include <mutex>
 #include <set>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "background_calls.h"
 #include "client_shm.h"
 #include "config_proto.h"
-#include "infer_request.h"
 #include "inference/grpc_service.grpc.pb.h"
 #include "log_settings_rpc.h"
 #include "malformed_request.h"
 #include "request_tracer.h"
-#include "response_cache.h"
 #include "spdlog/spdlog.h"
 #include "statistics_proto.h"
-#include "tessera/common/clock.h"
 #include "tessera/common/utf8.h"
 
 namespace tessera::frontend {
@@ -33,8 +27,6 @@ namespace {
 using grpc::CallbackServerContext;
 using grpc::ServerUnaryReactor;
 
-constexpr char kRefusedWhileShuttingDown[] =
-    "server is shutting down: new requests are refused while accepted ones drain";
 constexpr char kNoCudaShm[] =
     "CUDA shared memory is not supported yet; register system shared memory instead";
 
@@ -59,48 +51,37 @@ class StreamInferReactor;
 // malformed one gets a clear answer (malformed_request.h).
 // (GRPCInferenceService::CallbackService with those two raw; the names are gRPC's generated ones.)
 using S = inference::GRPCInferenceService;
-using InferenceServiceBase = S::WithCallbackMethod_ServerLive<S::WithCallbackMethod_ServerReady<
-    S::WithCallbackMethod_ModelReady<S::WithCallbackMethod_ServerMetadata<
-    S::WithCallbackMethod_ModelMetadata<S::WithRawCallbackMethod_ModelInfer<
-    S::WithRawCallbackMethod_ModelStreamInfer<S::WithCallbackMethod_ModelConfig<
-    S::WithCallbackMethod_ModelStatistics<S::WithCallbackMethod_RepositoryIndex<
-    S::WithCallbackMethod_RepositoryModelLoad<S::WithCallbackMethod_RepositoryModelUnload<
-    S::WithCallbackMethod_SystemSharedMemoryStatus<S::WithCallbackMethod_SystemSharedMemoryRegister<
-    S::WithCallbackMethod_SystemSharedMemoryUnregister<S::WithCallbackMethod_CudaSharedMemoryStatus<
-    S::WithCallbackMethod_CudaSharedMemoryRegister<S::WithCallbackMethod_CudaSharedMemoryUnregister<
-    S::WithCallbackMethod_TraceSetting<S::WithCallbackMethod_LogSettings<
-    S::Service>>>>>>>>>>>>>>>>>>>>;
+using InferenceServiceBase = S::WithCallbackMethod_ServerLive<
+    S::WithCallbackMethod_ServerReady<S::WithCallbackMethod_ModelReady<
+        S::WithCallbackMethod_ServerMetadata<S::WithCallbackMethod_ModelMetadata<
+            S::WithRawCallbackMethod_ModelInfer<S::WithRawCallbackMethod_ModelStreamInfer<
+                S::WithCallbackMethod_ModelConfig<S::WithCallbackMethod_ModelStatistics<
+                    S::WithCallbackMethod_RepositoryIndex<S::WithCallbackMethod_RepositoryModelLoad<
+                        S::WithCallbackMethod_RepositoryModelUnload<
+                            S::WithCallbackMethod_SystemSharedMemoryStatus<
+                                S::WithCallbackMethod_SystemSharedMemoryRegister<
+                                    S::WithCallbackMethod_SystemSharedMemoryUnregister<
+                                        S::WithCallbackMethod_CudaSharedMemoryStatus<
+                                            S::WithCallbackMethod_CudaSharedMemoryRegister<
+                                                S::WithCallbackMethod_CudaSharedMemoryUnregister<
+                                                    S::WithCallbackMethod_TraceSetting<
+                                                        S::WithCallbackMethod_LogSettings<
+                                                            S::Service>>>>>>>>>>>>>>>>>>>>;
 
 class InferenceService final : public InferenceServiceBase {
  public:
-  InferenceService(ServerCore* core, const FrontendOptions& options,
-                   std::unique_ptr<RequestTracer> tracer)
+  InferenceService(ServerCore* core, const FrontendOptions& options, InferSubmitter* submitter)
       : core_(core),
         version_(options.server_version),
-        client_shm_(options.allow_client_shm),
-        allow_log_settings_(options.allow_log_settings),
-        tracer_(std::move(tracer)),
-        cache_(options.response_cache_bytes > 0
-                   ? std::make_shared<ResponseCache>(options.response_cache_bytes)
-                   : nullptr) {}
-
-  Status FlushTraces() { return tracer_->Flush(); }
-
-  // Worded apart from every error an accepted request can get, so that a client (and the drain
-  // test) can tell "refused at the door" from "accepted, then lost".
-  void Refuse(const std::function<void(const grpc::Status&)>& finish) {
-    last_refusal_ns_.store(MonotonicNs(), std::memory_order_relaxed);
-    refused_.fetch_add(1, std::memory_order_relaxed);
-    finish(ToGrpc(absl::UnavailableError(kRefusedWhileShuttingDown)));
-  }
-
-  uint64_t last_refusal_ns() const { return last_refusal_ns_.load(std::memory_order_relaxed); }
-  uint64_t refused() const { return refused_.load(std::memory_order_relaxed); }
+        submitter_(submitter),
+        client_shm_(submitter->client_shm()),
+        allow_log_settings_(options.allow_log_settings) {}
 
   // Waits for detached repository-control threads (load/unload) to finish.
   void WaitForBackgroundWork() { background_.Wait(); }
 
-  ServerUnaryReactor* ServerLive(CallbackServerContext* context, const inference::ServerLiveRequest*,
+  ServerUnaryReactor* ServerLive(CallbackServerContext* context,
+                                 const inference::ServerLiveRequest*,
                                  inference::ServerLiveResponse* response) override {
     response->set_live(true);
     return FinishNow(context, absl::OkStatus());
@@ -123,14 +104,7 @@ class InferenceService final : public InferenceServiceBase {
   ServerUnaryReactor* ServerMetadata(CallbackServerContext* context,
                                      const inference::ServerMetadataRequest*,
                                      inference::ServerMetadataResponse* response) override {
-    response->set_name("tessera");
-    response->set_version(version_);
-    for (const char* extension :
-         {"model_repository", "model_configuration", "binary_tensor_data", "statistics",
-          "classification"}) {
-      response->add_extensions(extension);
-    }
-    if (client_shm_.enabled()) response->add_extensions("system_shared_memory");
+    FillServerMetadata(version_, client_shm_.enabled(), response);
     return FinishNow(context, absl::OkStatus());
   }
 
@@ -192,94 +166,14 @@ class InferenceService final : public InferenceServiceBase {
   // Ends every open stream with the shutdown refusal, each once its answers are written.
   void CloseStreams();
 
-  // Validates and queues one inference (a ModelInfer call, or one request of a stream); `finish`
-  // runs exactly once, after `response` is filled, or at once with the error. `request`,
-  // `response` and `context` (whose cancellation drops the request if it is still queued) must
-  // stay alive until then.
+  // One inference (a ModelInfer call, or one request of a stream): InferSubmitter::Submit, with
+  // `finish` given a gRPC status and the call's cancellation dropping the request while queued.
   void Submit(const inference::ModelInferRequest& request, inference::ModelInferResponse* response,
               std::function<void(const grpc::Status&)> finish, CallbackServerContext* context) {
-    const uint64_t arrival_ns = MonotonicNs();
-    if (!core_->IsReady()) return Refuse(finish);
-    auto model = core_->GetReadyModel(request.model_name(), request.model_version());
-    if (!model.ok()) return finish(ToGrpc(model.status()));
-
-    auto storage = std::make_shared<RequestStorage>();
-    auto built = BuildDispatchRequest(request, *model->config, storage.get(), &client_shm_);
-    if (!built.ok()) {
-      model->stats->RecordFailure("OTHER", MonotonicNs() - arrival_ns);
-      return finish(ToGrpc(built.status()));
-    }
-    std::unique_ptr<dispatch::Request> dispatch_request = std::move(built).value();
-    dispatch_request->arrival_ns = arrival_ns;
-    dispatch_request->cancelled = [context] { return context->IsCancelled(); };
-    std::optional<ResponseCacheKey> cache_key;
-    uint64_t lookup_ns = 0;
-    if (cache_ && model->config->response_cache) {
-      cache_key = ResponseCache::KeyOf(model->name, model->load_id, *dispatch_request);
-      std::optional<dispatch::Response> hit = cache_->Lookup(*cache_key);
-      lookup_ns = MonotonicNs() - arrival_ns;  // the request's checks included, as in Triton
-      if (hit) {
-        Status filled = FillInferResponse(model->name, model->version, request.id(),
-                                          std::move(*hit), *storage, response);
-        const uint64_t request_ns = MonotonicNs() - arrival_ns;
-        if (filled.ok()) model->stats->RecordCacheHit(request_ns, request_ns);
-        if (!filled.ok()) model->stats->RecordFailure("OTHER", request_ns);
-        return finish(ToGrpc(filled));
-      }
-    }
-    // Held by a traced request's answer (which may come after the service is gone), null otherwise.
-    std::shared_ptr<RequestTracer> tracer = tracer_->Sample(model->name) ? tracer_ : nullptr;
-    const uint64_t queue_start_ns = tracer ? MonotonicNs() : 0;
-
-    // Set again if a reload moves the request to a newer version before it is queued.
-    auto served_version = std::make_shared<int64_t>(model->version);
-    // Holds only what the answer needs: capturing the queue would make it own itself.
-    // The cache, when the answer is to be kept, and the stats its miss is counted in.
-    auto cache = cache_key ? cache_ : nullptr;
-    dispatch_request->done = [finish, response, storage, served_version, name = model->name,
-                              id = request.id(), tracer = std::move(tracer), arrival_ns,
-                              queue_start_ns, cache, cache_key, lookup_ns,
-                              stats = model->stats](StatusOr<dispatch::Response> result) {
-      Status status = result.status();
-      dispatch::RequestTiming timing;
-      if (result.ok()) {
-        timing = result->timing;
-        if (cache) {
-          const uint64_t insert_start = MonotonicNs();
-          cache->Insert(*cache_key, *result);
-          stats->RecordCacheMiss(lookup_ns + (MonotonicNs() - insert_start));
-        }
-        status = FillInferResponse(name, *served_version, id, std::move(result).value(), *storage,
-                                   response);
-      }
-      if (tracer) {
-        tracer->Record(MakeTrace(name, *served_version, id, arrival_ns, queue_start_ns,
-                                  result.ok() ? &timing : nullptr, status));
-      }
-      finish(ToGrpc(status));
-    };
-    Status enqueued = model->queue->Enqueue(std::move(dispatch_request));
-    if (enqueued.code() == absl::StatusCode::kAborted && !core_->IsReady()) {
-      // Shutdown began after the check above and closed the queue: refused, not lost.
-      return Refuse(finish);
-    }
-    if (enqueued.code() == absl::StatusCode::kAborted) {
-      // The version was swapped out between lookup and enqueue (a reload): the new one serves it.
-      auto current = core_->GetReadyModel(request.model_name(), request.model_version());
-      if (current.ok()) {
-        *served_version = current->version;
-        enqueued = current->queue->Enqueue(std::move(dispatch_request));
-      } else {
-        enqueued = current.status();
-      }
-      if (enqueued.code() == absl::StatusCode::kAborted) {
-        enqueued = absl::UnavailableError(enqueued.message());
-      }
-    }
-    if (!enqueued.ok()) {
-      model->stats->RecordFailure("REJECTED", MonotonicNs() - arrival_ns);
-      finish(ToGrpc(enqueued));
-    }
+    submitter_->Submit(
+        request, response,
+        [finish = std::move(finish)](const Status& status) { finish(ToGrpc(status)); },
+        [context] { return context->IsCancelled(); });
   }
 
   ServerUnaryReactor* ModelStatistics(CallbackServerContext* context,
@@ -310,10 +204,10 @@ class InferenceService final : public InferenceServiceBase {
                                           const inference::RepositoryModelLoadRequest* request,
                                           inference::RepositoryModelLoadResponse*) override {
     if (!request->parameters().empty()) {
-      return FinishNow(context, absl::InvalidArgumentError(absl::StrCat(
-                                    "load parameters (such as '",
-                                    request->parameters().begin()->first,
-                                    "') are not supported; edit the repository instead")));
+      return FinishNow(context,
+                       absl::InvalidArgumentError(absl::StrCat(
+                           "load parameters (such as '", request->parameters().begin()->first,
+                           "') are not supported; edit the repository instead")));
     }
     return background_.Run(
         context, [this, name = request->model_name()] { return ToGrpc(core_->LoadModel(name)); });
@@ -356,9 +250,9 @@ class InferenceService final : public InferenceServiceBase {
 
   // CUDA shared memory (a client's cudaIpcMemHandle) needs the GPU-resident input pool to be worth
   // anything; until then a clear answer rather than gRPC's bare UNIMPLEMENTED.
-  ServerUnaryReactor* CudaSharedMemoryRegister(CallbackServerContext* context,
-                                               const inference::CudaSharedMemoryRegisterRequest*,
-                                               inference::CudaSharedMemoryRegisterResponse*) override {
+  ServerUnaryReactor* CudaSharedMemoryRegister(
+      CallbackServerContext* context, const inference::CudaSharedMemoryRegisterRequest*,
+      inference::CudaSharedMemoryRegisterResponse*) override {
     return FinishNow(context, absl::UnimplementedError(kNoCudaShm));
   }
   ServerUnaryReactor* CudaSharedMemoryUnregister(
@@ -404,36 +298,33 @@ class InferenceService final : public InferenceServiceBase {
       const std::vector<ModelIndexEntry> index = core_->RepositoryIndex(false);
       if (std::none_of(index.begin(), index.end(),
                        [&](const ModelIndexEntry& e) { return e.name == model; })) {
-        return FinishNow(context, absl::NotFoundError(absl::StrCat(
-                                      "no model '", model, "' in the model repository")));
+        return FinishNow(context, absl::NotFoundError(absl::StrCat("no model '", model,
+                                                                   "' in the model repository")));
       }
     }
     if (!request->settings().empty()) {
       StatusOr<TraceSettingsUpdate> update = TraceSettingsUpdateFromProto(*request);
       if (!update.ok()) return FinishNow(context, update.status());
-      if (Status applied = tracer_->Update(model, *update); !applied.ok()) {
+      if (Status applied = submitter_->tracer().Update(model, *update); !applied.ok()) {
         return FinishNow(context, applied);
       }
       spdlog::info("trace settings of {} changed by a TraceSetting call",
                    model.empty() ? "the server" : "model '" + model + "'");
     }
-    TraceSettingsToProto(tracer_->Get(model), response);
+    TraceSettingsToProto(submitter_->tracer().Get(model), response);
     return FinishNow(context, absl::OkStatus());
   }
 
  private:
   ServerCore* core_;
   const std::string version_;
-  ClientShmRegistry client_shm_;
+  InferSubmitter* const submitter_;
+  ClientShmRegistry& client_shm_;  // shared with the HTTP endpoint
   const bool allow_log_settings_;
-  const std::shared_ptr<RequestTracer> tracer_;
-  const std::shared_ptr<ResponseCache> cache_;  // null: no response cache
   std::mutex streams_mu_;
   std::set<StreamInferReactor*> streams_ ABSL_GUARDED_BY(streams_mu_);
   bool streams_closed_ ABSL_GUARDED_BY(streams_mu_) = false;
   BackgroundCalls background_;  // repository loads and unloads
-  std::atomic<uint64_t> last_refusal_ns_{0};
-  std::atomic<uint64_t> refused_{0};
 };
 
 // One ModelStreamInfer call: every request read is submitted at once (reading goes on while it
@@ -458,9 +349,7 @@ class StreamInferReactor final
     StartRead(&incoming_);
   }
 
-  static grpc::Status ShuttingDownStatus() {
-    return ToGrpc(absl::UnavailableError(kRefusedWhileShuttingDown));
-  }
+  static grpc::Status ShuttingDownStatus() { return ToGrpc(InferSubmitter::ShuttingDown()); }
 
   // Ends the stream with `status` once every answer is written. True when the caller must call
   // Finish(status) now (nothing in flight); it does so outside the service's lock.
@@ -580,7 +469,7 @@ class StreamInferReactor final
 
   InferenceService* const service_;
   CallbackServerContext* const context_;  // lives until OnDone, after every answer
-  grpc::ByteBuffer incoming_;  // the read in progress (one at a time)
+  grpc::ByteBuffer incoming_;             // the read in progress (one at a time)
   std::mutex mu_;
   int64_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;  // read, not yet written or dropped
   std::shared_ptr<grpc::ByteBuffer> writing_ ABSL_GUARDED_BY(mu_);  // encoded answers
@@ -603,44 +492,23 @@ void InferenceService::CloseStreams() {
     std::lock_guard lock(streams_mu_);
     streams_closed_ = true;
     for (StreamInferReactor* stream : streams_) {
-      if (stream->BeginClose(StreamInferReactor::ShuttingDownStatus())) finish_now.push_back(stream);
+      if (stream->BeginClose(StreamInferReactor::ShuttingDownStatus()))
+        finish_now.push_back(stream);
     }
   }
   // Safe outside the lock: a stream that BeginClose claimed cannot reach OnDone before Finish.
-  for (StreamInferReactor* stream : finish_now) stream->Finish(StreamInferReactor::ShuttingDownStatus());
+  for (StreamInferReactor* stream : finish_now)
+    stream->Finish(StreamInferReactor::ShuttingDownStatus());
 }
 
-class GrpcFrontendImpl final : public GrpcFrontend {
+class GrpcEndpointImpl final : public GrpcEndpoint {
  public:
-  GrpcFrontendImpl(std::unique_ptr<InferenceService> service, std::unique_ptr<grpc::Server> server,
+  GrpcEndpointImpl(std::unique_ptr<InferenceService> service, std::unique_ptr<grpc::Server> server,
                    int port)
       : service_(std::move(service)), server_(std::move(server)), port_(port) {}
-  ~GrpcFrontendImpl() override { Shutdown(0); }
+  ~GrpcEndpointImpl() override { Shutdown(0); }
 
   int port() const override { return port_; }
-
-  void RefuseUntilQuiet(int64_t quiet_ms, int64_t max_ms) override {
-    const uint64_t start_ns = MonotonicNs();
-    const uint64_t quiet_ns = static_cast<uint64_t>(std::max<int64_t>(quiet_ms, 0)) * 1000000;
-    const uint64_t deadline_ns =
-        start_ns + static_cast<uint64_t>(std::max<int64_t>(max_ms, 0)) * 1000000;
-    bool quiet = false;
-    for (;;) {
-      const uint64_t now = MonotonicNs();
-      // Counted from the start too: a call on the wire needs time to arrive even if none has yet.
-      const uint64_t quiet_until = std::max(start_ns, service_->last_refusal_ns()) + quiet_ns;
-      if (now >= quiet_until) {
-        quiet = true;
-        break;
-      }
-      if (now >= deadline_ns) break;
-      std::this_thread::sleep_for(std::chrono::nanoseconds(std::min(quiet_until, deadline_ns) - now));
-    }
-    spdlog::info("refused {} inference request(s) while shutting down; closing the endpoint ({} "
-                 "after {:.0f} ms)",
-                 service_->refused(), quiet ? "no more arriving" : "still arriving",
-                 static_cast<double>(MonotonicNs() - start_ns) / 1e6);
-  }
 
   void Shutdown(int64_t deadline_ms) override {
     if (!server_) return;
@@ -649,9 +517,6 @@ class GrpcFrontendImpl final : public GrpcFrontend {
     service_->WaitForBackgroundWork();
     server_->Wait();
     server_.reset();
-    if (Status written = service_->FlushTraces(); !written.ok()) {
-      spdlog::error("request traces lost: {}", written.message());
-    }
   }
 
  private:
@@ -662,11 +527,10 @@ class GrpcFrontendImpl final : public GrpcFrontend {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<GrpcFrontend>> GrpcFrontend::Start(const FrontendOptions& options,
-                                                            ServerCore* core) {
-  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<RequestTracer> tracer,
-                           RequestTracer::Create(options.trace));
-  auto service = std::make_unique<InferenceService>(core, options, std::move(tracer));
+StatusOr<std::unique_ptr<GrpcEndpoint>> GrpcEndpoint::Start(const FrontendOptions& options,
+                                                            ServerCore* core,
+                                                            InferSubmitter* submitter) {
+  auto service = std::make_unique<InferenceService>(core, options, submitter);
   grpc::ServerBuilder builder;
   int selected_port = 0;
   const std::string address = absl::StrCat(options.grpc_address, ":", options.grpc_port);
@@ -681,12 +545,12 @@ StatusOr<std::unique_ptr<GrpcFrontend>> GrpcFrontend::Start(const FrontendOption
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || selected_port == 0) {
-    return absl::UnavailableError(absl::StrCat("cannot listen for gRPC on ", address,
-                                               " (address in use or not available)"));
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen for gRPC on ", address, " (address in use or not available)"));
   }
   spdlog::info("KServe v2 gRPC endpoint listening on {}:{}", options.grpc_address, selected_port);
-  return std::unique_ptr<GrpcFrontend>(
-      std::make_unique<GrpcFrontendImpl>(std::move(service), std::move(server), selected_port));
+  return std::unique_ptr<GrpcEndpoint>(
+      std::make_unique<GrpcEndpointImpl>(std::move(service), std::move(server), selected_port));
 }
 
 }  // namespace tessera::frontend

@@ -1,0 +1,117 @@
+#include "infer_submitter.h"
+
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "infer_request.h"
+#include "tessera/common/clock.h"
+
+namespace tessera::frontend {
+
+InferSubmitter::InferSubmitter(ServerCore* core, bool allow_client_shm,
+                               std::unique_ptr<RequestTracer> tracer, uint64_t cache_bytes)
+    : core_(core),
+      client_shm_(allow_client_shm),
+      tracer_(std::move(tracer)),
+      cache_(cache_bytes > 0 ? std::make_shared<ResponseCache>(cache_bytes) : nullptr) {}
+
+Status InferSubmitter::ShuttingDown() {
+  return absl::UnavailableError(
+      "server is shutting down: new requests are refused while accepted ones drain");
+}
+
+void InferSubmitter::Refuse(const Finish& finish) {
+  last_refusal_ns_.store(MonotonicNs(), std::memory_order_relaxed);
+  refused_.fetch_add(1, std::memory_order_relaxed);
+  finish(ShuttingDown());
+}
+
+void InferSubmitter::Submit(const inference::ModelInferRequest& request,
+                            inference::ModelInferResponse* response, Finish finish,
+                            std::function<bool()> cancelled) {
+  const uint64_t arrival_ns = MonotonicNs();
+  if (!core_->IsReady()) return Refuse(finish);
+  auto model = core_->GetReadyModel(request.model_name(), request.model_version());
+  if (!model.ok()) return finish(model.status());
+
+  auto storage = std::make_shared<RequestStorage>();
+  auto built = BuildDispatchRequest(request, *model->config, storage.get(), &client_shm_);
+  if (!built.ok()) {
+    model->stats->RecordFailure("OTHER", MonotonicNs() - arrival_ns);
+    return finish(built.status());
+  }
+  std::unique_ptr<dispatch::Request> dispatch_request = std::move(built).value();
+  dispatch_request->arrival_ns = arrival_ns;
+  dispatch_request->cancelled = std::move(cancelled);
+  std::optional<ResponseCacheKey> cache_key;
+  uint64_t lookup_ns = 0;
+  if (cache_ && model->config->response_cache) {
+    cache_key = ResponseCache::KeyOf(model->name, model->load_id, *dispatch_request);
+    std::optional<dispatch::Response> hit = cache_->Lookup(*cache_key);
+    lookup_ns = MonotonicNs() - arrival_ns;  // the request's checks included, as in Triton
+    if (hit) {
+      Status filled = FillInferResponse(model->name, model->version, request.id(), std::move(*hit),
+                                        *storage, response);
+      const uint64_t request_ns = MonotonicNs() - arrival_ns;
+      if (filled.ok()) model->stats->RecordCacheHit(request_ns, request_ns);
+      if (!filled.ok()) model->stats->RecordFailure("OTHER", request_ns);
+      return finish(filled);
+    }
+  }
+  // Held by a traced request's answer (which may come after the service is gone), null otherwise.
+  std::shared_ptr<RequestTracer> tracer = tracer_->Sample(model->name) ? tracer_ : nullptr;
+  const uint64_t queue_start_ns = tracer ? MonotonicNs() : 0;
+
+  // Set again if a reload moves the request to a newer version before it is queued.
+  auto served_version = std::make_shared<int64_t>(model->version);
+  // Holds only what the answer needs: capturing the queue would make it own itself.
+  // The cache, when the answer is to be kept, and the stats its miss is counted in.
+  auto cache = cache_key ? cache_ : nullptr;
+  dispatch_request->done = [finish, response, storage, served_version, name = model->name,
+                            id = request.id(), tracer = std::move(tracer), arrival_ns,
+                            queue_start_ns, cache, cache_key, lookup_ns,
+                            stats = model->stats](StatusOr<dispatch::Response> result) {
+    Status status = result.status();
+    dispatch::RequestTiming timing;
+    if (result.ok()) {
+      timing = result->timing;
+      if (cache) {
+        const uint64_t insert_start = MonotonicNs();
+        cache->Insert(*cache_key, *result);
+        stats->RecordCacheMiss(lookup_ns + (MonotonicNs() - insert_start));
+      }
+      status = FillInferResponse(name, *served_version, id, std::move(result).value(), *storage,
+                                 response);
+    }
+    if (tracer) {
+      tracer->Record(MakeTrace(name, *served_version, id, arrival_ns, queue_start_ns,
+                               result.ok() ? &timing : nullptr, status));
+    }
+    finish(status);
+  };
+  Status enqueued = model->queue->Enqueue(std::move(dispatch_request));
+  if (enqueued.code() == absl::StatusCode::kAborted && !core_->IsReady()) {
+    // Shutdown began after the check above and closed the queue: refused, not lost.
+    return Refuse(finish);
+  }
+  if (enqueued.code() == absl::StatusCode::kAborted) {
+    // The version was swapped out between lookup and enqueue (a reload): the new one serves it.
+    auto current = core_->GetReadyModel(request.model_name(), request.model_version());
+    if (current.ok()) {
+      *served_version = current->version;
+      enqueued = current->queue->Enqueue(std::move(dispatch_request));
+    } else {
+      enqueued = current.status();
+    }
+    if (enqueued.code() == absl::StatusCode::kAborted) {
+      enqueued = absl::UnavailableError(enqueued.message());
+    }
+  }
+  if (!enqueued.ok()) {
+    model->stats->RecordFailure("REJECTED", MonotonicNs() - arrival_ns);
+    finish(enqueued);
+  }
+}
+
+}  // namespace tessera::frontend

@@ -1,0 +1,266 @@
+"""The KServe v2 HTTP/REST endpoint, through tritonclient.http (unchanged) and through raw HTTP
+requests: metadata, configuration, inference with JSON and binary tensors, classification,
+statistics, repository control, system shared memory shared with the gRPC endpoint, and clear
+{"error": ...} answers for bad requests, after which the server still serves."""
+
+import json
+import urllib.error
+import urllib.request
+
+import numpy as np
+import pytest
+import tritonclient.grpc as grpcclient
+import tritonclient.http as httpclient
+import tritonclient.utils.shared_memory as shm
+from tritonclient.utils import InferenceServerException
+
+from conftest import MODELS_DIR, require_bundled_models
+from tessera_testlib import (INPUT_NAME, OUTPUT_NAME, assert_close, infer_output, load_reference,
+                             random_inputs)
+
+
+@pytest.fixture(scope="module")
+def http_server(make_server):
+    require_bundled_models()
+    return make_server(repository=MODELS_DIR, mode="explicit", load_models=("mlp", "small_cnn"),
+                       extra_args=("--allow-client-shm",))
+
+
+@pytest.fixture(scope="module")
+def client(http_server):
+    c = httpclient.InferenceServerClient(url=http_server.http_url, concurrency=8)
+    c.tessera_grpc_url = http_server.url
+    yield c
+    c.close()
+
+
+def client_grpc_url(client):
+    return client.tessera_grpc_url
+
+
+def http_infer(client, model, x, binary_in=True, binary_out=True, **kwargs):
+    inp = httpclient.InferInput(INPUT_NAME, list(x.shape), "FP32")
+    inp.set_data_from_numpy(x, binary_data=binary_in)
+    out = httpclient.InferRequestedOutput(OUTPUT_NAME, binary_data=binary_out)
+    return client.infer(model, [inp], outputs=[out], **kwargs)
+
+
+def raw(server, method, path, body=None, headers=None):
+    """(status, headers, body bytes) of one HTTP request; error statuses are returned, not raised."""
+    data = body.encode() if isinstance(body, str) else body
+    request = urllib.request.Request(f"http://{server.http_url}{path}", data=data, method=method,
+                                     headers=headers or {})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, response.headers, response.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers, e.read()
+
+
+def assert_error(server, method, path, body, status, fragment):
+    code, _, answer = raw(server, method, path, body)
+    assert code == status, (code, answer)
+    message = json.loads(answer)["error"]
+    assert fragment in message, message
+
+
+def assert_mlp_serves_over_http(client):
+    x, y = load_reference("mlp")
+    assert_close(http_infer(client, "mlp", x).as_numpy(OUTPUT_NAME), y, "mlp after an error")
+
+
+def test_health_metadata_and_config(http_server, client):
+    assert client.is_server_live() and client.is_server_ready()
+    assert client.is_model_ready("mlp") and not client.is_model_ready("nope")
+    meta = client.get_server_metadata()
+    assert meta["name"] == "tessera" and "binary_tensor_data" in meta["extensions"]
+    assert "system_shared_memory" in meta["extensions"]
+    model = client.get_model_metadata("small_cnn")
+    assert model["inputs"] == [{"name": INPUT_NAME, "datatype": "FP32", "shape": [-1, 3, 32, 32]}]
+    assert model["versions"] == ["1"]
+    assert client.get_model_metadata("mlp", model_version="1")["name"] == "mlp"
+    config = client.get_model_config("mlp")
+    assert config["max_batch_size"] == 8
+    assert config["input"][0]["dims"] == [64] and config["input"][0]["data_type"] == "TYPE_FP32"
+    with pytest.raises(InferenceServerException, match="unknown model 'nope'"):
+        client.get_model_metadata("nope")
+
+
+@pytest.mark.parametrize("binary_in,binary_out", [(True, True), (False, False), (True, False)])
+@pytest.mark.parametrize("model", ["mlp", "small_cnn"])
+def test_infer_matches_the_reference(client, model, binary_in, binary_out):
+    x, y = load_reference(model)
+    result = http_infer(client, model, x, binary_in, binary_out, request_id="r-42")
+    assert_close(result.as_numpy(OUTPUT_NAME), y, model)
+    response = result.get_response()
+    assert response["model_name"] == model and response["id"] == "r-42"
+    assert response["outputs"][0]["shape"] == list(y.shape)
+
+
+def test_http_and_grpc_give_the_same_answers(http_server, client):
+    x = random_inputs("small_cnn", 3, seed=5)
+    over_grpc = infer_output(http_server.client(), "small_cnn", x)
+    np.testing.assert_array_equal(http_infer(client, "small_cnn", x).as_numpy(OUTPUT_NAME),
+                                  over_grpc)
+
+
+def test_classification(client):
+    x, y = load_reference("mlp")
+    inp = httpclient.InferInput(INPUT_NAME, list(x.shape), "FP32")
+    inp.set_data_from_numpy(x)
+    for binary in (True, False):
+        out = httpclient.InferRequestedOutput(OUTPUT_NAME, binary_data=binary, class_count=3)
+        classes = client.infer("mlp", [inp], outputs=[out]).as_numpy(OUTPUT_NAME)
+        assert classes.shape == (x.shape[0], 3)
+        # Binary BYTES come back as bytes, JSON ones as str.
+        top = [int((e.decode() if isinstance(e, bytes) else e).split(":")[1]) for e in classes[:, 0]]
+        assert top == list(np.argmax(y, axis=1))
+
+
+def test_concurrent_requests_are_each_answered_with_their_own_result(client):
+    """async_infer keeps up to 8 requests in flight, each on its own connection (the client's
+    concurrency), so the server batches them; each answer must be its own request's."""
+    batches = [random_inputs("mlp", 1 + i % 4, seed=i) for i in range(48)]
+    pending = []
+    for i, x in enumerate(batches):
+        inp = httpclient.InferInput(INPUT_NAME, list(x.shape), "FP32")
+        inp.set_data_from_numpy(x, binary_data=i % 2 == 0)
+        out = httpclient.InferRequestedOutput(OUTPUT_NAME, binary_data=i % 3 == 0)
+        pending.append(client.async_infer("mlp", [inp], outputs=[out], request_id=str(i)))
+    answers = [p.get_result() for p in pending]
+    # The same inputs, one at a time over gRPC, are the reference.
+    grpc_client = grpcclient.InferenceServerClient(url=client_grpc_url(client))
+    for i, (x, answer) in enumerate(zip(batches, answers)):
+        assert answer.get_response()["id"] == str(i)
+        np.testing.assert_allclose(answer.as_numpy(OUTPUT_NAME), infer_output(grpc_client, "mlp", x),
+                                   rtol=1e-5, atol=1e-6)
+
+
+def test_statistics_and_repository_control(http_server, client):
+    before = client.get_inference_statistics("mlp")["model_stats"][0]["inference_count"]
+    x, _ = load_reference("mlp")
+    http_infer(client, "mlp", x)
+    stats = client.get_inference_statistics("mlp")["model_stats"][0]
+    assert stats["inference_count"] == before + x.shape[0]
+    assert stats["inference_stats"]["success"]["count"] >= 1
+    index = {m["name"]: m for m in client.get_model_repository_index()}
+    assert index["mlp"]["state"] == "READY"
+    client.unload_model("small_cnn")
+    assert not client.is_model_ready("small_cnn")
+    with pytest.raises(InferenceServerException, match="small_cnn"):
+        http_infer(client, "small_cnn", load_reference("small_cnn")[0])
+    client.load_model("small_cnn")
+    assert client.is_model_ready("small_cnn")
+    with pytest.raises(InferenceServerException, match="nope"):
+        client.load_model("nope")
+
+
+def test_shared_memory_regions_are_shared_with_grpc(http_server, client):
+    x, y = load_reference("small_cnn")
+    client.unregister_system_shared_memory()
+    handles = [shm.create_shared_memory_region(n, f"/tessera-http-{n}", b)
+               for n, b in (("in", x.nbytes), ("out", y.nbytes))]
+    try:
+        shm.set_shared_memory_region(handles[0], [x])
+        client.register_system_shared_memory("in", "/tessera-http-in", x.nbytes)
+        client.register_system_shared_memory("out", "/tessera-http-out", y.nbytes)
+        assert {r["name"] for r in client.get_system_shared_memory_status()} == {"in", "out"}
+        inp = httpclient.InferInput(INPUT_NAME, list(x.shape), "FP32")
+        inp.set_shared_memory("in", x.nbytes)
+        out = httpclient.InferRequestedOutput(OUTPUT_NAME)
+        out.set_shared_memory("out", y.nbytes)
+        result = client.infer("small_cnn", [inp], outputs=[out])
+        output = result.get_output(OUTPUT_NAME)  # the answer is in the region, not the body
+        assert output["shape"] == list(y.shape) and "data" not in output
+        assert_close(shm.get_contents_as_numpy(handles[1], np.float32, y.shape), y, "over HTTP")
+        # The region registered over HTTP serves a gRPC request too.
+        shm.set_shared_memory_region(handles[1], [np.zeros_like(y)])
+        ginp = grpcclient.InferInput(INPUT_NAME, list(x.shape), "FP32")
+        ginp.set_shared_memory("in", x.nbytes)
+        gout = grpcclient.InferRequestedOutput(OUTPUT_NAME)
+        gout.set_shared_memory("out", y.nbytes)
+        http_server.client().infer("small_cnn", [ginp], outputs=[gout])
+        assert_close(shm.get_contents_as_numpy(handles[1], np.float32, y.shape), y, "over gRPC")
+        with pytest.raises(InferenceServerException, match="already"):
+            client.register_system_shared_memory("in", "/tessera-http-in", x.nbytes)
+    finally:
+        client.unregister_system_shared_memory()
+        for h in handles:
+            shm.destroy_shared_memory_region(h)
+    assert client.get_system_shared_memory_status() == []
+
+
+def test_bad_requests_get_a_clear_error_and_the_server_goes_on(http_server, client):
+    infer = "/v2/models/mlp/infer"
+    good_input = {"name": INPUT_NAME, "shape": [1, 64], "datatype": "FP32", "data": [0.0] * 64}
+    cases = [
+        ("POST", infer, '{"inputs": [', 400, "not valid JSON"),
+        ("POST", infer, '{"inputs": 3}', 400, "'inputs' must be an array"),
+        ("POST", infer, json.dumps({"inputs": [dict(good_input, shape=[1, 63])]}), 400,
+         "'data' has 64 elements but its shape [1,63] needs 63"),
+        ("POST", infer, json.dumps({"inputs": [dict(good_input, shape=[1, 32], data=[0.0] * 32)]}),
+         400, "input 'input'"),
+        ("POST", infer, json.dumps({"inputs": [dict(good_input, datatype="INT32", data=[0] * 64)]}),
+         400, "INT32"),
+        ("POST", infer, json.dumps({"inputs": [dict(good_input, name="x")]}), 400,
+         "unexpected input 'x'"),
+        ("POST", "/v2/models/nope/infer", json.dumps({"inputs": [good_input]}), 404,
+         "unknown model 'nope'"),
+        ("POST", "/v2/models/mlp/versions/7/infer", json.dumps({"inputs": [good_input]}), 404,
+         "version 7"),
+        ("GET", infer, None, 405, "use POST"),
+        ("POST", "/v2/models/mlp", "{}", 405, "use GET"),
+        ("GET", "/v2/nothing/here", None, 404, "no such endpoint: GET /v2/nothing/here"),
+        ("GET", "/index.html", None, 404, "KServe v2 paths start /v2"),
+        ("POST", "/v2/repository/index", "[1]", 400, "must be a JSON object"),
+        ("POST", "/v2/systemsharedmemory/region/r/register", '{"key": "/no-such-shm"}', 400,
+         "'byte_size'"),
+        ("POST", "/v2/systemsharedmemory/region/r/register",
+         '{"key": "/tessera-no-such-object", "byte_size": 16}', 404, "tessera-no-such-object"),
+        ("GET", "/v2/cudasharedmemory/status", None, 501, "CUDA shared memory is not supported"),
+    ]
+    for method, path, body, status, fragment in cases:
+        assert_error(http_server, method, path, body, status, fragment)
+    # Binary data whose sizes do not add up to the body.
+    header = json.dumps({"inputs": [{"name": INPUT_NAME, "shape": [1, 64], "datatype": "FP32",
+                                     "parameters": {"binary_data_size": 256}}]})
+    code, _, answer = raw(http_server, "POST", infer, header.encode() + bytes(100),
+                          {"Inference-Header-Content-Length": str(len(header))})
+    assert code == 400 and "binary_data_size is 256 but only 100" in json.loads(answer)["error"]
+    code, _, answer = raw(http_server, "POST", infer, b"{}", {"Content-Encoding": "gzip"})
+    assert code == 501 and "Content-Encoding 'gzip'" in json.loads(answer)["error"]
+    assert_mlp_serves_over_http(client)
+
+
+def test_a_raw_json_request_and_its_answer(http_server):
+    x, y = load_reference("mlp")
+    body = json.dumps({"id": "7", "inputs": [{"name": INPUT_NAME, "shape": list(x.shape),
+                                              "datatype": "FP32", "data": x.tolist()}]})
+    code, headers, answer = raw(http_server, "POST", "/v2/models/mlp/infer", body)
+    assert code == 200 and headers["Content-Type"] == "application/json"
+    answer = json.loads(answer)
+    assert answer["id"] == "7" and answer["model_version"] == "1"
+    out = answer["outputs"][0]
+    assert out["name"] == OUTPUT_NAME and out["shape"] == list(y.shape)
+    assert_close(np.array(out["data"], dtype=np.float32).reshape(y.shape), y, "raw JSON answer")
+    code, _, _ = raw(http_server, "GET", "/v2/health/live")
+    assert code == 200
+
+
+@pytest.fixture(scope="module")
+def small_limit_server(make_server, tmp_path_factory):
+    require_bundled_models()
+    config = tmp_path_factory.mktemp("http") / "server.yaml"
+    config.write_text("grpc:\n  max_message_bytes: 4096\n")
+    return make_server(repository=MODELS_DIR, mode="none", config=config)
+
+
+def test_a_body_over_the_size_limit_is_refused_by_size(small_limit_server):
+    x = random_inputs("mlp", 8, seed=1)  # 2 KiB binary, over 4 KiB as JSON text
+    body = json.dumps({"inputs": [{"name": INPUT_NAME, "shape": [8, 64], "datatype": "FP32",
+                                   "data": x.tolist()}]})
+    assert len(body) > 4096
+    assert_error(small_limit_server, "POST", "/v2/models/mlp/infer", body, 413,
+                 "larger than the server's limit of 4096 bytes")
+    c = httpclient.InferenceServerClient(url=small_limit_server.http_url)
+    assert http_infer(c, "mlp", x).as_numpy(OUTPUT_NAME).shape == (8, 10)  # binary: 2 KiB
