@@ -80,7 +80,7 @@ StatusOr<json> ParseObject(const std::string& body) {
   try {
     json value = json::parse(body);
     if (value.is_object()) return value;
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // syntax errors, and numbers out of double's range
     return absl::InvalidArgumentError(
         absl::StrCat("the request body is not valid JSON: ", e.what()));
   }
@@ -188,7 +188,13 @@ class HttpEndpointImpl final : public HttpEndpoint {
     const std::string method = info->request_method ? info->request_method : "";
     const std::string uri = info->local_uri_raw ? info->local_uri_raw : "";
     std::vector<std::string> path = absl::StrSplit(uri, '/', absl::SkipEmpty());
-    HttpReply reply = Route(conn, method, path);
+    HttpReply reply;
+    try {
+      reply = Route(conn, method, path);
+    } catch (const std::exception& e) {
+      // Nothing may escape into civetweb, which would end the process: a bug answers 500.
+      reply = Error(500, absl::StrCat("internal error serving ", method, " ", uri, ": ", e.what()));
+    }
     if (reply.code >= 400) spdlog::debug("http {} {}: {} {}", method, uri, reply.code, reply.body);
     Send(conn, reply);
     return reply.code;

@@ -33,6 +33,13 @@ absl::string_view JsonTypeName(const json& value) {
   return "null";
 }
 
+// A value for an error message: scalars as written, containers by kind (dumping one could recurse
+// as deep as the client nested it).
+std::string Describe(const json& value) {
+  if (value.is_structured()) return std::string(JsonTypeName(value));
+  return value.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
 Status WrongType(absl::string_view what, absl::string_view expected, const json& value) {
   return absl::InvalidArgumentError(
       absl::StrCat(what, " must be ", expected, ", not ", JsonTypeName(value)));
@@ -171,19 +178,26 @@ bool AppendElement(DataType type, const json& v, std::string* out) {
   return false;
 }
 
+// Deeper nesting than any tensor's rank is refused before it can exhaust the handler's stack.
+constexpr int kMaxDataDepth = 64;
+
 // Flattens `data` (nested arrays, row-major) into raw bytes; counts the elements.
 Status AppendData(absl::string_view what, DataType type, const json& data, std::string* out,
-                  int64_t* count) {
+                  int64_t* count, int depth = 0) {
   if (data.is_array()) {
+    if (depth == kMaxDataDepth) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": 'data' nests arrays deeper than ", kMaxDataDepth, " levels"));
+    }
     for (const json& element : data) {
-      TESSERA_RETURN_IF_ERROR(AppendData(what, type, element, out, count));
+      TESSERA_RETURN_IF_ERROR(AppendData(what, type, element, out, count, depth + 1));
     }
     return absl::OkStatus();
   }
   if (!AppendElement(type, data, out)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        what, ": element ", *count, " (", data.dump(-1, ' ', false, json::error_handler_t::replace),
-        ") is not a valid ", std::string(DataTypeToWireName(type)), " value"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": element ", *count, " (", Describe(data), ") is not a valid ",
+                     std::string(DataTypeToWireName(type)), " value"));
   }
   ++*count;
   return absl::OkStatus();
@@ -199,7 +213,7 @@ StatusOr<int64_t> ReadShape(absl::string_view what, const json& input,
   for (const json& dim : *shape) {
     if (!dim.is_number_integer() || (!dim.is_number_unsigned() && dim.get<int64_t>() < 0)) {
       return absl::InvalidArgumentError(
-          absl::StrCat(what, " 'shape' must hold non-negative integers, not ", dim.dump()));
+          absl::StrCat(what, " 'shape' must hold non-negative integers, not ", Describe(dim)));
     }
     const int64_t d = dim.get<int64_t>();
     tensor->add_shape(d);
@@ -399,7 +413,7 @@ StatusOr<HttpInferRequest> ParseHttpInferRequest(std::string_view body,
   json root;
   try {
     root = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // syntax errors, and numbers out of double's range
     return absl::InvalidArgumentError(absl::StrCat(
         "the request body is not valid JSON", json_length ? " (its first " : "",
         json_length ? absl::StrCat(*json_length, " bytes, per Inference-Header-Content-Length)")

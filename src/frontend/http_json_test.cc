@@ -93,6 +93,8 @@ TEST(HttpJsonTest, SharedMemoryInputsCarryNoData) {
 TEST(HttpJsonTest, BadRequestsAreNamed) {
   const std::pair<const char*, const char*> cases[] = {
       {R"({"inputs": [)", "not valid JSON"},
+      {R"({"inputs": [{"name": "x", "shape": [1], "datatype": "FP32", "data": [1e999]}]})",
+       "not valid JSON"},
       {R"([1, 2])", "the request body must be a JSON object"},
       {R"({"id": 5, "inputs": []})", "the request 'id' must be a string, not an integer"},
       {R"({})", "the request has no 'inputs'"},
@@ -126,6 +128,28 @@ TEST(HttpJsonTest, BadRequestsAreNamed) {
     EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument) << body;
     EXPECT_NE(parsed.status().message().find(expected), std::string::npos)
         << body << " -> " << parsed.status();
+  }
+}
+
+TEST(HttpJsonTest, DeeplyNestedValuesAreRefusedWithoutExhaustingTheStack) {
+  const int depth = 200000;  // far more frames than a handler thread's stack holds
+  const std::string arrays = std::string(depth, '[') + "1" + std::string(depth, ']');
+  std::string objects;
+  for (int i = 0; i < depth; ++i) objects += R"({"a":)";
+  objects += "1" + std::string(depth, '}');
+  const std::pair<std::string, const char*> cases[] = {
+      {R"({"inputs": [{"name": "x", "shape": [1], "datatype": "FP32", "data": )" + arrays + "}]}",
+       "'data' nests arrays deeper than 64 levels"},
+      {R"({"inputs": [{"name": "x", "shape": [1], "datatype": "FP32", "data": [)" + objects +
+           "]}]}",
+       "element 0 (an object) is not a valid FP32 value"},
+      {R"({"inputs": [{"name": "x", "shape": [)" + arrays + R"(], "datatype": "FP32"}]})",
+       "'shape' must hold non-negative integers, not an array"},
+  };
+  for (const auto& [body, expected] : cases) {
+    auto parsed = ParseHttpInferRequest(body, std::nullopt);
+    ASSERT_FALSE(parsed.ok());
+    EXPECT_NE(parsed.status().message().find(expected), std::string::npos) << parsed.status();
   }
 }
 

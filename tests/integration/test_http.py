@@ -264,3 +264,78 @@ def test_a_body_over_the_size_limit_is_refused_by_size(small_limit_server):
                  "larger than the server's limit of 4096 bytes")
     c = httpclient.InferenceServerClient(url=small_limit_server.http_url)
     assert http_infer(c, "mlp", x).as_numpy(OUTPUT_NAME).shape == (8, 10)  # binary: 2 KiB
+
+
+FUZZ_VALUES = [None, -1, 0, 2**70, -(2**70), 1.5, "x", "", [], {}, [[1]], [-1], True, "FP16",
+               "BYTES", "INT64", {"binary_data_size": 3}, {"shared_memory_region": "none"}]
+
+
+def _mutate_structure(rng, request):
+    """Replaces one value somewhere in the request (a dict/list tree) by one of FUZZ_VALUES."""
+    node = request
+    while True:
+        keys = list(node.keys()) if isinstance(node, dict) else list(range(len(node)))
+        if not keys:
+            break
+        key = keys[rng.integers(len(keys))]
+        if not isinstance(node[key], (dict, list)) or rng.random() < 0.3:
+            node[key] = FUZZ_VALUES[rng.integers(len(FUZZ_VALUES))]
+            break
+        node = node[key]
+    return json.dumps(request).encode()
+
+
+def _mutate_bytes(rng, body):
+    body = bytearray(body)
+    for _ in range(rng.integers(1, 6)):
+        at = int(rng.integers(len(body)))
+        kind = rng.integers(3)
+        if kind == 0:
+            body[at] = int(rng.integers(256))
+        elif kind == 1:
+            del body[at:at + int(rng.integers(1, 20))]
+        else:
+            body[at:at] = rng.choice([b"[", b"]", b"{", b"}", b",", b'"', b"1e999", b"\xff"])
+    return bytes(body)
+
+
+def test_fuzzed_infer_bodies_get_answers_never_crashes(http_server, client):
+    """Seeded mutations of valid JSON and binary requests: each gets 200 or an {"error"} answer
+    with a 4xx/5xx status, and the server serves a good request afterwards."""
+    rng = np.random.default_rng(20261122)
+    x = random_inputs("mlp", 2, seed=3)
+    valid = {"id": "f", "parameters": {"priority": 1},
+             "inputs": [{"name": INPUT_NAME, "shape": [2, 64], "datatype": "FP32",
+                         "data": x.tolist()}],
+             "outputs": [{"name": OUTPUT_NAME, "parameters": {"binary_data": False}}]}
+    binary_header = json.dumps({"inputs": [{"name": INPUT_NAME, "shape": [2, 64],
+                                            "datatype": "FP32",
+                                            "parameters": {"binary_data_size": x.nbytes}}]})
+    codes = {}
+    for i in range(400):
+        headers = {}
+        if i % 4 == 3:  # binary data, with a header length that may not fit
+            body = binary_header.encode() + x.tobytes()
+            length = len(binary_header) + int(rng.integers(-5, 6)) * (i % 8 == 7)
+            headers["Inference-Header-Content-Length"] = str(length)
+            if i % 3 == 0:
+                body = _mutate_bytes(rng, body)
+        elif i % 2 == 0:
+            body = _mutate_structure(rng, json.loads(json.dumps(valid)))
+        else:
+            body = _mutate_bytes(rng, json.dumps(valid).encode())
+        code, answer_headers, answer = raw(http_server, "POST", "/v2/models/mlp/infer", body,
+                                           headers)
+        codes[code] = codes.get(code, 0) + 1
+        assert code in (200, 400, 404, 413, 501, 503), (code, body[:200], answer[:300])
+        if code == 200:  # binary outputs, if a mutation asked for them, follow the JSON
+            length = int(answer_headers.get("Inference-Header-Content-Length", len(answer)))
+            assert len(json.loads(answer[:length])["outputs"]) == 1
+        else:
+            message = json.loads(answer)["error"]
+            assert isinstance(message, str) and message, answer
+    print(f"answers by status: {codes}")
+    assert codes.get(200, 0) > 0 and codes.get(400, 0) > 0, codes
+    assert http_server.proc.poll() is None
+    assert_mlp_serves_over_http(client)
+
