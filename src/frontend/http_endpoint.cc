@@ -5,13 +5,17 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <deque>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -108,6 +112,75 @@ std::optional<ModelPath> ParseModelPath(const std::vector<std::string>& path) {
   return out;
 }
 
+// What a route needs of a request: the body is read (POST only) before routing.
+struct HttpRequest {
+  std::string method;
+  std::vector<std::string> path;
+  std::string where;  // "METHOD /path", for messages
+  std::string body;
+  std::optional<std::string> json_length;  // the Inference-Header-Content-Length header
+};
+
+// Runs each task on a thread with the default stack (8 MiB), the caller waiting: civetweb's
+// worker threads have 100 KiB, too little for the inference path (protobuf, the queue, a batch
+// sent to its executor inline). One thread per civetweb worker, so a task never waits for one.
+class TaskThreads {
+ public:
+  explicit TaskThreads(int count) {
+    for (int i = 0; i < count; ++i) threads_.emplace_back([this] { Loop(); });
+  }
+  ~TaskThreads() {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    ready_.notify_all();
+    for (std::thread& thread : threads_) thread.join();
+  }
+
+  void Run(const std::function<void()>& task) {
+    Job job{&task};
+    {
+      std::lock_guard lock(mu_);
+      queue_.push_back(&job);
+    }
+    ready_.notify_one();
+    std::unique_lock lock(job.mu);
+    job.cv.wait(lock, [&] { return job.done; });
+  }
+
+ private:
+  struct Job {
+    const std::function<void()>* task;
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done ABSL_GUARDED_BY(mu) = false;
+  };
+
+  void Loop() {
+    for (;;) {
+      Job* job = nullptr;
+      {
+        std::unique_lock lock(mu_);
+        ready_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+        if (queue_.empty()) return;
+        job = queue_.front();
+        queue_.pop_front();
+      }
+      (*job->task)();
+      std::lock_guard lock(job->mu);  // notified under the lock: the waiter owns `job`
+      job->done = true;
+      job->cv.notify_one();
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable ready_;
+  std::deque<Job*> queue_ ABSL_GUARDED_BY(mu_);
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::thread> threads_;
+};
+
 // One inference in progress: its handler thread waits until `status` is set or it is abandoned.
 struct Call {
   HttpInferRequest request;
@@ -142,6 +215,7 @@ class HttpEndpointImpl final : public HttpEndpoint {
                             "tcp_nodelay",
                             "1",
                             nullptr};
+    tasks_ = std::make_unique<TaskThreads>(std::max(1, options.http_threads));
     mg_callbacks callbacks{};
     callbacks.log_message = [](const mg_connection*, const char* message) {
       spdlog::debug("http: {}", message);
@@ -185,24 +259,42 @@ class HttpEndpointImpl final : public HttpEndpoint {
 
   int Serve(mg_connection* conn) {
     const mg_request_info* info = mg_get_request_info(conn);
-    const std::string method = info->request_method ? info->request_method : "";
+    HttpRequest request;
+    request.method = info->request_method ? info->request_method : "";
     const std::string uri = info->local_uri_raw ? info->local_uri_raw : "";
-    std::vector<std::string> path = absl::StrSplit(uri, '/', absl::SkipEmpty());
-    HttpReply reply;
-    try {
-      reply = Route(conn, method, path);
-    } catch (const std::exception& e) {
-      // Nothing may escape into civetweb, which would end the process: a bug answers 500.
-      reply = Error(500, absl::StrCat("internal error serving ", method, " ", uri, ": ", e.what()));
+    request.path = absl::StrSplit(uri, '/', absl::SkipEmpty());
+    request.where = absl::StrCat(request.method, " /", absl::StrJoin(request.path, "/"));
+    if (const char* header = mg_get_header(conn, "Inference-Header-Content-Length")) {
+      request.json_length = header;
     }
+    HttpReply reply;
+    bool continued = false;  // "100 Continue" was sent
+    StatusOr<std::string> body =
+        request.method == "POST" ? ReadBody(conn, &continued) : std::string();
+    if (body.ok()) {
+      request.body = std::move(body).value();
+      tasks_->Run([&] {
+        try {
+          reply = Route(request);
+        } catch (const std::exception& e) {
+          // Nothing may escape into civetweb, which would end the process: a bug answers 500.
+          reply =
+              Error(500, absl::StrCat("internal error serving ", request.where, ": ", e.what()));
+        }
+      });
+    } else {
+      reply = BodyError(body.status());
+    }
+    const std::string& method = request.method;
     if (reply.code >= 400) spdlog::debug("http {} {}: {} {}", method, uri, reply.code, reply.body);
-    Send(conn, reply);
+    Send(conn, reply, continued);
     return reply.code;
   }
 
-  HttpReply Route(mg_connection* conn, const std::string& method,
-                  const std::vector<std::string>& path) {
-    const std::string where = absl::StrCat(method, " /", absl::StrJoin(path, "/"));
+  HttpReply Route(const HttpRequest& request) {
+    const std::string& method = request.method;
+    const std::vector<std::string>& path = request.path;
+    const std::string& where = request.where;
     auto only = [&](const char* allowed) -> std::optional<HttpReply> {
       if (method == allowed) return std::nullopt;
       return Error(405, absl::StrCat(where, ": use ", allowed));
@@ -228,10 +320,10 @@ class HttpEndpointImpl final : public HttpEndpoint {
     }
     if (group == "models") {
       std::optional<ModelPath> model = ParseModelPath(path);
-      if (model) return RouteModel(conn, method, where, *model);
+      if (model) return RouteModel(request, *model);
     }
-    if (group == "repository") return RouteRepository(conn, method, where, path);
-    if (group == "systemsharedmemory") return RouteSharedMemory(conn, method, where, path);
+    if (group == "repository") return RouteRepository(request);
+    if (group == "systemsharedmemory") return RouteSharedMemory(request);
     if (group == "cudasharedmemory") {
       return Error(501,
                    "CUDA shared memory is not supported yet; register system shared memory "
@@ -245,14 +337,15 @@ class HttpEndpointImpl final : public HttpEndpoint {
     return Error(404, absl::StrCat("no such endpoint: ", where));
   }
 
-  HttpReply RouteModel(mg_connection* conn, const std::string& method, const std::string& where,
-                       const ModelPath& model) {
+  HttpReply RouteModel(const HttpRequest& request, const ModelPath& model) {
+    const std::string& method = request.method;
+    const std::string& where = request.where;
     const bool get = model.action != "infer";
     if (method != (get ? "GET" : "POST")) {
       return Error(405, absl::StrCat(where, ": use ", get ? "GET" : "POST"));
     }
     if (model.action == "stats") return Statistics(model.name, model.version);
-    if (model.action == "infer") return Infer(conn, model);
+    if (model.action == "infer") return Infer(request, model);
     auto ready = core_->GetReadyModel(model.name, model.version);
     if (model.action == "ready") return {ready.ok() ? 200 : 400, "", std::nullopt};
     if (!ready.ok()) return Error(ready.status());
@@ -273,20 +366,20 @@ class HttpEndpointImpl final : public HttpEndpoint {
     return Json(ProtoToJson(response));
   }
 
-  HttpReply RouteRepository(mg_connection* conn, const std::string& method,
-                            const std::string& where, const std::vector<std::string>& path) {
+  HttpReply RouteRepository(const HttpRequest& request) {
+    const std::string& method = request.method;
+    const std::vector<std::string>& path = request.path;
+    const std::string& where = request.where;
     const bool index = path.size() == 3 && path[2] == "index";
     const bool control =
         path.size() == 5 && path[2] == "models" && (path[4] == "load" || path[4] == "unload");
     if (!index && !control) return Error(404, absl::StrCat("no such endpoint: ", where));
     if (method != "POST") return Error(405, absl::StrCat(where, ": use POST"));
-    StatusOr<std::string> body = ReadBody(conn);
-    if (!body.ok()) return BodyError(body.status());
-    StatusOr<json> request = ParseObject(*body);
-    if (!request.ok()) return Error(request.status());
+    StatusOr<json> body = ParseObject(request.body);
+    if (!body.ok()) return Error(body.status());
     if (index) {
       bool ready_only = false;
-      if (auto it = request->find("ready"); it != request->end()) {
+      if (auto it = body->find("ready"); it != body->end()) {
         if (!it->is_boolean()) return Error(400, "'ready' must be a boolean");
         ready_only = it->get<bool>();
       }
@@ -299,8 +392,8 @@ class HttpEndpointImpl final : public HttpEndpoint {
       return Json(models);
     }
     if (path[4] == "load") {
-      if (auto params = request->find("parameters");
-          params != request->end() && !(params->is_object() && params->empty())) {
+      if (auto params = body->find("parameters");
+          params != body->end() && !(params->is_object() && params->empty())) {
         return Error(400, "load parameters are not supported; edit the repository instead");
       }
     }
@@ -308,8 +401,10 @@ class HttpEndpointImpl final : public HttpEndpoint {
     return done.ok() ? HttpReply{200, "", std::nullopt} : Error(done);
   }
 
-  HttpReply RouteSharedMemory(mg_connection* conn, const std::string& method,
-                              const std::string& where, const std::vector<std::string>& path) {
+  HttpReply RouteSharedMemory(const HttpRequest& request) {
+    const std::string& method = request.method;
+    const std::vector<std::string>& path = request.path;
+    const std::string& where = request.where;
     ClientShmRegistry& shm = submitter_->client_shm();
     // v2/systemsharedmemory[/region/<name>]/<action>
     std::string region, action;
@@ -342,20 +437,18 @@ class HttpEndpointImpl final : public HttpEndpoint {
     if (action != "register" || region.empty()) {
       return Error(404, absl::StrCat("no such endpoint: ", where));
     }
-    StatusOr<std::string> body = ReadBody(conn);
-    if (!body.ok()) return BodyError(body.status());
-    StatusOr<json> request = ParseObject(*body);
-    if (!request.ok()) return Error(request.status());
-    auto key = request->find("key");
-    if (key == request->end() || !key->is_string()) {
+    StatusOr<json> body = ParseObject(request.body);
+    if (!body.ok()) return Error(body.status());
+    auto key = body->find("key");
+    if (key == body->end() || !key->is_string()) {
       return Error(400, "register needs 'key', the name of the POSIX shared-memory object");
     }
     uint64_t fields[2] = {0, 0};
     const char* names[2] = {"offset", "byte_size"};
     for (int i = 0; i < 2; ++i) {
-      auto it = request->find(names[i]);
-      if (it == request->end() && i == 0) continue;  // offset defaults to 0
-      if (it == request->end() || !it->is_number_unsigned()) {
+      auto it = body->find(names[i]);
+      if (it == body->end() && i == 0) continue;  // offset defaults to 0
+      if (it == body->end() || !it->is_number_unsigned()) {
         return Error(400,
                      absl::StrCat("register needs '", names[i], "' as a non-negative integer"));
       }
@@ -365,19 +458,17 @@ class HttpEndpointImpl final : public HttpEndpoint {
     return done.ok() ? HttpReply{200, "", std::nullopt} : Error(done);
   }
 
-  HttpReply Infer(mg_connection* conn, const ModelPath& model) {
-    StatusOr<std::string> body = ReadBody(conn);
-    if (!body.ok()) return BodyError(body.status());
+  HttpReply Infer(const HttpRequest& request, const ModelPath& model) {
     std::optional<size_t> json_length;
-    if (const char* header = mg_get_header(conn, "Inference-Header-Content-Length")) {
+    if (request.json_length) {
       size_t length = 0;
-      if (!absl::SimpleAtoi(header, &length)) {
-        return Error(400, absl::StrCat("Inference-Header-Content-Length '", header,
+      if (!absl::SimpleAtoi(*request.json_length, &length)) {
+        return Error(400, absl::StrCat("Inference-Header-Content-Length '", *request.json_length,
                                        "' is not a byte count"));
       }
       json_length = length;
     }
-    StatusOr<HttpInferRequest> parsed = ParseHttpInferRequest(*body, json_length);
+    StatusOr<HttpInferRequest> parsed = ParseHttpInferRequest(request.body, json_length);
     if (!parsed.ok()) return Error(parsed.status());
     auto call = std::make_shared<Call>();
     call->request = std::move(parsed).value();
@@ -416,7 +507,7 @@ class HttpEndpointImpl final : public HttpEndpoint {
   }
 
   // The request body, up to the endpoint's size limit. Compressed bodies are refused by name.
-  StatusOr<std::string> ReadBody(mg_connection* conn) {
+  StatusOr<std::string> ReadBody(mg_connection* conn, bool* continued) {
     if (const char* encoding = mg_get_header(conn, "Content-Encoding");
         encoding != nullptr && std::string_view(encoding) != "identity") {
       return absl::UnimplementedError(absl::StrCat(
@@ -428,18 +519,30 @@ class HttpEndpointImpl final : public HttpEndpoint {
           absl::StrCat("request body of ", length, " bytes is larger than the server's limit of ",
                        max_body_bytes_, " bytes (grpc.max_message_bytes in server.yaml)"));
     }
+    // A client that asked may wait (curl: 1 s) for leave to send the body; civetweb does not
+    // answer this for request handlers.
+    if (const char* expect = mg_get_header(conn, "Expect");
+        expect != nullptr && absl::EqualsIgnoreCase(expect, "100-continue")) {
+      mg_printf(conn, "HTTP/1.1 100 Continue\r\n\r\n");
+      *continued = true;
+    }
+    // Read straight into the string: civetweb's worker threads have small stacks.
     std::string body;
-    if (length >= 0) body.reserve(static_cast<size_t>(length));
-    char chunk[65536];
+    size_t got = 0;
     for (;;) {
-      const int n = mg_read(conn, chunk, sizeof(chunk));
+      if (body.size() - got < 4096) {
+        body.resize(length >= 0 ? static_cast<size_t>(length) + 1 : 2 * body.size() + 65536);
+      }
+      const int n =
+          mg_read(conn, body.data() + got, std::min<size_t>(body.size() - got, INT32_MAX));
       if (n <= 0) break;
-      body.append(chunk, static_cast<size_t>(n));
-      if (static_cast<int64_t>(body.size()) > max_body_bytes_) {
+      got += static_cast<size_t>(n);
+      if (static_cast<int64_t>(got) > max_body_bytes_) {
         return absl::ResourceExhaustedError(absl::StrCat(
             "request body is larger than the server's limit of ", max_body_bytes_, " bytes"));
       }
     }
+    body.resize(got);
     if (length >= 0 && body.size() != static_cast<size_t>(length)) {
       return absl::InvalidArgumentError(
           absl::StrCat("request body ended after ", body.size(), " of its ", length, " bytes"));
@@ -447,19 +550,30 @@ class HttpEndpointImpl final : public HttpEndpoint {
     return body;
   }
 
-  static void Send(mg_connection* conn, const HttpReply& reply) {
-    mg_response_header_start(conn, reply.code);
-    if (!reply.body.empty()) {
-      mg_response_header_add(conn, "Content-Type",
-                             reply.json_length ? "application/octet-stream" : "application/json",
-                             -1);
+  static void Send(mg_connection* conn, const HttpReply& reply, bool continued) {
+    const char* type = reply.json_length ? "application/octet-stream" : "application/json";
+    if (continued) {
+      // civetweb counts the interim "100 Continue" as the response's start and refuses its
+      // header calls after it: the final header is written here (and the connection closed).
+      std::string header =
+          absl::StrCat("HTTP/1.1 ", reply.code, " ", mg_get_response_code_text(conn, reply.code),
+                       "\r\nContent-Length: ", reply.body.size(), "\r\n");
+      if (!reply.body.empty()) absl::StrAppend(&header, "Content-Type: ", type, "\r\n");
+      if (reply.json_length) {
+        absl::StrAppend(&header, "Inference-Header-Content-Length: ", *reply.json_length, "\r\n");
+      }
+      absl::StrAppend(&header, "Connection: close\r\n\r\n");
+      mg_write(conn, header.data(), header.size());
+    } else {
+      mg_response_header_start(conn, reply.code);
+      if (!reply.body.empty()) mg_response_header_add(conn, "Content-Type", type, -1);
+      mg_response_header_add(conn, "Content-Length", absl::StrCat(reply.body.size()).c_str(), -1);
+      if (reply.json_length) {
+        mg_response_header_add(conn, "Inference-Header-Content-Length",
+                               absl::StrCat(*reply.json_length).c_str(), -1);
+      }
+      mg_response_header_send(conn);
     }
-    mg_response_header_add(conn, "Content-Length", absl::StrCat(reply.body.size()).c_str(), -1);
-    if (reply.json_length) {
-      mg_response_header_add(conn, "Inference-Header-Content-Length",
-                             absl::StrCat(*reply.json_length).c_str(), -1);
-    }
-    mg_response_header_send(conn);
     if (!reply.body.empty()) mg_write(conn, reply.body.data(), reply.body.size());
   }
 
@@ -467,6 +581,7 @@ class HttpEndpointImpl final : public HttpEndpoint {
   InferSubmitter* const submitter_;
   const std::string version_;
   const int64_t max_body_bytes_;
+  std::unique_ptr<TaskThreads> tasks_;
   mg_context* context_ = nullptr;
   int port_ = -1;
   std::mutex mu_;
