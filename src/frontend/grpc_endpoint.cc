@@ -14,9 +14,9 @@
 #include "client_shm.h"
 #include "config_proto.h"
 #include "inference/grpc_service.grpc.pb.h"
-#include "log_settings_rpc.h"
 #include "malformed_request.h"
 #include "request_tracer.h"
+#include "settings_calls.h"
 #include "spdlog/spdlog.h"
 #include "statistics_proto.h"
 #include "tessera/common/utf8.h"
@@ -271,48 +271,14 @@ class InferenceService final : public InferenceServiceBase {
   ServerUnaryReactor* LogSettings(CallbackServerContext* context,
                                   const inference::LogSettingsRequest* request,
                                   inference::LogSettingsResponse* response) override {
-    if (!request->settings().empty()) {
-      if (!allow_log_settings_) {
-        return FinishNow(context, absl::PermissionDeniedError(
-                                      "changing log settings is disabled on this server; start it "
-                                      "with --allow-log-settings (server.yaml: "
-                                      "log.allow_settings_rpc: true)"));
-      }
-      StatusOr<LogSettingsUpdate> update = LogSettingsUpdateFromProto(*request);
-      if (!update.ok()) return FinishNow(context, update.status());
-      if (Status applied = UpdateLogSettings(*update); !applied.ok()) {
-        return FinishNow(context, applied);
-      }
-      spdlog::info("log settings changed by a LogSettings call");
-    }
-    LogSettingsToProto(CurrentLogSettings(), response);
-    return FinishNow(context, absl::OkStatus());
+    return FinishNow(context, LogSettingsCall(*request, allow_log_settings_, response));
   }
 
   // Triton's trace extension at the TIMESTAMPS level: global settings, or one model's.
   ServerUnaryReactor* TraceSetting(CallbackServerContext* context,
                                    const inference::TraceSettingRequest* request,
                                    inference::TraceSettingResponse* response) override {
-    const std::string& model = request->model_name();
-    if (!model.empty()) {
-      const std::vector<ModelIndexEntry> index = core_->RepositoryIndex(false);
-      if (std::none_of(index.begin(), index.end(),
-                       [&](const ModelIndexEntry& e) { return e.name == model; })) {
-        return FinishNow(context, absl::NotFoundError(absl::StrCat("no model '", model,
-                                                                   "' in the model repository")));
-      }
-    }
-    if (!request->settings().empty()) {
-      StatusOr<TraceSettingsUpdate> update = TraceSettingsUpdateFromProto(*request);
-      if (!update.ok()) return FinishNow(context, update.status());
-      if (Status applied = submitter_->tracer().Update(model, *update); !applied.ok()) {
-        return FinishNow(context, applied);
-      }
-      spdlog::info("trace settings of {} changed by a TraceSetting call",
-                   model.empty() ? "the server" : "model '" + model + "'");
-    }
-    TraceSettingsToProto(submitter_->tracer().Get(model), response);
-    return FinishNow(context, absl::OkStatus());
+    return FinishNow(context, TraceSettingCall(*request, *core_, submitter_->tracer(), response));
   }
 
  private:

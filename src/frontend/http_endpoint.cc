@@ -22,6 +22,8 @@
 #include "absl/strings/str_split.h"
 #include "config_proto.h"
 #include "http_json.h"
+#include "http_settings.h"
+#include "settings_calls.h"
 #include "spdlog/spdlog.h"
 #include "statistics_proto.h"
 
@@ -197,7 +199,8 @@ class HttpEndpointImpl final : public HttpEndpoint {
       : core_(core),
         submitter_(submitter),
         version_(options.server_version),
-        max_body_bytes_(options.max_message_bytes) {}
+        max_body_bytes_(options.max_message_bytes),
+        allow_log_settings_(options.allow_log_settings) {}
   ~HttpEndpointImpl() override { Shutdown(0); }
 
   Status Listen(const FrontendOptions& options) {
@@ -318,6 +321,9 @@ class HttpEndpointImpl final : public HttpEndpoint {
       if (auto e = only("GET")) return *e;
       return Statistics("", "");
     }
+    if (group == "models" && path.size() == 5 && path[3] == "trace" && path[4] == "setting") {
+      return TraceSetting(request, path[2]);
+    }
     if (group == "models") {
       std::optional<ModelPath> model = ParseModelPath(path);
       if (model) return RouteModel(request, *model);
@@ -329,10 +335,9 @@ class HttpEndpointImpl final : public HttpEndpoint {
                    "CUDA shared memory is not supported yet; register system shared memory "
                    "instead");
     }
-    if (group == "logging" || group == "trace") {
-      return Error(501, absl::StrCat(where,
-                                     ": log and trace settings are served on the gRPC "
-                                     "endpoint (LogSettings, TraceSetting)"));
+    if (group == "logging" && path.size() == 2) return LogSettings(request);
+    if (group == "trace" && path.size() == 3 && path[2] == "setting") {
+      return TraceSetting(request, "");
     }
     return Error(404, absl::StrCat("no such endpoint: ", where));
   }
@@ -354,6 +359,42 @@ class HttpEndpointImpl final : public HttpEndpoint {
     inference::ModelMetadataResponse metadata;
     FillModelMetadata(ready->name, ready->ready_versions, *ready->config, &metadata);
     return Json(ProtoToJson(metadata));
+  }
+
+  // GET reads the settings; POST changes those its JSON object gives, then reads them all.
+  HttpReply LogSettings(const HttpRequest& request) {
+    if (request.method != "GET" && request.method != "POST") {
+      return Error(405, absl::StrCat(request.where, ": use GET or POST"));
+    }
+    inference::LogSettingsRequest call;
+    if (request.method == "POST") {
+      StatusOr<json> body = ParseObject(request.body);
+      if (!body.ok()) return Error(body.status());
+      StatusOr<inference::LogSettingsRequest> parsed = LogSettingsFromJson(*body);
+      if (!parsed.ok()) return Error(parsed.status());
+      call = std::move(parsed).value();
+    }
+    inference::LogSettingsResponse response;
+    const Status done = LogSettingsCall(call, allow_log_settings_, &response);
+    return done.ok() ? Json(LogSettingsToJson(response)) : Error(done);
+  }
+
+  HttpReply TraceSetting(const HttpRequest& request, const std::string& model) {
+    if (request.method != "GET" && request.method != "POST") {
+      return Error(405, absl::StrCat(request.where, ": use GET or POST"));
+    }
+    inference::TraceSettingRequest call;
+    if (request.method == "POST") {
+      StatusOr<json> body = ParseObject(request.body);
+      if (!body.ok()) return Error(body.status());
+      StatusOr<inference::TraceSettingRequest> parsed = TraceSettingFromJson(*body);
+      if (!parsed.ok()) return Error(parsed.status());
+      call = std::move(parsed).value();
+    }
+    call.set_model_name(model);
+    inference::TraceSettingResponse response;
+    const Status done = TraceSettingCall(call, *core_, submitter_->tracer(), &response);
+    return done.ok() ? Json(TraceSettingToJson(response)) : Error(done);
   }
 
   HttpReply Statistics(const std::string& name, const std::string& version) {
@@ -581,6 +622,7 @@ class HttpEndpointImpl final : public HttpEndpoint {
   InferSubmitter* const submitter_;
   const std::string version_;
   const int64_t max_body_bytes_;
+  const bool allow_log_settings_;
   std::unique_ptr<TaskThreads> tasks_;
   mg_context* context_ = nullptr;
   int port_ = -1;

@@ -1,7 +1,8 @@
 // The KServe v2 HTTP/REST endpoint (Triton's port 8000): health, server and model metadata, model
 // readiness, configuration and statistics, inference (JSON and binary tensor data), repository
-// index/load/unload and system shared memory, each answering as Triton's HTTP endpoint does, with
-// errors as {"error": message}. Inference runs through the same InferSubmitter as gRPC.
+// index/load/unload, system shared memory, and log and trace settings, each answering as Triton's
+// HTTP endpoint does, with errors as {"error": message}. Inference runs through the same
+// InferSubmitter as gRPC.
 //
 // Served by civetweb (the library prometheus-cpp serves /metrics with): one worker thread per
 // request in progress, which waits for its answer. HTTP/1.1 allows one request in flight per

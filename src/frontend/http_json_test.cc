@@ -5,6 +5,7 @@
 #include <cstring>
 #include <vector>
 
+#include "http_settings.h"
 #include "inference/model_config.pb.h"
 
 namespace tessera::frontend {
@@ -233,6 +234,48 @@ TEST(HttpJsonTest, ProtoToJsonWritesIntegersAsNumbersAndEnumsByName) {
   EXPECT_EQ(out["parameters"]["slo_ms"]["string_value"], "50");
   EXPECT_EQ(out["output"], json::array());          // repeated fields are always written
   EXPECT_FALSE(out.contains("sequence_batching"));  // unset messages are not
+}
+
+}  // namespace
+}  // namespace tessera::frontend
+
+namespace tessera::frontend {
+namespace {
+
+TEST(HttpSettingsJsonTest, LogSettingsTakeBooleansIntegersAndStrings) {
+  auto request = LogSettingsFromJson(
+      json{{"log_info", false}, {"log_verbose_level", 2}, {"log_format", "ISO8601"}});
+  ASSERT_TRUE(request.ok()) << request.status();
+  EXPECT_FALSE(request->settings().at("log_info").bool_param());
+  EXPECT_EQ(request->settings().at("log_verbose_level").uint32_param(), 2u);
+  EXPECT_EQ(request->settings().at("log_format").string_param(), "ISO8601");
+  for (const json& bad : {json{{"log_verbose_level", -1}}, json{{"log_verbose_level", 1ll << 33}},
+                          json{{"log_info", nullptr}}, json{{"log_file", {"a"}}}}) {
+    auto refused = LogSettingsFromJson(bad);
+    ASSERT_FALSE(refused.ok()) << bad;
+    EXPECT_NE(refused.status().message().find("log setting '"), std::string::npos);
+  }
+  EXPECT_FALSE(LogSettingsFromJson(json::array()).ok());
+}
+
+TEST(HttpSettingsJsonTest, TraceSettingsTakeStringsNumbersListsAndNull) {
+  auto request = TraceSettingFromJson(json{{"trace_level", {"TIMESTAMPS"}},
+                                           {"trace_rate", 5},
+                                           {"trace_file", "/t"},
+                                           {"trace_count", nullptr}});
+  ASSERT_TRUE(request.ok()) << request.status();
+  EXPECT_EQ(request->settings().at("trace_level").value(0), "TIMESTAMPS");
+  EXPECT_EQ(request->settings().at("trace_rate").value(0), "5");
+  EXPECT_EQ(request->settings().at("trace_file").value(0), "/t");
+  EXPECT_EQ(request->settings().at("trace_count").value_size(), 0);  // cleared
+  EXPECT_FALSE(TraceSettingFromJson(json{{"trace_rate", 1.5}}).ok());
+  EXPECT_FALSE(TraceSettingFromJson(json{{"trace_level", {{"a", 1}}}}).ok());
+
+  inference::TraceSettingResponse response;
+  (*response.mutable_settings())["trace_level"].add_value("TIMESTAMPS");
+  (*response.mutable_settings())["trace_rate"].add_value("1000");
+  EXPECT_EQ(TraceSettingToJson(response),
+            (json{{"trace_level", {"TIMESTAMPS"}}, {"trace_rate", "1000"}}));
 }
 
 }  // namespace

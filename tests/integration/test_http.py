@@ -21,10 +21,12 @@ from tessera_testlib import (INPUT_NAME, OUTPUT_NAME, assert_close, infer_output
 
 
 @pytest.fixture(scope="module")
-def http_server(make_server):
+def http_server(make_server, tmp_path_factory):
     require_bundled_models()
+    trace_file = tmp_path_factory.mktemp("http-trace") / "trace.json"
     return make_server(repository=MODELS_DIR, mode="explicit", load_models=("mlp", "small_cnn"),
-                       extra_args=("--allow-client-shm",))
+                       extra_args=("--allow-client-shm", "--allow-log-settings", "--trace-file",
+                                   str(trace_file), "--trace-level", "TIMESTAMPS"))
 
 
 @pytest.fixture(scope="module")
@@ -365,3 +367,27 @@ def test_a_client_that_expects_100_continue_is_answered_at_once(http_server):
     assert head.startswith(b"HTTP/1.1 200 OK"), head
     out = json.loads(payload)["outputs"][0]
     assert_close(np.array(out["data"], np.float32).reshape(y.shape), y, "after 100 Continue")
+
+
+def test_log_and_trace_settings(http_server, client):
+    settings = client.get_log_settings()
+    assert settings["log_info"] is True and settings["log_verbose_level"] == 0
+    assert client.update_log_settings({"log_verbose_level": 1})["log_verbose_level"] == 1
+    # Changed for the server, whichever endpoint asks.
+    assert http_server.client().get_log_settings(as_json=True)["settings"]["log_verbose_level"] == {
+        "uint32_param": 1}
+    client.update_log_settings({"log_verbose_level": 0})
+    with pytest.raises(InferenceServerException, match="log setting 'log_info' must be a boolean"):
+        client.update_log_settings({"log_info": [1]})
+    with pytest.raises(InferenceServerException, match="log_bogus"):
+        client.update_log_settings({"log_bogus": True})
+
+    trace = client.get_trace_settings()
+    assert trace["trace_level"] == ["TIMESTAMPS"] and trace["trace_rate"] == "1000"
+    assert client.update_trace_settings("mlp", {"trace_rate": 1})["trace_rate"] == "1"
+    assert client.get_trace_settings()["trace_rate"] == "1000"  # only mlp's changed
+    assert client.update_trace_settings("mlp", {"trace_rate": None})["trace_rate"] == "1000"
+    with pytest.raises(InferenceServerException, match="no model 'nope'"):
+        client.get_trace_settings("nope")
+    with pytest.raises(InferenceServerException, match="trace_level"):
+        client.update_trace_settings(settings={"trace_level": ["LOUD"]})
