@@ -73,7 +73,7 @@ for m in mlp small_cnn; do
   for c in $CONCURRENCY; do
     for format in $FORMATS; do
       awk -v h="${sum[$m $c http-$format]}" -v g="${sum[$m $c grpc]}" -v m="$m" -v c="$c" \
-        -v f="$format" 'BEGIN {printf "%-10s c=%-3s %-7s %.2fx\n", m, c, f, g > 0 ? h / g : 0}'
+        -v f="$format" 'BEGIN {printf "%-10s c=%-3s %-7s %.2fx\n", m, c, f, (g > 0 ? h / g : 0)}'
     done
   done
 done
