@@ -21,6 +21,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "config_proto.h"
+#include "http_compression.h"
 #include "http_json.h"
 #include "http_settings.h"
 #include "settings_calls.h"
@@ -35,7 +36,8 @@ using nlohmann::json;
 struct HttpReply {
   int code = 200;
   std::string body;
-  std::optional<size_t> json_length;  // Inference-Header-Content-Length
+  std::optional<size_t> json_length;  // Inference-Header-Content-Length (before compression)
+  HttpEncoding encoding = HttpEncoding::kIdentity;  // of `body`
 };
 
 // Status codes as Triton's HTTP endpoint answers them; the message is in the body either way.
@@ -121,6 +123,8 @@ struct HttpRequest {
   std::string where;  // "METHOD /path", for messages
   std::string body;
   std::optional<std::string> json_length;  // the Inference-Header-Content-Length header
+  std::optional<std::string> content_encoding;
+  std::optional<std::string> accept_encoding;
 };
 
 // Runs each task on a thread with the default stack (8 MiB), the caller waiting: civetweb's
@@ -270,6 +274,12 @@ class HttpEndpointImpl final : public HttpEndpoint {
     if (const char* header = mg_get_header(conn, "Inference-Header-Content-Length")) {
       request.json_length = header;
     }
+    if (const char* header = mg_get_header(conn, "Content-Encoding")) {
+      request.content_encoding = header;
+    }
+    if (const char* header = mg_get_header(conn, "Accept-Encoding")) {
+      request.accept_encoding = header;
+    }
     HttpReply reply;
     bool continued = false;  // "100 Continue" was sent
     StatusOr<std::string> body =
@@ -278,7 +288,7 @@ class HttpEndpointImpl final : public HttpEndpoint {
       request.body = std::move(body).value();
       tasks_->Run([&] {
         try {
-          reply = Route(request);
+          reply = Answer(request);
         } catch (const std::exception& e) {
           // Nothing may escape into civetweb, which would end the process: a bug answers 500.
           reply =
@@ -292,6 +302,26 @@ class HttpEndpointImpl final : public HttpEndpoint {
     if (reply.code >= 400) spdlog::debug("http {} {}: {} {}", method, uri, reply.code, reply.body);
     Send(conn, reply, continued);
     return reply.code;
+  }
+
+  // Inflates a compressed body, routes, and compresses the answer if the client accepts that.
+  HttpReply Answer(HttpRequest& request) {
+    StatusOr<HttpEncoding> encoding = ParseContentEncoding(
+        request.content_encoding ? request.content_encoding->c_str() : nullptr);
+    if (!encoding.ok()) return Error(encoding.status());
+    if (*encoding != HttpEncoding::kIdentity) {
+      StatusOr<std::string> inflated = Inflate(request.body, *encoding, max_body_bytes_);
+      if (!inflated.ok()) return BodyError(inflated.status());
+      request.body = std::move(inflated).value();
+    }
+    HttpReply reply = Route(request);
+    const HttpEncoding answer_encoding = ChooseResponseEncoding(
+        request.accept_encoding ? request.accept_encoding->c_str() : nullptr);
+    if (reply.code == 200 && !reply.body.empty() && answer_encoding != HttpEncoding::kIdentity) {
+      reply.body = Deflate(reply.body, answer_encoding);
+      reply.encoding = answer_encoding;
+    }
+    return reply;
   }
 
   HttpReply Route(const HttpRequest& request) {
@@ -547,13 +577,8 @@ class HttpEndpointImpl final : public HttpEndpoint {
     return {200, std::move(answer->bytes), answer->json_length};
   }
 
-  // The request body, up to the endpoint's size limit. Compressed bodies are refused by name.
+  // The request body as sent (perhaps compressed), up to the endpoint's size limit.
   StatusOr<std::string> ReadBody(mg_connection* conn, bool* continued) {
-    if (const char* encoding = mg_get_header(conn, "Content-Encoding");
-        encoding != nullptr && std::string_view(encoding) != "identity") {
-      return absl::UnimplementedError(absl::StrCat(
-          "Content-Encoding '", encoding, "' is not supported; send the body uncompressed"));
-    }
     const long long length = mg_get_request_info(conn)->content_length;
     if (length > max_body_bytes_) {
       return absl::ResourceExhaustedError(
@@ -600,6 +625,9 @@ class HttpEndpointImpl final : public HttpEndpoint {
           absl::StrCat("HTTP/1.1 ", reply.code, " ", mg_get_response_code_text(conn, reply.code),
                        "\r\nContent-Length: ", reply.body.size(), "\r\n");
       if (!reply.body.empty()) absl::StrAppend(&header, "Content-Type: ", type, "\r\n");
+      if (reply.encoding != HttpEncoding::kIdentity) {
+        absl::StrAppend(&header, "Content-Encoding: ", EncodingName(reply.encoding), "\r\n");
+      }
       if (reply.json_length) {
         absl::StrAppend(&header, "Inference-Header-Content-Length: ", *reply.json_length, "\r\n");
       }
@@ -608,6 +636,9 @@ class HttpEndpointImpl final : public HttpEndpoint {
     } else {
       mg_response_header_start(conn, reply.code);
       if (!reply.body.empty()) mg_response_header_add(conn, "Content-Type", type, -1);
+      if (reply.encoding != HttpEncoding::kIdentity) {
+        mg_response_header_add(conn, "Content-Encoding", EncodingName(reply.encoding), -1);
+      }
       mg_response_header_add(conn, "Content-Length", absl::StrCat(reply.body.size()).c_str(), -1);
       if (reply.json_length) {
         mg_response_header_add(conn, "Inference-Header-Content-Length",

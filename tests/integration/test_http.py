@@ -3,6 +3,7 @@ requests: metadata, configuration, inference with JSON and binary tensors, class
 statistics, repository control, system shared memory shared with the gRPC endpoint, and clear
 {"error": ...} answers for bad requests, after which the server still serves."""
 
+import gzip
 import json
 import socket
 import urllib.error
@@ -230,8 +231,11 @@ def test_bad_requests_get_a_clear_error_and_the_server_goes_on(http_server, clie
     code, _, answer = raw(http_server, "POST", infer, header.encode() + bytes(100),
                           {"Inference-Header-Content-Length": str(len(header))})
     assert code == 400 and "binary_data_size is 256 but only 100" in json.loads(answer)["error"]
-    code, _, answer = raw(http_server, "POST", infer, b"{}", {"Content-Encoding": "gzip"})
-    assert code == 501 and "Content-Encoding 'gzip'" in json.loads(answer)["error"]
+    code, _, answer = raw(http_server, "POST", infer, b"{}", {"Content-Encoding": "br"})
+    assert code == 501 and "Content-Encoding 'br' is not supported" in json.loads(answer)["error"]
+    code, _, answer = raw(http_server, "POST", infer, gzip.compress(b"{}")[:-6],
+                          {"Content-Encoding": "gzip"})
+    assert code == 400 and "not valid gzip data" in json.loads(answer)["error"], answer
     assert_mlp_serves_over_http(client)
 
 
@@ -258,6 +262,17 @@ def small_limit_server(make_server, tmp_path_factory):
     return make_server(repository=MODELS_DIR, mode="none", config=config)
 
 
+@pytest.mark.parametrize("request_encoding", [None, "gzip", "deflate"])
+@pytest.mark.parametrize("response_encoding", [None, "gzip", "deflate"])
+def test_compressed_requests_and_answers(client, request_encoding, response_encoding):
+    x, y = load_reference("small_cnn")
+    for binary in (True, False):
+        result = http_infer(client, "small_cnn", x, binary, binary,
+                            request_compression_algorithm=request_encoding,
+                            response_compression_algorithm=response_encoding)
+        assert_close(result.as_numpy(OUTPUT_NAME), y, f"{request_encoding}/{response_encoding}")
+
+
 def test_a_body_over_the_size_limit_is_refused_by_size(small_limit_server):
     x = random_inputs("mlp", 8, seed=1)  # 2 KiB binary, over 4 KiB as JSON text
     body = json.dumps({"inputs": [{"name": INPUT_NAME, "shape": [8, 64], "datatype": "FP32",
@@ -265,6 +280,10 @@ def test_a_body_over_the_size_limit_is_refused_by_size(small_limit_server):
     assert len(body) > 4096
     assert_error(small_limit_server, "POST", "/v2/models/mlp/infer", body, 413,
                  "larger than the server's limit of 4096 bytes")
+    # Compressed small, inflated past the limit: refused when the inflated bytes pass it.
+    code, _, answer = raw(small_limit_server, "POST", "/v2/models/mlp/infer",
+                          gzip.compress(b" " * 100000), {"Content-Encoding": "gzip"})
+    assert code == 413 and "inflates past the server's limit of 4096" in json.loads(answer)["error"]
     c = httpclient.InferenceServerClient(url=small_limit_server.http_url)
     assert http_infer(c, "mlp", x).as_numpy(OUTPUT_NAME).shape == (8, 10)  # binary: 2 KiB
 

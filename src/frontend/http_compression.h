@@ -1,0 +1,32 @@
+// HTTP Content-Encoding for the KServe v2 HTTP endpoint: request bodies sent as gzip or deflate
+// (tritonclient.http's request_compression_algorithm) are inflated, and answers are compressed
+// for clients whose Accept-Encoding asks (response_compression_algorithm). zlib does the work.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "tessera/common/status.h"
+
+namespace tessera::frontend {
+
+enum class HttpEncoding { kIdentity, kGzip, kDeflate };  // deflate = the zlib format (RFC 9110)
+
+// The Content-Encoding header's value (null: none). UNIMPLEMENTED naming any other encoding.
+StatusOr<HttpEncoding> ParseContentEncoding(const char* header);
+
+// The encoding to answer in for an Accept-Encoding header (null: none): the first of gzip and
+// deflate it lists with a non-zero weight, identity otherwise.
+HttpEncoding ChooseResponseEncoding(const char* accept_encoding);
+
+// Inflates `body`. INVALID_ARGUMENT for bytes that are not valid `encoding` data;
+// RESOURCE_EXHAUSTED once the inflated bytes pass `max_bytes`.
+StatusOr<std::string> Inflate(std::string_view body, HttpEncoding encoding, int64_t max_bytes);
+
+std::string Deflate(std::string_view body, HttpEncoding encoding);
+
+const char* EncodingName(HttpEncoding encoding);
+
+}  // namespace tessera::frontend
