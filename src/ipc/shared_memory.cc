@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "absl/strings/str_cat.h"
 #include "spdlog/spdlog.h"
 
 namespace tessera::ipc {
@@ -100,11 +101,22 @@ StatusOr<std::unique_ptr<SharedMemoryRegion>> SharedMemoryRegion::Open(const std
       new SharedMemoryRegion(shm_name, static_cast<std::byte*>(addr), bytes, /*owner=*/false));
 }
 
+Status SharedMemoryRegion::Unlink() {
+  if (!owner_)
+    return absl::FailedPreconditionError(absl::StrCat(name_, ": only its creator unlinks it"));
+  if (unlinked_) return absl::OkStatus();
+  if (shm_unlink(name_.c_str()) != 0) {
+    return absl::InternalError(absl::StrCat("shm_unlink of ", name_, ": ", std::strerror(errno)));
+  }
+  unlinked_ = true;
+  return absl::OkStatus();
+}
+
 SharedMemoryRegion::~SharedMemoryRegion() {
   if (munmap(data_, size_) != 0) {
     spdlog::warn("munmap of shared-memory region {} failed: {}", name_, std::strerror(errno));
   }
-  if (owner_ && shm_unlink(name_.c_str()) != 0 && errno != ENOENT) {
+  if (owner_ && !unlinked_ && shm_unlink(name_.c_str()) != 0 && errno != ENOENT) {
     spdlog::warn("shm_unlink of {} failed: {}", name_, std::strerror(errno));
   }
 }

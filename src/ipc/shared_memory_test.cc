@@ -75,6 +75,22 @@ TEST(SharedMemoryRegionTest, CreatorUnlinksOnDestruction) {
   EXPECT_TRUE(absl::IsNotFound(SharedMemoryRegion::Open(name, 64).status()));
 }
 
+TEST(SharedMemoryRegionTest, UnlinkRemovesTheNameAndKeepsTheMapping) {
+  std::string name = UniqueName("early");
+  auto created = SharedMemoryRegion::Create(name, 64);
+  ASSERT_TRUE(created.ok());
+  auto opened = SharedMemoryRegion::Open(name, 64);
+  ASSERT_TRUE(opened.ok());
+  ASSERT_TRUE((*created)->Unlink().ok());
+  EXPECT_TRUE((*created)->Unlink().ok());  // once is enough; again is no error
+  EXPECT_TRUE(absl::IsNotFound(SharedMemoryRegion::Open(name, 64).status()));
+  (*created)->data()[3] = std::byte{42};  // both mappings still share the bytes
+  EXPECT_EQ((*opened)->data()[3], std::byte{42});
+  EXPECT_FALSE((*opened)->Unlink().ok());  // not the opener's to remove
+  // The name is free again: a new region may take it while the old one is still mapped.
+  EXPECT_TRUE(SharedMemoryRegion::Create(name, 64).ok());
+}
+
 TEST(SharedMemoryRegionTest, ChildProcessWritesParentReads) {
   std::string name = UniqueName("fork");
   auto created = SharedMemoryRegion::Create(name, 1 << 20);

@@ -140,6 +140,11 @@ Status ExecutorProcess::Spawn() {
                      hello.hello().protocol_version(), ", the server ",
                      static_cast<int>(ipc::PROTOCOL_VERSION_CURRENT)));
   }
+  // The executor opened both rings before its Hello: their names can go, so that the memory is
+  // freed with the two processes however they end.
+  for (ipc::SharedMemoryRegion* ring : {input_ring_.get(), output_ring_.get()}) {
+    if (Status unlinked = ring->Unlink(); !unlinked.ok()) spdlog::warn("{}", unlinked.message());
+  }
   alive_ = true;
   reader_ = std::thread([this] { ReaderLoop(); });
   watchdog_ = std::thread([this] { WatchdogLoop(); });

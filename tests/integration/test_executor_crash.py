@@ -76,3 +76,13 @@ def test_all_models_serve_after_restart(server):
 def test_server_metadata_still_answers(server):
     assert server.client().get_server_metadata().name == "tessera"
     wait_until(lambda: server.client().is_server_ready(), timeout=5, what="server ready")
+
+
+def test_the_rings_leave_no_names_in_dev_shm(server):
+    """Each executor's rings lose their /dev/shm names once the executor has opened them (after a
+    restart too), so a server killed with SIGKILL, which runs no destructor, leaves none of its
+    memory behind in /dev/shm (RAM) until reboot."""
+    prefix = f"tessera-{server.proc.pid}-"
+    assert executor_pids(server.proc.pid)
+    left = [name for name in os.listdir("/dev/shm") if name.startswith(prefix)]
+    assert not left, f"shared-memory names of a running server: {left}"

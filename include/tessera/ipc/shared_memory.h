@@ -28,6 +28,12 @@ class SharedMemoryRegion {
   // Maps an existing region created by another process. Fails if it is smaller than `bytes`.
   static StatusOr<std::unique_ptr<SharedMemoryRegion>> Open(const std::string& name, size_t bytes);
 
+  // Removes the name now; the mapping stays. For a region every user has opened: it then
+  // disappears with the last process that maps it, even if none of them exits cleanly (a
+  // SIGKILLed server would otherwise leave its rings in /dev/shm, in RAM, until reboot).
+  // Creator only; the destructor then leaves the name alone.
+  Status Unlink();
+
   ~SharedMemoryRegion();
   SharedMemoryRegion(const SharedMemoryRegion&) = delete;
   SharedMemoryRegion& operator=(const SharedMemoryRegion&) = delete;
@@ -45,7 +51,8 @@ class SharedMemoryRegion {
   const std::string name_;
   std::byte* const data_;
   const size_t size_;
-  const bool owner_;  // true: unlink the name on destruction
+  const bool owner_;       // true: unlink the name on destruction
+  bool unlinked_ = false;  // Unlink() ran
 };
 
 }  // namespace tessera::ipc
