@@ -30,6 +30,10 @@ class FrontendImpl final : public Frontend {
   int grpc_port() const override { return grpc_ ? grpc_->port() : -1; }
   int http_port() const override { return http_ ? http_->port() : -1; }
 
+  void StopServing() override {
+    if (grpc_) grpc_->StopServing();
+  }
+
   void RefuseUntilQuiet(int64_t quiet_ms, int64_t max_ms) override {
     const uint64_t start_ns = MonotonicNs();
     const uint64_t quiet_ns = static_cast<uint64_t>(std::max<int64_t>(quiet_ms, 0)) * 1000000;

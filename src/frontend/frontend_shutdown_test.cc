@@ -1,7 +1,8 @@
 // The gRPC endpoint during a shutdown: ModelInfer is refused with one recognisable message, a call
 // that races the start of the shutdown is refused rather than lost, and RefuseUntilQuiet keeps the
-// endpoint up while calls are still arriving. A real grpc++ server and client on loopback; the
-// server behind them is a fake.
+// endpoint up while calls are still arriving; grpc.health.v1.Health turns NOT_SERVING when the
+// drain begins. A real grpc++ server and client on loopback; the server behind them is a fake.
+#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
@@ -82,8 +83,35 @@ class FrontendShutdownTest : public ::testing::Test {
     auto frontend = Frontend::Start(options, core_.get());
     ASSERT_TRUE(frontend.ok()) << frontend.status();
     frontend_ = std::move(frontend).value();
-    stub_ = inference::GRPCInferenceService::NewStub(grpc::CreateChannel(
-        "127.0.0.1:" + std::to_string(frontend_->grpc_port()), grpc::InsecureChannelCredentials()));
+    channel_ = grpc::CreateChannel("127.0.0.1:" + std::to_string(frontend_->grpc_port()),
+                                   grpc::InsecureChannelCredentials());
+    stub_ = inference::GRPCInferenceService::NewStub(channel_);
+  }
+
+  // grpc.health.v1.Health/Check for the server ("") as the bytes of its HealthCheckResponse
+  // (field 1, status: 1 SERVING, 2 NOT_SERVING), or the call's error.
+  std::string HealthCheck() {
+    grpc::GenericStub stub(channel_);
+    grpc::CompletionQueue cq;
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    grpc::Slice empty("", 0);  // HealthCheckRequest{service: ""}: no bytes, but a message
+    grpc::ByteBuffer request(&empty, 1), response;
+    auto call = stub.PrepareUnaryCall(&context, "/grpc.health.v1.Health/Check", request, &cq);
+    call->StartCall();
+    grpc::Status status;
+    call->Finish(&response, &status, nullptr);
+    void* tag = nullptr;
+    bool ok = false;
+    cq.Next(&tag, &ok);
+    if (!status.ok()) return "error: " + status.error_message();
+    std::vector<grpc::Slice> slices;
+    (void)response.Dump(&slices);
+    std::string bytes;
+    for (const grpc::Slice& slice : slices) {
+      bytes.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
+    }
+    return bytes;
   }
 
   grpc::Status Infer() {
@@ -103,8 +131,16 @@ class FrontendShutdownTest : public ::testing::Test {
 
   std::unique_ptr<FakeShuttingDownCoreForTest> core_;
   std::unique_ptr<Frontend> frontend_;
+  std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<inference::GRPCInferenceService::Stub> stub_;
 };
+
+TEST_F(FrontendShutdownTest, HealthCheckServiceSaysServingUntilTheDrainBegins) {
+  Start(1000);
+  EXPECT_EQ(HealthCheck(), std::string("\x08\x01", 2));  // SERVING
+  frontend_->StopServing();
+  EXPECT_EQ(HealthCheck(), std::string("\x08\x02", 2));  // NOT_SERVING
+}
 
 TEST_F(FrontendShutdownTest, InferenceIsRefusedWithTheShutdownMessage) {
   Start(0);

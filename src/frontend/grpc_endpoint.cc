@@ -476,6 +476,12 @@ class GrpcEndpointImpl final : public GrpcEndpoint {
 
   int port() const override { return port_; }
 
+  void StopServing() override {
+    if (server_ && server_->GetHealthCheckService() != nullptr) {
+      server_->GetHealthCheckService()->SetServingStatus(false);
+    }
+  }
+
   void Shutdown(int64_t deadline_ms) override {
     if (!server_) return;
     service_->CloseStreams();
@@ -497,6 +503,9 @@ StatusOr<std::unique_ptr<GrpcEndpoint>> GrpcEndpoint::Start(const FrontendOption
                                                             ServerCore* core,
                                                             InferSubmitter* submitter) {
   auto service = std::make_unique<InferenceService>(core, options, submitter);
+  // grpc.health.v1.Health (Kubernetes' gRPC probes, grpc_health_probe), as Triton serves it:
+  // SERVING until the shutdown's drain begins.
+  grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   int selected_port = 0;
   const std::string address = absl::StrCat(options.grpc_address, ":", options.grpc_port);

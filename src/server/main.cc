@@ -316,6 +316,7 @@ int Run(int argc, char** argv) {
   const auto drain_deadline =
       std::chrono::steady_clock::now() + std::chrono::seconds(config.shutdown_drain_secs);
   manager.BeginShutdown();
+  (*frontend)->StopServing();
   const bool drained = manager.WaitIdle(int64_t{config.shutdown_drain_secs} * 1000);
   // Idle queues do not mean idle clients: calls already on the wire at the signal would be cut
   // off (CANCELLED, broken pipe) by the transport's shutdown. Keep refusing them clearly until

@@ -3,6 +3,7 @@ repository (mlp and small_cnn), through tritonclient's gRPC client."""
 
 import threading
 
+import grpc
 import numpy as np
 import pytest
 from tritonclient.grpc import model_config_pb2
@@ -19,6 +20,18 @@ def test_health(client):
     for model in BUNDLED_MODELS:
         assert client.is_model_ready(model), model
         assert client.is_model_ready(model, "1"), model
+
+
+def test_grpc_health_checking_protocol(server):
+    """grpc.health.v1.Health/Check, as Kubernetes' gRPC probes and grpc_health_probe ask it
+    (messages hand-encoded: the health proto's Python package is not a dependency)."""
+    with grpc.insecure_channel(server.url) as channel:
+        check = channel.unary_unary("/grpc.health.v1.Health/Check",
+                                    request_serializer=bytes, response_deserializer=bytes)
+        assert check(b"", timeout=10) == b"\x08\x01"  # HealthCheckResponse{status: SERVING}
+        with pytest.raises(grpc.RpcError) as info:
+            check(b"\x0a\x03foo", timeout=10)  # HealthCheckRequest{service: "foo"}
+        assert info.value.code() == grpc.StatusCode.NOT_FOUND
 
 
 def test_server_metadata(client):

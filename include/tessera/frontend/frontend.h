@@ -47,6 +47,9 @@ class Frontend {
 
   virtual int grpc_port() const = 0;
   virtual int http_port() const = 0;  // -1 when there is no HTTP endpoint
+  // For a shutdown, when the drain begins: grpc.health.v1.Health answers NOT_SERVING from now on
+  // (ServerReady and HTTP's /v2/health/ready follow ServerCore::IsReady by themselves).
+  virtual void StopServing() = 0;
   // For a shutdown, once the server refuses new requests (ServerCore::IsReady false): returns when
   // no ModelInfer call has arrived for `quiet_ms`, or after `max_ms`. Calls already on the wire
   // then get the refusal, not a transport-level cancel from Shutdown. Logs how many were refused.
