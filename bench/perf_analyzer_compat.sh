@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Compatibility check: Triton's perf_analyzer drives tessera-server over gRPC (KServe v2), and its
+# Compatibility check: Triton's perf_analyzer drives tessera-server over gRPC and HTTP (KServe v2), and its
 # figures sit next to tessera-bench's for the same closed-loop load. Writes the whole output, with
 # date, machine, GPU and commit, to bench/results/<date>-perf-analyzer-<host>.txt.
 #
@@ -16,7 +16,8 @@
 #   PERF_ANALYZER=/path/to/perf_analyzer bench/perf_analyzer_compat.sh
 #
 # Options: --build-dir DIR (default build), --models "mlp small_cnn", --concurrency 1:4:1,
-# --interval-ms 3000, --modes "sync async batch4 shm streaming", --output FILE. Exit 1 with a message
+# --interval-ms 3000, --modes "sync async batch4 shm streaming http http-json http-shm" (http*: over
+# the HTTP endpoint, binary tensors, JSON tensors of zeros, system shared memory), --output FILE. Exit 1 with a message
 # saying what is missing when perf_analyzer or the binaries are not there.
 set -euo pipefail
 
@@ -27,7 +28,7 @@ CONCURRENCY="1:4:1"
 INTERVAL_MS=3000
 WHEEL=""
 OUTPUT=""
-MODES="sync async batch4 shm streaming"
+MODES="sync async batch4 shm streaming http http-json http-shm"
 
 die() { echo "perf_analyzer_compat: error: $*" >&2; exit 1; }
 
@@ -107,8 +108,10 @@ done
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 GRPC_PORT="$(port)"
 METRICS_PORT="$(port)"
+HTTP_PORT="$(port)"
 env LD_LIBRARY_PATH="$TESSERA_LD" "$BIN/tessera-server" --model-repository "$REPO/configs/models" --grpc-port "$GRPC_PORT" \
-  --metrics-port "$METRICS_PORT" --model-control-mode none --allow-client-shm >"$WORK/server.log" 2>&1 &
+  --metrics-port "$METRICS_PORT" --http-port "$HTTP_PORT" --model-control-mode none --allow-client-shm \
+  >"$WORK/server.log" 2>&1 &
 SERVER_PID=$!
 URL="127.0.0.1:$GRPC_PORT"
 for model in $MODELS; do
@@ -131,7 +134,7 @@ OUTPUT="${OUTPUT:-$REPO/bench/results/$DATE-perf-analyzer-$HOST.txt}"
 COMMIT="$(git -C "$REPO" rev-parse --short=12 HEAD 2>/dev/null || echo unknown)"
 GPU="$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -n1 || true)"
 {
-  echo "# perf_analyzer against tessera-server (gRPC)"
+  echo "# perf_analyzer against tessera-server (gRPC and HTTP)"
   echo "date: $DATE"
   echo "machine: $(nproc) cores, $(. /etc/os-release && echo "$PRETTY_NAME"), glibc $glibc, GPU: ${GPU:-none}"
   echo "commit: $COMMIT"
@@ -152,7 +155,14 @@ GPU="$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/n
         batch4) cmd+=(-b 4 --concurrency-range "$top_concurrency") ;;
         shm) cmd+=(--shared-memory system --concurrency-range "$top_concurrency") ;;
         streaming) cmd+=(--streaming --concurrency-range "$top_concurrency") ;;
-        *) echo "unknown mode '$mode' (sync async batch4 shm streaming)"; echo "FAILED" >>"$WORK/failed"; continue ;;
+        http|http-json|http-shm)
+          cmd=("$PA" -m "$model" -i http -u "127.0.0.1:$HTTP_PORT" --measurement-interval
+               "$INTERVAL_MS" -f "$WORK/$model-$mode.csv" --concurrency-range "$CONCURRENCY")
+          # JSON cannot spell the NaNs that random bytes hold: zeros in JSON.
+          [[ "$mode" == http-json ]] && cmd+=(--input-tensor-format json --output-tensor-format json
+                                             --input-data zero)
+          [[ "$mode" == http-shm ]] && cmd+=(--shared-memory system) ;;
+        *) echo "unknown mode '$mode' (sync async batch4 shm streaming http http-json http-shm)"; echo "FAILED" >>"$WORK/failed"; continue ;;
       esac
       echo "\$ ${cmd[*]}"
       if "${cmd[@]}" 2>&1; then
