@@ -29,6 +29,11 @@
 
 namespace tessera::frontend {
 
+// The answer to CUDA shared-memory calls on either endpoint: a client's cudaIpcMemHandle needs
+// the GPU-resident input pool to be worth anything.
+inline constexpr char kCudaShmRefusal[] =
+    "CUDA shared memory is not supported yet; register system shared memory instead";
+
 struct ClientShmRegion {
   std::string name;
   std::string key;  // the POSIX shm name the client gave

@@ -27,9 +27,6 @@ namespace {
 using grpc::CallbackServerContext;
 using grpc::ServerUnaryReactor;
 
-constexpr char kNoCudaShm[] =
-    "CUDA shared memory is not supported yet; register system shared memory instead";
-
 // The one place where an absl::Status becomes a gRPC status (the code numbers are identical).
 // Messages may quote names from model files, which need not be UTF-8; clients decode them as such.
 grpc::Status ToGrpc(const Status& status) {
@@ -253,17 +250,17 @@ class InferenceService final : public InferenceServiceBase {
   ServerUnaryReactor* CudaSharedMemoryRegister(
       CallbackServerContext* context, const inference::CudaSharedMemoryRegisterRequest*,
       inference::CudaSharedMemoryRegisterResponse*) override {
-    return FinishNow(context, absl::UnimplementedError(kNoCudaShm));
+    return FinishNow(context, absl::UnimplementedError(kCudaShmRefusal));
   }
   ServerUnaryReactor* CudaSharedMemoryUnregister(
       CallbackServerContext* context, const inference::CudaSharedMemoryUnregisterRequest*,
       inference::CudaSharedMemoryUnregisterResponse*) override {
-    return FinishNow(context, absl::UnimplementedError(kNoCudaShm));
+    return FinishNow(context, absl::UnimplementedError(kCudaShmRefusal));
   }
   ServerUnaryReactor* CudaSharedMemoryStatus(CallbackServerContext* context,
                                              const inference::CudaSharedMemoryStatusRequest*,
                                              inference::CudaSharedMemoryStatusResponse*) override {
-    return FinishNow(context, absl::UnimplementedError(kNoCudaShm));
+    return FinishNow(context, absl::UnimplementedError(kCudaShmRefusal));
   }
 
   // Triton's log settings, for this server process (executors keep the verbose level they were

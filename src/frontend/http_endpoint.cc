@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "client_shm.h"
 #include "config_proto.h"
 #include "http_compression.h"
 #include "http_json.h"
@@ -360,11 +361,7 @@ class HttpEndpointImpl final : public HttpEndpoint {
     }
     if (group == "repository") return RouteRepository(request);
     if (group == "systemsharedmemory") return RouteSharedMemory(request);
-    if (group == "cudasharedmemory") {
-      return Error(501,
-                   "CUDA shared memory is not supported yet; register system shared memory "
-                   "instead");
-    }
+    if (group == "cudasharedmemory") return Error(absl::UnimplementedError(kCudaShmRefusal));
     if (group == "logging" && path.size() == 2) return LogSettings(request);
     if (group == "trace" && path.size() == 3 && path[2] == "setting") {
       return TraceSetting(request, "");
