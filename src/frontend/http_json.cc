@@ -203,6 +203,17 @@ Status AppendData(absl::string_view what, DataType type, const json& data, std::
   return absl::OkStatus();
 }
 
+// An integer in [0, INT64_MAX], or nullopt.
+std::optional<int64_t> NonNegative(const json& value) {
+  if (value.is_number_unsigned()) {
+    const uint64_t v = value.get<uint64_t>();
+    if (v <= uint64_t{std::numeric_limits<int64_t>::max()}) return static_cast<int64_t>(v);
+  } else if (value.is_number_integer() && value.get<int64_t>() >= 0) {
+    return value.get<int64_t>();
+  }
+  return std::nullopt;
+}
+
 StatusOr<int64_t> ReadShape(absl::string_view what, const json& input,
                             inference::ModelInferRequest::InferInputTensor* tensor) {
   auto shape = input.find("shape");
@@ -211,13 +222,13 @@ StatusOr<int64_t> ReadShape(absl::string_view what, const json& input,
   if (!shape->is_array()) return WrongType(absl::StrCat(what, " 'shape'"), "an array", *shape);
   int64_t elements = 1;
   for (const json& dim : *shape) {
-    if (!dim.is_number_integer() || (!dim.is_number_unsigned() && dim.get<int64_t>() < 0)) {
+    const std::optional<int64_t> d = NonNegative(dim);
+    if (!d) {
       return absl::InvalidArgumentError(
           absl::StrCat(what, " 'shape' must hold non-negative integers, not ", Describe(dim)));
     }
-    const int64_t d = dim.get<int64_t>();
-    tensor->add_shape(d);
-    elements = (d != 0 && elements > INT64_MAX / d) ? INT64_MAX : elements * d;
+    tensor->add_shape(*d);
+    elements = (*d != 0 && elements > INT64_MAX / *d) ? INT64_MAX : elements * *d;
   }
   return elements;
 }
@@ -238,11 +249,11 @@ Status ReadInput(const json& input, std::string_view binary, size_t* binary_used
     TESSERA_RETURN_IF_ERROR(
         ReadParameters(what, *params, tensor->mutable_parameters(), {kBinaryDataSize}));
     if (auto size = params->find(kBinaryDataSize); size != params->end()) {
-      if (!size->is_number_integer() || (!size->is_number_unsigned() && size->get<int64_t>() < 0)) {
-        return WrongType(absl::StrCat(what, " '", kBinaryDataSize, "'"), "a non-negative integer",
-                         *size);
+      binary_size = NonNegative(*size);
+      if (!binary_size) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            what, " '", kBinaryDataSize, "' must be a byte count, not ", Describe(*size)));
       }
-      binary_size = size->get<int64_t>();
     }
   }
   const bool in_shm = tensor->parameters().contains("shared_memory_region");
