@@ -288,8 +288,9 @@ def test_a_body_over_the_size_limit_is_refused_by_size(small_limit_server):
     assert http_infer(c, "mlp", x).as_numpy(OUTPUT_NAME).shape == (8, 10)  # binary: 2 KiB
 
 
-FUZZ_VALUES = [None, -1, 0, 2**70, -(2**70), 1.5, "x", "", [], {}, [[1]], [-1], True, "FP16",
-               "BYTES", "INT64", {"binary_data_size": 3}, {"shared_memory_region": "none"}]
+FUZZ_VALUES = [None, -1, 0, 2**63, 2**64 - 1, 2**70, -(2**70), 1.5, "x", "", [], {}, [[1]], [-1],
+               True, "FP16", "BYTES", "INT64", {"binary_data_size": 3},
+               {"shared_memory_region": "none"}]
 
 
 def _mutate_structure(rng, request):
