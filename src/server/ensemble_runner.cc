@@ -7,6 +7,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "tessera/common/clock.h"
 #include "tessera/common/data_type.h"
 
@@ -20,6 +21,19 @@ using repository::ModelConfig;
 using repository::TensorConfig;
 
 std::string TypeName(DataType type) { return std::string(DataTypeToConfigName(type)); }
+
+// Two dims lists that can describe one tensor: the same rank, each dim equal or variable (-1).
+bool DimsFit(const Shape& a, const Shape& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i] != b[i] && a[i] != -1 && b[i] != -1) return false;
+  }
+  return true;
+}
+
+std::string DimsText(const Shape& dims) {
+  return absl::StrCat("[", absl::StrJoin(dims, ", "), "]");
+}
 
 std::string StepLabel(const ModelConfig& ensemble, size_t s) {
   return absl::StrCat("ensemble '", ensemble.name, "' step[", s, "] (model '",
@@ -377,8 +391,17 @@ class BatchOutcomes {
 }  // namespace
 
 Status CheckEnsembleSteps(const ModelConfig& ensemble, const ComposingModelLookup& lookup) {
-  std::map<std::string, DataType> types;  // ensemble tensor -> its data type
-  for (const TensorConfig& input : ensemble.inputs) types[input.name] = input.data_type;
+  // Each ensemble tensor as the config that makes it declares it: the ensemble's own input, or a
+  // step's output. Dims are compared only between two configs that agree on batching (both leave
+  // the batch dim out, or both spell it).
+  struct Made {
+    const TensorConfig* tensor;
+    bool batched;
+  };
+  std::map<std::string, Made> made;
+  for (const TensorConfig& input : ensemble.inputs) {
+    made[input.name] = {&input, ensemble.max_batch_size > 0};
+  }
   std::vector<std::shared_ptr<const ModelConfig>> composing;
   for (size_t s = 0; s < ensemble.ensemble_steps.size(); ++s) {
     const EnsembleStep& step = ensemble.ensemble_steps[s];
@@ -417,26 +440,41 @@ Status CheckEnsembleSteps(const ModelConfig& ensemble, const ComposingModelLooku
       }
     }
     for (const auto& [name, tensor] : step.output_map) {
-      types[tensor] = FindTensor(config.outputs, name)->data_type;
+      made[tensor] = {FindTensor(config.outputs, name), config.max_batch_size > 0};
     }
     composing.push_back(model->config);
   }
   for (size_t s = 0; s < ensemble.ensemble_steps.size(); ++s) {
     for (const auto& [name, tensor] : ensemble.ensemble_steps[s].input_map) {
-      const DataType want = FindTensor(composing[s]->inputs, name)->data_type;
-      if (types.at(tensor) != want) {
+      const TensorConfig& want = *FindTensor(composing[s]->inputs, name);
+      const Made& have = made.at(tensor);
+      if (have.tensor->data_type != want.data_type) {
         return absl::InvalidArgumentError(absl::StrCat(
-            StepLabel(ensemble, s), ": tensor '", tensor, "' is ", TypeName(types.at(tensor)),
-            ", the model's input '", name, "' takes ", TypeName(want)));
+            StepLabel(ensemble, s), ": tensor '", tensor, "' is ", TypeName(have.tensor->data_type),
+            ", the model's input '", name, "' takes ", TypeName(want.data_type)));
+      }
+      if (have.batched == (composing[s]->max_batch_size > 0) &&
+          !DimsFit(have.tensor->dims, want.dims)) {
+        return absl::InvalidArgumentError(absl::StrCat(StepLabel(ensemble, s), ": tensor '", tensor,
+                                                       "' has dims ", DimsText(have.tensor->dims),
+                                                       ", the model's input '", name, "' takes ",
+                                                       DimsText(want.dims)));
       }
     }
   }
   for (const TensorConfig& output : ensemble.outputs) {
-    if (types.at(output.name) != output.data_type) {
+    const Made& have = made.at(output.name);
+    if (have.tensor->data_type != output.data_type) {
       return absl::InvalidArgumentError(absl::StrCat(
           "ensemble '", ensemble.name, "': output '", output.name, "' is ",
           TypeName(output.data_type), " in its config, but the step that makes it gives ",
-          TypeName(types.at(output.name))));
+          TypeName(have.tensor->data_type)));
+    }
+    if (have.batched == (ensemble.max_batch_size > 0) && !DimsFit(have.tensor->dims, output.dims)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("ensemble '", ensemble.name, "': output '", output.name, "' has dims ",
+                       DimsText(output.dims), " in its config, but the step that makes it gives ",
+                       DimsText(have.tensor->dims)));
     }
   }
   return absl::OkStatus();

@@ -218,6 +218,24 @@ TEST_F(EnsembleRunnerTest, LoadChecksNameTheStepAndTheTensor) {
   EXPECT_EQ(CheckEnsembleSteps(*too_big, Lookup()).message(),
             "ensemble 'diamond' step[0] (model 'sum'): the ensemble's max_batch_size is 8, the "
             "model's only 4");
+
+  auto wrong_dims = Diamond();
+  wrong_dims->inputs[0].dims = {5};
+  EXPECT_EQ(CheckEnsembleSteps(*wrong_dims, Lookup()).message(),
+            "ensemble 'diamond' step[1] (model 'add1'): tensor 'IN' has dims [5], the model's "
+            "input 'x' takes [4]");
+  auto wrong_output = Diamond();
+  wrong_output->outputs[1].dims = {2, 2};
+  EXPECT_EQ(CheckEnsembleSteps(*wrong_output, Lookup()).message(),
+            "ensemble 'diamond': output 'A' has dims [2, 2] in its config, but the step that "
+            "makes it gives [4]");
+  auto variable = Diamond();
+  variable->inputs[0].dims = {-1};  // a variable dim fits any
+  EXPECT_TRUE(CheckEnsembleSteps(*variable, Lookup()).ok());
+  auto unbatched = Diamond();  // spells its batch dim: not compared with the models' dims
+  unbatched->max_batch_size = 0;
+  unbatched->inputs[0].dims = {1, 4};
+  EXPECT_TRUE(CheckEnsembleSteps(*unbatched, Lookup()).ok());
 }
 
 }  // namespace

@@ -43,11 +43,41 @@ std::shared_ptr<ModelManager::LoadedVersion> ModelManager::NewLoadedVersion(
   return loaded;
 }
 
-StatusOr<std::shared_ptr<ModelManager::LoadedVersion>> ModelManager::LoadEnsembleVersion(
-    const repository::ModelConfig& config, const repository::ModelVersion& version) {
-  ComposingModelLookup lookup = [this](const std::string& name, int64_t number) {
+ComposingModelLookup ModelManager::ComposingModels() {
+  return [this](const std::string& name, int64_t number) {
     return GetReadyModel(name, number < 0 ? "" : std::to_string(number));
   };
+}
+
+void ModelManager::UnloadEnsemblesBrokenBy(const std::string& model) {
+  std::vector<std::pair<std::string, std::shared_ptr<const repository::ModelConfig>>> ensembles;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [name, record] : models_) {
+      if (record.versions.empty()) continue;
+      const auto& config = record.versions.rbegin()->second->config;
+      const auto& steps = config->ensemble_steps;
+      if (config->is_ensemble() &&
+          std::any_of(steps.begin(), steps.end(), [&](const repository::EnsembleStep& step) {
+            return step.model_name == model;
+          })) {
+        ensembles.emplace_back(name, config);
+      }
+    }
+  }
+  for (const auto& [name, config] : ensembles) {
+    Status fits = CheckEnsembleSteps(*config, ComposingModels());
+    if (fits.ok()) continue;
+    const std::string why = absl::StrCat("composing model '", model,
+                                         "' was reloaded and no longer fits: ", fits.message());
+    spdlog::error("ensemble '{}': {}", name, why);
+    UnloadLocked(name, why).IgnoreError();
+  }
+}
+
+StatusOr<std::shared_ptr<ModelManager::LoadedVersion>> ModelManager::LoadEnsembleVersion(
+    const repository::ModelConfig& config, const repository::ModelVersion& version) {
+  ComposingModelLookup lookup = ComposingModels();
   Status fits = CheckEnsembleSteps(config, lookup);
   if (!fits.ok()) {
     return absl::Status(fits.code(),
@@ -331,7 +361,9 @@ Status ModelManager::LoadLocked(const std::string& name, const repository::Model
   std::vector<int64_t> numbers(entry.selected_versions.begin(), entry.selected_versions.end());
   spdlog::info("model '{}' ready, version(s) {}{}", name, absl::StrJoin(numbers, ", "),
                old.empty() ? "" : " (replacing the previous load)");
+  const bool reloaded = !old.empty();
   Retire(std::move(old), "replaced by a new load");
+  if (reloaded && !config.is_ensemble()) UnloadEnsemblesBrokenBy(name);
   return absl::OkStatus();
 }
 

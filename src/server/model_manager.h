@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "ensemble_runner.h"
 #include "executor_pool.h"
 #include "tessera/common/server_config.h"
 #include "tessera/frontend/server_core.h"
@@ -113,6 +114,14 @@ class ModelManager final : public frontend::ServerCore {
   StatusOr<std::shared_ptr<LoadedVersion>> LoadEnsembleVersion(
       const repository::ModelConfig& config, const repository::ModelVersion& version);
   static bool IsEnsembleEntry(const repository::ModelEntry& entry);
+  // The serving versions of composing models, as ensembles resolve their steps.
+  ComposingModelLookup ComposingModels();
+  // After `model` was reloaded: the serving ensembles that run it and no longer fit it (other
+  // inputs, outputs, types or dims) stop serving, with the reason in the repository index,
+  // rather than fail every request at that step. In poll mode they are tried again once a poll
+  // loads `model` anew.
+  void UnloadEnsemblesBrokenBy(const std::string& model)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(lifecycle_mu_);
   void Retire(VersionMap versions, const std::string& why);
   // Runs every instance of `loaded` once at the batch sizes it will serve most (1 and
   // max_batch_size, or a worker's own size), so no request pays for the first Run of a shape.

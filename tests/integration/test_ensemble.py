@@ -36,14 +36,14 @@ ensemble_scheduling {{
 """
 
 
-def save_unary_model(repo, name, op):
-    """A config-less model folder: y = op(x) over [batch, 4] FP32 (completed with batching)."""
-    x = onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["batch", 4])
-    y = onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, ["batch", 4])
+def save_unary_model(repo, name, op, width=4):
+    """A config-less model folder: y = op(x) over [batch, width] FP32 (completed with batching)."""
+    x = onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["batch", width])
+    y = onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, ["batch", width])
     graph = onnx.helper.make_graph([onnx.helper.make_node(op, ["x"], ["y"])], name, [x], [y])
     model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 13)])
     model.ir_version = 8
-    (repo / name / "1").mkdir(parents=True)
+    (repo / name / "1").mkdir(parents=True, exist_ok=True)
     onnx.save(model, str(repo / name / "1" / "model.onnx"))
 
 
@@ -122,6 +122,39 @@ def test_an_ensemble_waiting_for_a_missing_model_loads_when_it_arrives(make_serv
     wait_until(lambda: client.is_model_ready("late"), timeout=20, what="'late' tried again")
     x = np.array([[1.0, -2.0, 3.0, -4.0]], dtype=np.float32)
     out = client.infer("late", [make_input(x, name="IN")]).as_numpy("OUT")
+    np.testing.assert_array_equal(out, -np.maximum(x, 0))
+
+
+def test_an_ensemble_stops_serving_when_a_composing_model_no_longer_fits(make_server,
+                                                                         tmp_path_factory):
+    """Poll mode: a composing model's file replaced by one with other dims reloads; the ensemble
+    then stops serving, saying which step no longer fits, instead of failing every request at
+    that step. Put back, the model reloads and the ensemble serves again."""
+    repo = copy_repository(tmp_path_factory.mktemp("ensemble_refit") / "models")
+    save_unary_model(repo, "ens_relu", "Relu")
+    save_unary_model(repo, "ens_neg", "Neg")
+    save_ensemble(repo, "refit", PIPELINE.format(name="refit"))
+    server = make_server(repository=repo, mode="poll", poll_secs=1,
+                         wait_models=["ens_relu", "ens_neg", "refit"])
+    client = server.client()
+    x = np.array([[1.0, -2.0, 3.0, -4.0]], dtype=np.float32)
+
+    save_unary_model(repo, "ens_neg", "Neg", width=5)
+    wait_until(lambda: not client.is_model_ready("refit"), timeout=20,
+               what="the ensemble to stop serving after ens_neg changed")
+    assert client.is_model_ready("ens_neg")  # the changed model itself serves
+    # (The same poll then tries the ensemble again, which fails its load for the same reason.)
+    reason = {m.name: m.reason for m in client.get_model_repository_index().models}["refit"]
+    assert ("step[0] (model 'ens_neg'): tensor 'MID' has dims [4], the model's input 'x' takes "
+            "[5]") in reason, reason
+    assert "composing model 'ens_neg' was reloaded and no longer fits" in server.log_tail()
+    e = expect_error(lambda: client.infer("refit", [make_input(x, name="IN")]), "UNAVAILABLE")
+    assert "refit" in e.message(), e.message()
+
+    save_unary_model(repo, "ens_neg", "Neg")
+    wait_until(lambda: client.is_model_ready("refit"), timeout=20,
+               what="the ensemble to serve again once ens_neg fits")
+    out = client.infer("refit", [make_input(x, name="IN")]).as_numpy("OUT")
     np.testing.assert_array_equal(out, -np.maximum(x, 0))
 
 
