@@ -388,40 +388,46 @@ class HttpEndpointImpl final : public HttpEndpoint {
     return Json(ProtoToJson(metadata));
   }
 
-  // GET reads the settings; POST changes those its JSON object gives, then reads them all.
-  HttpReply LogSettings(const HttpRequest& request) {
+  // GET reads the settings; POST changes those its JSON object gives (`from_json` makes the call's
+  // request of it), then reads them all. `call` answers the request; `to_json` writes the answer.
+  template <typename CallRequest, typename CallResponse>
+  HttpReply SettingsCall(const HttpRequest& request,
+                         StatusOr<CallRequest> (*from_json)(const json&),
+                         const std::function<Status(CallRequest&, CallResponse*)>& call,
+                         json (*to_json)(const CallResponse&)) {
     if (request.method != "GET" && request.method != "POST") {
       return Error(405, absl::StrCat(request.where, ": use GET or POST"));
     }
-    inference::LogSettingsRequest call;
+    CallRequest settings;
     if (request.method == "POST") {
       StatusOr<json> body = ParseObject(request.body);
       if (!body.ok()) return Error(body.status());
-      StatusOr<inference::LogSettingsRequest> parsed = LogSettingsFromJson(*body);
+      StatusOr<CallRequest> parsed = from_json(*body);
       if (!parsed.ok()) return Error(parsed.status());
-      call = std::move(parsed).value();
+      settings = std::move(parsed).value();
     }
-    inference::LogSettingsResponse response;
-    const Status done = LogSettingsCall(call, allow_log_settings_, &response);
-    return done.ok() ? Json(LogSettingsToJson(response)) : Error(done);
+    CallResponse response;
+    const Status done = call(settings, &response);
+    return done.ok() ? Json(to_json(response)) : Error(done);
+  }
+
+  HttpReply LogSettings(const HttpRequest& request) {
+    return SettingsCall<inference::LogSettingsRequest, inference::LogSettingsResponse>(
+        request, &LogSettingsFromJson,
+        [this](inference::LogSettingsRequest& settings, inference::LogSettingsResponse* response) {
+          return LogSettingsCall(settings, allow_log_settings_, response);
+        },
+        &LogSettingsToJson);
   }
 
   HttpReply TraceSetting(const HttpRequest& request, const std::string& model) {
-    if (request.method != "GET" && request.method != "POST") {
-      return Error(405, absl::StrCat(request.where, ": use GET or POST"));
-    }
-    inference::TraceSettingRequest call;
-    if (request.method == "POST") {
-      StatusOr<json> body = ParseObject(request.body);
-      if (!body.ok()) return Error(body.status());
-      StatusOr<inference::TraceSettingRequest> parsed = TraceSettingFromJson(*body);
-      if (!parsed.ok()) return Error(parsed.status());
-      call = std::move(parsed).value();
-    }
-    call.set_model_name(model);
-    inference::TraceSettingResponse response;
-    const Status done = TraceSettingCall(call, *core_, submitter_->tracer(), &response);
-    return done.ok() ? Json(TraceSettingToJson(response)) : Error(done);
+    return SettingsCall<inference::TraceSettingRequest, inference::TraceSettingResponse>(
+        request, &TraceSettingFromJson,
+        [&](inference::TraceSettingRequest& settings, inference::TraceSettingResponse* response) {
+          settings.set_model_name(model);
+          return TraceSettingCall(settings, *core_, submitter_->tracer(), response);
+        },
+        &TraceSettingToJson);
   }
 
   HttpReply Statistics(const std::string& name, const std::string& version) {
