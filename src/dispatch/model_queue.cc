@@ -110,14 +110,22 @@ ModelQueue::LanePtr ModelQueue::Route() {
 }
 
 Status ModelQueue::Enqueue(std::unique_ptr<Request>&& request) {
+  return EnqueueImpl(std::move(request), /*admitted=*/false);
+}
+
+Status ModelQueue::EnqueueAdmitted(std::unique_ptr<Request>&& request) {
+  return EnqueueImpl(std::move(request), /*admitted=*/true);
+}
+
+Status ModelQueue::EnqueueImpl(std::unique_ptr<Request>&& request, bool admitted) {
   const uint64_t key = ShapeKey(*request, batched_);
   auto refused = [this] {
     return absl::AbortedError(
         absl::StrCat("model '", options_.model_label, "' is not accepting requests (unloading)"));
   };
   std::unique_lock lock(mu_);
-  if (!accepting_ || stopping_) return refused();
-  if (options_.max_queue_size > 0 && queued_ >= options_.max_queue_size) {
+  if (stopping_ || (!accepting_ && !admitted)) return refused();
+  if (!admitted && options_.max_queue_size > 0 && queued_ >= options_.max_queue_size) {
     return absl::UnavailableError(absl::StrCat("queue of model '", options_.model_label,
                                                "' is full (max_queue_size ",
                                                options_.max_queue_size, ")"));

@@ -139,6 +139,10 @@ class ModelQueue {
   // ABORTED when the queue stopped accepting (its version is being replaced or unloaded; the
   // caller may look the model up again and retry on the new version).
   Status Enqueue(std::unique_ptr<Request>&& request);
+  // Enqueue for a request its caller accepted earlier and held back (a sequence's next request,
+  // sequence_batcher.h): neither StopAccepting nor max_queue_size refuses it, so a drain answers
+  // it; only a Shutdown queue does (ABORTED).
+  Status EnqueueAdmitted(std::unique_ptr<Request>&& request);
 
   // Active/shadow switch (GSLICE §4.6): `lanes` (already loaded and warm) take over at a batch
   // boundary. New requests and every request still queued in the old lanes go to the new lanes;
@@ -162,6 +166,8 @@ class ModelQueue {
   size_t pending() const;
 
  private:
+  Status EnqueueImpl(std::unique_ptr<Request>&& request, bool admitted);
+
   struct Queued {
     std::unique_ptr<Request> request;
     uint64_t shape_key = 0;
