@@ -7,6 +7,53 @@ namespace {
 
 inference::DataType ToWire(DataType type) { return static_cast<inference::DataType>(type); }
 
+void FillSequenceBatching(const repository::SequenceBatchingConfig& config,
+                          inference::ModelSequenceBatching* wire) {
+  using Control = inference::ModelSequenceBatching::Control;
+  wire->set_max_sequence_idle_microseconds(config.max_sequence_idle_microseconds);
+  if (config.oldest) {
+    auto* oldest = wire->mutable_oldest();
+    oldest->set_max_candidate_sequences(config.max_candidate_sequences);
+    for (int size : config.preferred_batch_sizes) oldest->add_preferred_batch_size(size);
+    oldest->set_max_queue_delay_microseconds(config.max_queue_delay_microseconds);
+  } else {
+    wire->mutable_direct()->set_max_queue_delay_microseconds(config.max_queue_delay_microseconds);
+  }
+  for (const SequenceControl& control : config.controls) {
+    auto* input = wire->add_control_input();
+    input->set_name(control.input_name);
+    Control* out = input->add_control();
+    switch (control.kind) {
+      case SequenceControl::Kind::kStart:
+        out->set_kind(Control::CONTROL_SEQUENCE_START);
+        break;
+      case SequenceControl::Kind::kReady:
+        out->set_kind(Control::CONTROL_SEQUENCE_READY);
+        break;
+      case SequenceControl::Kind::kEnd:
+        out->set_kind(Control::CONTROL_SEQUENCE_END);
+        break;
+      case SequenceControl::Kind::kCorrelationId:
+        out->set_kind(Control::CONTROL_SEQUENCE_CORRID);
+        out->set_data_type(ToWire(control.data_type));
+        continue;
+    }
+    for (double value : {control.false_value, control.true_value}) {
+      if (control.data_type == DataType::kInt32)
+        out->add_int32_false_true(static_cast<int32_t>(value));
+      if (control.data_type == DataType::kFp32) out->add_fp32_false_true(static_cast<float>(value));
+      if (control.data_type == DataType::kBool) out->add_bool_false_true(value != 0);
+    }
+  }
+  for (const SequenceState& state : config.states) {
+    auto* out = wire->add_state();
+    out->set_input_name(state.input_name);
+    out->set_output_name(state.output_name);
+    out->set_data_type(ToWire(state.data_type));
+    for (int64_t dim : state.dims) out->add_dims(dim);
+  }
+}
+
 }  // namespace
 
 inference::ModelConfig ToTritonModelConfig(const repository::ModelConfig& config) {
@@ -105,6 +152,9 @@ inference::ModelConfig ToTritonModelConfig(const repository::ModelConfig& config
     for (const auto& [from, to] : step.output_map) (*wire_step->mutable_output_map())[from] = to;
   }
 
+  if (config.sequence_batching.enabled) {
+    FillSequenceBatching(config.sequence_batching, wire.mutable_sequence_batching());
+  }
   if (config.response_cache) wire.mutable_response_cache()->set_enable(true);
   (*wire.mutable_parameters())["precision"].set_string_value(config.precision);
   if (config.slo_ms > 0) {
@@ -135,7 +185,7 @@ void FillServerMetadata(const std::string& version, bool client_shm,
   response->set_name("tessera");
   response->set_version(version);
   for (const char* extension : {"model_repository", "model_configuration", "binary_tensor_data",
-                                "statistics", "classification"}) {
+                                "statistics", "classification", "sequence"}) {
     response->add_extensions(extension);
   }
   if (client_shm) response->add_extensions("system_shared_memory");

@@ -91,6 +91,42 @@ StatusOr<uint64_t> UnsignedParameter(const ModelInferRequest& wire, const std::s
 
 }  // namespace
 
+StatusOr<dispatch::SequenceFlags> ReadSequenceFlags(const ModelInferRequest& wire) {
+  dispatch::SequenceFlags flags;
+  const auto& parameters = wire.parameters();
+  if (auto it = parameters.find("sequence_id"); it != parameters.end()) {
+    const inference::InferParameter& p = it->second;
+    switch (p.parameter_choice_case()) {
+      case inference::InferParameter::kUint64Param:
+        flags.id = p.uint64_param();
+        break;
+      case inference::InferParameter::kInt64Param:
+        if (p.int64_param() < 0) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("parameter 'sequence_id' must not be negative, got ", p.int64_param()));
+        }
+        flags.id = static_cast<uint64_t>(p.int64_param());
+        break;
+      case inference::InferParameter::kStringParam:
+        flags.id_text = p.string_param();
+        break;
+      default:
+        return absl::InvalidArgumentError(
+            "parameter 'sequence_id' must be an unsigned integer or a string");
+    }
+  }
+  for (const char* name : {"sequence_start", "sequence_end"}) {
+    auto it = parameters.find(name);
+    if (it == parameters.end()) continue;
+    if (it->second.parameter_choice_case() != inference::InferParameter::kBoolParam) {
+      return absl::InvalidArgumentError(absl::StrCat("parameter '", name, "' must be a bool"));
+    }
+    (std::string_view(name) == "sequence_start" ? flags.start : flags.end) =
+        it->second.bool_param();
+  }
+  return flags;
+}
+
 StatusOr<std::unique_ptr<dispatch::Request>> BuildDispatchRequest(
     const ModelInferRequest& wire, const repository::ModelConfig& config,
     RequestStorage* storage, const ClientShmRegistry* shm) {

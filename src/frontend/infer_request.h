@@ -12,6 +12,7 @@
 #include "inference/grpc_service.pb.h"
 #include "tessera/common/status.h"
 #include "tessera/dispatch/request.h"
+#include "tessera/dispatch/sequence_batcher.h"
 #include "tessera/repository/model_config.h"
 
 namespace tessera::frontend {
@@ -42,6 +43,11 @@ struct RequestStorage {
 StatusOr<std::unique_ptr<dispatch::Request>> BuildDispatchRequest(
     const inference::ModelInferRequest& wire, const repository::ModelConfig& config,
     RequestStorage* storage, const ClientShmRegistry* shm = nullptr);
+
+// A stateful model's request parameters: `sequence_id` (an unsigned integer or a string),
+// `sequence_start` and `sequence_end` (bools). INVALID_ARGUMENT naming a parameter of the wrong
+// type. Absent ones stay 0 / false; other models never read them (as in Triton).
+StatusOr<dispatch::SequenceFlags> ReadSequenceFlags(const inference::ModelInferRequest& wire);
 
 // Fills `wire` with the outputs: raw_output_contents has one entry per output in the same order
 // (moved bytes), left empty for an output written into client shared memory (`storage`), as

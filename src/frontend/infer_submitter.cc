@@ -42,6 +42,15 @@ void InferSubmitter::Submit(const inference::ModelInferRequest& request,
     return finish(built.status());
   }
   std::unique_ptr<dispatch::Request> dispatch_request = std::move(built).value();
+  dispatch::SequenceFlags sequence;
+  if (model->sequences) {
+    StatusOr<dispatch::SequenceFlags> flags = ReadSequenceFlags(request);
+    if (!flags.ok()) {
+      model->stats->RecordFailure("OTHER", MonotonicNs() - arrival_ns);
+      return finish(flags.status());
+    }
+    sequence = *std::move(flags);
+  }
   dispatch_request->arrival_ns = arrival_ns;
   dispatch_request->cancelled = std::move(cancelled);
   std::optional<ResponseCacheKey> cache_key;
@@ -90,7 +99,9 @@ void InferSubmitter::Submit(const inference::ModelInferRequest& request,
     }
     finish(status);
   };
-  Status enqueued = model->queue->Enqueue(std::move(dispatch_request));
+  Status enqueued = model->sequences
+                        ? model->sequences->Enqueue(std::move(dispatch_request), sequence)
+                        : model->queue->Enqueue(std::move(dispatch_request));
   if (enqueued.code() == absl::StatusCode::kAborted && !core_->IsReady()) {
     // Shutdown began after the check above and closed the queue: refused, not lost.
     return Refuse(finish);
@@ -100,7 +111,9 @@ void InferSubmitter::Submit(const inference::ModelInferRequest& request,
     auto current = core_->GetReadyModel(request.model_name(), request.model_version());
     if (current.ok()) {
       *served_version = current->version;
-      enqueued = current->queue->Enqueue(std::move(dispatch_request));
+      enqueued = current->sequences
+                     ? current->sequences->Enqueue(std::move(dispatch_request), sequence)
+                     : current->queue->Enqueue(std::move(dispatch_request));
     } else {
       enqueued = current.status();
     }
@@ -109,7 +122,10 @@ void InferSubmitter::Submit(const inference::ModelInferRequest& request,
     }
   }
   if (!enqueued.ok()) {
-    model->stats->RecordFailure("REJECTED", MonotonicNs() - arrival_ns);
+    // A stateful model's refusals of a request's sequence fields are the client's error.
+    model->stats->RecordFailure(
+        enqueued.code() == absl::StatusCode::kInvalidArgument ? "OTHER" : "REJECTED",
+        MonotonicNs() - arrival_ns);
     finish(enqueued);
   }
 }

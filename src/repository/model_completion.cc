@@ -218,12 +218,20 @@ StatusOr<ModelConfig> CompleteFromSignature(const ModelConfig& config,
   };
   auto note = [&](const std::string& what) { out.notes.push_back(what); };
 
+  // A stateful model's control and state tensors are the server's, never a client's.
+  auto clients = [&](const OnnxTensorSignature& t) {
+    return !IsSequenceTensor(config.sequence_batching, t.name);
+  };
   std::vector<const OnnxTensorSignature*> used;  // the model tensors the completion takes
   if (config.inputs.empty()) {
-    for (const OnnxTensorSignature& t : signature.inputs) used.push_back(&t);
+    for (const OnnxTensorSignature& t : signature.inputs) {
+      if (clients(t)) used.push_back(&t);
+    }
   }
   if (config.outputs.empty()) {
-    for (const OnnxTensorSignature& t : signature.outputs) used.push_back(&t);
+    for (const OnnxTensorSignature& t : signature.outputs) {
+      if (clients(t)) used.push_back(&t);
+    }
   }
   const bool batchable =
       std::all_of(signature.inputs.begin(), signature.inputs.end(), DynamicFirstDim) &&
@@ -232,7 +240,8 @@ StatusOr<ModelConfig> CompleteFromSignature(const ModelConfig& config,
     out.max_batch_size = kCompletedMaxBatchSize;
     note(absl::StrCat("max_batch_size ", out.max_batch_size,
                       ": every input and output has a dynamic first dim"));
-    if (!out.dynamic_batching.enabled && out.worker_batch_sizes.empty()) {
+    if (!out.dynamic_batching.enabled && out.worker_batch_sizes.empty() &&
+        !out.sequence_batching.enabled) {
       out.dynamic_batching.enabled = true;
       note("dynamic_batching with no queue delay");
     }
@@ -263,6 +272,7 @@ StatusOr<ModelConfig> CompleteFromSignature(const ModelConfig& config,
     if (!to.empty()) return;
     std::vector<std::string> described;
     for (const OnnxTensorSignature& t : from) {
+      if (!clients(t)) continue;
       TensorConfig tensor;
       tensor.name = t.name;
       tensor.data_type = t.data_type;

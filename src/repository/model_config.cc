@@ -6,10 +6,48 @@
 #include <exception>
 #include <string_view>
 
+#include "config_fields.h"
 #include "ensemble_config.h"
+#include "sequence_config.h"
 #include "tessera/common/yaml_util.h"
 
 namespace tessera::repository {
+
+std::string ValidDataTypeNames() {
+  std::vector<std::string_view> names;
+  for (int i = static_cast<int>(DataType::kBool); i <= static_cast<int>(DataType::kBf16); ++i) {
+    names.push_back(DataTypeToConfigName(static_cast<DataType>(i)));
+  }
+  return yaml::JoinNames(names);
+}
+
+StatusOr<Shape> ReadDims(std::string_view source, const YAML::Node& node, const std::string& path) {
+  TESSERA_ASSIGN_OR_RETURN(std::vector<YAML::Node> items, yaml::ReadList(source, node, path));
+  Shape dims;
+  for (size_t d = 0; d < items.size(); ++d) {
+    std::string dim_path = yaml::IndexPath(path, d);
+    TESSERA_ASSIGN_OR_RETURN(int64_t dim, yaml::ReadInt(source, items[d], dim_path, -1, INT64_MAX));
+    if (dim == 0) {
+      return yaml::ErrorAt(source, items[d], dim_path,
+                           "must be > 0, or -1 for a variable size, got 0");
+    }
+    dims.push_back(dim);
+  }
+  return dims;
+}
+
+StatusOr<DataType> ReadDataType(std::string_view source, const YAML::Node& node,
+                                const std::string& path) {
+  std::optional<DataType> data_type;
+  if (node.IsScalar()) data_type = DataTypeFromConfigName(node.Scalar());
+  if (!data_type) {
+    return yaml::ErrorAt(
+        source, node, path,
+        absl::StrCat("expected one of ", ValidDataTypeNames(), ", got ", yaml::Describe(node)));
+  }
+  return *data_type;
+}
+
 namespace {
 
 using yaml::YamlMap;
@@ -18,10 +56,11 @@ constexpr std::array<std::string_view, 3> kPrecisions = {"fp32", "fp16", "bf16"}
 constexpr std::array<std::string_view, 3> kInstanceKinds = {"KIND_AUTO", "KIND_GPU", "KIND_CPU"};
 
 // clang-format off
-constexpr std::array<std::string_view, 16> kModelKeys = {
+constexpr std::array<std::string_view, 17> kModelKeys = {
     "name", "platform", "max_batch_size", "version_policy", "input", "output",
     "dynamic_batching", "instance_group", "default_model_filename", "slo_ms", "precision",
-    "backend", "worker_batch_sizes", "model_warmup", "ensemble_scheduling", "response_cache"};
+    "backend", "worker_batch_sizes", "model_warmup", "ensemble_scheduling", "response_cache",
+    "sequence_batching"};
 // clang-format on
 constexpr std::array<std::string_view, 1> kResponseCacheKeys = {"enable"};
 constexpr std::array<std::string_view, 4> kWarmupKeys = {"name", "batch_size", "count", "inputs"};
@@ -51,31 +90,6 @@ Status CheckPlainFileName(std::string_view source, const YAML::Node& node, std::
                          absl::StrCat("must be a plain file name, got \"", name, "\""));
   }
   return absl::OkStatus();
-}
-
-// Every config name but TYPE_INVALID, for the "expected one of" message.
-std::string ValidDataTypeNames() {
-  std::vector<std::string_view> names;
-  for (int i = static_cast<int>(DataType::kBool); i <= static_cast<int>(DataType::kBf16); ++i) {
-    names.push_back(DataTypeToConfigName(static_cast<DataType>(i)));
-  }
-  return yaml::JoinNames(names);
-}
-
-// A `dims` list: each > 0, or -1 for a variable size.
-StatusOr<Shape> ReadDims(std::string_view source, const YAML::Node& node, const std::string& path) {
-  TESSERA_ASSIGN_OR_RETURN(std::vector<YAML::Node> items, yaml::ReadList(source, node, path));
-  Shape dims;
-  for (size_t d = 0; d < items.size(); ++d) {
-    std::string dim_path = yaml::IndexPath(path, d);
-    TESSERA_ASSIGN_OR_RETURN(int64_t dim, yaml::ReadInt(source, items[d], dim_path, -1, INT64_MAX));
-    if (dim == 0) {
-      return yaml::ErrorAt(source, items[d], dim_path,
-                           "must be > 0, or -1 for a variable size, got 0");
-    }
-    dims.push_back(dim);
-  }
-  return dims;
 }
 
 // Reads `input` or `output`: a non-empty list of {name, data_type, dims, reshape}, or nothing.
@@ -110,14 +124,7 @@ Status ReadTensors(const YamlMap& root, std::string_view key, std::vector<Tensor
 
     std::optional<YAML::Node> type = m.Get("data_type");
     if (!type) return m.Missing("data_type");
-    std::optional<DataType> data_type;
-    if (type->IsScalar()) data_type = DataTypeFromConfigName(type->Scalar());
-    if (!data_type) {
-      return yaml::ErrorAt(
-          source, *type, m.PathOf("data_type"),
-          absl::StrCat("expected one of ", ValidDataTypeNames(), ", got ", yaml::Describe(*type)));
-    }
-    tensor.data_type = *data_type;
+    TESSERA_ASSIGN_OR_RETURN(tensor.data_type, ReadDataType(source, *type, m.PathOf("data_type")));
 
     std::optional<YAML::Node> dims = m.Get("dims");
     if (!dims) return m.Missing("dims");
@@ -463,6 +470,7 @@ Status ParseInto(const YAML::Node& doc, std::string_view source, const std::stri
                              YamlMap::Create(source, *cache, "response_cache", kResponseCacheKeys));
     TESSERA_RETURN_IF_ERROR(m.GetBool("enable", &config.response_cache));
   }
+  TESSERA_RETURN_IF_ERROR(ReadSequenceBatching(root, config));
   return ReadEnsembleScheduling(root, config);
 }
 

@@ -20,14 +20,13 @@
 #include "absl/strings/str_split.h"
 #include "inference/model_config.pb.h"
 #include "tessera/repository/model_config.h"
+#include "triton_config_writer.h"
 
 namespace tessera::repository {
 namespace {
 
-using google::protobuf::Descriptor;
-using google::protobuf::FieldDescriptor;
 using google::protobuf::TextFormat;
-using ParseInfoTree = TextFormat::ParseInfoTree;
+using namespace pbtxt;  // NOLINT: the writer's pieces are this file's vocabulary
 
 // Tessera's own keys, carried in Triton's free-form `parameters` map.
 constexpr const char* kTesseraParameters[] = {"slo_ms", "precision", "worker_batch_sizes"};
@@ -45,9 +44,8 @@ class FirstParseError : public google::protobuf::io::ErrorCollector {
 // The Triton blocks Tessera refuses or ignores as a whole. model_config.proto declares them as
 // empty messages; their insides are blanked before parsing (protobuf's own skipping of unknown
 // fields cannot step over `name [ {...} ]` lists).
-constexpr const char* kWholeBlocks[] = {
-    "optimization", "sequence_batching",       "model_operations", "batch_input",
-    "batch_output", "model_repository_agents", "model_metrics"};
+constexpr const char* kWholeBlocks[] = {"optimization", "model_operations",        "batch_input",
+                                        "batch_output", "model_repository_agents", "model_metrics"};
 constexpr const char* kWholeBlocksInInstanceGroup = "secondary_devices";
 
 // Index just past a string literal or comment starting at `i`, or `i` when there is none.
@@ -142,97 +140,6 @@ std::string BlankWholeBlocks(const std::string& text) {
   }
   return out;
 }
-
-// Lines (1-based) of fields in the parsed text. A field absent from the text is on line 0, and
-// callers fall back to the enclosing field's line.
-class Locator {
- public:
-  Locator(const ParseInfoTree* tree, const Descriptor* type) : tree_(tree), type_(type) {}
-
-  int At(std::string_view field, int index = -1) const {
-    const FieldDescriptor* f = Field(field);
-    if (tree_ == nullptr || f == nullptr) return 0;
-    return std::max(tree_->GetLocation(f, Index(f, index)).line + 1, 0);
-  }
-  Locator Nested(std::string_view field, const Descriptor* type, int index = -1) const {
-    const FieldDescriptor* f = Field(field);
-    if (tree_ == nullptr || f == nullptr) return Locator(nullptr, type);
-    return Locator(tree_->GetTreeForNested(f, Index(f, index)), type);
-  }
-
- private:
-  const FieldDescriptor* Field(std::string_view name) const {
-    return type_->FindFieldByName(std::string(name));
-  }
-  // protobuf wants -1 for a singular field and an index for a repeated one (maps included).
-  static int Index(const FieldDescriptor* f, int index) {
-    if (!f->is_repeated()) return -1;
-    return index < 0 ? 0 : index;
-  }
-  const ParseInfoTree* tree_;
-  const Descriptor* type_;
-};
-
-int LineOr(int line, int fallback) { return line > 0 ? line : fallback; }
-
-// config.yaml text, one key per line, with the config.pbtxt line of each.
-class YamlWriter {
- public:
-  void Add(int indent, const std::string& text, int pbtxt_line) {
-    text_.append(static_cast<size_t>(indent), ' ');
-    absl::StrAppend(&text_, text, "\n");
-    pbtxt_lines_.push_back(pbtxt_line);
-  }
-  const std::string& text() const { return text_; }
-  // The config.pbtxt line for a line of the written text (1-based); 1 when out of range.
-  int PbtxtLine(int yaml_line) const {
-    if (yaml_line < 1 || yaml_line > static_cast<int>(pbtxt_lines_.size())) return 1;
-    return std::max(pbtxt_lines_[static_cast<size_t>(yaml_line - 1)], 1);
-  }
-
- private:
-  std::string text_;
-  std::vector<int> pbtxt_lines_;
-};
-
-// A YAML double-quoted scalar: the value goes through as text, whatever it holds.
-std::string Quoted(std::string_view text) {
-  std::string out = "\"";
-  for (unsigned char c : text) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += static_cast<char>(c);
-    } else if (c < 0x20 || c == 0x7f) {
-      char escaped[8];
-      std::snprintf(escaped, sizeof(escaped), "\\x%02x", c);
-      out += escaped;
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  out += '"';
-  return out;
-}
-
-template <typename Repeated>
-std::string FlowList(const Repeated& values) {
-  return absl::StrCat("[", absl::StrJoin(values, ", "), "]");
-}
-
-Status RefuseAt(const std::string& source, int line, const std::string& path,
-                const std::string& reason) {
-  return absl::InvalidArgumentError(absl::StrCat(source, ":", line, ": ", path, ": ", reason));
-}
-
-// What the reader collects besides the YAML text.
-struct Reading {
-  const std::string& source;
-  std::vector<std::string> notes;
-
-  void Ignore(int line, const std::string& path, const std::string& why) {
-    notes.push_back(absl::StrCat(source, ":", line, ": ", path, ": ignored (", why, ")"));
-  }
-};
 
 // One `input` or `output` entry (ModelInput or ModelOutput: the fields both have share one code
 // path; the input-only and output-only ones are under `if constexpr`).
@@ -502,54 +409,12 @@ void WriteParameters(const inference::ModelConfig& config, const std::string& pb
   }
 }
 
-// ensemble_scheduling, as the same keys in YAML (maps sorted by key, so errors do not depend on
-// the map's iteration order).
-void WriteEnsembleScheduling(const inference::ModelConfig& config, const Locator& root,
-                             YamlWriter& yaml) {
-  if (!config.has_ensemble_scheduling()) return;
-  const int block_line = LineOr(root.At("ensemble_scheduling"), 1);
-  const inference::ModelEnsembling& ensemble = config.ensemble_scheduling();
-  Locator block = root.Nested("ensemble_scheduling", ensemble.GetDescriptor());
-  yaml.Add(0, "ensemble_scheduling:", block_line);
-  yaml.Add(2,
-           ensemble.step().empty() ? "step: []" : "step:", LineOr(block.At("step", 0), block_line));
-  auto write_map = [&](const google::protobuf::Map<std::string, std::string>& map, const char* key,
-                       int line) {
-    std::vector<std::pair<std::string, std::string>> entries(map.begin(), map.end());
-    std::sort(entries.begin(), entries.end());
-    std::vector<std::string> items;
-    for (const auto& [from, to] : entries)
-      items.push_back(absl::StrCat(Quoted(from), ": ", Quoted(to)));
-    yaml.Add(4, absl::StrCat(key, ": {", absl::StrJoin(items, ", "), "}"), line);
-  };
-  for (int i = 0; i < ensemble.step_size(); ++i) {
-    const inference::ModelEnsembling::Step& step = ensemble.step(i);
-    const int line = LineOr(block.At("step", i), block_line);
-    Locator at = block.Nested("step", step.GetDescriptor(), i);
-    yaml.Add(2, absl::StrCat("- model_name: ", Quoted(step.model_name())),
-             LineOr(at.At("model_name"), line));
-    if (step.model_version() != 0) {  // proto3's 0 = left out = the latest, as -1
-      yaml.Add(4, absl::StrCat("model_version: ", step.model_version()),
-               LineOr(at.At("model_version"), line));
-    }
-    write_map(step.input_map(), "input_map", LineOr(at.At("input_map", 0), line));
-    write_map(step.output_map(), "output_map", LineOr(at.At("output_map", 0), line));
-    if (!step.model_namespace().empty()) {
-      yaml.Add(4, absl::StrCat("model_namespace: ", Quoted(step.model_namespace())),
-               LineOr(at.At("model_namespace"), line));
-    }
-  }
-}
-
 // The top-level Triton fields Tessera refuses or skips as a whole.
 Status CheckWholeFields(const inference::ModelConfig& config, const Locator& root,
                         Reading& reading) {
   auto refuse = [&](const std::string& field, const std::string& reason) {
     return RefuseAt(reading.source, LineOr(root.At(field), 1), field, reason);
   };
-  if (config.has_sequence_batching()) {
-    return refuse("sequence_batching", "stateful models (sequence batching) are not supported");
-  }
   if (!config.batch_input().empty())
     return refuse("batch_input", "ragged batching is not supported");
   if (!config.batch_output().empty())
@@ -630,6 +495,7 @@ StatusOr<ModelConfig> ParseTritonModelConfig(const std::string& pbtxt, const std
   WriteInstanceGroups(config, root, yaml, reading);
   WriteModelWarmup(config, root, yaml);
   WriteEnsembleScheduling(config, root, yaml);
+  WriteSequenceBatching(config, root, yaml);
   if (config.has_response_cache()) {
     yaml.Add(0,
              absl::StrCat("response_cache: {enable: ",

@@ -273,8 +273,8 @@ ensemble_scheduling {
 }
 
 TEST(TritonConfigTest, RefusesWhatWouldChangeTheAnswers) {
-  EXPECT_EQ(ErrorOf(Minimal("\nsequence_batching { direct { } control_input [] }\n")),
-            "models/mlp/config.pbtxt:6: sequence_batching: stateful models (sequence batching) "
+  EXPECT_EQ(ErrorOf(Minimal("\nsequence_batching { direct { } iterative_sequence: true }\n")),
+            "models/mlp/config.pbtxt:6: sequence_batching.iterative_sequence: iterative sequences "
             "are not supported");
   EXPECT_THAT(
       ErrorOf(Minimal("input { name: \"o\" data_type: TYPE_FP32 dims: 1 optional: true }\n")),

@@ -415,6 +415,11 @@ Status CheckEnsembleSteps(const ModelConfig& ensemble, const ComposingModelLooku
       return absl::InvalidArgumentError(absl::StrCat(
           StepLabel(ensemble, s), ": is an ensemble itself; nested ensembles are not supported"));
     }
+    if (config.sequence_batching.enabled) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          StepLabel(ensemble, s),
+          ": is stateful (sequence_batching); an ensemble cannot carry its sequences"));
+    }
     if (ensemble.max_batch_size > config.max_batch_size) {
       return absl::InvalidArgumentError(
           absl::StrCat(StepLabel(ensemble, s), ": the ensemble's max_batch_size is ",

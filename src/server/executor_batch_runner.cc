@@ -28,8 +28,12 @@ ipc::LoadModel BuildLoadModel(const repository::ModelConfig& config, int64_t ver
   load.set_version(version);
   load.set_model_path(model_path);
   load.set_max_batch_size(config.max_batch_size);
-  for (const auto& tensor : config.inputs) *load.add_inputs() = ToSpec(tensor);
-  for (const auto& tensor : config.outputs) *load.add_outputs() = ToSpec(tensor);
+  // What the model file takes and gives: a stateful model's control and state tensors too.
+  for (const auto& tensor : repository::ModelFileInputs(config))
+    *load.add_inputs() = ToSpec(tensor);
+  for (const auto& tensor : repository::ModelFileOutputs(config)) {
+    *load.add_outputs() = ToSpec(tensor);
+  }
   return load;
 }
 
@@ -153,7 +157,7 @@ Status WarmUp(ExecutorProcess& process, const std::string& instance_key,
   const bool batched = config.max_batch_size > 0;
   rows = batched ? std::clamp<int64_t>(rows, 1, config.max_batch_size) : 1;
   std::vector<WarmUpInput> inputs;
-  for (const repository::TensorConfig& input : config.inputs) {
+  for (const repository::TensorConfig& input : repository::ModelFileInputs(config)) {
     Shape shape;
     if (batched) shape.push_back(rows);
     for (int64_t dim : repository::ModelDims(input)) {
@@ -215,6 +219,13 @@ Status WarmUpSample(ExecutorProcess& process, const std::string& instance_key,
       return absl::InvalidArgumentError(
           absl::StrCat(label, ": the model has no input '", w.name, "'"));
     }
+  }
+  // A stateful model's control and state inputs are the server's: zeros, as at a START.
+  for (const repository::TensorConfig& input : repository::ModelFileInputs(config)) {
+    if (!repository::IsSequenceTensor(config.sequence_batching, input.name)) continue;
+    Shape shape = input.dims;
+    if (batched) shape.insert(shape.begin(), sample.batch_size);
+    inputs.push_back(WarmUpInput{input.name, input.data_type, std::move(shape)});
   }
   // At least twice, for the reason WarmUp gives.
   return RunWarmUpBatch(process, instance_key, config, label, batched ? sample.batch_size : 1,

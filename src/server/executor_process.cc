@@ -341,7 +341,7 @@ Status ExecutorProcess::Load(const ipc::LoadModel& load, int64_t timeout_ms) {
 std::unique_ptr<dispatch::StagedInputs> ExecutorProcess::Stage(
     const std::string& instance_key, const repository::ModelConfig& config,
     const dispatch::Request& request) {
-  if (!alive_ || request.inputs.size() != config.inputs.size()) return nullptr;
+  if (!alive_ || request.inputs.size() != repository::ModelFileInputCount(config)) return nullptr;
   std::vector<uint64_t> bytes;
   bytes.reserve(request.inputs.size());
   for (const TensorView& input : request.inputs) {

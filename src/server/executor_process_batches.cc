@@ -217,7 +217,7 @@ void ExecutorProcess::SubmitBatches(const std::string& instance_key,
     job.pool_key = pool_key;
     job.model_name = config.name;
     job.batched = config.max_batch_size > 0;
-    job.input_count = config.inputs.size();
+    job.input_count = repository::ModelFileInputCount(config);
     job.requests = batches[i];
     job.done = std::move(done[i]);
     StartBatch(std::move(job), out);

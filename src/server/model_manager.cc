@@ -164,21 +164,29 @@ StatusOr<std::shared_ptr<ModelManager::LoadedVersion>> ModelManager::LoadVersion
 
   dispatch::ModelQueueOptions queue_options;
   queue_options.model_label = absl::StrCat(config.name, "/", version.version);
-  queue_options.policy.batching = config.dynamic_batching.enabled && config.max_batch_size > 0;
+  // A stateful model is batched by its sequence strategy's rule (one request per sequence at a
+  // time reaches the queue), any other by dynamic_batching's.
+  const repository::SequenceBatchingConfig& sequence = config.sequence_batching;
+  queue_options.policy.batching =
+      (config.dynamic_batching.enabled || sequence.enabled) && config.max_batch_size > 0;
   queue_options.policy.max_batch_size = config.max_batch_size;
-  for (int size : config.dynamic_batching.preferred_batch_sizes) {
-    queue_options.policy.preferred_batch_sizes.push_back(size);
-  }
+  const std::vector<int>& preferred = sequence.enabled
+                                          ? sequence.preferred_batch_sizes
+                                          : config.dynamic_batching.preferred_batch_sizes;
+  queue_options.policy.preferred_batch_sizes.assign(preferred.begin(), preferred.end());
   std::sort(queue_options.policy.preferred_batch_sizes.begin(),
             queue_options.policy.preferred_batch_sizes.end());
   queue_options.policy.max_queue_delay_ns =
-      config.dynamic_batching.max_queue_delay_microseconds * 1000;
+      (sequence.enabled ? sequence.max_queue_delay_microseconds
+                        : config.dynamic_batching.max_queue_delay_microseconds) *
+      1000;
   queue_options.max_queue_size = config.dynamic_batching.max_queue_size;
   queue_options.slo_ns = static_cast<uint64_t>(config.slo_ms * 1e6);
   queue_options.slo_drop = options_.slo_drop;
   if (!sized) {
     loaded->queue = std::make_shared<dispatch::ModelQueue>(queue_options, std::move(runners),
                                                            loaded->stats);
+    AttachSequenceBatcher(*loaded);
     return loaded;
   }
   // The workers' sizes are the batching rule: batch even without a dynamic_batching key (a
@@ -197,7 +205,24 @@ StatusOr<std::shared_ptr<ModelManager::LoadedVersion>> ModelManager::LoadVersion
   spdlog::info("model {}: {}", queue_options.model_label, lane.plan.label);
   loaded->queue = std::make_shared<dispatch::ModelQueue>(queue_options, std::move(lane),
                                                          loaded->stats);
+  AttachSequenceBatcher(*loaded);
   return loaded;
+}
+
+void ModelManager::AttachSequenceBatcher(LoadedVersion& loaded) {
+  const repository::ModelConfig& config = *loaded.config;
+  if (!config.sequence_batching.enabled) return;
+  dispatch::SequenceBatcherOptions options;
+  options.model_label = absl::StrCat(config.name, "/", loaded.version);
+  options.batched = config.max_batch_size > 0;
+  options.idle_timeout_ns = config.sequence_batching.max_sequence_idle_microseconds * 1000;
+  options.controls = config.sequence_batching.controls;
+  options.states = config.sequence_batching.states;
+  for (const repository::TensorConfig& output : config.outputs) {
+    options.outputs.push_back(output.name);
+  }
+  loaded.sequences =
+      std::make_shared<dispatch::SequenceBatcher>(std::move(options), loaded.queue, loaded.stats);
 }
 
 bool ModelManager::IsEnsembleEntry(const repository::ModelEntry& entry) {
@@ -273,6 +298,11 @@ Status ModelManager::WarmUpInstances(const LoadedVersion& loaded, bool sized) {
 
 void ModelManager::Retire(VersionMap versions, const std::string& why) {
   for (auto& [number, version] : versions) {
+    // A stateful model's held requests reach the queue only as their sequences move on.
+    if (version->sequences) {
+      version->sequences->StopAccepting();
+      version->sequences->WaitIdle(options_.drain_timeout_ms);
+    }
     version->queue->StopAccepting();
     if (!version->queue->WaitIdle(options_.drain_timeout_ms)) {
       spdlog::warn("model {}/{}: requests still queued after {} ms; failing them", version->config->name,
@@ -474,24 +504,33 @@ void ModelManager::BeginShutdown() {
   ready_ = false;
   std::lock_guard lock(mu_);
   for (auto& [name, record] : models_) {
-    for (auto& [number, version] : record.versions) version->queue->StopAccepting();
+    for (auto& [number, version] : record.versions) {
+      if (version->sequences) version->sequences->StopAccepting();
+      version->queue->StopAccepting();
+    }
   }
 }
 
 bool ModelManager::WaitIdle(int64_t timeout_ms) {
-  std::vector<std::shared_ptr<dispatch::ModelQueue>> queues;
+  std::vector<std::shared_ptr<LoadedVersion>> versions;
   {
     std::lock_guard lock(mu_);
     for (auto& [name, record] : models_) {
-      for (auto& [number, version] : record.versions) queues.push_back(version->queue);
+      for (auto& [number, version] : record.versions) versions.push_back(version);
     }
   }
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  auto left_ms = [&] {
+    return std::max<int64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                 deadline - std::chrono::steady_clock::now())
+                                 .count(),
+                             0);
+  };
   bool idle = true;
-  for (auto& queue : queues) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    idle &= queue->WaitIdle(std::max<int64_t>(left.count(), 0));
+  for (auto& version : versions) {
+    // Sequences first: their held requests still go to the queue.
+    if (version->sequences) idle &= version->sequences->WaitIdle(left_ms());
+    idle &= version->queue->WaitIdle(left_ms());
   }
   return idle;
 }
@@ -539,6 +578,7 @@ StatusOr<frontend::ReadyModel> ModelManager::GetReadyModel(const std::string& na
   for (const auto& [number, v] : record.versions) model.ready_versions.push_back(number);
   model.config = chosen->second->config;
   model.queue = chosen->second->queue;
+  model.sequences = chosen->second->sequences;
   model.load_id = chosen->second->load_id;
   model.stats = chosen->second->stats;
   return model;

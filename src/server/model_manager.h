@@ -17,6 +17,7 @@
 #include "ensemble_runner.h"
 #include "executor_pool.h"
 #include "tessera/common/server_config.h"
+#include "tessera/dispatch/sequence_batcher.h"
 #include "tessera/frontend/server_core.h"
 #include "tessera/repository/repository.h"
 
@@ -88,6 +89,7 @@ class ModelManager final : public frontend::ServerCore {
     std::string model_path;
     std::shared_ptr<const repository::ModelConfig> config;
     std::shared_ptr<dispatch::ModelQueue> queue;
+    std::shared_ptr<dispatch::SequenceBatcher> sequences;  // stateful models only
     std::shared_ptr<dispatch::ModelStats> stats;
     std::vector<Instance> instances;
     uint64_t load_id = 0;  // frontend::ReadyModel::load_id
@@ -114,6 +116,8 @@ class ModelManager final : public frontend::ServerCore {
   StatusOr<std::shared_ptr<LoadedVersion>> LoadEnsembleVersion(
       const repository::ModelConfig& config, const repository::ModelVersion& version);
   static bool IsEnsembleEntry(const repository::ModelEntry& entry);
+  // Puts a stateful model's sequence batcher in front of its queue (no-op for other models).
+  static void AttachSequenceBatcher(LoadedVersion& loaded);
   // The serving versions of composing models, as ensembles resolve their steps.
   ComposingModelLookup ComposingModels();
   // After `model` was reloaded: the serving ensembles that run it and no longer fit it (other

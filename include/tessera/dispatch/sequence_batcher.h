@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "tessera/common/clock.h"
+#include "tessera/common/sequence_tensors.h"
 #include "tessera/common/status.h"
 #include "tessera/common/tensor.h"
 #include "tessera/dispatch/model_queue.h"
@@ -43,27 +44,6 @@ struct SequenceFlags {
 
   bool has_id() const { return id != 0 || !id_text.empty(); }
   std::string IdString() const;  // "42" or "\"abc\"", for messages
-};
-
-// One control input the model takes (Triton's sequence_batching.control_input). Its tensor is [1]
-// per request ([1, 1] with the batch dim).
-struct SequenceControl {
-  enum class Kind { kStart, kEnd, kReady, kCorrelationId };
-  std::string input_name;
-  Kind kind = Kind::kStart;
-  // Flags: INT32, FP32 or BOOL, with the values for false and true. The correlation ID: UINT64,
-  // INT64, UINT32 or INT32.
-  DataType data_type = DataType::kInt32;
-  double false_value = 0;
-  double true_value = 1;
-};
-
-// One implicit state: the model takes it as `input_name` and gives the next one as `output_name`.
-struct SequenceState {
-  std::string input_name;
-  std::string output_name;
-  DataType data_type = DataType::kFp32;
-  Shape dims;  // without the batch dim; every dim > 0
 };
 
 struct SequenceBatcherOptions {

@@ -11,6 +11,7 @@
 #include "tessera/common/status.h"
 #include "tessera/dispatch/model_queue.h"
 #include "tessera/dispatch/model_stats.h"
+#include "tessera/dispatch/sequence_batcher.h"
 #include "tessera/repository/model_config.h"
 
 namespace tessera::frontend {
@@ -24,6 +25,9 @@ struct ReadyModel {
   std::shared_ptr<const repository::ModelConfig> config;
   std::shared_ptr<dispatch::ModelQueue> queue;
   std::shared_ptr<dispatch::ModelStats> stats;
+  // A stateful model's (sequence_batching) requests go through this, in front of `queue`; null
+  // for other models.
+  std::shared_ptr<dispatch::SequenceBatcher> sequences;
   // Unique to this load of this version in the server's lifetime: a reload of the same version
   // number (a changed model file) gets a new one, so answers cached for the old file are never
   // served for the new one.

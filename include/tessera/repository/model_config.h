@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "tessera/common/data_type.h"
+#include "tessera/common/sequence_tensors.h"
 #include "tessera/common/status.h"
 #include "tessera/common/tensor.h"
 
@@ -134,6 +135,22 @@ struct EnsembleStep {
   std::vector<std::pair<std::string, std::string>> output_map;
 };
 
+// Triton's sequence_batching: the model is stateful. Each request names its sequence
+// (`sequence_id`, with `sequence_start` / `sequence_end`); a sequence's requests run one at a time,
+// in order, with the control and state inputs below added (dispatch/sequence_batcher.h). Both
+// strategies batch different sequences' requests together and keep the state in the server, so
+// they differ only in the batching rule they pass on.
+struct SequenceBatchingConfig {
+  bool enabled = false;  // true when the `sequence_batching` key is present
+  bool oldest = false;   // the strategy written: `oldest`, else `direct` (Triton's default)
+  uint64_t max_sequence_idle_microseconds = 1'000'000;  // Triton's default: 1 s
+  uint64_t max_queue_delay_microseconds = 0;
+  std::vector<int> preferred_batch_sizes;  // oldest only
+  int max_candidate_sequences = 0;         // oldest only; shown, not acted on
+  std::vector<SequenceControl> controls;
+  std::vector<SequenceState> states;
+};
+
 struct ModelConfig {
   std::string name;
   std::string platform = "onnx";
@@ -161,6 +178,7 @@ struct ModelConfig {
   // Triton's response_cache.enable: answers are kept in the server's response cache (when the
   // server has one: --cache-config) and a repeated request is answered from it.
   bool response_cache = false;
+  SequenceBatchingConfig sequence_batching;
 
   bool is_ensemble() const { return platform == "ensemble"; }
 
@@ -168,6 +186,18 @@ struct ModelConfig {
   // ("models/m/config.pbtxt:12: optimization: ignored (...)"), for the load log.
   std::vector<std::string> notes;
 };
+
+// The tensors the model file takes and gives: the config's inputs and outputs, and for a stateful
+// model also its control and state inputs and its state outputs, which clients never send or see.
+std::vector<TensorConfig> ModelFileInputs(const ModelConfig& config);
+std::vector<TensorConfig> ModelFileOutputs(const ModelConfig& config);
+// ModelFileInputs(config).size(), without building the list (per batch).
+inline size_t ModelFileInputCount(const ModelConfig& config) {
+  return config.inputs.size() + config.sequence_batching.controls.size() +
+         config.sequence_batching.states.size();
+}
+// Whether `name` is a control or state tensor of a stateful model (an input or an output).
+bool IsSequenceTensor(const SequenceBatchingConfig& sequence, const std::string& name);
 
 // Parses and validates config YAML text. `source` names the file in error messages. Every error
 // names the file, the line, the key and the reason ("models/mlp/config.yaml:7: input[0].dimz:
@@ -180,7 +210,7 @@ StatusOr<ModelConfig> ParseModelConfig(const std::string& yaml_text, const std::
 // through the same checks as config.yaml, so both formats accept and refuse the same things. Errors
 // name the file, the line, the field and the reason. Tessera's own keys come from `parameters`
 // (slo_ms, precision, worker_batch_sizes, as string values). Triton fields that would change what a
-// client sees (sequence batching, ensembles, shape tensors, ragged or optional inputs,
+// client sees (shape tensors, ragged or optional inputs,
 // decoupled models) are refused with the reason; hints that do not (optimization, response
 // cache, metric tags, ...) are ignored and listed in `notes`.
 StatusOr<ModelConfig> ParseTritonModelConfig(const std::string& pbtxt, const std::string& source,

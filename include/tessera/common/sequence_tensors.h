@@ -1,0 +1,34 @@
+// The tensors a stateful model (Triton's sequence_batching) takes beside a client's own: read from
+// the model's config (repository) and filled per request by the sequence batcher (dispatch).
+#pragma once
+
+#include <string>
+
+#include "tessera/common/data_type.h"
+#include "tessera/common/tensor.h"
+
+namespace tessera {
+
+// One control input (Triton's sequence_batching.control_input). Its tensor is [1] per request
+// ([1, 1] with the batch dim).
+struct SequenceControl {
+  enum class Kind { kStart, kEnd, kReady, kCorrelationId };
+  std::string input_name;
+  Kind kind = Kind::kStart;
+  // Flags: INT32, FP32 or BOOL, with the values for false and true. The correlation ID: UINT64,
+  // INT64, UINT32 or INT32.
+  DataType data_type = DataType::kInt32;
+  double false_value = 0;
+  double true_value = 1;
+};
+
+// One implicit state: the model takes it as `input_name` and gives the next one as `output_name`.
+// The first request of a sequence gets zeros.
+struct SequenceState {
+  std::string input_name;
+  std::string output_name;
+  DataType data_type = DataType::kFp32;
+  Shape dims;  // without the batch dim; every dim > 0
+};
+
+}  // namespace tessera

@@ -1,0 +1,227 @@
+"""Stateful models (Triton's sequence_batching) through tritonclient: a real ONNX accumulator whose
+state the server keeps between a sequence's requests, with the control inputs filled per request,
+over gRPC and HTTP; sequences batch together; bad sequence requests get errors naming the problem,
+and other models keep serving."""
+import concurrent.futures
+import threading
+import time
+
+import numpy as np
+import onnx
+import pytest
+import tritonclient.http as httpclient
+
+from conftest import copy_repository
+from tessera_testlib import (assert_mlp_serves, expect_error, make_input, model_stats,
+                             wait_until)
+
+ACCUMULATOR = """name: "{name}"
+platform: "onnxruntime_onnx"
+max_batch_size: 8
+input [ {{ name: "INPUT" data_type: TYPE_FP32 dims: [ 1 ] }} ]
+output [
+  {{ name: "OUTPUT" data_type: TYPE_FP32 dims: [ 1 ] }},
+  {{ name: "START_SEEN" data_type: TYPE_FP32 dims: [ 1 ] }},
+  {{ name: "END_SEEN" data_type: TYPE_FP32 dims: [ 1 ] }},
+  {{ name: "READY_SEEN" data_type: TYPE_FP32 dims: [ 1 ] }},
+  {{ name: "CORRID_SEEN" data_type: TYPE_FP32 dims: [ 1 ] }}
+]
+sequence_batching {{
+  max_sequence_idle_microseconds: {idle_us}
+  oldest {{ max_candidate_sequences: 16 max_queue_delay_microseconds: 2000 }}
+  control_input [
+    {{ name: "START" control [ {{ kind: CONTROL_SEQUENCE_START int32_false_true: [ 0, 1 ] }} ] }},
+    {{ name: "END" control [ {{ kind: CONTROL_SEQUENCE_END fp32_false_true: [ 0, 1 ] }} ] }},
+    {{ name: "READY" control [ {{ kind: CONTROL_SEQUENCE_READY bool_false_true: [ false, true ] }} ] }},
+    {{ name: "CORRID" control [ {{ kind: CONTROL_SEQUENCE_CORRID data_type: TYPE_INT64 }} ] }}
+  ]
+  state [
+    {{
+      input_name: "STATE_IN"
+      output_name: "STATE_OUT"
+      data_type: TYPE_FP32
+      dims: [ 1 ]
+      initial_state [ {{ data_type: TYPE_FP32 dims: [ 1 ] zero_data: true name: "zeros" }} ]
+    }}
+  ]
+}}
+"""
+
+
+def save_accumulator(repo, name, idle_us=5_000_000):
+    """OUTPUT = INPUT + STATE_IN, STATE_OUT = OUTPUT, and each control input echoed as FP32."""
+    def info(n, t):
+        return onnx.helper.make_tensor_value_info(n, t, ["batch", 1])
+    fp32, i32, i64 = onnx.TensorProto.FLOAT, onnx.TensorProto.INT32, onnx.TensorProto.INT64
+    inputs = [info("INPUT", fp32), info("START", i32), info("END", fp32),
+              info("READY", onnx.TensorProto.BOOL), info("CORRID", i64), info("STATE_IN", fp32)]
+    outputs = [info(n, fp32) for n in
+               ("OUTPUT", "STATE_OUT", "START_SEEN", "END_SEEN", "READY_SEEN", "CORRID_SEEN")]
+    nodes = [
+        onnx.helper.make_node("Add", ["INPUT", "STATE_IN"], ["OUTPUT"]),
+        onnx.helper.make_node("Identity", ["OUTPUT"], ["STATE_OUT"]),
+        onnx.helper.make_node("Cast", ["START"], ["START_SEEN"], to=fp32),
+        onnx.helper.make_node("Identity", ["END"], ["END_SEEN"]),
+        onnx.helper.make_node("Cast", ["READY"], ["READY_SEEN"], to=fp32),
+        onnx.helper.make_node("Cast", ["CORRID"], ["CORRID_SEEN"], to=fp32),
+    ]
+    model = onnx.helper.make_model(onnx.helper.make_graph(nodes, name, inputs, outputs),
+                                   opset_imports=[onnx.helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    (repo / name / "1").mkdir(parents=True, exist_ok=True)
+    onnx.save(model, str(repo / name / "1" / "model.onnx"))
+    (repo / name / "config.pbtxt").write_text(ACCUMULATOR.format(name=name, idle_us=idle_us))
+
+
+@pytest.fixture(scope="module")
+def server(make_server, tmp_path_factory):
+    repo = copy_repository(tmp_path_factory.mktemp("sequence") / "models")
+    save_accumulator(repo, "accumulate")
+    save_accumulator(repo, "accumulate_short_idle", idle_us=300_000)
+    return make_server(repository=repo, mode="poll",
+                       wait_models=["mlp", "accumulate", "accumulate_short_idle"])
+
+
+def step(client, model, value, sequence_id, start=False, end=False):
+    x = np.array([[value]], dtype=np.float32)
+    result = client.infer(model, [make_input(x, name="INPUT")], sequence_id=sequence_id,
+                          sequence_start=start, sequence_end=end)
+    return {name: float(result.as_numpy(name)[0, 0]) for name in
+            ("OUTPUT", "START_SEEN", "END_SEEN", "READY_SEEN", "CORRID_SEEN")}
+
+
+def test_a_sequence_accumulates_and_sees_its_controls(server):
+    client = server.client()
+    # Two sequences interleaved: each keeps its own state.
+    a = [step(client, "accumulate", 1.0, 11, start=True), step(client, "accumulate", 10.0, 12, start=True)]
+    a += [step(client, "accumulate", 2.0, 11), step(client, "accumulate", 20.0, 12)]
+    a += [step(client, "accumulate", 3.0, 11, end=True), step(client, "accumulate", 30.0, 12, end=True)]
+    assert [r["OUTPUT"] for r in a] == [1.0, 10.0, 3.0, 30.0, 6.0, 60.0]
+    assert [r["START_SEEN"] for r in a] == [1, 1, 0, 0, 0, 0]
+    assert [r["END_SEEN"] for r in a] == [0, 0, 0, 0, 1, 1]
+    assert all(r["READY_SEEN"] == 1 for r in a)
+    assert [r["CORRID_SEEN"] for r in a] == [11, 12, 11, 12, 11, 12]
+
+    # Ended: the ID starts afresh with a new START, from the initial state.
+    e = expect_error(lambda: step(client, "accumulate", 1.0, 11), "INVALID_ARGUMENT")
+    assert "must specify the START flag" in e.message(), e.message()
+    assert step(client, "accumulate", 5.0, 11, start=True, end=True)["OUTPUT"] == 5.0
+
+    # The state outputs and control inputs are the server's: clients neither send nor see them.
+    metadata = client.get_model_metadata("accumulate")
+    assert [t.name for t in metadata.inputs] == ["INPUT"]
+    assert "STATE_OUT" not in [t.name for t in metadata.outputs]
+    config = client.get_model_config("accumulate").config
+    assert config.sequence_batching.oldest.max_queue_delay_microseconds == 2000
+    assert [c.name for c in config.sequence_batching.control_input] == ["START", "END", "READY",
+                                                                         "CORRID"]
+    assert config.sequence_batching.state[0].output_name == "STATE_OUT"
+    assert not config.HasField("dynamic_batching")
+    assert "sequence" in client.get_server_metadata().extensions
+
+
+def test_bad_sequence_requests_are_refused_by_name(server):
+    client = server.client()
+    x = np.array([[1.0]], dtype=np.float32)
+    e = expect_error(lambda: client.infer("accumulate", [make_input(x, name="INPUT")]),
+                     "INVALID_ARGUMENT")
+    assert "correlation ID" in e.message(), e.message()
+    e = expect_error(lambda: step(client, "accumulate", 1.0, 404), "INVALID_ARGUMENT")
+    assert "sequence 404" in e.message() and "START" in e.message(), e.message()
+    e = expect_error(lambda: step(client, "accumulate", 1.0, "text-id", start=True),
+                     "INVALID_ARGUMENT")
+    assert "CORRID" in e.message() and "TYPE_INT64" in e.message(), e.message()
+    rows = np.array([[1.0], [2.0]], dtype=np.float32)
+    e = expect_error(lambda: client.infer("accumulate", [make_input(rows, name="INPUT")],
+                                          sequence_id=5, sequence_start=True), "INVALID_ARGUMENT")
+    assert "batch size 1" in e.message(), e.message()
+    # A client cannot send the server's own inputs.
+    e = expect_error(lambda: client.infer(
+        "accumulate", [make_input(x, name="INPUT"), make_input(x, name="STATE_IN")],
+        sequence_id=6, sequence_start=True), "INVALID_ARGUMENT")
+    assert "STATE_IN" in e.message(), e.message()
+    assert model_stats(client, "accumulate").inference_stats.fail.count >= 5
+    assert_mlp_serves(client)
+
+
+def test_many_sequences_at_once_keep_their_states_and_share_batches(server):
+    client = server.client()
+    before = model_stats(client, "accumulate")
+    sequences, steps = 8, 12
+
+    def run(s):
+        total = 0.0
+        for k in range(steps):
+            value = float(s * 100 + k)
+            total += value
+            got = step(client, "accumulate", value, 1000 + s, start=k == 0, end=k == steps - 1)
+            assert got["OUTPUT"] == total, (s, k, got)
+            assert got["CORRID_SEEN"] == 1000 + s
+        return total
+
+    with concurrent.futures.ThreadPoolExecutor(sequences) as pool:
+        totals = list(pool.map(run, range(sequences)))
+    assert totals == [sum(float(s * 100 + k) for k in range(steps)) for s in range(sequences)]
+    after = model_stats(client, "accumulate")
+    requests = after.inference_count - before.inference_count
+    executions = after.execution_count - before.execution_count
+    assert requests == sequences * steps
+    # Requests of different sequences share batches (the 2 ms queue delay gathers them).
+    assert executions < requests, (executions, requests)
+
+
+def test_an_idle_sequence_is_released(server):
+    client = server.client()
+    assert step(client, "accumulate_short_idle", 4.0, 77, start=True)["OUTPUT"] == 4.0
+    time.sleep(1.0)  # past the model's 0.3 s max_sequence_idle_microseconds
+    e = expect_error(lambda: step(client, "accumulate_short_idle", 1.0, 77), "INVALID_ARGUMENT")
+    assert "idle" in e.message(), e.message()
+    # Kept alive by its requests, a sequence outlives the idle time.
+    assert step(client, "accumulate_short_idle", 1.0, 78, start=True)["OUTPUT"] == 1.0
+    for _ in range(5):
+        time.sleep(0.1)
+        last = step(client, "accumulate_short_idle", 1.0, 78)
+    assert last["OUTPUT"] == 6.0
+
+
+def test_a_sequence_over_http(server):
+    client = httpclient.InferenceServerClient(url=server.http_url)
+    try:
+        outputs = []
+        for k, value in enumerate([2.0, 3.0, 4.0]):
+            inp = httpclient.InferInput("INPUT", [1, 1], "FP32")
+            inp.set_data_from_numpy(np.array([[value]], dtype=np.float32))
+            result = client.infer("accumulate", [inp], sequence_id=4242, sequence_start=k == 0,
+                                  sequence_end=k == 2)
+            outputs.append(float(result.as_numpy("OUTPUT")[0, 0]))
+        assert outputs == [2.0, 5.0, 9.0]
+        inp = httpclient.InferInput("INPUT", [1, 1], "FP32")
+        inp.set_data_from_numpy(np.array([[1.0]], dtype=np.float32))
+        with pytest.raises(Exception) as info:
+            client.infer("accumulate", [inp])
+        assert "correlation ID" in str(info.value)
+    finally:
+        client.close()
+
+
+def test_requests_of_one_sequence_sent_together_run_in_order(server):
+    """A client that does not wait for each answer: the server still runs them one at a time, in
+    arrival order, each on the state the one before left."""
+    client = server.new_client()
+    results, lock, done = [], threading.Lock(), threading.Event()
+    count = 20
+
+    def callback(result, error):
+        with lock:
+            results.append(error or float(result.as_numpy("OUTPUT")[0, 0]))
+            if len(results) == count:
+                done.set()
+
+    for k in range(count):
+        x = np.array([[1.0]], dtype=np.float32)
+        client.async_infer("accumulate", [make_input(x, name="INPUT")], callback,
+                           sequence_id=9000, sequence_start=k == 0, sequence_end=k == count - 1)
+        time.sleep(0.002)  # gRPC keeps no order between calls: space them so they arrive in order
+    assert done.wait(30), results
+    assert sorted(results) == [float(k + 1) for k in range(count)], results
+    wait_until(lambda: model_stats(client, "accumulate").inference_stats.success.count > 0, 5)
