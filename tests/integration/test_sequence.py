@@ -3,6 +3,7 @@ state the server keeps between a sequence's requests, with the control inputs fi
 over gRPC and HTTP; sequences batch together; bad sequence requests get errors naming the problem,
 and other models keep serving."""
 import concurrent.futures
+import subprocess
 import threading
 import time
 
@@ -225,3 +226,22 @@ def test_requests_of_one_sequence_sent_together_run_in_order(server):
     assert done.wait(30), results
     assert sorted(results) == [float(k + 1) for k in range(count)], results
     wait_until(lambda: model_stats(client, "accumulate").inference_stats.success.count > 0, 5)
+
+
+def test_perf_analyzer_drives_sequences(server, tmp_path):
+    """Triton's perf_analyzer sees sequence_batching in the config and sends sequences (IDs, START
+    and END flags) of its own: every request must succeed."""
+    from test_perf_analyzer import PERF_ANALYZER, WINDOW_ARGS
+    if not PERF_ANALYZER.is_file():
+        pytest.fail(f"{PERF_ANALYZER} not found: run scripts/install_deps.sh", pytrace=False)
+    client = server.client()
+    before = model_stats(client, "accumulate").inference_stats
+    cmd = [str(PERF_ANALYZER), "-m", "accumulate", "-i", "grpc", "-u", server.url,
+           "--concurrency-range", "4", "--sequence-length", "6", *WINDOW_ARGS]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, f"$ {' '.join(cmd)}\n{out}\n{server.log_tail_text()}"
+    assert "Sequence count" in out, out
+    after = model_stats(client, "accumulate").inference_stats
+    assert after.fail.count == before.fail.count, out
+    assert after.success.count > before.success.count
