@@ -73,6 +73,11 @@ void ModelStats::RecordWorkerBatch(int64_t worker_batch_size) {
   ++stats_.worker_batches[worker_batch_size];
 }
 
+void ModelStats::SetActiveSequences(uint64_t count) {
+  std::lock_guard lock(mu_);
+  stats_.active_sequences = count;
+}
+
 ModelStatsSnapshot ModelStats::Snapshot() const {
   std::lock_guard lock(mu_);
   return stats_;

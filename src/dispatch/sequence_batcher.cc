@@ -207,6 +207,7 @@ void SequenceBatcher::LaunchNext(const Key& key) {
         if (!sequence.live) ++live_;
         sequence.live = true;
         sequence.state.clear();
+        stats_->SetActiveSequences(live_);
       }
       if (!sequence.live) {
         refusal = absl::InvalidArgumentError(absl::StrCat(
@@ -285,6 +286,7 @@ void SequenceBatcher::Finished(const Key& key, const SequenceFlags& flags,
       sequence.live = false;
       --live_;
       sequence.state.clear();
+      stats_->SetActiveSequences(live_);
     }
     sequence.last_request_ns = clock_->NowNs();
   }
@@ -306,6 +308,7 @@ void SequenceBatcher::ReleaseIdleLocked(uint64_t now_ns) {
       ++it;
     }
   }
+  stats_->SetActiveSequences(live_);
 }
 
 void SequenceBatcher::Settle(size_t n) {

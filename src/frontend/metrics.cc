@@ -60,6 +60,10 @@ class ModelStatsCollector final : public prometheus::Collectable {
         {"tessera_slo_dropped_total",
          "Requests answered UNAVAILABLE because they could no longer meet the model's SLO",
          MetricType::Counter, [](const auto& s) { return double(s.slo_dropped); }},
+        {"tessera_sequences_active",
+         "A stateful model's sequences started and not yet ended or released (idle ones are "
+         "released at the model's next request)",
+         MetricType::Gauge, [](const auto& s) { return double(s.active_sequences); }},
     };
 
     auto entries = core_->Statistics("", "");

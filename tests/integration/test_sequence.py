@@ -13,8 +13,8 @@ import pytest
 import tritonclient.http as httpclient
 
 from conftest import copy_repository
-from tessera_testlib import (assert_mlp_serves, expect_error, make_input, model_stats,
-                             wait_until)
+from tessera_testlib import (assert_mlp_serves, expect_error, fetch_metrics, make_input,
+                             metric_sum, model_stats, parse_metrics, wait_until)
 
 ACCUMULATOR = """name: "{name}"
 platform: "onnxruntime_onnx"
@@ -95,6 +95,9 @@ def test_a_sequence_accumulates_and_sees_its_controls(server):
     client = server.client()
     # Two sequences interleaved: each keeps its own state.
     a = [step(client, "accumulate", 1.0, 11, start=True), step(client, "accumulate", 10.0, 12, start=True)]
+    active = lambda: metric_sum(parse_metrics(fetch_metrics(server.metrics_url)),  # noqa: E731
+                                "tessera_sequences_active", model="accumulate")
+    assert active() == 2
     a += [step(client, "accumulate", 2.0, 11), step(client, "accumulate", 20.0, 12)]
     a += [step(client, "accumulate", 3.0, 11, end=True), step(client, "accumulate", 30.0, 12, end=True)]
     assert [r["OUTPUT"] for r in a] == [1.0, 10.0, 3.0, 30.0, 6.0, 60.0]
@@ -102,6 +105,7 @@ def test_a_sequence_accumulates_and_sees_its_controls(server):
     assert [r["END_SEEN"] for r in a] == [0, 0, 0, 0, 1, 1]
     assert all(r["READY_SEEN"] == 1 for r in a)
     assert [r["CORRID_SEEN"] for r in a] == [11, 12, 11, 12, 11, 12]
+    assert active() == 0
 
     # Ended: the ID starts afresh with a new START, from the initial state.
     e = expect_error(lambda: step(client, "accumulate", 1.0, 11), "INVALID_ARGUMENT")

@@ -42,6 +42,7 @@ struct ModelStatsSnapshot {
   uint64_t pending = 0;                            // enqueued, not yet executing
   uint64_t arrivals = 0;     // requests accepted into the queue (the control loop's rate source)
   uint64_t slo_dropped = 0;  // requests dropped because they could no longer meet the SLO
+  uint64_t active_sequences = 0;  // a stateful model's sequences started and not ended/released
   // Batches run by multi-granularity workers, by the worker's batch size (not the batch's rows).
   std::map<int64_t, uint64_t> worker_batches;
 };
@@ -63,6 +64,7 @@ class ModelStats {
   void RecordSloDrop(uint64_t request_ns);
   // A batch handed to a multi-granularity worker of `worker_batch_size`.
   void RecordWorkerBatch(int64_t worker_batch_size);
+  void SetActiveSequences(uint64_t count);
 
   ModelStatsSnapshot Snapshot() const;
 
