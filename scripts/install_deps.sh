@@ -21,12 +21,14 @@ STAMP="$VENV/.tessera-requirements.stamp"
 # Debian's interpreter on purpose: the python3 first on PATH on the dev machines is a pyenv build.
 BASE_PYTHON=/usr/bin/python3
 
+# ocl-icd-opencl-dev: Debian's dnnl-config.cmake requires OpenCL (oneDNN's GPU runtime), and
+# libdnnl-dev only recommends it, which --no-install-recommends skips.
 APT_PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
   libspdlog-dev libyaml-cpp-dev libcli11-dev prometheus-cpp-dev libeigen3-dev
   libcivetweb-dev nlohmann-json3-dev zlib1g-dev
-  libonnx-dev libonnx-testdata libdnnl-dev libgoogle-perftools-dev
+  libonnx-dev libonnx-testdata libdnnl-dev ocl-icd-opencl-dev libgoogle-perftools-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3-venv python3-numpy python3-onnx python3-torch python3-torchvision
   curl
