@@ -84,6 +84,7 @@ SPECS = {
     "mnasnet": Spec(tv(torchvision.models.mnasnet1_0), image(224), ["output"], 32, 50),
     "densenet161": Spec(tv(torchvision.models.densenet161), image(224), ["output"], 16, 300),
     "ssd_mobilenet": Spec(zm.SsdMobileNet, image(320), ["boxes", "scores"], 16, 100),
+    "unet_tiny": Spec(zm.UNetTiny, image(64), ["mask"], 16, 50),
     "bert_base": bert_like(zm.BERT_BASE, "bert"),
     "bert_tiny": bert_like(zm.BERT_TINY, "bert"),
     "roberta_base": bert_like(zm.ROBERTA_BASE, "roberta"),

@@ -1,6 +1,6 @@
 """PyTorch definitions of the model zoo's models that torchvision does not have (export_zoo.py).
 
-LeNet-5, an SSDLite-style detector on a MobileNetV2 backbone, and BERT / RoBERTa / GPT-2 written as
+LeNet-5, an SSDLite-style detector on a MobileNetV2 backbone, a small U-Net, and BERT / RoBERTa / GPT-2 written as
 small torch modules (no `transformers` package here). The transformers follow the structure of the
 Hugging Face implementations so that their ONNX exports contain the same operator patterns: word +
 position (+ token type) embeddings, LayerNorm, multi-head self-attention with an additive attention
@@ -33,6 +33,35 @@ class LeNet5(nn.Module):
 
     def forward(self, x):
         return self.classifier(torch.flatten(self.features(x), 1))
+
+
+class UNetTiny(nn.Module):
+    """A two-level U-Net on 3x64x64 giving a per-pixel mask: the decoder operators of segmentation
+    and image-to-image models (ConvTranspose, bilinear and nearest Resize, InstanceNorm, LeakyReLU,
+    skip connections by Concat), which the classifiers and transformers do not use."""
+
+    def __init__(self, classes=2):
+        super().__init__()
+
+        def block(cin, cout):
+            return nn.Sequential(nn.Conv2d(cin, cout, 3, padding=1),
+                                 nn.InstanceNorm2d(cout, affine=True), nn.LeakyReLU(0.1))
+
+        self.enc1, self.enc2, self.mid = block(3, 8), block(8, 16), block(16, 32)
+        self.up = nn.ConvTranspose2d(32, 16, 2, stride=2)
+        self.lateral = nn.Conv2d(32, 16, 1)
+        self.dec2, self.dec1 = block(32, 16), block(24, 8)
+        self.head = nn.Conv2d(8, classes, 1)
+
+    def forward(self, x):
+        e1 = self.enc1(x)
+        e2 = self.enc2(nn.functional.max_pool2d(e1, 2))
+        m = self.mid(nn.functional.max_pool2d(e2, 2))
+        # Learned and nearest-neighbour upsampling side by side, as FPN-style decoders mix them.
+        up = self.up(m) + nn.functional.interpolate(self.lateral(m), scale_factor=2, mode="nearest")
+        d2 = self.dec2(torch.cat([up, e2], 1))
+        d1 = nn.functional.interpolate(d2, scale_factor=2, mode="bilinear", align_corners=False)
+        return torch.sigmoid(self.head(self.dec1(torch.cat([d1, e1], 1))))
 
 
 def _separable(cin, cout, stride):

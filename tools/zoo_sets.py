@@ -5,13 +5,13 @@ Plain Python on purpose: zoo_reference.py runs in the virtualenv, which has no t
 
 ALL_MODELS = [
     "lenet", "googlenet", "resnet18", "resnet50", "vgg16", "mobilenetv2", "mnasnet",
-    "densenet161", "ssd_mobilenet",
+    "densenet161", "ssd_mobilenet", "unet_tiny",
     "bert_base", "bert_tiny", "gpt2", "gpt2_tiny", "roberta_base", "roberta_tiny",
 ]
 
 SETS = {
     # What CI exports and tests on every run: must stay fast on 2 cores.
-    "ci": ["lenet", "resnet18", "mobilenetv2", "bert_tiny", "gpt2_tiny"],
+    "ci": ["lenet", "resnet18", "mobilenetv2", "unet_tiny", "bert_tiny", "gpt2_tiny"],
     "full": ALL_MODELS,
 }
 

@@ -7,70 +7,11 @@
 #include <random>
 
 #include "engine/cpu/ops.h"
+#include "engine/cpu_op_runner_for_test.h"
 #include "gtest/gtest.h"
 
 namespace tessera::engine::cpu {
 namespace {
-
-template <typename T>
-Value Make(DataType dtype, Shape shape, std::vector<T> data) {
-  Value v = Value::Allocate(dtype, shape);
-  EXPECT_EQ(static_cast<int64_t>(data.size()), v.num_elements());
-  std::memcpy(v.mutable_data<void>(), data.data(), v.byte_size());
-  return v;
-}
-Value Floats(Shape s, std::vector<float> d) { return Make(DataType::kFp32, s, std::move(d)); }
-Value Int64s(Shape s, std::vector<int64_t> d) { return Make(DataType::kInt64, s, std::move(d)); }
-Value Bools(Shape s, std::vector<uint8_t> d) { return Make(DataType::kBool, s, std::move(d)); }
-
-Value RandomFloats(Shape shape, std::mt19937* rng) {
-  Value v = Value::Allocate(DataType::kFp32, shape);
-  std::uniform_real_distribution<float> dist(-1, 1);
-  for (int64_t i = 0; i < v.num_elements(); ++i) v.mutable_data<float>()[i] = dist(*rng);
-  return v;
-}
-
-template <typename T>
-std::vector<T> Elements(const Value& v) {
-  return std::vector<T>(v.data<T>(), v.data<T>() + v.num_elements());
-}
-
-Attribute IntAttr(int64_t i) {
-  Attribute a;
-  a.kind = Attribute::Kind::kInt;
-  a.i = i;
-  return a;
-}
-
-Attribute FloatAttr(float f) {
-  Attribute a;
-  a.kind = Attribute::Kind::kFloat;
-  a.f = f;
-  return a;
-}
-
-// Runs one op kernel with `num_outputs` outputs; returns them or the kernel's error.
-StatusOr<std::vector<Value>> RunOpN(const std::string& op_type, const Inputs& inputs,
-                                    Attributes attrs = {}, size_t num_outputs = 1,
-                                    ThreadPool* pool = nullptr, int opset = 17) {
-  const OpDef* def = FindOp(op_type);
-  if (def == nullptr) return absl::NotFoundError(op_type);
-  Node node;
-  node.op_type = op_type;
-  node.opset = opset;
-  node.attributes = std::move(attrs);
-  std::vector<Value> outputs(num_outputs);
-  OpContext ctx{pool};
-  TESSERA_RETURN_IF_ERROR(def->run(ctx, node, inputs, &outputs));
-  return outputs;
-}
-
-StatusOr<Value> RunOp(const std::string& op_type, const Inputs& inputs, Attributes attrs = {},
-                      ThreadPool* pool = nullptr) {
-  TESSERA_ASSIGN_OR_RETURN(std::vector<Value> out,
-                           RunOpN(op_type, inputs, std::move(attrs), 1, pool));
-  return out[0];
-}
 
 // Element of a row-major tensor of `shape` at `coord` (right-aligned, broadcast dims read 0).
 float At(const Value& v, const std::vector<int64_t>& coord) {

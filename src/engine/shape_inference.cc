@@ -233,14 +233,40 @@ std::optional<Shape> ReshapeShape(const Node& node, const Analysis& a) {
 DataType UnshapedOutputType(const Node& node, const Analysis& a, DataType first_input) {
   static const std::set<std::string> kBoolResult = {
       "And", "Or", "Xor", "Not", "Equal", "Greater", "GreaterOrEqual", "Less", "LessOrEqual"};
-  static const std::set<std::string> kFirstInputType = {
-      "Pow",        "CumSum",     "Dropout",   "Erf",       "Exp",       "Expand",
-      "HardSigmoid", "HardSwish", "LayerNormalization", "LeakyRelu", "Max", "Min",
-      "Neg",        "Pad",        "Reciprocal", "ReduceMax", "ReduceMean", "ReduceMin",
-      "ReduceSum",  "Split",      "Sqrt",      "Trilu",     "Range"};
+  static const std::set<std::string> kFirstInputType = {"Pow",
+                                                        "CumSum",
+                                                        "Dropout",
+                                                        "Erf",
+                                                        "Exp",
+                                                        "Expand",
+                                                        "HardSigmoid",
+                                                        "HardSwish",
+                                                        "LayerNormalization",
+                                                        "LeakyRelu",
+                                                        "Max",
+                                                        "Min",
+                                                        "Neg",
+                                                        "Pad",
+                                                        "Reciprocal",
+                                                        "ReduceMax",
+                                                        "ReduceMean",
+                                                        "ReduceMin",
+                                                        "ReduceSum",
+                                                        "Split",
+                                                        "Sqrt",
+                                                        "Trilu",
+                                                        "Range",
+                                                        "ConvTranspose",
+                                                        "InstanceNormalization",
+                                                        "LRN",
+                                                        "MeanVarianceNormalization",
+                                                        "Resize",
+                                                        "Upsample",
+                                                        "Einsum"};
   const std::string& op = node.op_type;
   if (kBoolResult.count(op)) return DataType::kBool;
   if (kFirstInputType.count(op)) return first_input;
+  if (op == "NonMaxSuppression") return DataType::kInt64;
   if (op == "Where" && node.inputs.size() > 1 && node.inputs[1] != kNoValue) {
     return a.dtypes[node.inputs[1]];
   }

@@ -1,13 +1,34 @@
 // LayerNormalization (opset 17): normalises X over dims [axis, rank) and applies Scale and B.
 // Rows are independent and spread over the pool; each is two passes (mean, then the centred
 // variance, which is more accurate than E[x^2] - mean^2) plus the affine pass.
+// InstanceNormalization and MeanVarianceNormalization normalise the same way over other dims;
+// LRN scales each element by its neighbourhood across channels.
 #include <algorithm>
 #include <cmath>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "engine/cpu/ops.h"
 
 namespace tessera::engine::cpu {
+namespace {
+
+// Mean and 1/sqrt(variance + epsilon) of `count` values.
+std::pair<float, float> MeanAndInvStd(const float* src, int64_t count, float epsilon) {
+  float sum = 0.0f;
+  for (int64_t i = 0; i < count; ++i) sum += src[i];
+  const float mean = count > 0 ? sum / static_cast<float>(count) : 0.0f;
+  float sq = 0.0f;
+  for (int64_t i = 0; i < count; ++i) {
+    const float c = src[i] - mean;
+    sq += c * c;
+  }
+  const float variance = count > 0 ? sq / static_cast<float>(count) : 0.0f;
+  return {mean, 1.0f / std::sqrt(variance + epsilon)};
+}
+
+}  // namespace
 
 Status CheckLayerNormalization(const Node& node, const Graph&) {
   const int64_t stash = node.attributes.GetInt("stash_type", 1);
@@ -59,15 +80,7 @@ Status RunLayerNormalization(const OpContext& ctx, const Node& node, const Input
     for (int64_t r = t * per_task; r < end; ++r) {
       const float* src = in + r * cols;
       float* dst = out + r * cols;
-      float sum = 0.0f;
-      for (int64_t i = 0; i < cols; ++i) sum += src[i];
-      const float mean = sum / static_cast<float>(cols);
-      float sq = 0.0f;
-      for (int64_t i = 0; i < cols; ++i) {
-        const float c = src[i] - mean;
-        sq += c * c;
-      }
-      const float inv_std = 1.0f / std::sqrt(sq / static_cast<float>(cols) + epsilon);
+      const auto [mean, inv_std] = MeanAndInvStd(src, cols, epsilon);
       if (!scalar_s && b != nullptr && !scalar_b) {
         for (int64_t i = 0; i < cols; ++i) dst[i] = (src[i] - mean) * inv_std * s[i] + b[i];
       } else {
@@ -84,6 +97,138 @@ Status RunLayerNormalization(const OpContext& ctx, const Node& node, const Input
   (*outputs)[0] = std::move(y);
   if (mean_out.defined()) (*outputs)[1] = std::move(mean_out);
   if (inv_out.defined()) (*outputs)[2] = std::move(inv_out);
+  return absl::OkStatus();
+}
+
+Status RunInstanceNormalization(const OpContext& ctx, const Node& node, const Inputs& inputs,
+                                std::vector<Value>* outputs) {
+  TESSERA_ASSIGN_OR_RETURN(const Value* x, RequireInput(inputs, 0, "input", {DataType::kFp32}));
+  TESSERA_ASSIGN_OR_RETURN(const Value* scale, RequireInput(inputs, 1, "scale", {DataType::kFp32}));
+  TESSERA_ASSIGN_OR_RETURN(const Value* bias, RequireInput(inputs, 2, "B", {DataType::kFp32}));
+  if (x->rank() < 3) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("input ", DescribeValue(*x), " must be [N, C, D1, ...]"));
+  }
+  const int64_t channels = x->dim(1);
+  for (const Value* p : {scale, bias}) {
+    if (p->rank() != 1 || p->dim(0) != channels) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          p == scale ? "scale " : "B ", DescribeValue(*p), " must be FLOAT[", channels, "]"));
+    }
+  }
+  const float epsilon = node.attributes.GetFloat("epsilon", 1e-5f);
+  const int64_t rows = x->dim(0) * channels;
+  const int64_t cols = rows == 0 ? 0 : x->num_elements() / rows;
+  Value y = ctx.NewOutput(0, DataType::kFp32, x->shape());
+  const float* in = x->data<float>();
+  float* out = y.mutable_data<float>();
+  ParallelFor(ctx.pool, rows, [&](int64_t r) {
+    const float* src = in + r * cols;
+    float* dst = out + r * cols;
+    const auto [mean, inv_std] = MeanAndInvStd(src, cols, epsilon);
+    const float s = scale->data<float>()[r % channels] * inv_std;
+    const float b = bias->data<float>()[r % channels] - mean * s;
+    for (int64_t i = 0; i < cols; ++i) dst[i] = src[i] * s + b;
+  });
+  (*outputs)[0] = std::move(y);
+  return absl::OkStatus();
+}
+
+Status RunMeanVarianceNormalization(const OpContext& ctx, const Node& node, const Inputs& inputs,
+                                    std::vector<Value>* outputs) {
+  TESSERA_ASSIGN_OR_RETURN(const Value* x, RequireInput(inputs, 0, "X", {DataType::kFp32}));
+  const int rank = x->rank();
+  std::vector<bool> reduced(static_cast<size_t>(rank), false);
+  for (int64_t a : node.attributes.GetInts("axes", {0, 2, 3})) {
+    TESSERA_ASSIGN_OR_RETURN(int axis, NormalizeAxis(a, rank));
+    reduced[static_cast<size_t>(axis)] = true;
+  }
+  // Each element's group: its index over the kept dims. The spec's function body adds 1e-9 to
+  // the variance.
+  int64_t groups = 1;
+  for (int d = 0; d < rank; ++d) {
+    if (!reduced[static_cast<size_t>(d)]) groups *= x->dim(d);
+  }
+  const int64_t total = x->num_elements();
+  std::vector<int64_t> group_of(static_cast<size_t>(total));
+  std::vector<int64_t> index(static_cast<size_t>(rank), 0);
+  for (int64_t e = 0; e < total; ++e) {
+    int64_t g = 0;
+    for (int d = 0; d < rank; ++d) {
+      if (!reduced[static_cast<size_t>(d)]) g = g * x->dim(d) + index[static_cast<size_t>(d)];
+    }
+    group_of[static_cast<size_t>(e)] = g;
+    for (int d = rank - 1; d >= 0 && ++index[static_cast<size_t>(d)] == x->dim(d); --d) {
+      index[static_cast<size_t>(d)] = 0;
+    }
+  }
+  const float* in = x->data<float>();
+  std::vector<double> sum(static_cast<size_t>(groups), 0.0), sq(static_cast<size_t>(groups), 0.0);
+  std::vector<int64_t> count(static_cast<size_t>(groups), 0);
+  for (int64_t e = 0; e < total; ++e) {
+    const size_t g = static_cast<size_t>(group_of[static_cast<size_t>(e)]);
+    sum[g] += in[e];
+    ++count[g];
+  }
+  for (size_t g = 0; g < sum.size(); ++g) sum[g] /= std::max<int64_t>(1, count[g]);
+  for (int64_t e = 0; e < total; ++e) {
+    const size_t g = static_cast<size_t>(group_of[static_cast<size_t>(e)]);
+    const double c = in[e] - sum[g];
+    sq[g] += c * c;
+  }
+  Value y = ctx.NewOutput(0, DataType::kFp32, x->shape());
+  float* out = y.mutable_data<float>();
+  for (int64_t e = 0; e < total; ++e) {
+    const size_t g = static_cast<size_t>(group_of[static_cast<size_t>(e)]);
+    const double variance = sq[g] / std::max<int64_t>(1, count[g]);
+    out[e] = static_cast<float>((in[e] - sum[g]) / std::sqrt(variance + 1e-9));
+  }
+  (*outputs)[0] = std::move(y);
+  return absl::OkStatus();
+}
+
+Status CheckLrn(const Node& node, const Graph&) {
+  if (node.attributes.GetInt("size", 0) < 1) {
+    return absl::InvalidArgumentError("LRN needs a size attribute >= 1");
+  }
+  return absl::OkStatus();
+}
+
+Status RunLrn(const OpContext& ctx, const Node& node, const Inputs& inputs,
+              std::vector<Value>* outputs) {
+  TESSERA_ASSIGN_OR_RETURN(const Value* x, RequireInput(inputs, 0, "X", {DataType::kFp32}));
+  if (x->rank() < 3) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("X ", DescribeValue(*x), " must be [N, C, D1, ...]"));
+  }
+  const int64_t size = node.attributes.GetInt("size", 0);
+  if (size < 1) return absl::InvalidArgumentError("LRN needs a size attribute >= 1");
+  const float alpha = node.attributes.GetFloat("alpha", 1e-4f);
+  const float beta = node.attributes.GetFloat("beta", 0.75f);
+  const float bias = node.attributes.GetFloat("bias", 1.0f);
+  const int64_t batch = x->dim(0), channels = x->dim(1);
+  const int64_t spatial = batch * channels == 0 ? 0 : x->num_elements() / (batch * channels);
+  // The window over channels: floor((size - 1) / 2) before, ceil((size - 1) / 2) after.
+  const int64_t before = (size - 1) / 2, after = size - 1 - before;
+  Value y = ctx.NewOutput(0, DataType::kFp32, x->shape());
+  const float* in = x->data<float>();
+  float* out = y.mutable_data<float>();
+  ParallelFor(ctx.pool, batch * channels, [&](int64_t nc) {
+    const int64_t n = nc / channels, c = nc % channels;
+    const int64_t lo = std::max<int64_t>(0, c - before);
+    const int64_t hi = std::min<int64_t>(channels - 1, c + after);
+    const float* src = in + nc * spatial;
+    float* dst = out + nc * spatial;
+    for (int64_t i = 0; i < spatial; ++i) {
+      float square_sum = 0.0f;
+      for (int64_t k = lo; k <= hi; ++k) {
+        const float v = in[(n * channels + k) * spatial + i];
+        square_sum += v * v;
+      }
+      dst[i] = src[i] / std::pow(bias + alpha / static_cast<float>(size) * square_sum, beta);
+    }
+  });
+  (*outputs)[0] = std::move(y);
   return absl::OkStatus();
 }
 

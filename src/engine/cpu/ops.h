@@ -231,6 +231,22 @@ Status RunCumSum(const OpContext&, const Node&, const Inputs&, std::vector<Value
 // norm_ops.cc
 Status CheckLayerNormalization(const Node&, const Graph&);
 Status RunLayerNormalization(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunInstanceNormalization(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunMeanVarianceNormalization(const OpContext&, const Node&, const Inputs&,
+                                    std::vector<Value>*);
+Status CheckLrn(const Node&, const Graph&);
+Status RunLrn(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+// resize.cc: Resize, and Upsample (opsets 7-9)
+Status CheckResize(const Node&, const Graph&);
+Status RunResize(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+// einsum.cc
+Status CheckEinsum(const Node&, const Graph&);
+Status RunEinsum(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+// detection_ops.cc
+Status RunNonMaxSuppression(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+// conv_transpose.cc
+Status CheckConvTranspose(const Node&, const Graph&);
+Status RunConvTranspose(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
 // slice_ops.cc
 Status RunSlice(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
 Status RunSplit(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
