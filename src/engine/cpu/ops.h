@@ -240,5 +240,13 @@ Status RunRange(const OpContext&, const Node&, const Inputs&, std::vector<Value>
 Status CheckPad(const Node&, const Graph&);
 Status RunPad(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
 Status RunTrilu(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
-
+// index_ops.cc
+Status RunGatherElements(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunGatherND(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status CheckScatter(const Node&, const Graph&);
+// Also the deprecated Scatter (opsets 9-10), which has the same semantics.
+Status RunScatterElements(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunScatterND(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status CheckTopK(const Node&, const Graph&);
+Status RunTopK(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
 }  // namespace tessera::engine::cpu
