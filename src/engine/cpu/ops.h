@@ -249,4 +249,16 @@ Status RunScatterElements(const OpContext&, const Node&, const Inputs&, std::vec
 Status RunScatterND(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
 Status CheckTopK(const Node&, const Graph&);
 Status RunTopK(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+// layout_ops.cc
+Status RunTile(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunOneHot(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunNonZero(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status CheckEyeLike(const Node&, const Graph&);
+Status RunEyeLike(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunSize(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status CheckDepthToSpace(const Node&, const Graph&);
+Status RunDepthToSpace(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunSpaceToDepth(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunCompress(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+
 }  // namespace tessera::engine::cpu
