@@ -170,6 +170,7 @@ Status CheckPool(const Node&, const Graph&);
 Status RunMaxPool(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
 Status RunAveragePool(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
 Status RunGlobalAveragePool(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunGlobalMaxPool(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
 // elementwise.cc
 Status RunAdd(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
 Status RunSub(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
@@ -222,6 +223,7 @@ Status RunNot(const OpContext&, const Node&, const Inputs&, std::vector<Value>*)
 Status RunWhere(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
 Status CheckCast(const Node&, const Graph&);
 Status RunCast(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunCastLike(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
 // reduce_ops.cc
 Status RunReduceSum(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
 Status RunReduceMean(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
