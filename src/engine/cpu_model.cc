@@ -525,9 +525,11 @@ StatusOr<Graph> PrepareGraph(const std::string& path) {
   // Ops whose opset 1..6 semantics equal today's; the others had legacy attributes then
   // (`broadcast`, `consumed_inputs`, Reshape's `shape`) that the kernels do not implement.
   static const std::unordered_set<std::string> kStableSinceOpset1 = {
-      "GlobalAveragePool", "Relu", "Sigmoid", "Tanh", "Identity", "Transpose", "Flatten",
-      "MatMul", "Softmax", "Shape", "Gather", "MaxPool", "AveragePool", "Squeeze", "Unsqueeze",
-      "Not"};
+      "GlobalAveragePool", "Relu", "Sigmoid", "Tanh", "Identity", "Transpose", "Flatten", "MatMul",
+      "Softmax", "Shape", "Gather", "MaxPool", "AveragePool", "Squeeze", "Unsqueeze", "Not",
+      "GlobalMaxPool", "Size", "SpaceToDepth", "DepthToSpace", "TopK", "LRN",
+      // Version 1 differs only by the legacy consumed_inputs attribute.
+      "InstanceNormalization"};
   for (const Node& node : graph.nodes) {
     if (graph.opset < 7 && kStableSinceOpset1.count(node.op_type) == 0) {
       problems.push_back(absl::StrCat(node.Describe(graph.value_names), ": opset ", graph.opset,

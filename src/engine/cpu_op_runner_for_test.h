@@ -16,7 +16,7 @@ template <typename T>
 Value Make(DataType dtype, Shape shape, std::vector<T> data) {
   Value v = Value::Allocate(dtype, shape);
   EXPECT_EQ(static_cast<int64_t>(data.size()), v.num_elements());
-  std::memcpy(v.mutable_data<void>(), data.data(), v.byte_size());
+  if (v.byte_size() > 0) std::memcpy(v.mutable_data<void>(), data.data(), v.byte_size());
   return v;
 }
 inline Value Floats(Shape s, std::vector<float> d) {
@@ -24,6 +24,9 @@ inline Value Floats(Shape s, std::vector<float> d) {
 }
 inline Value Int64s(Shape s, std::vector<int64_t> d) {
   return Make(DataType::kInt64, s, std::move(d));
+}
+inline Value Int32s(Shape s, std::vector<int32_t> d) {
+  return Make(DataType::kInt32, s, std::move(d));
 }
 inline Value Bools(Shape s, std::vector<uint8_t> d) {
   return Make(DataType::kBool, s, std::move(d));
@@ -86,10 +89,22 @@ inline StatusOr<std::vector<Value>> RunOpN(const std::string& op_type, const Inp
 }
 
 inline StatusOr<Value> RunOp(const std::string& op_type, const Inputs& inputs,
-                             Attributes attrs = {}, ThreadPool* pool = nullptr) {
+                             Attributes attrs = {}, ThreadPool* pool = nullptr, int opset = 17) {
   TESSERA_ASSIGN_OR_RETURN(std::vector<Value> out,
-                           RunOpN(op_type, inputs, std::move(attrs), 1, pool));
+                           RunOpN(op_type, inputs, std::move(attrs), 1, pool, opset));
   return out[0];
+}
+
+// Checks that `status` is INVALID_ARGUMENT with a message mentioning `fragment`.
+inline void ExpectInvalidArgument(const Status& status, const std::string& fragment) {
+  ASSERT_FALSE(status.ok()) << "expected an error mentioning " << fragment;
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_NE(std::string(status.message()).find(fragment), std::string::npos) << status;
+}
+
+template <typename T>
+void ExpectInvalidArgument(const StatusOr<T>& result, const std::string& fragment) {
+  ExpectInvalidArgument(result.status(), fragment);
 }
 
 }  // namespace tessera::engine::cpu

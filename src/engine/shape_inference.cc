@@ -233,40 +233,42 @@ std::optional<Shape> ReshapeShape(const Node& node, const Analysis& a) {
 DataType UnshapedOutputType(const Node& node, const Analysis& a, DataType first_input) {
   static const std::set<std::string> kBoolResult = {
       "And", "Or", "Xor", "Not", "Equal", "Greater", "GreaterOrEqual", "Less", "LessOrEqual"};
-  static const std::set<std::string> kFirstInputType = {"Pow",
-                                                        "CumSum",
-                                                        "Dropout",
-                                                        "Erf",
-                                                        "Exp",
-                                                        "Expand",
-                                                        "HardSigmoid",
-                                                        "HardSwish",
-                                                        "LayerNormalization",
-                                                        "LeakyRelu",
-                                                        "Max",
-                                                        "Min",
-                                                        "Neg",
-                                                        "Pad",
-                                                        "Reciprocal",
-                                                        "ReduceMax",
-                                                        "ReduceMean",
-                                                        "ReduceMin",
-                                                        "ReduceSum",
-                                                        "Split",
-                                                        "Sqrt",
-                                                        "Trilu",
-                                                        "Range",
-                                                        "ConvTranspose",
-                                                        "InstanceNormalization",
-                                                        "LRN",
-                                                        "MeanVarianceNormalization",
-                                                        "Resize",
-                                                        "Upsample",
-                                                        "Einsum"};
+  static const std::set<std::string> kFirstInputType = {
+      "Pow",         "CumSum",     "Dropout",
+      "Erf",         "Exp",        "Expand",
+      "HardSigmoid", "HardSwish",  "LayerNormalization",
+      "LeakyRelu",   "Max",        "Min",
+      "Neg",         "Pad",        "Reciprocal",
+      "ReduceMax",   "ReduceMean", "ReduceMin",
+      "ReduceSum",   "Split",      "Sqrt",
+      "Trilu",       "Range"};
+  // Data movement and selection: the output holds elements of input 0.
+  static const std::set<std::string> kMovesFirstInput = {
+      "GatherElements", "GatherND", "Scatter",      "ScatterElements", "ScatterND",    "TopK",
+      "Tile",           "Compress", "DepthToSpace", "SpaceToDepth",    "GlobalMaxPool"};
+  // Computed in the input's type: interpolation, normalisation, convolution.
+  static const std::set<std::string> kComputesInFirstInputType = {
+      "ConvTranspose", "Einsum",  "InstanceNormalization", "LRN", "MeanVarianceNormalization",
+      "Resize",        "Upsample"};
   const std::string& op = node.op_type;
   if (kBoolResult.count(op)) return DataType::kBool;
-  if (kFirstInputType.count(op)) return first_input;
-  if (op == "NonMaxSuppression") return DataType::kInt64;
+  if (kFirstInputType.count(op) || kMovesFirstInput.count(op) ||
+      kComputesInFirstInputType.count(op)) {
+    return first_input;
+  }
+  if (op == "NonZero" || op == "Size" || op == "NonMaxSuppression") return DataType::kInt64;
+  auto input_type = [&](size_t i) {
+    return i < node.inputs.size() && node.inputs[i] != kNoValue ? a.dtypes[node.inputs[i]]
+                                                                : DataType::kInvalid;
+  };
+  if (op == "CastLike") return input_type(1);
+  if (op == "OneHot") return input_type(2);
+  if (op == "EyeLike") {
+    if (!node.attributes.Has("dtype")) return first_input;
+    // kInvalid (unknown) for a type the engine lacks: the kernel check refuses it anyway.
+    return DataTypeFromOnnxElementType(static_cast<int32_t>(node.attributes.GetInt("dtype", 0)))
+        .value_or(DataType::kInvalid);
+  }
   if (op == "Where" && node.inputs.size() > 1 && node.inputs[1] != kNoValue) {
     return a.dtypes[node.inputs[1]];
   }
@@ -309,7 +311,7 @@ void InferNode(const Node& node, Analysis* a) {
       out = Shape{(*x)[0], (*x)[1]};
       WindowDims(node, *x, kernel, attrs.GetInt("ceil_mode", 0) != 0, &*out);
     }
-  } else if (op == "GlobalAveragePool") {
+  } else if (op == "GlobalAveragePool" || op == "GlobalMaxPool") {
     if (x && x->size() >= 3) {
       out = Shape(x->size(), 1);
       (*out)[0] = (*x)[0];

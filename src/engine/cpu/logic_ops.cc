@@ -1,4 +1,4 @@
-// Comparisons, boolean logic, Where and Cast: what PyTorch exports for attention masks
+// Comparisons, boolean logic, Where, Cast and CastLike: what PyTorch exports for attention masks
 // (masked_fill becomes Where on a BOOL condition) and for dtype changes in shape arithmetic.
 // BOOL is stored one byte per element, 0 or 1.
 #include <cmath>
@@ -233,16 +233,15 @@ Status CheckCast(const Node& node, const Graph&) {
   return CastTarget(node.attributes.GetInt("to", 0)).status();
 }
 
-Status RunCast(const OpContext& ctx, const Node& node, const Inputs& inputs,
-               std::vector<Value>* outputs) {
-  TESSERA_ASSIGN_OR_RETURN(const Value* x, RequireInput(inputs, 0, "input", kComparable));
-  StatusOr<DataType> to = CastTarget(node.attributes.GetInt("to", 0));
-  if (!to.ok()) return absl::InvalidArgumentError(to.status().message());
-  if (*to == x->dtype()) {
+namespace {
+
+// Output 0 = x converted to `to`; shared by Cast and CastLike.
+void CastTo(const OpContext& ctx, const Value* x, DataType to, std::vector<Value>* outputs) {
+  if (to == x->dtype()) {
     (*outputs)[0] = *x;  // no-op cast: share storage
-    return absl::OkStatus();
+    return;
   }
-  Value y = ctx.NewOutput(0, *to, x->shape());
+  Value y = ctx.NewOutput(0, to, x->shape());
   switch (x->dtype()) {
     case DataType::kFp32:
       CastFrom(x->data<float>(), y, ctx.pool);
@@ -258,6 +257,24 @@ Status RunCast(const OpContext& ctx, const Node& node, const Inputs& inputs,
       break;
   }
   (*outputs)[0] = std::move(y);
+}
+
+}  // namespace
+
+Status RunCast(const OpContext& ctx, const Node& node, const Inputs& inputs,
+               std::vector<Value>* outputs) {
+  TESSERA_ASSIGN_OR_RETURN(const Value* x, RequireInput(inputs, 0, "input", kComparable));
+  StatusOr<DataType> to = CastTarget(node.attributes.GetInt("to", 0));
+  if (!to.ok()) return absl::InvalidArgumentError(to.status().message());
+  CastTo(ctx, x, *to, outputs);
+  return absl::OkStatus();
+}
+
+Status RunCastLike(const OpContext& ctx, const Node&, const Inputs& inputs,
+                   std::vector<Value>* outputs) {
+  TESSERA_ASSIGN_OR_RETURN(const Value* x, RequireInput(inputs, 0, "input", kComparable));
+  TESSERA_ASSIGN_OR_RETURN(const Value* like, RequireInput(inputs, 1, "target_type", kComparable));
+  CastTo(ctx, x, like->dtype(), outputs);
   return absl::OkStatus();
 }
 

@@ -170,6 +170,7 @@ Status CheckPool(const Node&, const Graph&);
 Status RunMaxPool(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
 Status RunAveragePool(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
 Status RunGlobalAveragePool(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunGlobalMaxPool(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
 // elementwise.cc
 Status RunAdd(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
 Status RunSub(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
@@ -222,6 +223,7 @@ Status RunNot(const OpContext&, const Node&, const Inputs&, std::vector<Value>*)
 Status RunWhere(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
 Status CheckCast(const Node&, const Graph&);
 Status RunCast(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunCastLike(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
 // reduce_ops.cc
 Status RunReduceSum(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
 Status RunReduceMean(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
@@ -256,5 +258,25 @@ Status RunRange(const OpContext&, const Node&, const Inputs&, std::vector<Value>
 Status CheckPad(const Node&, const Graph&);
 Status RunPad(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
 Status RunTrilu(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+// index_ops.cc
+Status RunGatherElements(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunGatherND(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status CheckScatter(const Node&, const Graph&);
+// Also the deprecated Scatter (opsets 9-10), which has the same semantics.
+Status RunScatterElements(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunScatterND(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status CheckTopK(const Node&, const Graph&);
+Status RunTopK(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+// layout_ops.cc
+Status RunTile(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunOneHot(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunNonZero(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status CheckEyeLike(const Node&, const Graph&);
+Status RunEyeLike(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunSize(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status CheckDepthToSpace(const Node&, const Graph&);
+Status RunDepthToSpace(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunSpaceToDepth(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunCompress(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
 
 }  // namespace tessera::engine::cpu

@@ -1,4 +1,5 @@
-// MaxPool, AveragePool (1-D/2-D windows) and GlobalAveragePool; parallel over planes.
+// MaxPool, AveragePool (1-D/2-D windows), GlobalAveragePool and GlobalMaxPool; parallel over
+// planes.
 #include <algorithm>
 #include <limits>
 
@@ -137,6 +138,44 @@ Status RunGlobalAveragePool(const OpContext& ctx, const Node& node, const Inputs
     for (int64_t i = 0; i < spatial; ++i) sum += in[p * spatial + i];
     out[p] = spatial > 0 ? static_cast<float>(sum / static_cast<double>(spatial)) : 0.0f;
   }
+  (*outputs)[0] = std::move(y);
+  return absl::OkStatus();
+}
+
+Status RunGlobalMaxPool(const OpContext& ctx, const Node&, const Inputs& inputs,
+                        std::vector<Value>* outputs) {
+  TESSERA_ASSIGN_OR_RETURN(const Value* x, RequireInput(inputs, 0, "X", {DataType::kFp32}));
+  if (x->rank() < 3) {
+    return absl::InvalidArgumentError(absl::StrCat("X ", DescribeValue(*x), " has rank < 3"));
+  }
+  Shape out_shape(x->shape().begin(), x->shape().begin() + 2);
+  int64_t spatial = 1;
+  for (int d = 2; d < x->rank(); ++d) {
+    spatial *= x->dim(d);
+    out_shape.push_back(1);
+  }
+  Value y = ctx.NewOutput(0, DataType::kFp32, out_shape);
+  if (x->num_elements() == 0) {
+    if (y.num_elements() > 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("X ", DescribeValue(*x), " has no elements to take the maximum of"));
+    }
+    (*outputs)[0] = std::move(y);
+    return absl::OkStatus();
+  }
+  const int64_t planes = x->dim(0) * x->dim(1);
+  const float* in = x->data<float>();
+  float* out = y.mutable_data<float>();
+  const int64_t per_task = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, spatial));
+  ParallelFor(ctx.pool, (planes + per_task - 1) / per_task, [&](int64_t task) {
+    const int64_t end = std::min(planes, (task + 1) * per_task);
+    for (int64_t p = task * per_task; p < end; ++p) {
+      const float* plane = in + p * spatial;
+      float m = plane[0];
+      for (int64_t i = 1; i < spatial; ++i) m = std::max(m, plane[i]);
+      out[p] = m;
+    }
+  });
   (*outputs)[0] = std::move(y);
   return absl::OkStatus();
 }
