@@ -525,11 +525,16 @@ StatusOr<Graph> PrepareGraph(const std::string& path) {
   // Ops whose opset 1..6 semantics equal today's; the others had legacy attributes then
   // (`broadcast`, `consumed_inputs`, Reshape's `shape`) that the kernels do not implement.
   static const std::unordered_set<std::string> kStableSinceOpset1 = {
-      "GlobalAveragePool", "Relu", "Sigmoid", "Tanh", "Identity", "Transpose", "Flatten",
-      "MatMul", "Softmax", "Shape", "Gather", "MaxPool", "AveragePool", "Squeeze", "Unsqueeze",
-      "Not"};
+      "GlobalAveragePool", "Relu", "Sigmoid", "Tanh", "Identity", "Transpose", "Flatten", "MatMul",
+      "Softmax", "Shape", "Gather", "MaxPool", "AveragePool", "Squeeze", "Unsqueeze", "Not",
+      // The math kernels' ops.
+      "Softplus", "Softsign"};
+  // Ops whose opset-6 version (which dropped `consumed_inputs`) equals today's.
+  static const std::unordered_set<std::string> kStableSinceOpset6 = {"Abs", "Ceil", "Floor",
+                                                                     "Log", "Elu",  "Selu"};
   for (const Node& node : graph.nodes) {
-    if (graph.opset < 7 && kStableSinceOpset1.count(node.op_type) == 0) {
+    if (graph.opset < 7 && kStableSinceOpset1.count(node.op_type) == 0 &&
+        !(graph.opset == 6 && kStableSinceOpset6.count(node.op_type) != 0)) {
       problems.push_back(absl::StrCat(node.Describe(graph.value_names), ": opset ", graph.opset,
                                       " semantics are not supported (need opset >= 7)"));
       continue;

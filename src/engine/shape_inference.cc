@@ -232,12 +232,16 @@ std::optional<Shape> ReshapeShape(const Node& node, const Analysis& a) {
 // constraints; kInvalid where it depends on more than the inputs' types (Cast's `to`, say).
 DataType UnshapedOutputType(const Node& node, const Analysis& a, DataType first_input) {
   static const std::set<std::string> kBoolResult = {
-      "And", "Or", "Xor", "Not", "Equal", "Greater", "GreaterOrEqual", "Less", "LessOrEqual"};
+      "And",  "Or",          "Xor",   "Not",  "Equal", "Greater", "GreaterOrEqual",
+      "Less", "LessOrEqual", "IsNaN", "IsInf"};
   static const std::set<std::string> kFirstInputType = {
-      "Pow",        "CumSum",     "Dropout",   "Erf",       "Exp",       "Expand",
-      "HardSigmoid", "HardSwish", "LayerNormalization", "LeakyRelu", "Max", "Min",
-      "Neg",        "Pad",        "Reciprocal", "ReduceMax", "ReduceMean", "ReduceMin",
-      "ReduceSum",  "Split",      "Sqrt",      "Trilu",     "Range"};
+      "Pow", "CumSum", "Dropout", "Erf", "Exp", "Expand", "HardSigmoid", "HardSwish",
+      "LayerNormalization", "LeakyRelu", "Max", "Min", "Neg", "Pad", "Reciprocal", "ReduceMax",
+      "ReduceMean", "ReduceMin", "ReduceSum", "Split", "Sqrt", "Trilu", "Range",
+      // The math kernels take one dtype for all inputs and give it back, integers included.
+      "Abs", "Sign", "Ceil", "Floor", "Round", "Log", "Sin", "Cos", "Tan", "Asin", "Acos", "Atan",
+      "Sinh", "Cosh", "Asinh", "Acosh", "Atanh", "Softplus", "Softsign", "Elu", "Selu", "Celu",
+      "ThresholdedRelu", "Shrink"};
   const std::string& op = node.op_type;
   if (kBoolResult.count(op)) return DataType::kBool;
   if (kFirstInputType.count(op)) return first_input;

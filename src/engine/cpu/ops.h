@@ -209,6 +209,33 @@ Status RunMax(const OpContext&, const Node&, const Inputs&, std::vector<Value>*)
 Status RunMin(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
 Status CheckDropout(const Node&, const Graph&);
 Status RunDropout(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+// unary_ops.cc
+Status RunAbs(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunSign(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunCeil(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunFloor(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunRound(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunLog(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunSin(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunCos(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunTan(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunAsin(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunAcos(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunAtan(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunSinh(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunCosh(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunAsinh(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunAcosh(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunAtanh(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunSoftplus(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunSoftsign(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunElu(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunSelu(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunCelu(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunThresholdedRelu(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunShrink(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunIsNaN(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunIsInf(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
 // logic_ops.cc
 Status RunEqual(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
 Status RunLess(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
