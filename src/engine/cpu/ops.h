@@ -207,6 +207,10 @@ Status RunHardSwish(const OpContext&, const Node&, const Inputs&, std::vector<Va
 Status RunPow(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
 Status RunMax(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
 Status RunMin(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunPRelu(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunMod(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunSum(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunMean(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
 Status CheckDropout(const Node&, const Graph&);
 Status RunDropout(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
 // unary_ops.cc
