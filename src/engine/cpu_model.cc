@@ -527,8 +527,8 @@ StatusOr<Graph> PrepareGraph(const std::string& path) {
   static const std::unordered_set<std::string> kStableSinceOpset1 = {
       "GlobalAveragePool", "Relu", "Sigmoid", "Tanh", "Identity", "Transpose", "Flatten", "MatMul",
       "Softmax", "Shape", "Gather", "MaxPool", "AveragePool", "Squeeze", "Unsqueeze", "Not",
-      // The math kernels' ops.
-      "Softplus", "Softsign"};
+      // LogSoftmax and Hardmax read their pre-13 axis semantics from the node's opset.
+      "Softplus", "Softsign", "LogSoftmax", "Hardmax"};
   // Ops whose opset-6 version (which dropped `consumed_inputs`) equals today's.
   static const std::unordered_set<std::string> kStableSinceOpset6 = {"Abs", "Ceil", "Floor",
                                                                      "Log", "Elu",  "Selu"};

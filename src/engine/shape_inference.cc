@@ -241,7 +241,7 @@ DataType UnshapedOutputType(const Node& node, const Analysis& a, DataType first_
       // The math kernels take one dtype for all inputs and give it back, integers included.
       "Abs", "Sign", "Ceil", "Floor", "Round", "Log", "Sin", "Cos", "Tan", "Asin", "Acos", "Atan",
       "Sinh", "Cosh", "Asinh", "Acosh", "Atanh", "Softplus", "Softsign", "Elu", "Selu", "Celu",
-      "ThresholdedRelu", "Shrink", "PRelu", "Mod", "Sum", "Mean"};
+      "ThresholdedRelu", "Shrink", "PRelu", "Mod", "Sum", "Mean", "LogSoftmax", "Hardmax"};
   const std::string& op = node.op_type;
   if (kBoolResult.count(op)) return DataType::kBool;
   if (kFirstInputType.count(op)) return first_input;

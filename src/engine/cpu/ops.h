@@ -181,6 +181,8 @@ Status RunTanh(const OpContext&, const Node&, const Inputs&, std::vector<Value>*
 Status RunClip(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
 // nn_ops.cc
 Status RunSoftmax(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunLogSoftmax(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunHardmax(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
 Status CheckBatchNormalization(const Node&, const Graph&);
 Status RunBatchNormalization(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
 // shape_ops.cc
