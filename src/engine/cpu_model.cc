@@ -528,7 +528,8 @@ StatusOr<Graph> PrepareGraph(const std::string& path) {
       "GlobalAveragePool", "Relu", "Sigmoid", "Tanh", "Identity", "Transpose", "Flatten", "MatMul",
       "Softmax", "Shape", "Gather", "MaxPool", "AveragePool", "Squeeze", "Unsqueeze", "Not",
       // LogSoftmax and Hardmax read their pre-13 axis semantics from the node's opset.
-      "Softplus", "Softsign", "LogSoftmax", "Hardmax"};
+      "Softplus", "Softsign", "LogSoftmax", "Hardmax", "ArgMax", "ArgMin", "ReduceProd", "ReduceL1",
+      "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp"};
   // Ops whose opset-6 version (which dropped `consumed_inputs`) equals today's.
   static const std::unordered_set<std::string> kStableSinceOpset6 = {"Abs", "Ceil", "Floor",
                                                                      "Log", "Elu",  "Selu"};

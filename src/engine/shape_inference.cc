@@ -241,10 +241,12 @@ DataType UnshapedOutputType(const Node& node, const Analysis& a, DataType first_
       // The math kernels take one dtype for all inputs and give it back, integers included.
       "Abs", "Sign", "Ceil", "Floor", "Round", "Log", "Sin", "Cos", "Tan", "Asin", "Acos", "Atan",
       "Sinh", "Cosh", "Asinh", "Acosh", "Atanh", "Softplus", "Softsign", "Elu", "Selu", "Celu",
-      "ThresholdedRelu", "Shrink", "PRelu", "Mod", "Sum", "Mean", "LogSoftmax", "Hardmax"};
+      "ThresholdedRelu", "Shrink", "PRelu", "Mod", "Sum", "Mean", "LogSoftmax", "Hardmax",
+      "ReduceProd", "ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp"};
   const std::string& op = node.op_type;
   if (kBoolResult.count(op)) return DataType::kBool;
   if (kFirstInputType.count(op)) return first_input;
+  if (op == "ArgMax" || op == "ArgMin") return DataType::kInt64;
   if (op == "Where" && node.inputs.size() > 1 && node.inputs[1] != kNoValue) {
     return a.dtypes[node.inputs[1]];
   }

@@ -260,6 +260,14 @@ Status RunReduceSum(const OpContext&, const Node&, const Inputs&, std::vector<Va
 Status RunReduceMean(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
 Status RunReduceMax(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
 Status RunReduceMin(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunReduceProd(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunReduceL1(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunReduceL2(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunReduceSumSquare(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunReduceLogSum(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunReduceLogSumExp(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunArgMax(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunArgMin(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
 Status RunCumSum(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
 // norm_ops.cc
 Status CheckLayerNormalization(const Node&, const Graph&);
