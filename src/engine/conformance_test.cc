@@ -23,14 +23,26 @@ TEST(OnnxConformanceTest, ClaimedOperatorsPassTheOnnxNodeTests) {
   if (!fs::is_directory(node_tests)) GTEST_SKIP() << node_tests << " not found (libonnx-testdata)";
   const std::vector<std::string> supported_list = cpu::SupportedOps();
   const std::set<std::string> supported(supported_list.begin(), supported_list.end());
-  const NodeTestRun run = RunClaimedNodeTests(supported, {}, {}, "conformance");
+  // ONNX 1.12's window-function data is up to 7.4e-5 off the exact formulas (e.g. Hann(10)[8]:
+  // 0.345562 against 0.5 - 0.5 cos(1.6 pi) = 0.345492, which the engine gives); only the
+  // *_expanded forms (Cos, Range, ...) are claimed.
+  const std::string kWindowData = "up to 7.4e-5 off the exact window formula";
+  const std::map<std::string, std::string> kBadExpectedData = {
+      {"test_blackmanwindow_expanded", kWindowData},
+      {"test_blackmanwindow_symmetric_expanded", kWindowData},
+      {"test_hammingwindow_expanded", kWindowData},
+      {"test_hammingwindow_symmetric_expanded", kWindowData},
+      {"test_hannwindow_expanded", kWindowData},
+      {"test_hannwindow_symmetric_expanded", kWindowData}};
+  const NodeTestRun run = RunClaimedNodeTests(supported, {}, {}, "conformance", kBadExpectedData);
   // Every claimed op must have at least one passing upstream case, except those whose upstream
   // cases all use dtypes the engine does not support (covered by kernels_test instead).
   const std::map<std::string, std::string> kNoUsableCase = {
       {"Cast", "ONNX 1.12's Cast cases all involve FLOAT16, DOUBLE, BFLOAT16 or STRING"},
       {"CastLike", "ONNX 1.12's CastLike cases all involve FLOAT16, DOUBLE, BFLOAT16 or STRING"},
       {"CumSum", "ONNX 1.12's CumSum cases are all DOUBLE"},
-      {"Einsum", "ONNX 1.12's Einsum cases are all DOUBLE (einsum_test covers it)"}};
+      {"Einsum", "ONNX 1.12's Einsum cases are all DOUBLE (einsum_test covers it)"},
+      {"ReduceLogSumExp", "ONNX 1.12's ReduceLogSumExp cases are all DOUBLE"}};
   for (const std::string& op : supported) {
     if (auto it = kNoUsableCase.find(op); it != kNoUsableCase.end()) {
       std::cout << "  not exercised: " << op << " (" << it->second << ")\n";

@@ -529,9 +529,17 @@ StatusOr<Graph> PrepareGraph(const std::string& path) {
       "Softmax", "Shape", "Gather", "MaxPool", "AveragePool", "Squeeze", "Unsqueeze", "Not",
       "GlobalMaxPool", "Size", "SpaceToDepth", "DepthToSpace", "TopK", "LRN",
       // Version 1 differs only by the legacy consumed_inputs attribute.
-      "InstanceNormalization"};
+      "InstanceNormalization",
+
+      // LogSoftmax and Hardmax read their pre-13 axis semantics from the node's opset.
+      "Softplus", "Softsign", "LogSoftmax", "Hardmax", "ArgMax", "ArgMin", "ReduceProd", "ReduceL1",
+      "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp"};
+  // Ops whose opset-6 version (which dropped `consumed_inputs`) equals today's.
+  static const std::unordered_set<std::string> kStableSinceOpset6 = {"Abs", "Ceil", "Floor",
+                                                                     "Log", "Elu",  "Selu"};
   for (const Node& node : graph.nodes) {
-    if (graph.opset < 7 && kStableSinceOpset1.count(node.op_type) == 0) {
+    if (graph.opset < 7 && kStableSinceOpset1.count(node.op_type) == 0 &&
+        !(graph.opset == 6 && kStableSinceOpset6.count(node.op_type) != 0)) {
       problems.push_back(absl::StrCat(node.Describe(graph.value_names), ": opset ", graph.opset,
                                       " semantics are not supported (need opset >= 7)"));
       continue;

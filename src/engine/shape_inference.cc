@@ -232,16 +232,17 @@ std::optional<Shape> ReshapeShape(const Node& node, const Analysis& a) {
 // constraints; kInvalid where it depends on more than the inputs' types (Cast's `to`, say).
 DataType UnshapedOutputType(const Node& node, const Analysis& a, DataType first_input) {
   static const std::set<std::string> kBoolResult = {
-      "And", "Or", "Xor", "Not", "Equal", "Greater", "GreaterOrEqual", "Less", "LessOrEqual"};
+      "And",  "Or",          "Xor",   "Not",  "Equal", "Greater", "GreaterOrEqual",
+      "Less", "LessOrEqual", "IsNaN", "IsInf"};
   static const std::set<std::string> kFirstInputType = {
-      "Pow",         "CumSum",     "Dropout",
-      "Erf",         "Exp",        "Expand",
-      "HardSigmoid", "HardSwish",  "LayerNormalization",
-      "LeakyRelu",   "Max",        "Min",
-      "Neg",         "Pad",        "Reciprocal",
-      "ReduceMax",   "ReduceMean", "ReduceMin",
-      "ReduceSum",   "Split",      "Sqrt",
-      "Trilu",       "Range"};
+      "Pow", "CumSum", "Dropout", "Erf", "Exp", "Expand", "HardSigmoid", "HardSwish",
+      "LayerNormalization", "LeakyRelu", "Max", "Min", "Neg", "Pad", "Reciprocal", "ReduceMax",
+      "ReduceMean", "ReduceMin", "ReduceSum", "Split", "Sqrt", "Trilu", "Range",
+      // The math kernels take one dtype for all inputs and give it back, integers included.
+      "Abs", "Sign", "Ceil", "Floor", "Round", "Log", "Sin", "Cos", "Tan", "Asin", "Acos", "Atan",
+      "Sinh", "Cosh", "Asinh", "Acosh", "Atanh", "Softplus", "Softsign", "Elu", "Selu", "Celu",
+      "ThresholdedRelu", "Shrink", "PRelu", "Mod", "Sum", "Mean", "LogSoftmax", "Hardmax",
+      "ReduceProd", "ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp"};
   // Data movement and selection: the output holds elements of input 0.
   static const std::set<std::string> kMovesFirstInput = {
       "GatherElements", "GatherND", "Scatter",      "ScatterElements", "ScatterND",    "TopK",
@@ -256,7 +257,10 @@ DataType UnshapedOutputType(const Node& node, const Analysis& a, DataType first_
       kComputesInFirstInputType.count(op)) {
     return first_input;
   }
-  if (op == "NonZero" || op == "Size" || op == "NonMaxSuppression") return DataType::kInt64;
+  if (op == "NonZero" || op == "Size" || op == "NonMaxSuppression" || op == "ArgMax" ||
+      op == "ArgMin") {
+    return DataType::kInt64;
+  }
   auto input_type = [&](size_t i) {
     return i < node.inputs.size() && node.inputs[i] != kNoValue ? a.dtypes[node.inputs[i]]
                                                                 : DataType::kInvalid;

@@ -1,9 +1,11 @@
 // Element-wise math beyond the basic arithmetic: unary functions (Erf for GELU, Sqrt/Pow for
-// decomposed LayerNorm, the MobileNetV3 hard activations), Pow, variadic Max/Min and inference
-// Dropout.
+// decomposed LayerNorm, the MobileNetV3 hard activations), Pow, PRelu, Mod, variadic Max/Min,
+// Sum and Mean, and inference Dropout.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "absl/strings/str_cat.h"
 #include "engine/cpu/broadcast.h"
@@ -34,7 +36,8 @@ Status RunFloatUnary(const OpContext& ctx, const Inputs& inputs, std::vector<Val
   return absl::OkStatus();
 }
 
-// Max/Min: a pairwise fold with broadcasting; the last step writes the node's output.
+// Max/Min/Sum/Mean: a pairwise fold with broadcasting; the last step writes the node's output.
+// One input is returned as is (sharing its storage).
 template <typename T, typename F>
 StatusOr<Value> FoldVariadic(const OpContext& ctx, const Inputs& inputs, F f) {
   Value acc = *inputs[0];
@@ -78,6 +81,28 @@ Status RunMaxMin(const OpContext& ctx, const Inputs& inputs, std::vector<Value>*
   if (!result.ok()) return result.status();
   (*outputs)[0] = *std::move(result);
   return absl::OkStatus();
+}
+
+// Sum: integer overflow wraps (through unsigned) rather than being undefined.
+template <typename T>
+T WrappingAdd(T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
+  } else {
+    return a + b;
+  }
+}
+
+// ONNX Mod on integers: Python's % (the sign of the divisor) unless `c_fmod`, then C's % (the
+// sign of the dividend). A zero divisor gives 0, as integer Div does: ONNX leaves it undefined and
+// C++ would trap. x % -1 is 0 either way; computing it could trap on INT_MIN.
+template <typename T>
+T IntMod(T a, T b, bool c_fmod) {
+  if (b == 0 || b == -1) return 0;
+  T r = a % b;
+  if (!c_fmod && r != 0 && (r < 0) != (b < 0)) r += b;
+  return r;
 }
 
 template <typename T>
@@ -220,6 +245,92 @@ Status RunMax(const OpContext& ctx, const Node&, const Inputs& inputs,
 Status RunMin(const OpContext& ctx, const Node&, const Inputs& inputs,
               std::vector<Value>* outputs) {
   return RunMaxMin<false>(ctx, inputs, outputs);
+}
+
+Status RunPRelu(const OpContext& ctx, const Node&, const Inputs& inputs,
+                std::vector<Value>* outputs) {
+  TESSERA_ASSIGN_OR_RETURN(const Value* x, RequireInput(inputs, 0, "X", {DataType::kFp32}));
+  TESSERA_ASSIGN_OR_RETURN(const Value* slope, RequireInput(inputs, 1, "slope", {DataType::kFp32}));
+  TESSERA_ASSIGN_OR_RETURN(Shape shape, BroadcastShapes(x->shape(), slope->shape()));
+  Value y = ctx.NewOutput(0, DataType::kFp32, shape);
+  BroadcastBinary(x->data<float>(), x->shape(), slope->data<float>(), slope->shape(),
+                  y.mutable_data<float>(), shape, ctx.pool,
+                  [](float v, float s) { return v < 0.0f ? v * s : v; });
+  (*outputs)[0] = std::move(y);
+  return absl::OkStatus();
+}
+
+Status RunMod(const OpContext& ctx, const Node& node, const Inputs& inputs,
+              std::vector<Value>* outputs) {
+  TESSERA_ASSIGN_OR_RETURN(const Value* a, RequireInput(inputs, 0, "A", kTypes));
+  TESSERA_ASSIGN_OR_RETURN(const Value* b, RequireInput(inputs, 1, "B", {a->dtype()}));
+  const bool c_fmod = node.attributes.GetInt("fmod", 0) != 0;
+  if (a->dtype() == DataType::kFp32 && !c_fmod) {
+    return absl::InvalidArgumentError("Mod of FP32 inputs requires fmod=1");
+  }
+  TESSERA_ASSIGN_OR_RETURN(Shape shape, BroadcastShapes(a->shape(), b->shape()));
+  Value y = ctx.NewOutput(0, a->dtype(), shape);
+  switch (a->dtype()) {
+    case DataType::kFp32:
+      BroadcastBinary(a->data<float>(), a->shape(), b->data<float>(), b->shape(),
+                      y.mutable_data<float>(), shape, ctx.pool,
+                      [](float p, float q) { return std::fmod(p, q); });
+      break;
+    case DataType::kInt64:
+      BroadcastBinary(a->data<int64_t>(), a->shape(), b->data<int64_t>(), b->shape(),
+                      y.mutable_data<int64_t>(), shape, ctx.pool,
+                      [c_fmod](int64_t p, int64_t q) { return IntMod(p, q, c_fmod); });
+      break;
+    default:
+      BroadcastBinary(a->data<int32_t>(), a->shape(), b->data<int32_t>(), b->shape(),
+                      y.mutable_data<int32_t>(), shape, ctx.pool,
+                      [c_fmod](int32_t p, int32_t q) { return IntMod(p, q, c_fmod); });
+      break;
+  }
+  (*outputs)[0] = std::move(y);
+  return absl::OkStatus();
+}
+
+Status RunSum(const OpContext& ctx, const Node&, const Inputs& inputs,
+              std::vector<Value>* outputs) {
+  TESSERA_ASSIGN_OR_RETURN(const Value* first, RequireInput(inputs, 0, "data_0", kTypes));
+  for (size_t i = 1; i < inputs.size(); ++i) {
+    TESSERA_RETURN_IF_ERROR(RequireInput(inputs, i, "data", {first->dtype()}).status());
+  }
+  auto add = [](auto a, auto b) { return WrappingAdd(a, b); };
+  StatusOr<Value> result;
+  switch (first->dtype()) {
+    case DataType::kFp32:
+      result = FoldVariadic<float>(ctx, inputs, add);
+      break;
+    case DataType::kInt64:
+      result = FoldVariadic<int64_t>(ctx, inputs, add);
+      break;
+    default:
+      result = FoldVariadic<int32_t>(ctx, inputs, add);
+      break;
+  }
+  if (!result.ok()) return result.status();
+  (*outputs)[0] = *std::move(result);
+  return absl::OkStatus();
+}
+
+Status RunMean(const OpContext& ctx, const Node&, const Inputs& inputs,
+               std::vector<Value>* outputs) {
+  for (size_t i = 0; i < std::max<size_t>(1, inputs.size()); ++i) {
+    TESSERA_RETURN_IF_ERROR(RequireInput(inputs, i, "data", {DataType::kFp32}).status());
+  }
+  TESSERA_ASSIGN_OR_RETURN(
+      Value sum, FoldVariadic<float>(ctx, inputs, [](float a, float b) { return a + b; }));
+  if (inputs.size() > 1) {  // else `sum` is input 0 itself, and already the mean
+    float* y = sum.mutable_data<float>();
+    const auto count = static_cast<float>(inputs.size());
+    ParallelChunks(ctx.pool, sum.num_elements(), [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) y[i] /= count;
+    });
+  }
+  (*outputs)[0] = std::move(sum);
+  return absl::OkStatus();
 }
 
 Status CheckDropout(const Node& node, const Graph& graph) {

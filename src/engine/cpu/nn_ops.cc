@@ -1,4 +1,4 @@
-// Softmax and inference-mode BatchNormalization.
+// Softmax, LogSoftmax, Hardmax and inference-mode BatchNormalization.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -65,37 +65,114 @@ void Softmax(const float* input, int64_t outer, int64_t axis_len, int64_t inner,
   }
 }
 
-Status RunSoftmax(const OpContext& ctx, const Node& node, const Inputs& inputs,
-                  std::vector<Value>* outputs) {
-  TESSERA_ASSIGN_OR_RETURN(const Value* x, RequireInput(inputs, 0, "input", {DataType::kFp32}));
-  const int rank = x->rank();
-  if (rank == 0) return absl::InvalidArgumentError("Softmax of a scalar");
-  // Opset 13 normalises along one axis (default -1); earlier opsets flatten to 2-D at `axis`
-  // (default 1) and normalise each row.
+namespace {
+
+// A Softmax-family input seen as [outer, axis_len, inner]: the op runs along the middle dim.
+struct AxisView {
+  int64_t outer = 1, axis_len = 1, inner = 1;
+};
+
+StatusOr<AxisView> SoftmaxAxisView(const Node& node, const Value& x) {
+  const int rank = x.rank();
+  if (rank == 0) return absl::InvalidArgumentError(absl::StrCat(node.op_type, " of a scalar"));
+  // Opset 13 works along one axis (default -1); earlier opsets flatten to 2-D at `axis`
+  // (default 1) and work on each row.
   const bool per_axis = node.opset >= 13;
   TESSERA_ASSIGN_OR_RETURN(int axis,
                            NormalizeAxis(node.attributes.GetInt("axis", per_axis ? -1 : 1), rank));
-  int64_t outer = 1, axis_len = 1, inner = 1;
-  for (int d = 0; d < axis; ++d) outer *= x->dim(d);
+  AxisView view;
+  for (int d = 0; d < axis; ++d) view.outer *= x.dim(d);
   if (per_axis) {
-    axis_len = x->dim(axis);
-    for (int d = axis + 1; d < rank; ++d) inner *= x->dim(d);
+    view.axis_len = x.dim(axis);
+    for (int d = axis + 1; d < rank; ++d) view.inner *= x.dim(d);
   } else {
-    for (int d = axis; d < rank; ++d) axis_len *= x->dim(d);
+    for (int d = axis; d < rank; ++d) view.axis_len *= x.dim(d);
   }
-  Value y = ctx.NewOutput(0, DataType::kFp32, x->shape());
-  const float* in = x->data<float>();
-  float* out = y.mutable_data<float>();
-  // Rows are independent: split the outer dim across threads when there is enough of it.
-  const int64_t per_task = std::max<int64_t>(1, 8192 / std::max<int64_t>(1, axis_len * inner));
-  const int64_t tasks = (outer + per_task - 1) / per_task;
-  ParallelFor(ctx.pool, tasks, [&](int64_t t) {
-    int64_t begin = t * per_task, end = std::min(outer, begin + per_task);
-    int64_t stride = axis_len * inner;
-    Softmax(in + begin * stride, end - begin, axis_len, inner, out + begin * stride);
+  return view;
+}
+
+// Runs fn(in, out, outer_count) on blocks of whole outer rows (each axis_len * inner elements),
+// spread over the pool when there is enough work: rows are independent.
+template <typename Fn>
+void ForOuterBlocks(ThreadPool* pool, const AxisView& view, const float* in, float* out, Fn fn) {
+  const int64_t stride = view.axis_len * view.inner;
+  const int64_t per_task = std::max<int64_t>(1, 8192 / std::max<int64_t>(1, stride));
+  const int64_t tasks = (view.outer + per_task - 1) / per_task;
+  ParallelFor(pool, tasks, [&](int64_t t) {
+    const int64_t begin = t * per_task, end = std::min(view.outer, begin + per_task);
+    fn(in + begin * stride, out + begin * stride, end - begin);
   });
+}
+
+// The FP32 input and a same-shaped FP32 output of a Softmax-family node, run block by block with
+// fn(in, out, outer_count, view).
+template <typename Fn>
+Status RunAlongAxis(const OpContext& ctx, const Node& node, const Inputs& inputs,
+                    std::vector<Value>* outputs, Fn fn) {
+  TESSERA_ASSIGN_OR_RETURN(const Value* x, RequireInput(inputs, 0, "input", {DataType::kFp32}));
+  TESSERA_ASSIGN_OR_RETURN(AxisView view, SoftmaxAxisView(node, *x));
+  Value y = ctx.NewOutput(0, DataType::kFp32, x->shape());
+  ForOuterBlocks(ctx.pool, view, x->data<float>(), y.mutable_data<float>(),
+                 [&](const float* in, float* out, int64_t outer) { fn(in, out, outer, view); });
   (*outputs)[0] = std::move(y);
   return absl::OkStatus();
+}
+
+// x - max - log(sum(e^(x - max))) along the axis: shifting by the max keeps e^ in range, and the
+// max's own term makes the sum >= 1, so the log never sees 0.
+void LogSoftmaxBlock(const float* input, float* output, int64_t outer, const AxisView& view) {
+  const int64_t len = view.axis_len, inner = view.inner;
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t in = 0; in < inner; ++in) {
+      const float* x = input + o * len * inner + in;
+      float* y = output + o * len * inner + in;
+      float max_value = -std::numeric_limits<float>::infinity();
+      for (int64_t i = 0; i < len; ++i) max_value = std::max(max_value, x[i * inner]);
+      float sum = 0.0f;
+      for (int64_t i = 0; i < len; ++i) sum += FastExp(x[i * inner] - max_value);
+      // (x - max) first: max + log(sum) would round to the ulp of large logits.
+      const float log_sum = std::log(sum);
+      for (int64_t i = 0; i < len; ++i) y[i * inner] = (x[i * inner] - max_value) - log_sum;
+    }
+  }
+}
+
+// 1 at the first maximum along the axis (numpy.argmax's tie rule, which the ONNX reference uses),
+// 0 elsewhere.
+void HardmaxBlock(const float* input, float* output, int64_t outer, const AxisView& view) {
+  const int64_t len = view.axis_len, inner = view.inner;
+  std::fill(output, output + outer * len * inner, 0.0f);
+  if (len == 0) return;
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t in = 0; in < inner; ++in) {
+      const float* x = input + o * len * inner + in;
+      int64_t best = 0;
+      for (int64_t i = 1; i < len; ++i) {
+        if (x[i * inner] > x[best * inner]) best = i;
+      }
+      output[(o * len + best) * inner + in] = 1.0f;
+    }
+  }
+}
+
+}  // namespace
+
+Status RunSoftmax(const OpContext& ctx, const Node& node, const Inputs& inputs,
+                  std::vector<Value>* outputs) {
+  return RunAlongAxis(ctx, node, inputs, outputs,
+                      [](const float* in, float* out, int64_t outer, const AxisView& view) {
+                        Softmax(in, outer, view.axis_len, view.inner, out);
+                      });
+}
+
+Status RunLogSoftmax(const OpContext& ctx, const Node& node, const Inputs& inputs,
+                     std::vector<Value>* outputs) {
+  return RunAlongAxis(ctx, node, inputs, outputs, LogSoftmaxBlock);
+}
+
+Status RunHardmax(const OpContext& ctx, const Node& node, const Inputs& inputs,
+                  std::vector<Value>* outputs) {
+  return RunAlongAxis(ctx, node, inputs, outputs, HardmaxBlock);
 }
 
 Status CheckBatchNormalization(const Node& node, const Graph& graph) {

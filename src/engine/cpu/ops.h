@@ -182,6 +182,8 @@ Status RunTanh(const OpContext&, const Node&, const Inputs&, std::vector<Value>*
 Status RunClip(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
 // nn_ops.cc
 Status RunSoftmax(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunLogSoftmax(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunHardmax(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
 Status CheckBatchNormalization(const Node&, const Graph&);
 Status RunBatchNormalization(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
 // shape_ops.cc
@@ -208,8 +210,39 @@ Status RunHardSwish(const OpContext&, const Node&, const Inputs&, std::vector<Va
 Status RunPow(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
 Status RunMax(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
 Status RunMin(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunPRelu(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunMod(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunSum(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunMean(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
 Status CheckDropout(const Node&, const Graph&);
 Status RunDropout(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+// unary_ops.cc
+Status RunAbs(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunSign(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunCeil(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunFloor(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunRound(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunLog(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunSin(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunCos(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunTan(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunAsin(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunAcos(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunAtan(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunSinh(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunCosh(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunAsinh(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunAcosh(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunAtanh(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunSoftplus(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunSoftsign(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunElu(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunSelu(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunCelu(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunThresholdedRelu(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunShrink(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunIsNaN(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunIsInf(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
 // logic_ops.cc
 Status RunEqual(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
 Status RunLess(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
@@ -229,6 +262,14 @@ Status RunReduceSum(const OpContext&, const Node&, const Inputs&, std::vector<Va
 Status RunReduceMean(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
 Status RunReduceMax(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
 Status RunReduceMin(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunReduceProd(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunReduceL1(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunReduceL2(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunReduceSumSquare(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunReduceLogSum(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunReduceLogSumExp(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunArgMax(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunArgMin(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
 Status RunCumSum(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
 // norm_ops.cc
 Status CheckLayerNormalization(const Node&, const Graph&);

@@ -1,13 +1,15 @@
-// ReduceSum/ReduceMean/ReduceMax/ReduceMin, and CumSum (RoBERTa's position ids). Axes come from the
-// `axes` attribute (opset <= 17, except ReduceSum from 13) or from the optional second input
-// (ReduceSum 13+, all of them at 18).
+// The Reduce* ops (Sum, Mean, Max, Min, Prod, L1, L2, SumSquare, LogSum, LogSumExp), ArgMax and
+// ArgMin, and CumSum (RoBERTa's position ids). Axes come from the `axes` attribute (opset <= 17,
+// except ReduceSum from 13) or from the optional second input (ReduceSum 13+, all of them at 18).
 //
 // When the reduced axes are one contiguous block the input is viewed as [outer, reduced, inner]
 // and reduced with tight loops (the usual cases: the last axis, or H and W of NCHW); other axis
 // sets take a general strided walk.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "absl/strings/str_cat.h"
 #include "engine/cpu/broadcast.h"
@@ -16,37 +18,93 @@
 namespace tessera::engine::cpu {
 namespace {
 
-enum class ReduceKind { kSum, kMean, kMax, kMin };
+// kSumExp is only LogSumExp's inner step (ReduceLogSumExp).
+enum class ReduceKind {
+  kSum,
+  kMean,
+  kMax,
+  kMin,
+  kProd,
+  kL1,
+  kL2,
+  kSumSquare,
+  kLogSum,
+  kLogSumExp,
+  kSumExp
+};
 
+// Integer sums and products wrap (through unsigned) on overflow instead of being undefined.
 template <typename T>
-T Identity(ReduceKind kind) {
-  switch (kind) {
-    case ReduceKind::kMax:
-      return std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity()
-                                                  : std::numeric_limits<T>::lowest();
-    case ReduceKind::kMin:
-      return std::numeric_limits<T>::has_infinity ? std::numeric_limits<T>::infinity()
-                                                  : std::numeric_limits<T>::max();
-    default:
-      return T(0);
+T Add(T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
+  } else {
+    return a + b;
   }
 }
 
 template <typename T>
-T Combine(ReduceKind kind, T acc, T v) {
-  switch (kind) {
-    case ReduceKind::kMax:
-      return v > acc ? v : acc;
-    case ReduceKind::kMin:
-      return v < acc ? v : acc;
-    default:
-      return acc + v;
+T Mul(T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
+  } else {
+    return a * b;
   }
 }
 
-template <typename T>
-void Reduce(ReduceKind kind, const Value& x, const std::vector<bool>& reduced, const Value& y,
-            ThreadPool* pool) {
+template <ReduceKind kKind, typename T>
+T Identity() {
+  if constexpr (kKind == ReduceKind::kMax) {
+    return std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity()
+                                                : std::numeric_limits<T>::lowest();
+  } else if constexpr (kKind == ReduceKind::kMin) {
+    return std::numeric_limits<T>::has_infinity ? std::numeric_limits<T>::infinity()
+                                                : std::numeric_limits<T>::max();
+  } else if constexpr (kKind == ReduceKind::kProd) {
+    return T(1);
+  } else {
+    return T(0);
+  }
+}
+
+template <ReduceKind kKind, typename T>
+T Combine(T acc, T v) {
+  if constexpr (kKind == ReduceKind::kMax) {
+    return v > acc ? v : acc;
+  } else if constexpr (kKind == ReduceKind::kMin) {
+    return v < acc ? v : acc;
+  } else if constexpr (kKind == ReduceKind::kProd) {
+    return Mul(acc, v);
+  } else if constexpr (kKind == ReduceKind::kL1) {
+    return v < T(0) ? Add(acc, Mul(v, T(-1))) : Add(acc, v);
+  } else if constexpr (kKind == ReduceKind::kL2 || kKind == ReduceKind::kSumSquare) {
+    return Add(acc, Mul(v, v));
+  } else if constexpr (kKind == ReduceKind::kSumExp) {
+    return acc + std::exp(v);
+  } else {
+    return Add(acc, v);
+  }
+}
+
+// The output element from the accumulator over `count` inputs. Integer L2 truncates the root,
+// as the ONNX reference's cast back to the input type does.
+template <ReduceKind kKind, typename T>
+T Finish(T acc, int64_t count) {
+  if constexpr (kKind == ReduceKind::kMean) {
+    return count > 0 ? static_cast<T>(acc / static_cast<T>(count)) : acc;
+  } else if constexpr (kKind == ReduceKind::kL2) {
+    return static_cast<T>(std::sqrt(static_cast<double>(acc)));
+  } else if constexpr (kKind == ReduceKind::kLogSum) {
+    return std::log(acc);
+  } else {
+    return acc;
+  }
+}
+
+template <ReduceKind kKind, typename T>
+void Reduce(const Value& x, const std::vector<bool>& reduced, const Value& y, ThreadPool* pool) {
   const T* in = x.data<T>();
   T* out = y.mutable_data<T>();
   const int rank = x.rank();
@@ -62,11 +120,9 @@ void Reduce(ReduceKind kind, const Value& x, const std::vector<bool>& reduced, c
   bool contiguous = true;
   for (int d = first; first >= 0 && d <= last; ++d)
     contiguous = contiguous && (reduced[d] || x.dim(d) == 1);
-  auto finish = [&](T acc) {
-    if (kind == ReduceKind::kMean && reduce_count > 0)
-      return static_cast<T>(acc / static_cast<T>(reduce_count));
-    return acc;
-  };
+  auto identity = Identity<kKind, T>;
+  auto combine = Combine<kKind, T>;
+  auto finish = [reduce_count](T acc) { return Finish<kKind, T>(acc, reduce_count); };
   if (first < 0 || contiguous) {
     int64_t outer = 1, inner = 1;
     for (int d = 0; d < first; ++d) outer *= x.dim(d);
@@ -82,15 +138,15 @@ void Reduce(ReduceKind kind, const Value& x, const std::vector<bool>& reduced, c
         const T* src = in + o * len * inner;
         T* dst = out + o * inner;
         if (inner == 1) {
-          T acc = Identity<T>(kind);
-          for (int64_t r = 0; r < len; ++r) acc = Combine(kind, acc, src[r]);
+          T acc = identity();
+          for (int64_t r = 0; r < len; ++r) acc = combine(acc, src[r]);
           dst[0] = finish(acc);
           continue;
         }
-        for (int64_t i = 0; i < inner; ++i) dst[i] = Identity<T>(kind);
+        for (int64_t i = 0; i < inner; ++i) dst[i] = identity();
         for (int64_t r = 0; r < len; ++r) {
           const T* row = src + r * inner;
-          for (int64_t i = 0; i < inner; ++i) dst[i] = Combine(kind, dst[i], row[i]);
+          for (int64_t i = 0; i < inner; ++i) dst[i] = combine(dst[i], row[i]);
         }
         for (int64_t i = 0; i < inner; ++i) dst[i] = finish(dst[i]);
       }
@@ -103,11 +159,11 @@ void Reduce(ReduceKind kind, const Value& x, const std::vector<bool>& reduced, c
     if (reduced[d]) kept[d] = 1;
   }
   const std::vector<int64_t> out_strides = BroadcastStrides(kept, x.shape());
-  for (int64_t i = 0; i < out_count; ++i) out[i] = Identity<T>(kind);
+  for (int64_t i = 0; i < out_count; ++i) out[i] = identity();
   std::vector<int64_t> coord(rank, 0);
   int64_t offset = 0;
   for (int64_t i = 0; i < x.num_elements(); ++i) {
-    out[offset] = Combine(kind, out[offset], in[i]);
+    out[offset] = combine(out[offset], in[i]);
     for (int d = rank - 1; d >= 0; --d) {
       offset += out_strides[d];
       if (++coord[d] < x.dim(d)) break;
@@ -118,11 +174,67 @@ void Reduce(ReduceKind kind, const Value& x, const std::vector<bool>& reduced, c
   for (int64_t i = 0; i < out_count; ++i) out[i] = finish(out[i]);
 }
 
+// LogSumExp as max + log(sum(e^(x - max))) so that e^ stays in range; a non-finite max (an
+// all -inf or empty slice, or +inf) is not subtracted, which leaves numpy's naive result.
+void ReduceLogSumExp(const Value& x, const std::vector<bool>& reduced, const Value& y,
+                     ThreadPool* pool) {
+  Shape kept_shape(x.shape());
+  for (int d = 0; d < x.rank(); ++d) {
+    if (reduced[d]) kept_shape[d] = 1;
+  }
+  Value max = Value::Allocate(DataType::kFp32, kept_shape);
+  Reduce<ReduceKind::kMax, float>(x, reduced, max, pool);
+  float* m = max.mutable_data<float>();
+  for (int64_t i = 0; i < max.num_elements(); ++i) {
+    if (!std::isfinite(m[i])) m[i] = 0.0f;
+  }
+  Value shifted = Value::Allocate(DataType::kFp32, x.shape());
+  BroadcastBinary(x.data<float>(), x.shape(), m, kept_shape, shifted.mutable_data<float>(),
+                  x.shape(), pool, [](float v, float shift) { return v - shift; });
+  Reduce<ReduceKind::kSumExp, float>(shifted, reduced, y, pool);
+  // y has max's elements in the same order (keepdims only inserts 1s).
+  float* out = y.mutable_data<float>();
+  for (int64_t i = 0; i < y.num_elements(); ++i) out[i] = std::log(out[i]) + m[i];
+}
+
+template <typename T>
+void ReduceAs(ReduceKind kind, const Value& x, const std::vector<bool>& reduced, const Value& y,
+              ThreadPool* pool) {
+  switch (kind) {
+    case ReduceKind::kSum:
+      return Reduce<ReduceKind::kSum, T>(x, reduced, y, pool);
+    case ReduceKind::kMean:
+      return Reduce<ReduceKind::kMean, T>(x, reduced, y, pool);
+    case ReduceKind::kMax:
+      return Reduce<ReduceKind::kMax, T>(x, reduced, y, pool);
+    case ReduceKind::kMin:
+      return Reduce<ReduceKind::kMin, T>(x, reduced, y, pool);
+    case ReduceKind::kProd:
+      return Reduce<ReduceKind::kProd, T>(x, reduced, y, pool);
+    case ReduceKind::kL1:
+      return Reduce<ReduceKind::kL1, T>(x, reduced, y, pool);
+    case ReduceKind::kL2:
+      return Reduce<ReduceKind::kL2, T>(x, reduced, y, pool);
+    case ReduceKind::kSumSquare:
+      return Reduce<ReduceKind::kSumSquare, T>(x, reduced, y, pool);
+    default:
+      break;
+  }
+  // The logarithmic ones take FP32 only (RunReduce checked).
+  if constexpr (std::is_same_v<T, float>) {
+    if (kind == ReduceKind::kLogSum) return Reduce<ReduceKind::kLogSum, T>(x, reduced, y, pool);
+    if (kind == ReduceKind::kLogSumExp) return ReduceLogSumExp(x, reduced, y, pool);
+  }
+}
+
 Status RunReduce(ReduceKind kind, const OpContext& ctx, const Node& node, const Inputs& inputs,
                  std::vector<Value>* outputs) {
+  const bool float_only = kind == ReduceKind::kLogSum || kind == ReduceKind::kLogSumExp;
   TESSERA_ASSIGN_OR_RETURN(
       const Value* x,
-      RequireInput(inputs, 0, "data", {DataType::kFp32, DataType::kInt64, DataType::kInt32}));
+      float_only
+          ? RequireInput(inputs, 0, "data", {DataType::kFp32})
+          : RequireInput(inputs, 0, "data", {DataType::kFp32, DataType::kInt64, DataType::kInt32}));
   std::vector<int64_t> axes;
   const bool axes_input = inputs.size() > 1 && inputs[1] != nullptr;
   if (axes_input) {
@@ -161,13 +273,13 @@ Status RunReduce(ReduceKind kind, const OpContext& ctx, const Node& node, const 
   Value y = ctx.NewOutput(0, x->dtype(), out_shape);
   switch (x->dtype()) {
     case DataType::kFp32:
-      Reduce<float>(kind, *x, reduced, y, ctx.pool);
+      ReduceAs<float>(kind, *x, reduced, y, ctx.pool);
       break;
     case DataType::kInt64:
-      Reduce<int64_t>(kind, *x, reduced, y, ctx.pool);
+      ReduceAs<int64_t>(kind, *x, reduced, y, ctx.pool);
       break;
     default:
-      Reduce<int32_t>(kind, *x, reduced, y, ctx.pool);
+      ReduceAs<int32_t>(kind, *x, reduced, y, ctx.pool);
       break;
   }
   (*outputs)[0] = std::move(y);
@@ -196,7 +308,113 @@ Status RunReduceMin(const OpContext& ctx, const Node& node, const Inputs& inputs
   return RunReduce(ReduceKind::kMin, ctx, node, inputs, outputs);
 }
 
+Status RunReduceProd(const OpContext& ctx, const Node& node, const Inputs& inputs,
+                     std::vector<Value>* outputs) {
+  return RunReduce(ReduceKind::kProd, ctx, node, inputs, outputs);
+}
+
+Status RunReduceL1(const OpContext& ctx, const Node& node, const Inputs& inputs,
+                   std::vector<Value>* outputs) {
+  return RunReduce(ReduceKind::kL1, ctx, node, inputs, outputs);
+}
+
+Status RunReduceL2(const OpContext& ctx, const Node& node, const Inputs& inputs,
+                   std::vector<Value>* outputs) {
+  return RunReduce(ReduceKind::kL2, ctx, node, inputs, outputs);
+}
+
+Status RunReduceSumSquare(const OpContext& ctx, const Node& node, const Inputs& inputs,
+                          std::vector<Value>* outputs) {
+  return RunReduce(ReduceKind::kSumSquare, ctx, node, inputs, outputs);
+}
+
+Status RunReduceLogSum(const OpContext& ctx, const Node& node, const Inputs& inputs,
+                       std::vector<Value>* outputs) {
+  return RunReduce(ReduceKind::kLogSum, ctx, node, inputs, outputs);
+}
+
+Status RunReduceLogSumExp(const OpContext& ctx, const Node& node, const Inputs& inputs,
+                          std::vector<Value>* outputs) {
+  return RunReduce(ReduceKind::kLogSumExp, ctx, node, inputs, outputs);
+}
+
 namespace {
+
+// The index of the max (kMax) or min along the middle dim of [outer, len, inner], len >= 1. NaN
+// beats every number, as numpy.argmax/argmin (the ONNX reference) have it. Ties go to the first
+// index, or the last with `last` (select_last_index).
+template <bool kMax, typename T>
+void ArgReduce(const T* in, int64_t outer, int64_t len, int64_t inner, bool last, int64_t* out,
+               ThreadPool* pool) {
+  auto beats = [](T v, T best) {
+    if constexpr (std::is_floating_point_v<T>) {
+      if (v != v) return best == best;
+      if (best != best) return false;
+    }
+    return kMax ? v > best : v < best;
+  };
+  auto ties = [](T v, T best) { return v == best || (v != v && best != best); };
+  const int64_t per_task =
+      std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(1, len * inner));
+  ParallelFor(pool, (outer + per_task - 1) / per_task, [&](int64_t t) {
+    const int64_t end = std::min(outer, (t + 1) * per_task);
+    for (int64_t o = t * per_task; o < end; ++o) {
+      for (int64_t i = 0; i < inner; ++i) {
+        const T* x = in + o * len * inner + i;
+        int64_t best = 0;
+        for (int64_t r = 1; r < len; ++r) {
+          const T v = x[r * inner], b = x[best * inner];
+          if (beats(v, b) || (last && ties(v, b))) best = r;
+        }
+        out[o * inner + i] = best;
+      }
+    }
+  });
+}
+
+template <bool kMax>
+Status RunArgReduce(const OpContext& ctx, const Node& node, const Inputs& inputs,
+                    std::vector<Value>* outputs) {
+  TESSERA_ASSIGN_OR_RETURN(
+      const Value* x,
+      RequireInput(inputs, 0, "data", {DataType::kFp32, DataType::kInt64, DataType::kInt32}));
+  TESSERA_ASSIGN_OR_RETURN(int axis, NormalizeAxis(node.attributes.GetInt("axis", 0), x->rank()));
+  const bool keepdims = node.attributes.GetInt("keepdims", 1) != 0;
+  const bool last = node.attributes.GetInt("select_last_index", 0) != 0;
+  int64_t outer = 1, inner = 1;
+  for (int d = 0; d < axis; ++d) outer *= x->dim(d);
+  for (int d = axis + 1; d < x->rank(); ++d) inner *= x->dim(d);
+  const int64_t len = x->dim(axis);
+  if (len == 0 && outer * inner > 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("axis ", axis, " of ", DescribeValue(*x), " is empty: no index to return"));
+  }
+  Shape out_shape(x->shape());
+  if (keepdims) {
+    out_shape[axis] = 1;
+  } else {
+    out_shape.erase(out_shape.begin() + axis);
+  }
+  Value y = ctx.NewOutput(0, DataType::kInt64, out_shape);
+  if (len == 0) {  // and no output elements
+    (*outputs)[0] = std::move(y);
+    return absl::OkStatus();
+  }
+  int64_t* out = y.mutable_data<int64_t>();
+  switch (x->dtype()) {
+    case DataType::kFp32:
+      ArgReduce<kMax>(x->data<float>(), outer, len, inner, last, out, ctx.pool);
+      break;
+    case DataType::kInt64:
+      ArgReduce<kMax>(x->data<int64_t>(), outer, len, inner, last, out, ctx.pool);
+      break;
+    default:
+      ArgReduce<kMax>(x->data<int32_t>(), outer, len, inner, last, out, ctx.pool);
+      break;
+  }
+  (*outputs)[0] = std::move(y);
+  return absl::OkStatus();
+}
 
 template <typename T>
 void CumSumLoop(const T* in, T* out, int64_t outer, int64_t len, int64_t inner, bool exclusive,
@@ -221,6 +439,16 @@ void CumSumLoop(const T* in, T* out, int64_t outer, int64_t len, int64_t inner, 
 }
 
 }  // namespace
+
+Status RunArgMax(const OpContext& ctx, const Node& node, const Inputs& inputs,
+                 std::vector<Value>* outputs) {
+  return RunArgReduce<true>(ctx, node, inputs, outputs);
+}
+
+Status RunArgMin(const OpContext& ctx, const Node& node, const Inputs& inputs,
+                 std::vector<Value>* outputs) {
+  return RunArgReduce<false>(ctx, node, inputs, outputs);
+}
 
 Status RunCumSum(const OpContext& ctx, const Node& node, const Inputs& inputs,
                  std::vector<Value>* outputs) {
