@@ -207,6 +207,32 @@ void InterpolateAxis(const Value& src, int axis, const AxisTaps& taps, float ext
   const auto* in = static_cast<const std::byte*>(src.raw());
   auto* out = dst.mutable_data<std::byte>();
   const bool fp32 = src.dtype() == DataType::kFp32;
+  if (inner == 1 && fp32 && taps.taps > 1) {
+    // The innermost axis: one output element per (row, j), so walk whole rows instead.
+    const auto* x = static_cast<const float*>(src.raw());
+    float* y = dst.mutable_data<float>();
+    const int64_t rows_per_task =
+        std::max<int64_t>(1, (int64_t{1} << 14) / std::max<int64_t>(1, out_len));
+    ParallelFor(pool, (outer + rows_per_task - 1) / rows_per_task, [&](int64_t task) {
+      const int64_t end = std::min(outer, (task + 1) * rows_per_task);
+      for (int64_t o = task * rows_per_task; o < end; ++o) {
+        const float* row = x + o * in_len;
+        float* out_row = y + o * out_len;
+        for (int64_t j = 0; j < out_len; ++j) {
+          if (taps.outside[static_cast<size_t>(j)]) {
+            out_row[j] = extrapolation_value;
+            continue;
+          }
+          const int64_t* index = &taps.index[static_cast<size_t>(j * taps.taps)];
+          const float* weight = &taps.weight[static_cast<size_t>(j * taps.taps)];
+          float acc = 0.0f;
+          for (int t = 0; t < taps.taps; ++t) acc += weight[t] * row[index[t]];
+          out_row[j] = acc;
+        }
+      }
+    });
+    return;
+  }
   const int64_t rows = outer * out_len;
   const int64_t rows_per_task =
       std::max<int64_t>(1, (int64_t{1} << 14) / std::max<int64_t>(1, inner));
