@@ -97,6 +97,10 @@ struct Accumulator {
     options.outputs = {"y"};
     batcher = std::make_shared<SequenceBatcher>(options, queue, stats, clock);
   }
+  // Joins the queue's workers here, as ModelManager does before letting go of a version. A
+  // worker's completion callback may hold the last reference to the batcher, and with it the
+  // queue: destroyed there, the queue would join its own worker thread.
+  ~Accumulator() { queue->Shutdown("test done"); }
   std::shared_ptr<ModelStats> stats = std::make_shared<ModelStats>();
   AccumulatorRunnerForTest* runner = nullptr;  // owned by the queue
   std::shared_ptr<ModelQueue> queue;
