@@ -184,6 +184,9 @@ TEST(ConvTransposeTest, MismatchedShapesAreRefused) {
   kernel.Set("kernel_shape", IntsAttr({3, 3}));
   ExpectInvalidArgument(RunOp("ConvTranspose", {&x, &w}, kernel),
                         "kernel_shape [3,3] does not match W");
+  Attributes huge_stride;
+  huge_stride.Set("strides", IntsAttr({int64_t{1} << 62, 1}));
+  ExpectInvalidArgument(RunOp("ConvTranspose", {&x, &w}, huge_stride), "must be in [1, 1048576]");
   Attributes pads;
   pads.Set("pads", IntsAttr({5, 5, 5, 5}));
   ExpectInvalidArgument(RunOp("ConvTranspose", {&x, &w}, pads), "out of range");

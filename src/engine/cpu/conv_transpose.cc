@@ -55,10 +55,15 @@ StatusOr<TransposeGeometry> ResolveGeometry(const Node& node, const Shape& x_sha
   g.pad_begin.resize(s);
   g.out.resize(s);
   for (size_t d = 0; d < s; ++d) {
-    if (g.stride[d] < 1 || g.dilation[d] < 1 || g.kernel[d] < 1 || output_padding[d] < 0 ||
-        pads[d] < 0 || pads[s + d] < 0) {
+    // Bounded so that the size arithmetic below cannot overflow on a hostile file.
+    constexpr int64_t kMaxAttribute = int64_t{1} << 20;
+    auto in_range = [&](int64_t v, int64_t lo) { return v >= lo && v <= kMaxAttribute; };
+    if (!in_range(g.stride[d], 1) || !in_range(g.dilation[d], 1) || !in_range(g.kernel[d], 1) ||
+        !in_range(output_padding[d], 0) || !in_range(pads[d], 0) || !in_range(pads[s + d], 0) ||
+        !in_range(g.in[d], 0) || (!output_shape.empty() && !in_range(output_shape[d], 1))) {
       return absl::InvalidArgumentError(
-          "strides, dilations and kernel dims must be >= 1, pads and output_padding >= 0");
+          absl::StrCat("strides, dilations and kernel dims must be in [1, ", kMaxAttribute,
+                       "], pads, output_padding and input dims in [0, ", kMaxAttribute, "]"));
     }
     const int64_t natural =
         g.stride[d] * (g.in[d] - 1) + output_padding[d] + (g.kernel[d] - 1) * g.dilation[d] + 1;

@@ -351,6 +351,9 @@ Status RunResize(const OpContext& ctx, const Node& node, const Inputs& inputs,
     return absl::InvalidArgumentError(
         absl::StrCat("roi has ", roi.size(), " entries; ", "tf_crop_and_resize needs ", 2 * n));
   }
+  if (!std::all_of(roi.begin(), roi.end(), [](double v) { return std::isfinite(v); })) {
+    return absl::InvalidArgumentError("roi must be finite");
+  }
   Shape out_shape = x->shape();
   std::vector<double> axis_scale(static_cast<size_t>(rank), 1.0);
   double out_elements = 1;
