@@ -220,6 +220,22 @@ TEST(NonMaxSuppressionTest, KeepsTheBestOfOverlappingBoxesPerClass) {
                         "max_output_boxes_per_class");
 }
 
+TEST(ChannelNormalizationTest, InstanceNormOnChannelsLastEqualsRowMajor) {
+  std::mt19937 rng(13);
+  Value x = RandomFloats({3, 5, 7, 6}, &rng);
+  Value scale = RandomFloats({5}, &rng), bias = RandomFloats({5}, &rng);
+  ThreadPool pool(2);
+  auto row_major = RunOp("InstanceNormalization", {&x, &scale, &bias});
+  Value x_last = ToChannelsLast(x);
+  auto channels_last = RunOp("InstanceNormalization", {&x_last, &scale, &bias}, {}, &pool);
+  ASSERT_TRUE(row_major.ok() && channels_last.ok()) << row_major.status() << channels_last.status();
+  ASSERT_TRUE(channels_last->channels_last());
+  const Value back = ToRowMajor(*channels_last);
+  for (int64_t i = 0; i < x.num_elements(); ++i) {
+    ASSERT_NEAR(back.data<float>()[i], row_major->data<float>()[i], 1e-5f) << "at " << i;
+  }
+}
+
 TEST(ChannelNormalizationTest, BadShapesAreRefused) {
   Value flat = Floats({2, 2}, {1, 2, 3, 4});
   Value x = Floats({1, 2, 2}, {1, 2, 3, 4});

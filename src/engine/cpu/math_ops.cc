@@ -165,7 +165,7 @@ Status RunLeakyRelu(const OpContext& ctx, const Node& node, const Inputs& inputs
                     std::vector<Value>* outputs) {
   const float alpha = node.attributes.GetFloat("alpha", 0.01f);
   return RunFloatUnary(ctx, inputs, outputs,
-                       [alpha](float x) { return x >= 0.0f ? x : alpha * x; });
+                       [alpha](float x) { return std::max(x, 0.0f) + alpha * std::min(x, 0.0f); });
 }
 
 Status RunHardSigmoid(const OpContext& ctx, const Node& node, const Inputs& inputs,
@@ -255,7 +255,7 @@ Status RunPRelu(const OpContext& ctx, const Node&, const Inputs& inputs,
   Value y = ctx.NewOutput(0, DataType::kFp32, shape);
   BroadcastBinary(x->data<float>(), x->shape(), slope->data<float>(), slope->shape(),
                   y.mutable_data<float>(), shape, ctx.pool,
-                  [](float v, float s) { return v < 0.0f ? v * s : v; });
+                  [](float v, float s) { return std::max(v, 0.0f) + s * std::min(v, 0.0f); });
   (*outputs)[0] = std::move(y);
   return absl::OkStatus();
 }

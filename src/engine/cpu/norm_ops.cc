@@ -117,6 +117,43 @@ Status RunInstanceNormalization(const OpContext& ctx, const Node& node, const In
     }
   }
   const float epsilon = node.attributes.GetFloat("epsilon", 1e-5f);
+  if (x->channels_last()) {
+    // [N, H, W, C] as stored (a oneDNN convolution's output): per image, the channel statistics
+    // accumulate over the pixels with the channels as the vectorised inner loop, and the output
+    // stays channels-last for the next convolution, saving two transposes.
+    const int64_t batch = x->dim(0), pixels = x->dim(2) * x->dim(3);
+    Value y = ctx.NewOutput(0, DataType::kFp32, x->shape()).WithLayout(Layout::kChannelsLast);
+    ParallelFor(ctx.pool, batch, [&](int64_t n) {
+      const float* src = x->data<float>() + n * pixels * channels;
+      float* dst = y.mutable_data<float>() + n * pixels * channels;
+      std::vector<float> mean(static_cast<size_t>(channels), 0.0f);
+      std::vector<float> sq(static_cast<size_t>(channels), 0.0f);
+      for (int64_t p = 0; p < pixels; ++p) {
+        for (int64_t c = 0; c < channels; ++c) mean[c] += src[p * channels + c];
+      }
+      for (float& m : mean) m /= static_cast<float>(std::max<int64_t>(1, pixels));
+      for (int64_t p = 0; p < pixels; ++p) {
+        for (int64_t c = 0; c < channels; ++c) {
+          const float d = src[p * channels + c] - mean[c];
+          sq[c] += d * d;
+        }
+      }
+      // y = x * s + b with s = scale / std and b = bias - mean * s, per channel.
+      for (int64_t c = 0; c < channels; ++c) {
+        const float inv_std =
+            1.0f / std::sqrt(sq[c] / static_cast<float>(std::max<int64_t>(1, pixels)) + epsilon);
+        sq[c] = scale->data<float>()[c] * inv_std;
+        mean[c] = bias->data<float>()[c] - mean[c] * sq[c];
+      }
+      for (int64_t p = 0; p < pixels; ++p) {
+        for (int64_t c = 0; c < channels; ++c) {
+          dst[p * channels + c] = src[p * channels + c] * sq[c] + mean[c];
+        }
+      }
+    });
+    (*outputs)[0] = std::move(y);
+    return absl::OkStatus();
+  }
   const int64_t rows = x->dim(0) * channels;
   const int64_t cols = rows == 0 ? 0 : x->num_elements() / rows;
   Value y = ctx.NewOutput(0, DataType::kFp32, x->shape());

@@ -66,7 +66,7 @@ const std::map<std::string, OpDef>& Registry(bool onednn) {
         {"HardSwish", {RunHardSwish, nullptr, kElementwise}},
         {"Hardmax", {RunHardmax}},
         {"Identity", {RunIdentity, nullptr, kElementwise}},
-        {"InstanceNormalization", {RunInstanceNormalization}},
+        {"InstanceNormalization", {RunInstanceNormalization, nullptr, LayoutSupport::kAny}},
         {"IsInf", {RunIsInf, nullptr, kElementwise}},
         {"IsNaN", {RunIsNaN, nullptr, kElementwise}},
         {"LRN", {RunLrn, CheckLrn}},

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -207,6 +208,39 @@ void InterpolateAxis(const Value& src, int axis, const AxisTaps& taps, float ext
   const auto* in = static_cast<const std::byte*>(src.raw());
   auto* out = dst.mutable_data<std::byte>();
   const bool fp32 = src.dtype() == DataType::kFp32;
+  const bool any_outside =
+      std::find(taps.outside.begin(), taps.outside.end(), 1) != taps.outside.end();
+  if (inner == 1 && taps.taps == 1 && !any_outside) {
+    // Nearest along the innermost axis: a gather per row, by element width.
+    auto gather = [&](auto* tag) {
+      using E = std::remove_pointer_t<decltype(tag)>;
+      const auto* x = static_cast<const E*>(src.raw());
+      E* y = dst.mutable_data<E>();
+      const int64_t per_task =
+          std::max<int64_t>(1, (int64_t{1} << 14) / std::max<int64_t>(1, out_len));
+      ParallelFor(pool, (outer + per_task - 1) / per_task, [&](int64_t task) {
+        const int64_t end = std::min(outer, (task + 1) * per_task);
+        for (int64_t o = task * per_task; o < end; ++o) {
+          const E* row = x + o * in_len;
+          E* out_row = y + o * out_len;
+          for (int64_t j = 0; j < out_len; ++j)
+            out_row[j] = row[taps.index[static_cast<size_t>(j)]];
+        }
+      });
+    };
+    switch (elem) {
+      case 8:
+        gather(static_cast<uint64_t*>(nullptr));
+        break;
+      case 4:
+        gather(static_cast<uint32_t*>(nullptr));
+        break;
+      default:
+        gather(static_cast<uint8_t*>(nullptr));
+        break;
+    }
+    return;
+  }
   if (inner == 1 && fp32 && taps.taps > 1) {
     // The innermost axis: one output element per (row, j), so walk whole rows instead.
     const auto* x = static_cast<const float*>(src.raw());
