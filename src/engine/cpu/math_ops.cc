@@ -11,6 +11,7 @@
 #include "engine/cpu/broadcast.h"
 #include "engine/cpu/fast_math.h"
 #include "engine/cpu/ops.h"
+#include "engine/cpu/wrapping_math.h"
 
 namespace tessera::engine::cpu {
 namespace {
@@ -81,17 +82,6 @@ Status RunMaxMin(const OpContext& ctx, const Inputs& inputs, std::vector<Value>*
   if (!result.ok()) return result.status();
   (*outputs)[0] = *std::move(result);
   return absl::OkStatus();
-}
-
-// Sum: integer overflow wraps (through unsigned) rather than being undefined.
-template <typename T>
-T WrappingAdd(T a, T b) {
-  if constexpr (std::is_integral_v<T>) {
-    using U = std::make_unsigned_t<T>;
-    return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
-  } else {
-    return a + b;
-  }
 }
 
 // ONNX Mod on integers: Python's % (the sign of the divisor) unless `c_fmod`, then C's % (the

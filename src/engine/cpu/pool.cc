@@ -116,18 +116,36 @@ Status RunAveragePool(const OpContext& ctx, const Node& node, const Inputs& inpu
                  node, inputs, outputs);
 }
 
-Status RunGlobalAveragePool(const OpContext& ctx, const Node& node, const Inputs& inputs,
-                            std::vector<Value>* outputs) {
+namespace {
+
+// The input, output shape [N, C, 1, ...] and plane size of a global pool.
+struct GlobalPoolShape {
+  const Value* x;
+  Shape out_shape;
+  int64_t spatial;
+};
+
+StatusOr<GlobalPoolShape> ResolveGlobalPool(const Inputs& inputs) {
   TESSERA_ASSIGN_OR_RETURN(const Value* x, RequireInput(inputs, 0, "X", {DataType::kFp32}));
   if (x->rank() < 3) {
     return absl::InvalidArgumentError(absl::StrCat("X ", DescribeValue(*x), " has rank < 3"));
   }
-  Shape out_shape(x->shape().begin(), x->shape().begin() + 2);
-  int64_t spatial = 1;
+  GlobalPoolShape g{x, Shape(x->shape().begin(), x->shape().begin() + 2), 1};
   for (int d = 2; d < x->rank(); ++d) {
-    spatial *= x->dim(d);
-    out_shape.push_back(1);
+    g.spatial *= x->dim(d);
+    g.out_shape.push_back(1);
   }
+  return g;
+}
+
+}  // namespace
+
+Status RunGlobalAveragePool(const OpContext& ctx, const Node& node, const Inputs& inputs,
+                            std::vector<Value>* outputs) {
+  TESSERA_ASSIGN_OR_RETURN(GlobalPoolShape g, ResolveGlobalPool(inputs));
+  const Value* x = g.x;
+  const Shape& out_shape = g.out_shape;
+  const int64_t spatial = g.spatial;
   Value y = ctx.NewOutput(0, DataType::kFp32, out_shape);
   const float* in = x->data<float>();
   float* out = y.mutable_data<float>();
@@ -144,16 +162,10 @@ Status RunGlobalAveragePool(const OpContext& ctx, const Node& node, const Inputs
 
 Status RunGlobalMaxPool(const OpContext& ctx, const Node&, const Inputs& inputs,
                         std::vector<Value>* outputs) {
-  TESSERA_ASSIGN_OR_RETURN(const Value* x, RequireInput(inputs, 0, "X", {DataType::kFp32}));
-  if (x->rank() < 3) {
-    return absl::InvalidArgumentError(absl::StrCat("X ", DescribeValue(*x), " has rank < 3"));
-  }
-  Shape out_shape(x->shape().begin(), x->shape().begin() + 2);
-  int64_t spatial = 1;
-  for (int d = 2; d < x->rank(); ++d) {
-    spatial *= x->dim(d);
-    out_shape.push_back(1);
-  }
+  TESSERA_ASSIGN_OR_RETURN(GlobalPoolShape g, ResolveGlobalPool(inputs));
+  const Value* x = g.x;
+  const Shape& out_shape = g.out_shape;
+  const int64_t spatial = g.spatial;
   Value y = ctx.NewOutput(0, DataType::kFp32, out_shape);
   if (x->num_elements() == 0) {
     if (y.num_elements() > 0) {

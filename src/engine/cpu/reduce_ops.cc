@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/cpu/broadcast.h"
 #include "engine/cpu/ops.h"
+#include "engine/cpu/wrapping_math.h"
 
 namespace tessera::engine::cpu {
 namespace {
@@ -32,27 +33,6 @@ enum class ReduceKind {
   kLogSumExp,
   kSumExp
 };
-
-// Integer sums and products wrap (through unsigned) on overflow instead of being undefined.
-template <typename T>
-T Add(T a, T b) {
-  if constexpr (std::is_integral_v<T>) {
-    using U = std::make_unsigned_t<T>;
-    return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
-  } else {
-    return a + b;
-  }
-}
-
-template <typename T>
-T Mul(T a, T b) {
-  if constexpr (std::is_integral_v<T>) {
-    using U = std::make_unsigned_t<T>;
-    return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
-  } else {
-    return a * b;
-  }
-}
 
 template <ReduceKind kKind, typename T>
 T Identity() {
@@ -76,15 +56,15 @@ T Combine(T acc, T v) {
   } else if constexpr (kKind == ReduceKind::kMin) {
     return v < acc ? v : acc;
   } else if constexpr (kKind == ReduceKind::kProd) {
-    return Mul(acc, v);
+    return WrappingMul(acc, v);
   } else if constexpr (kKind == ReduceKind::kL1) {
-    return v < T(0) ? Add(acc, Mul(v, T(-1))) : Add(acc, v);
+    return v < T(0) ? WrappingAdd(acc, WrappingMul(v, T(-1))) : WrappingAdd(acc, v);
   } else if constexpr (kKind == ReduceKind::kL2 || kKind == ReduceKind::kSumSquare) {
-    return Add(acc, Mul(v, v));
+    return WrappingAdd(acc, WrappingMul(v, v));
   } else if constexpr (kKind == ReduceKind::kSumExp) {
     return acc + std::exp(v);
   } else {
-    return Add(acc, v);
+    return WrappingAdd(acc, v);
   }
 }
 
