@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "engine/cpu/ops.h"
 #include "engine/thread_pool.h"
 #include "tessera/common/tensor.h"
 
@@ -32,6 +33,19 @@ void ParallelChunks(ThreadPool* pool, int64_t total, Fn fn) {
     return;
   }
   ParallelFor(pool, tasks, [&](int64_t t) { fn(total * t / tasks, total * (t + 1) / tasks); });
+}
+
+// out[i] = f(in[i]) over a whole value, into the node's output 0 typed `out_dtype`: the unary
+// element-wise kernels.
+template <typename In, typename Out, typename F>
+Value MapElements(const OpContext& ctx, const Value& x, DataType out_dtype, F f) {
+  Value y = ctx.NewOutput(0, out_dtype, x.shape());
+  const In* in = x.data<In>();
+  Out* out = y.mutable_data<Out>();
+  ParallelChunks(ctx.pool, x.num_elements(), [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) out[i] = f(in[i]);
+  });
+  return y;
 }
 
 // Per-operand element strides of `shape` seen as broadcast to `out` (0 on broadcast dims).

@@ -41,14 +41,7 @@ Status RunBinary(const OpContext& ctx, const Inputs& inputs, std::vector<Value>*
 template <typename F>
 Status RunUnary(const OpContext& ctx, const Inputs& inputs, std::vector<Value>* outputs, F f) {
   TESSERA_ASSIGN_OR_RETURN(const Value* x, RequireInput(inputs, 0, "X", {DataType::kFp32}));
-  Value y = ctx.NewOutput(0, DataType::kFp32, x->shape());
-  const float* in = x->data<float>();
-  float* out = y.mutable_data<float>();
-  const int64_t total = x->num_elements();
-  ParallelChunks(ctx.pool, total, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) out[i] = f(in[i]);
-  });
-  (*outputs)[0] = std::move(y);
+  (*outputs)[0] = MapElements<float, float>(ctx, *x, DataType::kFp32, f);
   return absl::OkStatus();
 }
 

@@ -19,21 +19,10 @@ namespace {
 constexpr std::initializer_list<DataType> kTypes = {DataType::kFp32, DataType::kInt64,
                                                     DataType::kInt32};
 
-template <typename T, typename F>
-Value MapValue(const OpContext& ctx, const Value& x, F f) {
-  Value y = ctx.NewOutput(0, x.dtype(), x.shape());
-  const T* in = x.data<T>();
-  T* out = y.mutable_data<T>();
-  ParallelChunks(ctx.pool, x.num_elements(), [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) out[i] = f(in[i]);
-  });
-  return y;
-}
-
 template <typename F>
 Status RunFloatUnary(const OpContext& ctx, const Inputs& inputs, std::vector<Value>* outputs, F f) {
   TESSERA_ASSIGN_OR_RETURN(const Value* x, RequireInput(inputs, 0, "X", {DataType::kFp32}));
-  (*outputs)[0] = MapValue<float>(ctx, *x, f);
+  (*outputs)[0] = MapElements<float, float>(ctx, *x, x->dtype(), f);
   return absl::OkStatus();
 }
 
@@ -136,16 +125,18 @@ Status RunNeg(const OpContext& ctx, const Node&, const Inputs& inputs,
       RequireInput(inputs, 0, "X", {DataType::kFp32, DataType::kInt64, DataType::kInt32}));
   switch (x->dtype()) {
     case DataType::kFp32:
-      (*outputs)[0] = MapValue<float>(ctx, *x, [](float v) { return -v; });
+      (*outputs)[0] = MapElements<float, float>(ctx, *x, x->dtype(), [](float v) { return -v; });
       break;
     case DataType::kInt64:
       // Through unsigned so negating INT64_MIN wraps instead of being undefined.
-      (*outputs)[0] = MapValue<int64_t>(
-          ctx, *x, [](int64_t v) { return static_cast<int64_t>(0 - static_cast<uint64_t>(v)); });
+      (*outputs)[0] = MapElements<int64_t, int64_t>(ctx, *x, x->dtype(), [](int64_t v) {
+        return static_cast<int64_t>(0 - static_cast<uint64_t>(v));
+      });
       break;
     default:
-      (*outputs)[0] = MapValue<int32_t>(
-          ctx, *x, [](int32_t v) { return static_cast<int32_t>(0 - static_cast<uint32_t>(v)); });
+      (*outputs)[0] = MapElements<int32_t, int32_t>(ctx, *x, x->dtype(), [](int32_t v) {
+        return static_cast<int32_t>(0 - static_cast<uint32_t>(v));
+      });
       break;
   }
   return absl::OkStatus();

@@ -16,6 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "engine/cpu/data_movement.h"
 #include "engine/cpu/ops.h"
 
 namespace tessera::engine::cpu {
@@ -228,17 +229,7 @@ void InterpolateAxis(const Value& src, int axis, const AxisTaps& taps, float ext
         }
       });
     };
-    switch (elem) {
-      case 8:
-        gather(static_cast<uint64_t*>(nullptr));
-        break;
-      case 4:
-        gather(static_cast<uint32_t*>(nullptr));
-        break;
-      default:
-        gather(static_cast<uint8_t*>(nullptr));
-        break;
-    }
+    ForElementSize(elem, gather);
     return;
   }
   if (inner == 1 && fp32 && taps.taps > 1) {

@@ -15,22 +15,10 @@
 namespace tessera::engine::cpu {
 namespace {
 
-// out[i] = f(in[i]) into output 0, typed `out_dtype`.
-template <typename In, typename Out, typename F>
-Value Map(const OpContext& ctx, const Value& x, DataType out_dtype, F f) {
-  Value y = ctx.NewOutput(0, out_dtype, x.shape());
-  const In* in = x.data<In>();
-  Out* out = y.mutable_data<Out>();
-  ParallelChunks(ctx.pool, x.num_elements(), [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) out[i] = f(in[i]);
-  });
-  return y;
-}
-
 template <typename F>
 Status RunFloat(const OpContext& ctx, const Inputs& inputs, std::vector<Value>* outputs, F f) {
   TESSERA_ASSIGN_OR_RETURN(const Value* x, RequireInput(inputs, 0, "X", {DataType::kFp32}));
-  (*outputs)[0] = Map<float, float>(ctx, *x, DataType::kFp32, f);
+  (*outputs)[0] = MapElements<float, float>(ctx, *x, DataType::kFp32, f);
   return absl::OkStatus();
 }
 
@@ -42,13 +30,13 @@ Status RunNumeric(const OpContext& ctx, const Inputs& inputs, std::vector<Value>
       RequireInput(inputs, 0, "X", {DataType::kFp32, DataType::kInt64, DataType::kInt32}));
   switch (x->dtype()) {
     case DataType::kFp32:
-      (*outputs)[0] = Map<float, float>(ctx, *x, x->dtype(), f);
+      (*outputs)[0] = MapElements<float, float>(ctx, *x, x->dtype(), f);
       break;
     case DataType::kInt64:
-      (*outputs)[0] = Map<int64_t, int64_t>(ctx, *x, x->dtype(), f);
+      (*outputs)[0] = MapElements<int64_t, int64_t>(ctx, *x, x->dtype(), f);
       break;
     default:
-      (*outputs)[0] = Map<int32_t, int32_t>(ctx, *x, x->dtype(), f);
+      (*outputs)[0] = MapElements<int32_t, int32_t>(ctx, *x, x->dtype(), f);
       break;
   }
   return absl::OkStatus();
@@ -57,8 +45,8 @@ Status RunNumeric(const OpContext& ctx, const Inputs& inputs, std::vector<Value>
 template <typename F>
 Status RunPredicate(const OpContext& ctx, const Inputs& inputs, std::vector<Value>* outputs, F f) {
   TESSERA_ASSIGN_OR_RETURN(const Value* x, RequireInput(inputs, 0, "X", {DataType::kFp32}));
-  (*outputs)[0] = Map<float, uint8_t>(ctx, *x, DataType::kBool,
-                                      [&](float v) { return static_cast<uint8_t>(f(v) ? 1 : 0); });
+  (*outputs)[0] = MapElements<float, uint8_t>(
+      ctx, *x, DataType::kBool, [&](float v) { return static_cast<uint8_t>(f(v) ? 1 : 0); });
   return absl::OkStatus();
 }
 
