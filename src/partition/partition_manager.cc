@@ -5,9 +5,12 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <deque>
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
+#include "absl/strings/str_join.h"
 #include "spdlog/spdlog.h"
 #include "tessera/partition/partition.h"
 
@@ -33,6 +36,18 @@ int RoundGreenSms(double sms, const GpuFacts& gpu) {
   const int most = std::max(gpu.green_min_sms, gpu.sm_count / step * step);
   int rounded = static_cast<int>(std::lround(sms / step)) * step;
   return std::clamp(rounded, gpu.green_min_sms, most);
+}
+
+// The daemon's own account of a failed start; the private directory holding it is removed.
+std::string LastLines(const std::string& path, int count) {
+  std::ifstream in(path);
+  if (!in) return "(no log)";
+  std::deque<std::string> lines;
+  for (std::string line; std::getline(in, line);) {
+    lines.push_back(line);
+    if (static_cast<int>(lines.size()) > count) lines.pop_front();
+  }
+  return lines.empty() ? "(empty)" : absl::StrJoin(lines, " | ");
 }
 
 }  // namespace
@@ -168,18 +183,26 @@ Status PartitionManager::TryMps(const PartitionOptions& options, bool explicit_m
 Status PartitionManager::StartMpsDaemon(const PartitionOptions& options,
                                         const std::string& binary) {
   std::string pipe = options.mps_pipe_directory;
+  std::string log;
   if (pipe.empty()) {
     // A private directory: a daemon of ours never collides with one another user runs.
     std::string tmpl = (std::filesystem::temp_directory_path() / "tessera-mps-XXXXXX").string();
     if (mkdtemp(tmpl.data()) == nullptr) {
       return absl::InternalError(absl::StrCat("cannot create ", tmpl, ": ", strerror(errno)));
     }
-    private_mps_directory_ = pipe = tmpl;
+    private_mps_directory_ = tmpl;
+    pipe = tmpl + "/pipe";
+    log = tmpl + "/log";
+  } else {
+    log = pipe + "-log";
   }
-  const std::string log = pipe + "/log";
+  // The log directory must not be <pipe>/log: the daemon makes a FIFO of that name in its pipe
+  // directory and, finding a directory there, never opens its control socket (seen on an H100).
   std::error_code ec;
-  std::filesystem::create_directories(log, ec);
-  if (ec) return absl::InternalError(absl::StrCat("cannot create ", log, ": ", ec.message()));
+  for (const std::string& dir : {pipe, log}) {
+    std::filesystem::create_directories(dir, ec);
+    if (ec) return absl::InternalError(absl::StrCat("cannot create ", dir, ": ", ec.message()));
+  }
   const std::vector<std::string> env = {"CUDA_MPS_PIPE_DIRECTORY=" + pipe,
                                         "CUDA_MPS_LOG_DIRECTORY=" + log};
   Status run = runner_->Run({binary, "-d"}, env, "");
@@ -189,9 +212,10 @@ Status PartitionManager::StartMpsDaemon(const PartitionOptions& options,
         std::chrono::steady_clock::now() + std::chrono::milliseconds(options.mps_start_timeout_ms);
     while (!probe_->MpsDaemonRunning(pipe)) {
       if (std::chrono::steady_clock::now() >= deadline) {
-        run = absl::DeadlineExceededError(
-            absl::StrCat(binary, " -d started but no control socket appeared at ", pipe,
-                         "/control within ", options.mps_start_timeout_ms, " ms (log: ", log, ")"));
+        run = absl::DeadlineExceededError(absl::StrCat(
+            binary, " -d started but no control socket appeared at ", pipe, "/control within ",
+            options.mps_start_timeout_ms, " ms; ", log, "/control.log ends: ",
+            LastLines(log + "/control.log", 3)));
         break;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(20));

@@ -99,7 +99,7 @@ TEST(PartitionAutoTest, StartsMpsDaemonWhenAllowedAndStopsItOnDestruction) {
   ASSERT_EQ(made->calls->size(), 1u);
   EXPECT_THAT((*made->calls)[0].argv, ElementsAre("/usr/bin/nvidia-cuda-mps-control", "-d"));
   EXPECT_THAT((*made->calls)[0].env, ElementsAre("CUDA_MPS_PIPE_DIRECTORY=/fake/mps",
-                                                 "CUDA_MPS_LOG_DIRECTORY=/fake/mps/log"));
+                                                 "CUDA_MPS_LOG_DIRECTORY=/fake/mps-log"));
   made->manager.reset();
   ASSERT_EQ(made->calls->size(), 2u);
   EXPECT_THAT((*made->calls)[1].argv, ElementsAre("/usr/bin/nvidia-cuda-mps-control"));
@@ -117,9 +117,13 @@ TEST(PartitionAutoTest, StartedDaemonGetsAPrivateDirectoryRemovedAfterQuit) {
   ASSERT_TRUE(made.ok()) << made.status();
   const std::string dir = made->manager->mps_pipe_directory();
   EXPECT_THAT(dir, HasSubstr("tessera-mps-"));
-  EXPECT_TRUE(std::filesystem::is_directory(dir + "/log"));
+  // The daemon makes a FIFO named "log" in its pipe directory: the logs go beside it, not there.
+  EXPECT_TRUE(std::filesystem::is_directory(dir));
+  EXPECT_FALSE(std::filesystem::exists(dir + "/log"));
+  const std::string root = std::filesystem::path(dir).parent_path().string();
+  EXPECT_TRUE(std::filesystem::is_directory(root + "/log"));
   made->manager.reset();
-  EXPECT_FALSE(std::filesystem::exists(dir));
+  EXPECT_FALSE(std::filesystem::exists(root));
 }
 
 TEST(PartitionAutoTest, WithoutMpsPicksGreenOnANewDriver) {
