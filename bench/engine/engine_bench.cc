@@ -24,6 +24,8 @@
 
 #ifdef TESSERA_BENCH_CUDA
 #include <cuda_runtime.h>
+
+#include "engine/cuda/cuda_model.h"
 #endif
 
 namespace {
@@ -165,6 +167,15 @@ int main(int argc, char** argv) {
     std::printf("batch=%ld median_ms=%.3f p10_ms=%.3f p90_ms=%.3f runs=%d\n",
                 static_cast<long>(batch), Percentile(ms, 0.5), Percentile(ms, 0.1),
                 Percentile(ms, 0.9), iterations);
+#ifdef TESSERA_BENCH_CUDA
+    // A shape whose capture failed runs kernel by kernel: say so, it changes what was timed.
+    if (options.backend == engine::Backend::kCuda && options.cuda_graphs) {
+      auto captured = engine::CudaGraphsCaptured(**model);
+      std::printf("# cuda graphs captured: %s\n",
+                  captured.ok() ? std::to_string(*captured).c_str()
+                                : std::string(captured.status().message()).c_str());
+    }
+#endif
     std::fflush(stdout);  // a later batch size may fail; the lines so far still reach the reader
     if (layers) {
       last_timings.clear();

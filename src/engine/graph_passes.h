@@ -22,13 +22,13 @@
 //      the internal attributes below; the Conv takes over the activation's output value id.
 //   Then RemoveDeadNodes frees the replaced weights and InferShapes refreshes Graph::shapes.
 //
-// Fused-activation convention (read by every Conv kernel, and by the CPU MatMul kernel for
-// "Gelu", which only FuseMatMulEpilogues below sets):
+// Fused-activation convention (read by every Conv kernel, and by the MatMul kernels for "Gelu"
+// and "GeluTanh", which only FuseMatMulEpilogues below sets):
 //   tessera_activation  kString  "Relu", "Clip", "Gelu" or "GeluTanh"
 //   tessera_clip_min    kFloat   Clip only; -infinity when the Clip has no min
 //   tessera_clip_max    kFloat   Clip only; +infinity when the Clip has no max
-//   tessera_residual    kInt     CPU Conv only (FuseConvResidual below): input 3 is added to the
-//                                output before the activation
+//   tessera_residual    kInt     FuseConvResidual below (CPU and CUDA Conv): input 3 is added to
+//                                the output before the activation
 //
 // Dynamic batch: the graph inputs' leading dim is the batch. A file declaring a fixed leading dim
 // (e.g. 1, an export without dynamic_axes) keeps it: Graph::dynamic_batch is false and Run accepts
@@ -85,22 +85,23 @@ int RemoveDeadNodes(Graph* graph);
 // graph->shapes. Returns the number fused.
 int FuseLayerNorm(Graph* graph);
 
-// CPU only, so not in RunGraphPasses: the CPU model applies it to its own copy of the graph, and
-// the CUDA backend never sees a fused MatMul. A MatMul by a constant 2-D FP32 weight absorbs the
-// Add of a constant bias of its output's width, then GELU as PyTorch exports it: erf form (Div by
-// sqrt 2, Erf, Add 1, Mul, Mul 0.5) or tanh form (nn.GELU(approximate="tanh"): x + 0.044715 x^3,
-// times sqrt(2/pi), Tanh, Add 1, Mul, Mul 0.5); a bias-free MatMul can absorb the GELU alone. The
-// MatMul gets the bias as input 2 and tessera_activation = "Gelu" or "GeluTanh", and the CPU
-// kernel applies both in one pass over the product instead of up to ten. Intermediates with other readers, or that are
-// graph outputs, block the fusion. Needs graph->shapes/dtypes. Returns the MatMuls that absorbed
-// something.
+// Not in RunGraphPasses: each backend applies it to its own copy of the graph (the CPU model, and
+// LoadCudaModel), since the fused form exists only for their kernels. A MatMul by a constant 2-D
+// FP32 weight absorbs the Add of a constant bias of its output's width, then GELU as PyTorch
+// exports it: erf form (Div by sqrt 2, Erf, Add 1, Mul, Mul 0.5) or tanh form
+// (nn.GELU(approximate="tanh"): x + 0.044715 x^3, times sqrt(2/pi), Tanh, Add 1, Mul, Mul 0.5); a
+// bias-free MatMul can absorb the GELU alone. The MatMul gets the bias as input 2 and
+// tessera_activation = "Gelu" or "GeluTanh", and the backend's kernel applies both in one pass over
+// the product instead of up to ten. Intermediates with other readers, or that are graph outputs,
+// block the fusion. Needs graph->shapes/dtypes. Returns the MatMuls that absorbed something.
 int FuseMatMulEpilogues(Graph* graph);
 
-// CPU only, like FuseMatMulEpilogues: a 2-D Conv without a fused activation whose output's only
-// reader is an Add with another value of exactly its (static) shape, computed before the Conv,
-// takes that value as input 3 ("tessera_residual" = 1; a missing bias becomes kNoValue) and the
-// Add's output. Running FuseConvActivation again afterwards then fuses a following Relu, applied
-// after the residual (ResNet's Conv, BN, Add, Relu). Returns the Convs that took a residual.
+// Like FuseMatMulEpilogues, applied by each backend to its own copy: a 2-D Conv without a fused
+// activation whose output's only reader is an Add with another value of exactly its (static) shape,
+// computed before the Conv, takes that value as input 3 ("tessera_residual" = 1; a missing bias
+// becomes kNoValue) and the Add's output. Running FuseConvActivation again afterwards then fuses a
+// following Relu, applied after the residual (ResNet's Conv, BN, Add, Relu). Returns the Convs that
+// took a residual.
 int FuseConvResidual(Graph* graph);
 
 int FoldBatchNormIntoConv(Graph* graph);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/cpu/ops.h"
+#include "engine/cuda/cuda_ops.h"
 #include "engine/cuda/cuda_test_util.h"
 #include "engine/onnx_node_test_case.h"
 #include "gtest/gtest.h"
@@ -33,9 +34,15 @@ TEST(CudaConformanceTest, ClaimedOperatorsPassTheOnnxNodeTestsOnTheGpu) {
   // FP32 kernels (cuDNN FMA math, cuBLAS 32F compute) but other summation orders and fused
   // multiply-adds than the reference: a tenth of the CPU engine's relative bound is not enough.
   const NodeTestRun run = RunClaimedNodeTests(claimed, options, {1e-4, 1e-3}, "cuda conformance");
-  std::cout << "  claimed ops without a passing case:";
+  // Cases run when the CPU claims all their ops (host nodes use the CPU's kernels); what matters
+  // for this backend is which of its own kernels a passing case exercised.
+  std::cout << "  CUDA ops with a passing case:";
   for (const std::string& op : claimed) {
-    if (run.ops_exercised.count(op) == 0) std::cout << " " << op;
+    if (cuda::FindCudaOp(op) != nullptr && run.ops_exercised.count(op) != 0) std::cout << " " << op;
+  }
+  std::cout << "\n  CUDA ops without a passing case:";
+  for (const std::string& op : claimed) {
+    if (cuda::FindCudaOp(op) != nullptr && run.ops_exercised.count(op) == 0) std::cout << " " << op;
   }
   std::cout << "\n";
   EXPECT_GT(run.passed, 0);

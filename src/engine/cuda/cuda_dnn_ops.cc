@@ -6,6 +6,7 @@
 // Row-major GEMM on column-major cuBLAS: Y = A·B (row-major) is Yᵀ = Bᵀ·Aᵀ (column-major), and a
 // row-major [r, c] matrix read column-major is its transpose [c, r]; so every call passes B first.
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 
 #include "absl/strings/str_cat.h"
@@ -53,6 +54,7 @@ struct ConvState {
   float lo = 0, hi = 0;
   int64_t channels = 0, inner = 0;  // of the output, for the unfused bias/activation kernel
   bool try_fused = false;           // bias + Relu through cudnnConvolutionBiasActivationForward
+  bool residual = false;            // input 3 is added before the activation (FuseConvResidual)
   ~ConvState() {
     if (x) cudnnDestroyTensorDescriptor(x);
     if (y) cudnnDestroyTensorDescriptor(y);
@@ -108,6 +110,16 @@ Status PlanConv(PlanCtx& ctx) {
   }
   state->channels = cout;
   state->inner = oh * ow;
+  const Shape out = spatial == 2 ? Shape{n, cout, oh, ow} : Shape{n, cout, ow};
+  state->residual = ctx.node.attributes.GetInt("tessera_residual", 0) != 0;
+  if (state->residual) {
+    TESSERA_ASSIGN_OR_RETURN(const ValueMeta* z, Input(ctx, 3, "residual"));
+    if (z->shape != out) {
+      return Invalid(absl::StrCat("the fused residual ", ShapeToString(z->shape),
+                                  " does not have the output's shape ", ShapeToString(out)));
+    }
+  }
+  // cuDNN's fused call computes act(conv + alpha2 * z + bias), so it takes the residual as z.
   state->try_fused = has_bias && state->act == UnaryOp::kRelu;
 
   const cudnnDataType_t type = CudnnType(ctx.device);
@@ -159,14 +171,25 @@ Status PlanConv(PlanCtx& ctx) {
   }
 
   // Algorithm: cuDNN's heuristic ranking (no trial runs, so planning launches nothing); the first
-  // that cuDNN accepts for these descriptors within the workspace cap.
+  // that cuDNN accepts within the workspace cap. Timing the candidates (cudnnFind, PyTorch's
+  // cudnn.benchmark) was measured worse on an H100 for ResNet-50 FP16 (bench/results/
+  // 2026-11-22-engine-gpu-h100-vs-pytorch.md): 1.85 vs 0.90 ms at batch 1, 2.61 vs 1.86 at 8,
+  // 62.5 vs 57.6 at 256. TESSERA_CUDNN_ALGO=find selects it anyway, for such comparisons.
+  static const bool kFind = [] {
+    const char* v = std::getenv("TESSERA_CUDNN_ALGO");
+    return v != nullptr && std::string(v) == "find";
+  }();
   cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
   int returned = 0;
-  TESSERA_RETURN_IF_ERROR(CudnnStatus(
-      cudnnGetConvolutionForwardAlgorithm_v7(ctx.device.cudnn, state->x, state->w, state->conv,
-                                             state->y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
-                                             &returned, perf),
-      "cudnnGetConvolutionForwardAlgorithm_v7"));
+  if (!kFind || cudnnFindConvolutionForwardAlgorithm(
+                    ctx.device.cudnn, state->x, state->w, state->conv, state->y,
+                    CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, perf) != CUDNN_STATUS_SUCCESS) {
+    TESSERA_RETURN_IF_ERROR(CudnnStatus(
+        cudnnGetConvolutionForwardAlgorithm_v7(ctx.device.cudnn, state->x, state->w, state->conv,
+                                               state->y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
+                                               &returned, perf),
+        "cudnnGetConvolutionForwardAlgorithm_v7"));
+  }
   bool found = false;
   for (int i = 0; i < returned && !found; ++i) {
     if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
@@ -198,7 +221,6 @@ Status PlanConv(PlanCtx& ctx) {
   }
   ctx.state->ints = {0};  // 1 once the fused call was refused (then the unfused path runs)
   ctx.state->extra = state;
-  Shape out = spatial == 2 ? Shape{n, cout, oh, ow} : Shape{n, cout, ow};
   (*ctx.out)[0] = ValueMeta{DataType::kFp32, out, nullptr};
   return absl::OkStatus();
 }
@@ -207,12 +229,15 @@ Status LaunchConv(LaunchCtx& ctx) {
   auto* s = static_cast<ConvState*>(ctx.state->extra.get());
   const float one = 1.0f, zero = 0.0f;
   const void* bias = ctx.in.size() > 2 ? ctx.in[2] : nullptr;
+  const void* residual = s->residual ? ctx.in[3] : nullptr;
   if (s->try_fused && ctx.state->ints[0] == 0) {
-    // y = relu(conv(x, w) + 0 * z + bias); z is y (alpha2 = 0 so its contents do not matter).
+    // y = relu(conv(x, w) + alpha2 * z + bias): z is the residual (alpha2 = 1), or y itself with
+    // alpha2 = 0 (its contents then do not matter).
+    const float* alpha2 = residual != nullptr ? &one : &zero;
     cudnnStatus_t status = cudnnConvolutionBiasActivationForward(
-        ctx.device.cudnn, &one, s->x, ctx.in[0], s->w, ctx.in[1], s->conv, s->algo,
-        ctx.workspace, ctx.state->workspace_bytes, &zero, s->y, ctx.out[0], s->bias, bias,
-        s->relu, s->y, ctx.out[0]);
+        ctx.device.cudnn, &one, s->x, ctx.in[0], s->w, ctx.in[1], s->conv, s->algo, ctx.workspace,
+        ctx.state->workspace_bytes, alpha2, s->y, residual != nullptr ? residual : ctx.out[0],
+        s->bias, bias, s->relu, s->y, ctx.out[0]);
     if (status == CUDNN_STATUS_SUCCESS) return absl::OkStatus();
     // Refused for this configuration (checked before launching anything): use the unfused path
     // from now on. Only the first, eager Run of a shape can get here; graphs capture later.
@@ -223,11 +248,13 @@ Status LaunchConv(LaunchCtx& ctx) {
                               s->algo, ctx.workspace, ctx.state->workspace_bytes, &zero, s->y,
                               ctx.out[0]),
       "cudnnConvolutionForward"));
-  if (bias == nullptr && s->act == UnaryOp::kIdentity) return absl::OkStatus();
-  return CudaStatus(LaunchBiasActivation(ctx.device.elem(), ctx.out[0], bias, ctx.out[0],
+  if (bias == nullptr && residual == nullptr && s->act == UnaryOp::kIdentity) {
+    return absl::OkStatus();
+  }
+  return CudaStatus(LaunchBiasActivation(ctx.device.elem(), ctx.out[0], bias, residual, ctx.out[0],
                                          ElementCount(ctx.out_meta[0]->shape), s->channels,
                                          s->inner, s->act, s->lo, s->hi, ctx.device.stream),
-                    "bias/activation kernel");
+                    "bias/residual/activation kernel");
 }
 
 // ---- Pooling ------------------------------------------------------------------------------------
@@ -453,7 +480,37 @@ Status PlanMatMul(PlanCtx& ctx) {
                                                  ShapeToString(b->shape)));
   }
   TESSERA_RETURN_IF_ERROR(CheckInt32({rows, n, k, batches}));
-  ctx.state->ints = {0, 0, n, rows, k, n, k, batches, stride_b, stride_a, 0};
+  // The epilogue FuseMatMulEpilogues gave this MatMul: bias (input 2) over the last dim, GELU.
+  const bool has_bias = ctx.in.size() > 2 && ctx.in[2] != nullptr;
+  if (has_bias) {
+    TESSERA_ASSIGN_OR_RETURN(const ValueMeta* bias, Input(ctx, 2, "bias"));
+    if (ElementCount(bias->shape) != n) {
+      return Invalid(absl::StrCat("the fused bias ", ShapeToString(bias->shape), " does not have ",
+                                  n, " elements"));
+    }
+  }
+  const std::string act = ctx.node.attributes.GetString("tessera_activation", "");
+  UnaryOp activation = UnaryOp::kIdentity;
+  if (act == "Gelu") {
+    activation = UnaryOp::kGelu;
+  } else if (act == "GeluTanh") {
+    activation = UnaryOp::kGeluTanh;
+  } else if (!act.empty()) {
+    return absl::UnimplementedError(absl::StrCat("MatMul activation \"", act, "\""));
+  }
+  ctx.state->ints = {0,
+                     0,
+                     n,
+                     rows,
+                     k,
+                     n,
+                     k,
+                     batches,
+                     stride_b,
+                     stride_a,
+                     0,
+                     has_bias,
+                     static_cast<int64_t>(activation)};
   ctx.state->floats = {1.0f, 0.0f};
   Shape out = batch;
   if (a->shape.size() > 1) out.push_back(m);
@@ -462,7 +519,18 @@ Status PlanMatMul(PlanCtx& ctx) {
   return absl::OkStatus();
 }
 
-Status LaunchMatMul(LaunchCtx& ctx) { return Gemm(ctx, ctx.in[0], ctx.in[1]); }
+Status LaunchMatMul(LaunchCtx& ctx) {
+  TESSERA_RETURN_IF_ERROR(Gemm(ctx, ctx.in[0], ctx.in[1]));
+  const bool has_bias = ctx.state->ints[11] != 0;
+  const auto activation = static_cast<UnaryOp>(ctx.state->ints[12]);
+  if (!has_bias && activation == UnaryOp::kIdentity) return absl::OkStatus();
+  // One pass over the product for the bias and GELU (up to ten elementwise nodes before fusion).
+  return CudaStatus(
+      LaunchBiasActivation(ctx.device.elem(), ctx.out[0], has_bias ? ctx.in[2] : nullptr, nullptr,
+                           ctx.out[0], ElementCount(ctx.out_meta[0]->shape), ctx.state->ints[2], 1,
+                           activation, 0.f, 0.f, ctx.device.stream),
+      "MatMul epilogue kernel");
+}
 
 }  // namespace
 

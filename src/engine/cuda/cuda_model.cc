@@ -18,23 +18,26 @@
 // CUDA graph captured once per shape when ModelOptions::cuda_graphs), outputs come back to pinned
 // memory, and one cudaStreamSynchronize ends the Run. Growing the arena moves it, which drops the
 // captured graphs (they hold its addresses); they are captured again on the next Runs.
+#include "engine/cuda/cuda_model.h"
+
+#include <cuda_fp16.h>
+
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
-
-#include <cuda_fp16.h>
+#include <set>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "engine/cpu/ops.h"
-#include "engine/cuda/cuda_model.h"
 #include "engine/cuda/cuda_model_impl.h"
 #include "engine/cuda/cuda_ops.h"
+#include "engine/graph_passes.h"
 #include "engine/memory_planner.h"
-
 
 namespace tessera::engine::cuda {
 
@@ -42,6 +45,78 @@ StatusOr<std::unique_ptr<CudaModel>> CudaModel::Create(Graph graph, const ModelO
   std::unique_ptr<CudaModel> model(new CudaModel(std::move(graph), options));
   TESSERA_RETURN_IF_ERROR(model->Init());
   return model;
+}
+
+// What the plan step would refuse for a device node, found from the graph alone so that it is
+// reported at load: operands the kernels need on the host (shapes, axes, bounds) that only the
+// device computes, and dtypes or forms the kernels lack. Empty when nothing is known to be wrong.
+std::string CudaModel::UnsupportedConfiguration(const Node& node) const {
+  const auto on_device = [&](size_t i) {
+    return i < node.inputs.size() && node.inputs[i] != kNoValue &&
+           place_[node.inputs[i]] == Place::kDevice;
+  };
+  // Operands the plan step reads on the host, per op (those opsets that take them as inputs).
+  static const auto* const kHostOperands = new std::map<std::string, std::vector<size_t>>{
+      {"Reshape", {1}},   {"Slice", {1, 2, 3, 4}}, {"Squeeze", {1}},
+      {"Unsqueeze", {1}}, {"Clip", {1, 2}},        {"ReduceMean", {1}},
+  };
+  if (auto it = kHostOperands->find(node.op_type); it != kHostOperands->end()) {
+    for (size_t i : it->second) {
+      if (on_device(i)) {
+        return absl::StrCat("input ", i, " (\"", graph_.value_names[node.inputs[i]],
+                            "\") is computed on the device, and the CUDA kernel needs it on the "
+                            "host (a constant or computed from shapes)");
+      }
+    }
+  }
+  if (node.op_type == "LayerNormalization" && node.outputs.size() > 1) {
+    for (size_t o = 1; o < node.outputs.size(); ++o) {
+      if (node.outputs[o] != kNoValue) return "the Mean and InvStdDev outputs are not supported";
+    }
+  }
+  static const auto* const kFloatOnly =
+      new std::set<std::string>{"Add",       "Sub",  "Mul",     "Div",     "Pow",
+                                "Relu",      "Clip", "Sigmoid", "Tanh",    "Erf",
+                                "Sqrt",      "Exp",  "Neg",     "Softmax", "LayerNormalization",
+                                "ReduceMean"};
+  if (kFloatOnly->count(node.op_type) != 0) {
+    for (int id : node.inputs) {
+      if (id == kNoValue || place_[id] == Place::kConstant) continue;
+      const DataType t =
+          static_cast<size_t>(id) < graph_.dtypes.size() ? graph_.dtypes[id] : DataType::kInvalid;
+      if (t != DataType::kInvalid && t != DataType::kFp32) {
+        return absl::StrCat("input \"", graph_.value_names[id], "\" is ", TypeName(t),
+                            "; the CUDA kernel takes FP32 only");
+      }
+    }
+  }
+  // Softmax (opset >= 13) normalises the last axis only; the rank is known when the shape is.
+  if (node.op_type == "Softmax" && node.opset >= 13 && !node.inputs.empty()) {
+    const auto& shape = graph_.shapes[node.inputs[0]];
+    const int64_t axis = node.attributes.GetInt("axis", -1);
+    if (shape.has_value() && axis != -1 && axis != static_cast<int64_t>(shape->size()) - 1) {
+      return "Softmax over an axis other than the last";
+    }
+  }
+  // ReduceMean reduces trailing axes only (a row mean); known when the rank and axes are.
+  if (node.op_type == "ReduceMean" && !node.inputs.empty() && graph_.shapes[node.inputs[0]]) {
+    const int64_t rank = static_cast<int64_t>(graph_.shapes[node.inputs[0]]->size());
+    std::vector<int64_t> axes = node.attributes.GetInts("axes");
+    if (node.inputs.size() > 1 && node.inputs[1] != kNoValue && graph_.IsConstant(node.inputs[1])) {
+      const Value& c = *graph_.constants[node.inputs[1]];
+      if (c.dtype() == DataType::kInt64) {
+        axes.assign(c.data<int64_t>(), c.data<int64_t>() + c.num_elements());
+      }
+    }
+    std::set<int64_t> normalized;
+    for (int64_t a : axes) normalized.insert(a < 0 ? a + rank : a);
+    if (!normalized.empty() &&
+        (*normalized.begin() != rank - static_cast<int64_t>(normalized.size()) ||
+         *normalized.rbegin() != rank - 1)) {
+      return "ReduceMean over axes that are not the trailing ones";
+    }
+  }
+  return "";
 }
 
 Status CudaModel::Init() {
@@ -78,6 +153,10 @@ Status CudaModel::Init() {
     if (ops_.back() == nullptr) {
       problems.push_back(absl::StrCat(node.Describe(graph_.value_names),
                                       ": no CUDA kernel for ", node.op_type));
+    } else {
+      std::string why = UnsupportedConfiguration(node);
+      if (!why.empty())
+        problems.push_back(absl::StrCat(node.Describe(graph_.value_names), ": ", why));
     }
     for (int id : node.inputs) {
       if (id == kNoValue) continue;
@@ -416,6 +495,17 @@ StatusOr<std::unique_ptr<Model>> LoadCudaModel(Graph graph, const ModelOptions& 
   // on this thread for the same device.
   if (options.cuda_device >= 0 && options.cuda_device != current) {
     TESSERA_RETURN_IF_ERROR(CudaStatus(cudaSetDevice(options.cuda_device), "cudaSetDevice"));
+  }
+  // The CPU model's epilogue fusions (graph_passes.h) pay here too: a MatMul's bias Add and GELU
+  // become one pass over the product, a Conv's residual Add and Relu go into the convolution's
+  // epilogue (cuDNN's z input), saving several passes over the largest activations.
+  // TESSERA_CUDA_EPILOGUES=0 leaves them out (docs/engine-cuda.md: for comparisons).
+  const char* epilogue_env = std::getenv("TESSERA_CUDA_EPILOGUES");
+  if (epilogue_env == nullptr || std::string(epilogue_env) != "0") {
+    const int epilogues = FuseMatMulEpilogues(&graph);
+    const int residuals = FuseConvResidual(&graph);
+    if (residuals > 0) FuseConvActivation(&graph);
+    if (epilogues + residuals > 0) RemoveDeadNodes(&graph);
   }
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<CudaModel> model,
                            CudaModel::Create(std::move(graph), options));

@@ -90,6 +90,7 @@ class CudaModel final : public Model {
     device_.fp16 = options.precision == Precision::kFp16;
     cuda_graphs_ = options.cuda_graphs;
   }
+  std::string UnsupportedConfiguration(const Node& node) const;
   Status Init();
   // A failed Run may leave copies from the pinned staging in flight: wait for them so the next
   // Run can reuse it.

@@ -186,10 +186,15 @@ class CudaUnaryOpTest : public ::testing::TestWithParam<UnaryCase> {};
 TEST_P(CudaUnaryOpTest, MatchesCpu) {
   TESSERA_REQUIRE_GPU();
   const UnaryCase& c = GetParam();
-  ModelBuilder b;
-  b.Input("x", {2, 3, 33}).Output("y");
-  b.Node(c.op, {"x"}, {"y"});
-  CompareWithCpu(b.Write("unary_" + c.op), {{"x", {2, 3, 33}, c.lo, c.hi}});
+  // 198 elements: one at a time; 512: 16-byte vectors.
+  for (const Shape& shape : {Shape{2, 3, 33}, Shape{2, 4, 64}}) {
+    SCOPED_TRACE(ShapeToString(shape));
+    ModelBuilder b;
+    b.Input("x", shape).Output("y");
+    b.Node(c.op, {"x"}, {"y"});
+    CompareWithCpu(b.Write("unary_" + c.op + std::to_string(shape.back())),
+                   {{"x", shape, c.lo, c.hi}});
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Ops, CudaUnaryOpTest,
@@ -228,7 +233,14 @@ INSTANTIATE_TEST_SUITE_P(
                       BinaryCase{"Sub", {2, 1, 4}, {3, 1}, -1, 1},
                       BinaryCase{"Mul", {1, 3, 1, 5}, {2, 1, 4, 1}, -1, 1},
                       BinaryCase{"Div", {2, 3, 4}, {1, 3, 1}, 0.5f, 2},
-                      BinaryCase{"Pow", {2, 3, 4}, {4}, 0.5f, 2}),
+                      BinaryCase{"Pow", {2, 3, 4}, {4}, 0.5f, 2},
+                      // Shapes whose innermost dim takes 16-byte vectors: same shapes, a bias
+                      // over the last dim, a value repeated along it, both operands broadcast.
+                      BinaryCase{"Add", {2, 3, 64}, {2, 3, 64}, -1, 1},
+                      BinaryCase{"Add", {4, 6, 32}, {32}, -1, 1},
+                      BinaryCase{"Mul", {4, 6, 32}, {4, 6, 1}, -1, 1},
+                      BinaryCase{"Sub", {4, 1, 16}, {1, 6, 16}, -1, 1},
+                      BinaryCase{"Div", {3, 8, 16}, {8, 1}, 0.5f, 2}),
     [](const auto& info) {
       return info.param.op + "_rank" + std::to_string(info.param.a.size()) + "x" +
              std::to_string(info.param.b.size()) + "_" + std::to_string(info.index);
@@ -306,6 +318,19 @@ TEST(CudaOpsTest, TransposeAndConcat) {
   IntAttr(c, "axis", 1);
   b.Node("Transpose", {"z"}, {"r"});  // default perm: reversed
   CompareWithCpu(b.Write("movement"), {{"x", {2, 3, 4}}, {"z", {2, 5, 4}}});
+}
+
+// Transposes whose innermost run is contiguous and a whole number of 16-byte vectors (attention's
+// [b, s, h, d] -> [b, h, s, d]) are copied 16 bytes at a time; the others element by element.
+TEST(CudaOpsTest, TransposeVectorizedAndNot) {
+  TESSERA_REQUIRE_GPU();
+  ModelBuilder b(13);
+  b.Input("x", {2, 3, 4, 16}).Output("heads").Output("swap");
+  auto* heads = b.Node("Transpose", {"x"}, {"heads"});
+  IntsAttr(heads, "perm", {0, 2, 1, 3});
+  auto* swap = b.Node("Transpose", {"x"}, {"swap"});
+  IntsAttr(swap, "perm", {0, 1, 3, 2});
+  CompareWithCpu(b.Write("transpose_vec"), {{"x", {2, 3, 4, 16}}});
 }
 
 TEST(CudaOpsTest, SliceWithStepsAndClamping) {
@@ -437,6 +462,48 @@ TEST(CudaOpsTest, ConvFusedReluWithAndWithoutBias) {
 TEST(CudaOpsTest, ConvFusedClip) {
   TESSERA_REQUIRE_GPU();
   FusedConvCase("Clip", true);
+}
+
+// The epilogues the CUDA load fuses (graph_passes.h FuseMatMulEpilogues, FuseConvResidual):
+// a MatMul's bias Add and erf GELU as PyTorch exports them, and ResNet's Conv + Add + Relu.
+TEST(CudaOpsTest, MatMulBiasAndGeluEpilogue) {
+  TESSERA_REQUIRE_GPU();
+  ModelBuilder b(13);
+  b.Input("x", {2, 5, 32}).Output("y").Output("plain");
+  b.FloatInit("w", {32, 48}, Pattern(32 * 48, 41, -0.3f, 0.3f))
+      .FloatInit("bias", {48}, Pattern(48, 42));
+  b.FloatInit("w2", {32, 24}, Pattern(32 * 24, 43, -0.3f, 0.3f))
+      .FloatInit("bias2", {24}, Pattern(24, 44));
+  b.FloatInit("sqrt2", {}, {1.41421356f})
+      .FloatInit("one", {}, {1.0f})
+      .FloatInit("half", {}, {0.5f});
+  b.Node("MatMul", {"x", "w"}, {"mm"});
+  b.Node("Add", {"mm", "bias"}, {"h"});
+  b.Node("Div", {"h", "sqrt2"}, {"d"});
+  b.Node("Erf", {"d"}, {"e"});
+  b.Node("Add", {"e", "one"}, {"e1"});
+  b.Node("Mul", {"h", "e1"}, {"g"});
+  b.Node("Mul", {"g", "half"}, {"y"});
+  b.Node("MatMul", {"x", "w2"}, {"mm2"});  // bias only
+  b.Node("Add", {"mm2", "bias2"}, {"plain"});
+  CompareWithCpu(b.Write("matmul_gelu"), {{"x", {2, 5, 32}}});
+}
+
+TEST(CudaOpsTest, ConvResidualAddAndRelu) {
+  TESSERA_REQUIRE_GPU();
+  for (bool relu : {true, false}) {
+    SCOPED_TRACE(relu ? "with Relu" : "without Relu");
+    ModelBuilder b(13);
+    b.Input("x", {2, 8, 6, 6}).Output("y");
+    b.FloatInit("w", {8, 8, 3, 3}, Pattern(576, 51, -0.2f, 0.2f))
+        .FloatInit("bias", {8}, Pattern(8, 52));
+    auto* conv = b.Node("Conv", {"x", "w", "bias"}, {"c"});
+    IntsAttr(conv, "pads", {1, 1, 1, 1});
+    b.Node("Add", {"c", "x"}, {relu ? "s" : "y"});
+    if (relu) b.Node("Relu", {"s"}, {"y"});
+    CompareWithCpu(b.Write(std::string("conv_residual") + (relu ? "_relu" : "")),
+                   {{"x", {2, 8, 6, 6}}});
+  }
 }
 
 // PyTorch-style flatten: Reshape(x, Concat(Unsqueeze(Gather(Shape(x), 0)), [-1])) with a dynamic

@@ -1,94 +1,25 @@
-// Own CUDA kernels of the engine (see kernels.h for the contracts). Simple, memory-bound forms:
-// grid-stride loops for elementwise work, one block per row for row reductions (warp shuffles,
-// then shared memory across warps). FP16 storage is converted to FP32 on load and back on store.
+// Own CUDA kernels of the engine (see kernels.h for the contracts) other than the elementwise ones
+// (elementwise_kernels.cu). Simple, memory-bound forms: grid-stride loops, one block per row for
+// row reductions (warp shuffles, then shared memory across warps). FP16 storage is converted to
+// FP32 on load and back on store.
 #include <cuda_fp16.h>
 
 #include <cstdint>
 #include <type_traits>
 
+#include "engine/cuda/kernel_util.cuh"
 #include "engine/cuda/kernels.h"
 
 namespace tessera::engine::cuda {
 namespace {
 
-constexpr int kThreads = 256;
-
-// Blocks for a grid-stride loop over n elements (capped: the loop covers the rest).
-unsigned int Blocks(int64_t n) {
-  const int64_t blocks = (n + kThreads - 1) / kThreads;
-  return static_cast<unsigned int>(blocks < 65535 * 8 ? blocks : 65535 * 8);
-}
-
-__device__ __forceinline__ float Load(const float* p, int64_t i) { return p[i]; }
-__device__ __forceinline__ float Load(const __half* p, int64_t i) { return __half2float(p[i]); }
-__device__ __forceinline__ void Store(float* p, int64_t i, float v) { p[i] = v; }
-__device__ __forceinline__ void Store(__half* p, int64_t i, float v) { p[i] = __float2half(v); }
-
-__device__ __forceinline__ int64_t MapIndex(const IndexMap& m, int k, int64_t i) {
-  int64_t offset = m.base[k];
-  for (int d = m.rank - 1; d >= 0; --d) {
-    const int64_t coord = i % m.dims[d];
-    i /= m.dims[d];
-    offset += coord * m.stride[k][d];
-  }
-  return offset;
-}
-
-__device__ __forceinline__ float ApplyBinary(BinaryOp op, float a, float b) {
-  switch (op) {
-    case BinaryOp::kAdd: return a + b;
-    case BinaryOp::kSub: return a - b;
-    case BinaryOp::kMul: return a * b;
-    case BinaryOp::kDiv: return a / b;
-    case BinaryOp::kPow: return powf(a, b);
-  }
-  return 0.f;
-}
-
-__device__ __forceinline__ float ApplyUnary(UnaryOp op, float x, float lo, float hi) {
-  switch (op) {
-    case UnaryOp::kIdentity: return x;
-    case UnaryOp::kRelu: return x > 0.f ? x : 0.f;
-    case UnaryOp::kClip: return fminf(fmaxf(x, lo), hi);
-    case UnaryOp::kSigmoid: return 1.f / (1.f + expf(-x));
-    case UnaryOp::kTanh: return tanhf(x);
-    case UnaryOp::kErf: return erff(x);
-    case UnaryOp::kSqrt: return sqrtf(x);
-    case UnaryOp::kExp: return expf(x);
-    case UnaryOp::kNeg: return -x;
-  }
-  return x;
-}
-
-template <typename T>
-__global__ void BinaryKernel(BinaryOp op, const T* a, const T* b, T* out, int64_t n, IndexMap map,
-                             bool mapped, float scale_b) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t ia = mapped ? MapIndex(map, 0, i) : i;
-    const int64_t ib = mapped ? MapIndex(map, 1, i) : i;
-    Store(out, i, ApplyBinary(op, Load(a, ia), scale_b * Load(b, ib)));
-  }
-}
-
-template <typename T>
-__global__ void UnaryKernel(UnaryOp op, const T* x, T* y, int64_t n, float lo, float hi) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    Store(y, i, ApplyUnary(op, Load(x, i), lo, hi));
-  }
-}
-
-template <typename T>
-__global__ void BiasActivationKernel(const T* x, const T* bias, T* y, int64_t n, int64_t channels,
-                                     int64_t inner, UnaryOp act, float lo, float hi) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    float v = Load(x, i);
-    if (bias != nullptr) v += Load(bias, (i / inner) % channels);
-    Store(y, i, ApplyUnary(act, v, lo, hi));
-  }
-}
+using detail::Blocks;
+using detail::ForBytes;
+using detail::ForElem;
+using detail::kThreads;
+using detail::Load;
+using detail::MapIndex;
+using detail::Store;
 
 template <typename T>
 __global__ void BatchNormKernel(const T* x, const T* scale, const T* shift, const T* mean,
@@ -195,14 +126,6 @@ __global__ void GatherKernel(const E* data, const int64_t* indices, E* out, int6
 }
 
 template <typename E>
-__global__ void StridedCopyKernel(const E* in, E* out, int64_t n, IndexMap map) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    out[i] = in[MapIndex(map, 0, i)];
-  }
-}
-
-template <typename E>
 __global__ void WhereKernel(const uint8_t* cond, const E* x, const E* y, E* out, int64_t n,
                             IndexMap map) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
@@ -300,66 +223,7 @@ unsigned int RowThreads(int64_t cols) {
   return static_cast<unsigned int>(t);
 }
 
-// Runs `launch` with the storage type of `t` as its template argument.
-template <typename F>
-cudaError_t ForElem(Elem t, F launch) {
-  if (t == Elem::kF16) {
-    launch(static_cast<__half*>(nullptr));
-  } else {
-    launch(static_cast<float*>(nullptr));
-  }
-  return cudaGetLastError();
-}
-
-// Runs `launch` with an element type of `bytes` bytes.
-template <typename F>
-cudaError_t ForBytes(int bytes, F launch) {
-  switch (bytes) {
-    case 1: launch(static_cast<uint8_t*>(nullptr)); break;
-    case 2: launch(static_cast<uint16_t*>(nullptr)); break;
-    case 4: launch(static_cast<uint32_t*>(nullptr)); break;
-    case 8: launch(static_cast<uint64_t*>(nullptr)); break;
-    default: return cudaErrorInvalidValue;
-  }
-  return cudaGetLastError();
-}
-
 }  // namespace
-
-cudaError_t LaunchBinary(BinaryOp op, Elem t, const void* a, const void* b, void* out, int64_t n,
-                         const IndexMap* map, float scale_b, cudaStream_t stream) {
-  if (n == 0) return cudaSuccess;
-  const IndexMap m = map != nullptr ? *map : IndexMap{};
-  return ForElem(t, [&](auto* tag) {
-    using T = std::remove_pointer_t<decltype(tag)>;
-    BinaryKernel<T><<<Blocks(n), kThreads, 0, stream>>>(op, static_cast<const T*>(a),
-                                                        static_cast<const T*>(b),
-                                                        static_cast<T*>(out), n, m,
-                                                        map != nullptr, scale_b);
-  });
-}
-
-cudaError_t LaunchUnary(UnaryOp op, Elem t, const void* x, void* y, int64_t n, float lo, float hi,
-                        cudaStream_t stream) {
-  if (n == 0) return cudaSuccess;
-  return ForElem(t, [&](auto* tag) {
-    using T = std::remove_pointer_t<decltype(tag)>;
-    UnaryKernel<T><<<Blocks(n), kThreads, 0, stream>>>(op, static_cast<const T*>(x),
-                                                       static_cast<T*>(y), n, lo, hi);
-  });
-}
-
-cudaError_t LaunchBiasActivation(Elem t, const void* x, const void* bias, void* y, int64_t n,
-                                 int64_t channels, int64_t inner, UnaryOp act, float lo, float hi,
-                                 cudaStream_t stream) {
-  if (n == 0) return cudaSuccess;
-  return ForElem(t, [&](auto* tag) {
-    using T = std::remove_pointer_t<decltype(tag)>;
-    BiasActivationKernel<T><<<Blocks(n), kThreads, 0, stream>>>(
-        static_cast<const T*>(x), static_cast<const T*>(bias), static_cast<T*>(y), n, channels,
-        inner, act, lo, hi);
-  });
-}
 
 cudaError_t LaunchBatchNorm(Elem t, const void* x, const void* scale, const void* shift,
                             const void* mean, const void* var, float eps, void* y, int64_t n,
@@ -416,16 +280,6 @@ cudaError_t LaunchGather(int elem_bytes, const void* data, const int64_t* indice
     GatherKernel<E><<<Blocks(n), kThreads, 0, stream>>>(static_cast<const E*>(data), indices,
                                                         static_cast<E*>(out), outer, axis_len,
                                                         num_indices, inner, error_flag);
-  });
-}
-
-cudaError_t LaunchStridedCopy(int elem_bytes, const void* in, void* out, int64_t n,
-                              const IndexMap& map, cudaStream_t stream) {
-  if (n == 0) return cudaSuccess;
-  return ForBytes(elem_bytes, [&](auto* tag) {
-    using E = std::remove_pointer_t<decltype(tag)>;
-    StridedCopyKernel<E><<<Blocks(n), kThreads, 0, stream>>>(static_cast<const E*>(in),
-                                                             static_cast<E*>(out), n, map);
   });
 }
 

@@ -29,7 +29,20 @@ struct IndexMap {
 };
 
 enum class BinaryOp { kAdd, kSub, kMul, kDiv, kPow };
-enum class UnaryOp { kIdentity, kRelu, kClip, kSigmoid, kTanh, kErf, kSqrt, kExp, kNeg };
+// kGelu: x * (1 + erf(x / sqrt 2)) / 2; kGeluTanh: PyTorch's GELU(approximate="tanh").
+enum class UnaryOp {
+  kIdentity,
+  kRelu,
+  kClip,
+  kSigmoid,
+  kTanh,
+  kErf,
+  kSqrt,
+  kExp,
+  kNeg,
+  kGelu,
+  kGeluTanh
+};
 
 // out[i] = op(a[map0(i)], scale_b * b[map1(i)]); `map` null = a, b and out all have n elements.
 // out may alias a when a is not broadcast.
@@ -40,11 +53,12 @@ cudaError_t LaunchBinary(BinaryOp op, Elem t, const void* a, const void* b, void
 cudaError_t LaunchUnary(UnaryOp op, Elem t, const void* x, void* y, int64_t n, float lo, float hi,
                         cudaStream_t stream);
 
-// y[i] = act(x[i] + bias[c]) with c = (i / inner) % channels (NCHW bias add + activation);
-// bias null = 0. y may alias x.
-cudaError_t LaunchBiasActivation(Elem t, const void* x, const void* bias, void* y, int64_t n,
-                                 int64_t channels, int64_t inner, UnaryOp act, float lo, float hi,
-                                 cudaStream_t stream);
+// y[i] = act(x[i] + bias[c] + residual[i]) with c = (i / inner) % channels (a Conv's NCHW bias),
+// or c = i % channels when inner == 1 (a MatMul's bias over the last dim); bias or residual null =
+// 0. y may alias x.
+cudaError_t LaunchBiasActivation(Elem t, const void* x, const void* bias, const void* residual,
+                                 void* y, int64_t n, int64_t channels, int64_t inner, UnaryOp act,
+                                 float lo, float hi, cudaStream_t stream);
 
 // Inference BatchNormalization over [N, C, inner]: y = (x - mean[c]) * scale[c] /
 // sqrt(var[c] + eps) + shift[c].
