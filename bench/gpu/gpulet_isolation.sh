@@ -15,7 +15,8 @@
 # (--flops-only: no timing) with the machine's python3 and torch, served FP16 by the CUDA backend.
 # Environment: TESSERA_GPULET_MODELS (default "resnet50:60:8 bert_base:40:8", NAME:PCT:BATCH per
 # gpulet), TESSERA_GPULET_SECONDS (per phase, default 10), TESSERA_GPULET_MECHANISMS (default
-# "green mps"). Output: $OUT/tessera-gpulet/ (or /tmp/...): gpulet-<mechanism>.{txt,json}, the
+# "green mps"; "mps" has Tessera start its own daemon, "mps-running" starts one here first at the
+# default pipe directory, as an administrator would, and Tessera uses it). Output: $OUT/tessera-gpulet/ (or /tmp/...): gpulet-<mechanism>.{txt,json}, the
 # exports' log, and facts.txt. Exit status 0 when at least one mechanism ran with no failed request.
 set -uo pipefail
 
@@ -133,13 +134,24 @@ for spec in $MODELS; do model_args+=(--model "$spec"); done
 ok=0
 for mechanism in $MECHANISMS; do
   extra=()
+  tessera_mechanism="$mechanism"
   [[ "$mechanism" == mps ]] && extra+=(--mps-start-daemon)
+  if [[ "$mechanism" == mps-running ]]; then
+    # MPS with a daemon an administrator started (the default pipe directory), not Tessera.
+    tessera_mechanism=mps
+    mkdir -p /tmp/nvidia-mps /tmp/nvidia-log
+    env LD_LIBRARY_PATH="$ORIG_LD_LIBRARY_PATH" nvidia-cuda-mps-control -d
+    sleep 2
+  fi
   echo "== $mechanism (log: $LOGS/gpulet-$mechanism.txt)"
   timeout 400 "$BIN/tessera-gpulet-bench" --executor "$BIN/tessera-executor" \
-    --repository "$REPOSITORY" "${model_args[@]}" --devices gpu --mechanism "$mechanism" \
+    --repository "$REPOSITORY" "${model_args[@]}" --devices gpu --mechanism "$tessera_mechanism" \
     "${extra[@]}" --duration-s "$SECONDS_PER_PHASE" --json "$LOGS/gpulet-$mechanism.json" \
     >"$LOGS/gpulet-$mechanism.txt" 2>&1
   rc=$?
+  if [[ "$mechanism" == mps-running ]]; then
+    echo quit | env LD_LIBRARY_PATH="$ORIG_LD_LIBRARY_PATH" nvidia-cuda-mps-control
+  fi
   grep -vE '^[0-9]{4}-[0-9]{2}-[0-9]{2}T' "$LOGS/gpulet-$mechanism.txt"
   grep -E ' [EW] \[' "$LOGS/gpulet-$mechanism.txt" | head -20
   echo "$mechanism: exit $rc"

@@ -203,8 +203,11 @@ Status PartitionManager::StartMpsDaemon(const PartitionOptions& options,
     std::filesystem::create_directories(dir, ec);
     if (ec) return absl::InternalError(absl::StrCat("cannot create ", dir, ": ", ec.message()));
   }
+  // The daemon is NVIDIA's binary: it gets the system's libraries, not a library path set for
+  // Tessera's own processes (a carried bundle's libstdc++ and the like).
   const std::vector<std::string> env = {"CUDA_MPS_PIPE_DIRECTORY=" + pipe,
-                                        "CUDA_MPS_LOG_DIRECTORY=" + log};
+                                        "CUDA_MPS_LOG_DIRECTORY=" + log,
+                                        "LD_LIBRARY_PATH=", "LD_PRELOAD="};
   Status run = runner_->Run({binary, "-d"}, env, "");
   if (run.ok()) {
     // -d returns once the daemon forked; its control socket appears shortly after.

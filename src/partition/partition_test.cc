@@ -2,7 +2,11 @@
 
 #include <sched.h>
 #include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -99,7 +103,8 @@ TEST(PartitionAutoTest, StartsMpsDaemonWhenAllowedAndStopsItOnDestruction) {
   ASSERT_EQ(made->calls->size(), 1u);
   EXPECT_THAT((*made->calls)[0].argv, ElementsAre("/usr/bin/nvidia-cuda-mps-control", "-d"));
   EXPECT_THAT((*made->calls)[0].env, ElementsAre("CUDA_MPS_PIPE_DIRECTORY=/fake/mps",
-                                                 "CUDA_MPS_LOG_DIRECTORY=/fake/mps-log"));
+                                                 "CUDA_MPS_LOG_DIRECTORY=/fake/mps-log",
+                                                 "LD_LIBRARY_PATH=", "LD_PRELOAD="));
   made->manager.reset();
   ASSERT_EQ(made->calls->size(), 2u);
   EXPECT_THAT((*made->calls)[1].argv, ElementsAre("/usr/bin/nvidia-cuda-mps-control"));
@@ -435,6 +440,33 @@ TEST(RealRunnerTest, PassesEnvAndStdinAndReportsExitStatus) {
   Status failed = runner->Run({"/bin/sh", "-c", "exit 3"}, {}, "");
   EXPECT_THAT(std::string(failed.message()), HasSubstr("exited with status 3"));
   EXPECT_FALSE(runner->Run({"/nonexistent/mps-control"}, {}, "").ok());
+}
+
+// The real probe against real sockets of the type the MPS control daemon listens on: on an H100
+// (driver 580) its control socket refuses a stream connect (EPROTOTYPE), which once made a
+// running daemon look absent.
+TEST(SystemProbeTest, MpsDaemonRunningSeesALiveListenerOfAnySocketTypeButNotAStaleFile) {
+  char dir_template[] = "/tmp/tessera-mps-probe-XXXXXX";
+  ASSERT_NE(mkdtemp(dir_template), nullptr);
+  const std::string dir = dir_template;
+  auto probe = CreateSystemProbe();
+  EXPECT_FALSE(probe->MpsDaemonRunning(dir));  // no file
+  for (int type : {SOCK_SEQPACKET, SOCK_STREAM}) {
+    SCOPED_TRACE(type == SOCK_STREAM ? "stream" : "seqpacket");
+    const std::string path = dir + "/control";
+    int fd = socket(AF_UNIX, type, 0);
+    ASSERT_GE(fd, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", path.c_str());
+    ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    ASSERT_EQ(listen(fd, 4), 0);
+    EXPECT_TRUE(probe->MpsDaemonRunning(dir));
+    close(fd);  // the file stays, as after a crashed daemon
+    EXPECT_FALSE(probe->MpsDaemonRunning(dir));
+    unlink(path.c_str());
+  }
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

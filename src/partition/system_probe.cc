@@ -86,11 +86,18 @@ class RealSystemProbe : public SystemProbe {
     addr.sun_family = AF_UNIX;
     if (path.size() >= sizeof(addr.sun_path)) return false;
     std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) return false;
-    bool ok = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
-    close(fd);
-    return ok;
+    // The daemon's socket is not SOCK_STREAM (seen on an H100 with driver 580: a stream connect
+    // fails there while the daemon answers), so each type is tried; EPROTOTYPE also means a
+    // listener is there. A stale file refuses every one (ECONNREFUSED).
+    for (int type : {SOCK_SEQPACKET, SOCK_STREAM, SOCK_DGRAM}) {
+      int fd = socket(AF_UNIX, type | SOCK_CLOEXEC, 0);
+      if (fd < 0) continue;
+      const bool ok = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+      const int error = errno;
+      close(fd);
+      if (ok || error == EPROTOTYPE) return true;
+    }
+    return false;
   }
 
   std::string FindOnPath(const std::string& name) override {
@@ -140,7 +147,11 @@ class RealCommandRunner : public CommandRunner {
       return absl::InternalError(absl::StrCat("fork for ", shown, ": ", strerror(errno)));
     }
     if (pid == 0) {
-      dup2(in[0], STDIN_FILENO);
+      // Without input, stdin is /dev/null, as from a shell: a daemon (nvidia-cuda-mps-control -d)
+      // must not see a socket there. Nothing of this process's but stdio reaches the command.
+      int null_fd = stdin_text.empty() ? open("/dev/null", O_RDONLY) : -1;
+      dup2(null_fd >= 0 ? null_fd : in[0], STDIN_FILENO);
+      close_range(3, ~0U, 0);
       execve(argp[0], argp.data(), envp.data());
       _exit(127);
     }

@@ -137,25 +137,12 @@ int Run(int argc, char** argv) {
     spdlog::error("model repository '{}' is not a folder", config.model_repository);
     return 2;
   }
-  // `auto` stays on the CPU until the CUDA backend has been validated on a GPU (docs/engine-cuda.md);
-  // `gpu` opts in: executors run the engine's CUDA backend on GPU 0.
-#ifdef TESSERA_HAVE_CUDA_ENGINE
-  const bool on_gpu = config.devices == "gpu";
-  if (on_gpu) {
-    spdlog::warn("devices: gpu: executors run the CUDA backend on GPU 0; it is new and not yet "
-                 "validated on hardware (docs/engine-cuda.md)");
-  } else {
-    spdlog::info("serving on the CPU ({} executor(s)); `devices: gpu` runs the CUDA backend",
-                 config.cpu_executors);
-  }
-#else
-  const bool on_gpu = false;
+#ifndef TESSERA_HAVE_CUDA_ENGINE
   if (config.devices == "gpu") {
     spdlog::error("devices: gpu was asked for, but this build has no CUDA backend (configure with "
                   "-DTESSERA_CUDA=ON on a machine with nvcc)");
     return 2;
   }
-  spdlog::info("serving on the CPU ({} executor(s))", config.cpu_executors);
 #endif
   tessera::partition::PartitionOptions partition_options;
   partition_options.mechanism = config.partition_mechanism;
@@ -168,6 +155,24 @@ int Run(int argc, char** argv) {
     return 2;
   }
   spdlog::info("partitions: {}", (*partitions)->reason());
+  // Executors run the engine's CUDA backend on GPU 0 when the partitions are on a GPU (`gpu`, or
+  // `auto` finding one) and the build has the backend; else the CPU engine.
+#ifdef TESSERA_HAVE_CUDA_ENGINE
+  const bool on_gpu = (*partitions)->on_gpu();
+#else
+  const bool on_gpu = false;
+  if ((*partitions)->on_gpu()) {
+    spdlog::warn(
+        "this build has no CUDA backend: models run on the CPU engine although {} GPU(s) "
+        "are present (configure with -DTESSERA_CUDA=ON on a machine with nvcc)",
+        (*partitions)->gpu_count());
+  }
+#endif
+  if (on_gpu) {
+    spdlog::info("serving on GPU 0 with the CUDA backend (executors.devices: {})", config.devices);
+  } else {
+    spdlog::info("serving on the CPU ({} executor(s))", config.cpu_executors);
+  }
 
   // Block the stop signals in every thread; the main thread takes them with sigwait below.
   sigset_t stop_signals;
