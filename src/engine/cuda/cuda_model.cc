@@ -29,6 +29,7 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <thread>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
@@ -295,6 +296,39 @@ Status CudaModel::EnsureArena(uint64_t bytes) {
   return absl::OkStatus();
 }
 
+// Large inputs (a batch of images is 150 MB at batch 256) are staged in groups of chunks: the
+// copies into pinned memory run on several threads, and each group's transfer to the device is
+// enqueued as soon as it is staged, so it overlaps the staging of the next group. Measured on an
+// H100 with ResNet-50 at batch 256: one memcpy followed by one transfer was a quarter of the Run.
+// Only the calling thread enqueues (the model's device and context are current there).
+Status CudaModel::UploadInput(const void* src, char* pinned, void* dst, size_t bytes) {
+  constexpr size_t kChunk = size_t{4} << 20;
+  if (bytes < 2 * kChunk) {
+    std::memcpy(pinned, src, bytes);
+    return CudaStatus(cudaMemcpyAsync(dst, pinned, bytes, cudaMemcpyHostToDevice, device_.stream),
+                      "input upload");
+  }
+  if (staging_pool_ == nullptr) {
+    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    staging_pool_ = std::make_unique<ThreadPool>(std::clamp(cores / 2, 1, 4));
+  }
+  const size_t group = kChunk * static_cast<size_t>(staging_pool_->num_threads());
+  const auto* from = static_cast<const char*>(src);
+  for (size_t begin = 0; begin < bytes; begin += group) {
+    const size_t length = std::min(group, bytes - begin);
+    const int64_t chunks = static_cast<int64_t>((length + kChunk - 1) / kChunk);
+    staging_pool_->ParallelFor(chunks, [&](int64_t c) {
+      const size_t at = begin + static_cast<size_t>(c) * kChunk;
+      std::memcpy(pinned + at, from + at, std::min(kChunk, begin + length - at));
+    });
+    TESSERA_RETURN_IF_ERROR(
+        CudaStatus(cudaMemcpyAsync(static_cast<char*>(dst) + begin, pinned + begin, length,
+                                   cudaMemcpyHostToDevice, device_.stream),
+                   "input upload"));
+  }
+  return absl::OkStatus();
+}
+
 Status CudaModel::EnsurePinned(size_t bytes) {
   if (bytes <= pinned_bytes_) return absl::OkStatus();
   if (pinned_ != nullptr) cudaFreeHost(pinned_);
@@ -402,12 +436,10 @@ Status CudaModel::RunLocked(const std::vector<TensorView>& inputs, std::vector<T
   for (size_t i = 0; i < ordered.size(); ++i) {
     const int id = graph_.input_ids[i];
     if (ordered[i]->byte_size == 0) continue;
-    std::memcpy(host + in_at[i], ordered[i]->data, ordered[i]->byte_size);
     void* dst = plan->in_stage[i] >= 0 ? static_cast<char*>(arena_) + plan->in_stage[i]
                                        : Ptr(*plan, id);
-    TESSERA_RETURN_IF_ERROR(CudaStatus(cudaMemcpyAsync(dst, host + in_at[i], ordered[i]->byte_size,
-                                                       cudaMemcpyHostToDevice, device_.stream),
-                                       "input upload"));
+    TESSERA_RETURN_IF_ERROR(
+        UploadInput(ordered[i]->data, host + in_at[i], dst, ordered[i]->byte_size));
   }
 
   if (timings == nullptr && cuda_graphs_ && plan->exec == nullptr && plan->ran &&

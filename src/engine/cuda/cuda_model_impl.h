@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/cuda/cuda_ops.h"
 #include "engine/graph.h"
+#include "engine/thread_pool.h"
 #include "tessera/engine/engine.h"
 
 namespace tessera::engine::cuda {
@@ -91,6 +92,8 @@ class CudaModel final : public Model {
     cuda_graphs_ = options.cuda_graphs;
   }
   std::string UnsupportedConfiguration(const Node& node) const;
+  Status UploadInput(const void* src, char* pinned, void* dst, size_t bytes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Status Init();
   // A failed Run may leave copies from the pinned staging in flight: wait for them so the next
   // Run can reuse it.
@@ -145,6 +148,8 @@ class CudaModel final : public Model {
   uint64_t arena_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   void* pinned_ ABSL_GUARDED_BY(mu_) = nullptr;
   size_t pinned_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  // Copies large inputs into pinned memory (UploadInput); made when the first such input comes.
+  std::unique_ptr<ThreadPool> staging_pool_ ABSL_GUARDED_BY(mu_);
   std::string capture_error_ ABSL_GUARDED_BY(mu_);  // the last failed capture, for tests
 };
 

@@ -464,6 +464,16 @@ TEST(CudaOpsTest, ConvFusedClip) {
   FusedConvCase("Clip", true);
 }
 
+// An input over two 4 MiB chunks (20 MB, not a whole number of chunks) is staged in parallel
+// chunks overlapping their transfers (CudaModel::UploadInput); every element must arrive.
+TEST(CudaOpsTest, LargeInputStagedInChunks) {
+  TESSERA_REQUIRE_GPU();
+  ModelBuilder b(13);
+  b.Input("x", {5, 1000, 1001}).Output("y");
+  b.Node("Neg", {"x"}, {"y"});
+  CompareWithCpu(b.Write("large_input"), {{"x", {5, 1000, 1001}}});
+}
+
 // The epilogues the CUDA load fuses (graph_passes.h FuseMatMulEpilogues, FuseConvResidual):
 // a MatMul's bias Add and erf GELU as PyTorch exports them, and ResNet's Conv + Add + Relu.
 TEST(CudaOpsTest, MatMulBiasAndGeluEpilogue) {
