@@ -52,7 +52,8 @@ if [[ "$MODE" == bundle ]]; then
   # The data plane's binaries and the server too, when this build has them
   # (bench/gpu/gpulet_isolation.sh, bench/perf_analyzer_compat.sh).
   extra=()
-  for b in tessera-executor tessera-gpulet-bench tessera-server tessera-bench; do
+  # engine_zoo_test too: with TESSERA_ZOO_BACKEND=cuda it checks a zoo on the GPU (docs/model-zoo.md).
+  for b in tessera-executor tessera-gpulet-bench tessera-server tessera-bench engine_zoo_test; do
     [[ -x "$BUILD/bin/$b" ]] && extra+=("$BUILD/bin/$b")
   done
   for t in "${tests[@]}" "$BUILD/bin/tessera-engine-bench" "${extra[@]}"; do
