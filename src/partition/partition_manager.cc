@@ -197,7 +197,7 @@ Status PartitionManager::StartMpsDaemon(const PartitionOptions& options,
     log = pipe + "-log";
   }
   // The log directory must not be <pipe>/log: the daemon makes a FIFO of that name in its pipe
-  // directory and, finding a directory there, never opens its control socket (seen on an H100).
+  // directory (seen on an H100, driver 580).
   std::error_code ec;
   for (const std::string& dir : {pipe, log}) {
     std::filesystem::create_directories(dir, ec);
