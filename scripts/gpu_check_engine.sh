@@ -137,9 +137,10 @@ for t in "${tests[@]}"; do
   name=$(basename "$t")
   log="$LOGS/$name.log"
   echo "== $name (log: $log)"
-  timeout "${TESSERA_GPU_TEST_TIMEOUT:-240}" "$t" --gtest_color=no >"$log" 2>&1
+  # -k: a process stuck in the CUDA driver may not end on SIGTERM, and the call would hang.
+  timeout -k 10 "${TESSERA_GPU_TEST_TIMEOUT:-240}" "$t" --gtest_color=no >"$log" 2>&1
   rc=$?
-  [[ $rc -eq 124 ]] && echo "$name: timed out after ${TESSERA_GPU_TEST_TIMEOUT:-240} s"
+  [[ $rc -eq 124 || $rc -eq 137 ]] && echo "$name: timed out after ${TESSERA_GPU_TEST_TIMEOUT:-240} s"
   grep -E '^\[  FAILED  \]|Failure$|^[^[].*(Expected|Value of|Which is|expected|differ)' "$log" | head -60
   passed=$(grep -oP '^\[  PASSED  \] \K[0-9]+' "$log" | tail -1)
   skipped=$(grep -oP '^\[  SKIPPED \] \K[0-9]+(?= test)' "$log" | tail -1)

@@ -144,7 +144,7 @@ for mechanism in $MECHANISMS; do
     sleep 2
   fi
   echo "== $mechanism (log: $LOGS/gpulet-$mechanism.txt)"
-  timeout 400 "$BIN/tessera-gpulet-bench" --executor "$BIN/tessera-executor" \
+  timeout -k 10 400 "$BIN/tessera-gpulet-bench" --executor "$BIN/tessera-executor" \
     --repository "$REPOSITORY" "${model_args[@]}" --devices gpu --mechanism "$tessera_mechanism" \
     "${extra[@]}" --duration-s "$SECONDS_PER_PHASE" --json "$LOGS/gpulet-$mechanism.json" \
     >"$LOGS/gpulet-$mechanism.txt" 2>&1
