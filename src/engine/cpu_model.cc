@@ -635,4 +635,21 @@ StatusOr<std::unique_ptr<Model>> LoadOnnxModel(const std::string& path,
   }
 }
 
+Status CheckBackendSupport(const std::string& path, Backend backend) {
+  try {
+    TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<const SharedModelData> shared,
+                             SharedGraphs().Get(path));
+    if (backend == Backend::kCpu) return absl::OkStatus();
+#ifdef TESSERA_HAVE_CUDA
+    if (backend == Backend::kCuda) {
+      Status status = CheckCudaSupport(Graph(shared->graph()));
+      return status.ok() ? status : Prefixed(status, path);
+    }
+#endif
+    return absl::UnimplementedError("only the CPU backend is available in this build");
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError(absl::StrCat(path, ": out of memory loading the model"));
+  }
+}
+
 }  // namespace tessera::engine

@@ -111,6 +111,12 @@ class Model {
 // name listed together).
 StatusOr<std::unique_ptr<Model>> LoadOnnxModel(const std::string& path, const ModelOptions& options);
 
+// What LoadOnnxModel(path, {backend}) would report about the model's operators, without loading it
+// on a device: the same import and checks, then for Backend::kCuda each node the GPU would run is
+// checked against the CUDA kernels. Needs no GPU. UNIMPLEMENTED lists every unsupported node (or
+// says that this build has no CUDA backend); file and format errors as LoadOnnxModel.
+Status CheckBackendSupport(const std::string& path, Backend backend);
+
 // The oneDNN kernels thread with OpenMP, whose workers spin after every parallel region by
 // default. Next to the engine's own thread pool and on a shared machine that spinning made
 // ResNet-18 up to 5x slower (docs/engine.md). OpenMP reads its wait policy once, at process start,

@@ -1,11 +1,12 @@
 // CudaModel: the Model of Backend::kCuda (see cuda_model.h, docs/engine-cuda.md).
 //
-// Load: nodes are placed once. A node runs on the HOST (with the CPU kernel, at planning time)
-// when it is Shape or all its inputs are host-known (constants or other host values): the small
-// INT64 shape arithmetic of PyTorch exports, which decides shapes and must be known before any
-// device kernel is enqueued. Every other node runs on the device and needs a CUDA op
-// (cuda_ops.h); the missing ones are listed in one UNIMPLEMENTED error. Constants read by device
-// nodes are uploaded once (FP16 when Precision::kFp16) into one device buffer.
+// Load: nodes are placed once (cuda_support.h). A node runs on the HOST (with the CPU kernel, at
+// planning time) when it is Shape or all its inputs are host-known (constants or other host
+// values): the small INT64 shape arithmetic of PyTorch exports, which decides shapes and must be
+// known before any device kernel is enqueued. Every other node runs on the device and needs a
+// CUDA op (cuda_ops.h) whose load check passes; every node that fails is listed in one
+// UNIMPLEMENTED error. Constants read by device nodes are uploaded once (FP16 when
+// Precision::kFp16) into one device buffer.
 //
 // Plan (first Run, or PlanMemory, per tuple of input shapes; nothing is launched): host nodes run,
 // each device op's plan step gives output shapes and per-shape state (cuDNN algorithm, workspace),
@@ -28,7 +29,6 @@
 #include <cstring>
 #include <map>
 #include <mutex>
-#include <set>
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
@@ -37,7 +37,6 @@
 #include "engine/cpu/ops.h"
 #include "engine/cuda/cuda_model_impl.h"
 #include "engine/cuda/cuda_ops.h"
-#include "engine/graph_passes.h"
 #include "engine/memory_planner.h"
 
 namespace tessera::engine::cuda {
@@ -48,126 +47,24 @@ StatusOr<std::unique_ptr<CudaModel>> CudaModel::Create(Graph graph, const ModelO
   return model;
 }
 
-// What the plan step would refuse for a device node, found from the graph alone so that it is
-// reported at load: operands the kernels need on the host (shapes, axes, bounds) that only the
-// device computes, and dtypes or forms the kernels lack. Empty when nothing is known to be wrong.
-std::string CudaModel::UnsupportedConfiguration(const Node& node) const {
-  const auto on_device = [&](size_t i) {
-    return i < node.inputs.size() && node.inputs[i] != kNoValue &&
-           place_[node.inputs[i]] == Place::kDevice;
-  };
-  // Operands the plan step reads on the host, per op (those opsets that take them as inputs).
-  static const auto* const kHostOperands = new std::map<std::string, std::vector<size_t>>{
-      {"Reshape", {1}},   {"Slice", {1, 2, 3, 4}}, {"Squeeze", {1}},
-      {"Unsqueeze", {1}}, {"Clip", {1, 2}},        {"ReduceMean", {1}},
-  };
-  if (auto it = kHostOperands->find(node.op_type); it != kHostOperands->end()) {
-    for (size_t i : it->second) {
-      if (on_device(i)) {
-        return absl::StrCat("input ", i, " (\"", graph_.value_names[node.inputs[i]],
-                            "\") is computed on the device, and the CUDA kernel needs it on the "
-                            "host (a constant or computed from shapes)");
-      }
-    }
-  }
-  if (node.op_type == "LayerNormalization" && node.outputs.size() > 1) {
-    for (size_t o = 1; o < node.outputs.size(); ++o) {
-      if (node.outputs[o] != kNoValue) return "the Mean and InvStdDev outputs are not supported";
-    }
-  }
-  static const auto* const kFloatOnly =
-      new std::set<std::string>{"Add",       "Sub",  "Mul",     "Div",     "Pow",
-                                "Relu",      "Clip", "Sigmoid", "Tanh",    "Erf",
-                                "Sqrt",      "Exp",  "Neg",     "Softmax", "LayerNormalization",
-                                "ReduceMean"};
-  if (kFloatOnly->count(node.op_type) != 0) {
-    for (int id : node.inputs) {
-      if (id == kNoValue || place_[id] == Place::kConstant) continue;
-      const DataType t =
-          static_cast<size_t>(id) < graph_.dtypes.size() ? graph_.dtypes[id] : DataType::kInvalid;
-      if (t != DataType::kInvalid && t != DataType::kFp32) {
-        return absl::StrCat("input \"", graph_.value_names[id], "\" is ", TypeName(t),
-                            "; the CUDA kernel takes FP32 only");
-      }
-    }
-  }
-  // Softmax (opset >= 13) normalises the last axis only; the rank is known when the shape is.
-  if (node.op_type == "Softmax" && node.opset >= 13 && !node.inputs.empty()) {
-    const auto& shape = graph_.shapes[node.inputs[0]];
-    const int64_t axis = node.attributes.GetInt("axis", -1);
-    if (shape.has_value() && axis != -1 && axis != static_cast<int64_t>(shape->size()) - 1) {
-      return "Softmax over an axis other than the last";
-    }
-  }
-  // ReduceMean reduces trailing axes only (a row mean); known when the rank and axes are.
-  if (node.op_type == "ReduceMean" && !node.inputs.empty() && graph_.shapes[node.inputs[0]]) {
-    const int64_t rank = static_cast<int64_t>(graph_.shapes[node.inputs[0]]->size());
-    std::vector<int64_t> axes = node.attributes.GetInts("axes");
-    if (node.inputs.size() > 1 && node.inputs[1] != kNoValue && graph_.IsConstant(node.inputs[1])) {
-      const Value& c = *graph_.constants[node.inputs[1]];
-      if (c.dtype() == DataType::kInt64) {
-        axes.assign(c.data<int64_t>(), c.data<int64_t>() + c.num_elements());
-      }
-    }
-    std::set<int64_t> normalized;
-    for (int64_t a : axes) normalized.insert(a < 0 ? a + rank : a);
-    if (!normalized.empty() &&
-        (*normalized.begin() != rank - static_cast<int64_t>(normalized.size()) ||
-         *normalized.rbegin() != rank - 1)) {
-      return "ReduceMean over axes that are not the trailing ones";
-    }
-  }
-  return "";
-}
-
 Status CudaModel::Init() {
   const size_t values = graph_.value_names.size();
-  place_.assign(values, Place::kDevice);
+  TESSERA_ASSIGN_OR_RETURN(NodePlacement placement, PlaceNodes(graph_));
+  place_ = std::move(placement.place);
+  host_node_ = std::move(placement.host_node);
+  ops_ = std::move(placement.ops);
   last_use_.assign(values, -1);
   is_output_.assign(values, false);
   const_ptr_.assign(values, nullptr);
-  for (size_t v = 0; v < values; ++v) {
-    if (graph_.IsConstant(static_cast<int>(v))) place_[v] = Place::kConstant;
-  }
   for (int id : graph_.output_ids) is_output_[id] = true;
-  std::vector<std::string> problems;
   std::vector<bool> device_reads(values, false);  // constants and host values to upload
   for (size_t n = 0; n < graph_.nodes.size(); ++n) {
-    const Node& node = graph_.nodes[n];
-    bool host = node.op_type == "Shape";
-    if (!host) {
-      host = true;
-      for (int id : node.inputs) {
-        if (id != kNoValue && place_[id] == Place::kDevice) host = false;
-      }
-    }
-    host_node_.push_back(host);
-    ops_.push_back(host ? nullptr : FindCudaOp(node.op_type));
-    for (int id : node.outputs) place_[id] = host ? Place::kHost : Place::kDevice;
-    if (host && cpu::FindOp(node.op_type, /*onednn=*/false) == nullptr) {
-      // Graphs from files only hold ops the CPU has; a graph built otherwise may not.
-      problems.push_back(absl::StrCat(node.Describe(graph_.value_names), ": runs on the host (its "
-                                      "inputs are host-known) but the CPU has no kernel for ",
-                                      node.op_type));
-    }
-    if (host) continue;
-    if (ops_.back() == nullptr) {
-      problems.push_back(absl::StrCat(node.Describe(graph_.value_names),
-                                      ": no CUDA kernel for ", node.op_type));
-    } else {
-      std::string why = UnsupportedConfiguration(node);
-      if (!why.empty())
-        problems.push_back(absl::StrCat(node.Describe(graph_.value_names), ": ", why));
-    }
-    for (int id : node.inputs) {
+    if (host_node_[n]) continue;
+    for (int id : graph_.nodes[n].inputs) {
       if (id == kNoValue) continue;
       last_use_[id] = static_cast<int>(n);
       device_reads[id] = true;
     }
-  }
-  if (!problems.empty()) {
-    return absl::UnimplementedError(absl::StrCat("unsupported by the CUDA backend: ",
-                                                 absl::StrJoin(problems, "; ")));
   }
   weight_bytes_ = graph_.ConstantBytes();
   TESSERA_RETURN_IF_ERROR(CudaStatus(cudaGetDevice(&device_ordinal_), "cudaGetDevice"));
@@ -528,17 +425,7 @@ StatusOr<std::unique_ptr<Model>> LoadCudaModel(Graph graph, const ModelOptions& 
   if (options.cuda_device >= 0 && options.cuda_device != current) {
     TESSERA_RETURN_IF_ERROR(CudaStatus(cudaSetDevice(options.cuda_device), "cudaSetDevice"));
   }
-  // The CPU model's epilogue fusions (graph_passes.h) pay here too: a MatMul's bias Add and GELU
-  // become one pass over the product, a Conv's residual Add and Relu go into the convolution's
-  // epilogue (cuDNN's z input), saving several passes over the largest activations.
-  // TESSERA_CUDA_EPILOGUES=0 leaves them out (docs/engine-cuda.md: for comparisons).
-  const char* epilogue_env = std::getenv("TESSERA_CUDA_EPILOGUES");
-  if (epilogue_env == nullptr || std::string(epilogue_env) != "0") {
-    const int epilogues = FuseMatMulEpilogues(&graph);
-    const int residuals = FuseConvResidual(&graph);
-    if (residuals > 0) FuseConvActivation(&graph);
-    if (epilogues + residuals > 0) RemoveDeadNodes(&graph);
-  }
+  cuda::PrepareCudaGraph(&graph);
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<CudaModel> model,
                            CudaModel::Create(std::move(graph), options));
   return std::unique_ptr<Model>(std::move(model));

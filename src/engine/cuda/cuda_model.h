@@ -20,6 +20,11 @@ namespace tessera::engine {
 //   INTERNAL             a CUDA/cuDNN/cuBLAS call failed while setting up (message names it).
 StatusOr<std::unique_ptr<Model>> LoadCudaModel(Graph graph, const ModelOptions& options);
 
+// Whether LoadCudaModel would accept `graph` (already folded): every node it would run on the
+// device has a CUDA op whose load check passes. Needs no device, so a machine without a GPU can
+// tell whether a model will load on one. UNIMPLEMENTED lists every node that cannot run.
+Status CheckCudaSupport(Graph graph);
+
 // Number of CUDA devices the runtime sees; 0 when there is none or no usable driver.
 int CudaDeviceCount();
 

@@ -12,12 +12,12 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "engine/cuda/cuda_ops.h"
+#include "engine/cuda/cuda_support.h"
 #include "engine/graph.h"
 #include "engine/thread_pool.h"
 #include "tessera/engine/engine.h"
 
 namespace tessera::engine::cuda {
-
 
 inline constexpr uint64_t kAlign = 256;                     // device buffer alignment (any vector load)
 inline constexpr size_t kCublasWorkspace = size_t{32} << 20;  // fixed, so cuBLAS never allocates in capture
@@ -28,8 +28,6 @@ inline uint64_t AlignUp(uint64_t v) { return (v + kAlign - 1) / kAlign * kAlign;
 inline Status Prefixed(const Status& status, const std::string& prefix) {
   return Status(status.code(), absl::StrCat(prefix, ": ", status.message()));
 }
-
-enum class Place { kDevice, kHost, kConstant };
 
 // Everything one tuple of input shapes needs; built by BuildPlan, then read by every Run.
 struct Plan {
@@ -91,7 +89,6 @@ class CudaModel final : public Model {
     device_.fp16 = options.precision == Precision::kFp16;
     cuda_graphs_ = options.cuda_graphs;
   }
-  std::string UnsupportedConfiguration(const Node& node) const;
   Status UploadInput(const void* src, char* pinned, void* dst, size_t bytes)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Status Init();

@@ -604,34 +604,45 @@ Status PlanIdentity(PlanCtx& ctx) {
 }  // namespace
 
 const CudaOpDef* FindBasicOp(const std::string& op_type) {
+  // Load checks (cuda_op_checks.cc): FP32-only kernels, operands read on the host.
+  constexpr CheckFn kFloat = CheckFloatInputs;
+  constexpr CheckFn kHost1 = [](const CheckCtx& c) { return CheckHostInputs(c, {1}); };
   static const auto* const kOps = new std::map<std::string, CudaOpDef>{
-      {"Add", {PlanBinary<BinaryOp::kAdd>, LaunchBinaryOp<BinaryOp::kAdd>}},
-      {"Sub", {PlanBinary<BinaryOp::kSub>, LaunchBinaryOp<BinaryOp::kSub>}},
-      {"Mul", {PlanBinary<BinaryOp::kMul>, LaunchBinaryOp<BinaryOp::kMul>}},
-      {"Div", {PlanBinary<BinaryOp::kDiv>, LaunchBinaryOp<BinaryOp::kDiv>}},
-      {"Pow", {PlanBinary<BinaryOp::kPow>, LaunchBinaryOp<BinaryOp::kPow>}},
-      {"Relu", {PlanUnary<UnaryOp::kRelu>, LaunchUnaryOp<UnaryOp::kRelu>}},
-      {"Clip", {PlanUnary<UnaryOp::kClip>, LaunchUnaryOp<UnaryOp::kClip>}},
-      {"Sigmoid", {PlanUnary<UnaryOp::kSigmoid>, LaunchUnaryOp<UnaryOp::kSigmoid>}},
-      {"Tanh", {PlanUnary<UnaryOp::kTanh>, LaunchUnaryOp<UnaryOp::kTanh>}},
-      {"Erf", {PlanUnary<UnaryOp::kErf>, LaunchUnaryOp<UnaryOp::kErf>}},
-      {"Sqrt", {PlanUnary<UnaryOp::kSqrt>, LaunchUnaryOp<UnaryOp::kSqrt>}},
-      {"Exp", {PlanUnary<UnaryOp::kExp>, LaunchUnaryOp<UnaryOp::kExp>}},
-      {"Neg", {PlanUnary<UnaryOp::kNeg>, LaunchUnaryOp<UnaryOp::kNeg>}},
-      {"Softmax", {PlanSoftmax, LaunchSoftmax}},
-      {"LayerNormalization", {PlanLayerNorm, LaunchLayerNorm}},
-      {"ReduceMean", {PlanReduceMean, LaunchReduceMean}},
+      {"Add", {PlanBinary<BinaryOp::kAdd>, LaunchBinaryOp<BinaryOp::kAdd>, kFloat}},
+      {"Sub", {PlanBinary<BinaryOp::kSub>, LaunchBinaryOp<BinaryOp::kSub>, kFloat}},
+      {"Mul", {PlanBinary<BinaryOp::kMul>, LaunchBinaryOp<BinaryOp::kMul>, kFloat}},
+      {"Div", {PlanBinary<BinaryOp::kDiv>, LaunchBinaryOp<BinaryOp::kDiv>, kFloat}},
+      {"Pow", {PlanBinary<BinaryOp::kPow>, LaunchBinaryOp<BinaryOp::kPow>, kFloat}},
+      {"Relu", {PlanUnary<UnaryOp::kRelu>, LaunchUnaryOp<UnaryOp::kRelu>, kFloat}},
+      {"Clip",
+       {PlanUnary<UnaryOp::kClip>, LaunchUnaryOp<UnaryOp::kClip>,
+        [](const CheckCtx& c) {
+          return CheckFloatAndHostInputs(c, {1, 2});
+        }}},
+      {"Sigmoid", {PlanUnary<UnaryOp::kSigmoid>, LaunchUnaryOp<UnaryOp::kSigmoid>, kFloat}},
+      {"Tanh", {PlanUnary<UnaryOp::kTanh>, LaunchUnaryOp<UnaryOp::kTanh>, kFloat}},
+      {"Erf", {PlanUnary<UnaryOp::kErf>, LaunchUnaryOp<UnaryOp::kErf>, kFloat}},
+      {"Sqrt", {PlanUnary<UnaryOp::kSqrt>, LaunchUnaryOp<UnaryOp::kSqrt>, kFloat}},
+      {"Exp", {PlanUnary<UnaryOp::kExp>, LaunchUnaryOp<UnaryOp::kExp>, kFloat}},
+      {"Neg", {PlanUnary<UnaryOp::kNeg>, LaunchUnaryOp<UnaryOp::kNeg>, kFloat}},
+      {"Softmax", {PlanSoftmax, LaunchSoftmax, CheckSoftmax}},
+      {"LayerNormalization", {PlanLayerNorm, LaunchLayerNorm, CheckLayerNorm}},
+      {"ReduceMean", {PlanReduceMean, LaunchReduceMean, CheckReduceMean}},
       {"BatchNormalization", {PlanBatchNorm, LaunchBatchNormOp}},
       {"Gather", {PlanGather, LaunchGatherOp}},
       {"Transpose", {PlanTranspose, LaunchStrided}},
-      {"Slice", {PlanSlice, LaunchStrided}},
+      {"Slice",
+       {PlanSlice, LaunchStrided,
+        [](const CheckCtx& c) {
+          return CheckHostInputs(c, {1, 2, 3, 4});
+        }}},
       {"Concat", {PlanConcat, LaunchConcat}},
       {"Where", {PlanWhere, LaunchWhereOp}},
       {"Cast", {PlanCast, LaunchCastOp}},
-      {"Reshape", {PlanReshape, nullptr}},
+      {"Reshape", {PlanReshape, nullptr, kHost1}},
       {"Flatten", {PlanFlatten, nullptr}},
-      {"Squeeze", {PlanSqueeze, nullptr}},
-      {"Unsqueeze", {PlanUnsqueeze, nullptr}},
+      {"Squeeze", {PlanSqueeze, nullptr, kHost1}},
+      {"Unsqueeze", {PlanUnsqueeze, nullptr, kHost1}},
       {"Identity", {PlanIdentity, nullptr}},
   };
   auto it = kOps->find(op_type);

@@ -12,6 +12,7 @@
 #include <cudnn.h>
 
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <vector>
@@ -72,13 +73,43 @@ struct LaunchCtx {
   void* workspace = nullptr;         // state->workspace_bytes of arena scratch
 };
 
+// What the load step knows of a device node from the graph alone (no device, and shapes only
+// where import inferred them): for `check` steps, which refuse at load what `plan` would refuse
+// at the first Run.
+struct CheckCtx {
+  const Node& node;
+  const Graph& graph;
+  const std::vector<bool>& on_device;  // per value id: the device computes it
+  // Input `i` is present and computed on the device.
+  bool InputOnDevice(size_t i) const {
+    return i < node.inputs.size() && node.inputs[i] != kNoValue && on_device[node.inputs[i]];
+  }
+};
+
 using PlanFn = Status (*)(PlanCtx& ctx);
 using LaunchFn = Status (*)(LaunchCtx& ctx);
+// Empty when nothing is known to be wrong, else why this node cannot run on the device.
+using CheckFn = std::string (*)(const CheckCtx& ctx);
 
 struct CudaOpDef {
   PlanFn plan = nullptr;
   LaunchFn launch = nullptr;  // null for ops whose output 0 aliases input 0 (Reshape & co.)
+  CheckFn check = nullptr;    // null: every configuration the graph allows is supported
 };
+
+// Shared load checks (cuda_op_checks.cc). Each returns "" or the reason.
+// Inputs `indices` are read by the plan step on the host (shapes, axes, bounds), so they must not
+// be computed on the device.
+std::string CheckHostInputs(const CheckCtx& ctx, std::initializer_list<size_t> indices);
+// Every non-constant input whose dtype import knows is FP32 (the float kernels' only type).
+std::string CheckFloatInputs(const CheckCtx& ctx);
+// Both: the float ops whose extra operands (bounds, axes) are read on the host.
+std::string CheckFloatAndHostInputs(const CheckCtx& ctx, std::initializer_list<size_t> indices);
+// Op-specific: forms the row kernels lack (another Softmax axis, LayerNorm's extra outputs,
+// ReduceMean over leading axes), known when the rank and axes are.
+std::string CheckSoftmax(const CheckCtx& ctx);
+std::string CheckLayerNorm(const CheckCtx& ctx);
+std::string CheckReduceMean(const CheckCtx& ctx);
 
 // The CUDA op for an ONNX op type, or null when the backend lacks it.
 const CudaOpDef* FindCudaOp(const std::string& op_type);
