@@ -651,7 +651,9 @@ const CudaOpDef* FindBasicOp(const std::string& op_type) {
 
 const CudaOpDef* FindCudaOp(const std::string& op_type) {
   if (const CudaOpDef* op = FindBasicOp(op_type)) return op;
-  return FindDnnOp(op_type);
+  if (const CudaOpDef* op = FindDnnOp(op_type)) return op;
+  if (const CudaOpDef* op = FindIndexOp(op_type)) return op;
+  return FindImageOp(op_type);
 }
 
 }  // namespace tessera::engine::cuda

@@ -124,5 +124,9 @@ Status CublasStatus(cublasStatus_t status, const char* what);
 const CudaOpDef* FindBasicOp(const std::string& op_type);
 // cuda_dnn_ops.cc: Conv, pools, Gemm, MatMul (cuDNN/cuBLAS).
 const CudaOpDef* FindDnnOp(const std::string& op_type);
+// cuda_index_ops.cc: integer arithmetic, comparisons and logic, CumSum, Split.
+const CudaOpDef* FindIndexOp(const std::string& op_type);
+// cuda_image_ops.cc: image-to-image ops (Pad, Resize, InstanceNormalization, ConvTranspose).
+const CudaOpDef* FindImageOp(const std::string& op_type);
 
 }  // namespace tessera::engine::cuda
