@@ -32,6 +32,21 @@ std::string CheckFloatInputs(const CheckCtx& ctx) {
   return "";
 }
 
+std::string CheckArithmeticInputs(const CheckCtx& ctx) {
+  for (int id : ctx.node.inputs) {
+    if (id == kNoValue) continue;
+    const DataType t = ctx.graph.IsConstant(id) ? ctx.graph.constants[id]->dtype()
+                       : static_cast<size_t>(id) < ctx.graph.dtypes.size() ? ctx.graph.dtypes[id]
+                                                                           : DataType::kInvalid;
+    if (t != DataType::kInvalid && t != DataType::kFp32 && t != DataType::kInt32 &&
+        t != DataType::kInt64) {
+      return absl::StrCat("input \"", ctx.graph.value_names[id], "\" is ", TypeName(t),
+                          "; the CUDA kernel takes FP32, INT32 or INT64");
+    }
+  }
+  return "";
+}
+
 std::string CheckFloatAndHostInputs(const CheckCtx& ctx, std::initializer_list<size_t> indices) {
   std::string why = CheckFloatInputs(ctx);
   return why.empty() ? CheckHostInputs(ctx, indices) : why;

@@ -44,10 +44,11 @@ class ModelBuilder {
         ->set_elem_type(onnx::TensorProto::INT64);
     return *this;
   }
-  ModelBuilder& Output(const std::string& name) {
+  ModelBuilder& Output(const std::string& name,
+                       onnx::TensorProto::DataType type = onnx::TensorProto::FLOAT) {
     auto* out = graph()->add_output();
     out->set_name(name);
-    out->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+    out->mutable_type()->mutable_tensor_type()->set_elem_type(type);
     return *this;
   }
   ModelBuilder& FloatInit(const std::string& name, const Shape& shape, std::vector<float> data) {

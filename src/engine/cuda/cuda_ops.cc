@@ -1,6 +1,8 @@
 // CUDA ops without cuDNN/cuBLAS: elementwise, normalisation, data movement and aliases (see
 // cuda_ops.h for the plan/launch split). Shape rules follow the CPU kernels (src/engine/cpu/),
 // whose helpers (broadcasting, axis normalisation) are reused so both backends agree.
+#include "engine/cuda/cuda_ops.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -8,112 +10,54 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/cpu/ops.h"
-#include "engine/cuda/cuda_ops.h"
+#include "engine/cuda/cuda_op_util.h"
 
 namespace tessera::engine::cuda {
 namespace {
 
-Status Invalid(const std::string& message) { return absl::InvalidArgumentError(message); }
-
-StatusOr<const ValueMeta*> Input(const PlanCtx& ctx, size_t index, const char* what) {
-  if (index >= ctx.in.size() || ctx.in[index] == nullptr) {
-    return Invalid(absl::StrCat("input ", what, " is missing"));
-  }
-  return ctx.in[index];
-}
-
-Status RequireFloat(const ValueMeta& meta, const char* what) {
-  if (meta.dtype != DataType::kFp32) {
-    return absl::UnimplementedError(absl::StrCat(what, " has data type ", TypeName(meta.dtype),
-                                                 "; the CUDA kernel takes FP32 only"));
-  }
-  return absl::OkStatus();
-}
-
-// Integer contents of a host-known input (shape, axes, starts...), or an error naming it.
-StatusOr<std::vector<int64_t>> HostInts(const PlanCtx& ctx, size_t index, const char* what) {
-  TESSERA_ASSIGN_OR_RETURN(const ValueMeta* meta, Input(ctx, index, what));
-  if (meta->host == nullptr) {
-    return absl::UnimplementedError(absl::StrCat(
-        what, " must be known on the host (a constant or computed from shapes); it is computed "
-              "on the device"));
-  }
-  if (meta->dtype != DataType::kInt64) return Invalid(absl::StrCat(what, " must be INT64"));
-  const int64_t* data = meta->host->data<int64_t>();
-  return std::vector<int64_t>(data, data + meta->host->num_elements());
-}
-
-StatusOr<float> HostScalar(const PlanCtx& ctx, size_t index, const char* what) {
-  const ValueMeta* meta = ctx.in[index];
-  if (meta->host == nullptr || meta->host->num_elements() != 1 ||
-      meta->dtype != DataType::kFp32) {
-    return absl::UnimplementedError(
-        absl::StrCat(what, " must be a host-known FP32 scalar (a constant)"));
-  }
-  return meta->host->data<float>()[0];
-}
-
-Shape Strides(const Shape& shape) {
-  Shape strides(shape.size(), 1);
-  for (int d = static_cast<int>(shape.size()) - 2; d >= 0; --d) {
-    strides[d] = strides[d + 1] * shape[d + 1];
-  }
-  return strides;
-}
-
-int64_t Product(const Shape& shape, size_t begin, size_t end) {
-  int64_t p = 1;
-  for (size_t d = begin; d < end; ++d) p *= shape[d];
-  return p;
-}
-
-// Map from `out` indices into each operand broadcast to it (numpy rules, right-aligned).
-StatusOr<IndexMap> BroadcastMap(const Shape& out, const std::vector<const Shape*>& operands) {
-  if (out.size() > static_cast<size_t>(kMaxRank)) {
-    return absl::UnimplementedError(absl::StrCat("rank ", out.size(), " > ", kMaxRank));
-  }
-  IndexMap map;
-  map.rank = static_cast<int>(out.size());
-  for (size_t d = 0; d < out.size(); ++d) map.dims[d] = out[d];
-  for (size_t k = 0; k < operands.size(); ++k) {
-    const Shape& s = *operands[k];
-    const Shape strides = Strides(s);
-    const size_t lead = out.size() - s.size();
-    for (size_t d = 0; d < s.size(); ++d) {
-      map.stride[k][lead + d] = s[d] == 1 ? 0 : strides[d];
-    }
-  }
-  return map;
-}
-
 // ---- Elementwise --------------------------------------------------------------------------------
 
+// ints = {broadcast, integer}: integer 0 for float storage, 1 for INT32, 2 for INT64 (position
+// ids and masks PyTorch exports compute on the device).
 template <BinaryOp kOp>
 Status PlanBinary(PlanCtx& ctx) {
   TESSERA_ASSIGN_OR_RETURN(const ValueMeta* a, Input(ctx, 0, "A"));
   TESSERA_ASSIGN_OR_RETURN(const ValueMeta* b, Input(ctx, 1, "B"));
-  TESSERA_RETURN_IF_ERROR(RequireFloat(*a, "A"));
-  TESSERA_RETURN_IF_ERROR(RequireFloat(*b, "B"));
+  const bool integer = a->dtype == DataType::kInt64 || a->dtype == DataType::kInt32;
+  if (integer && kOp != BinaryOp::kPow) {
+    if (b->dtype != a->dtype) {
+      return Invalid(absl::StrCat("A is ", TypeName(a->dtype), " and B is ", TypeName(b->dtype),
+                                  "; they must match"));
+    }
+  } else {
+    TESSERA_RETURN_IF_ERROR(RequireFloat(*a, "A"));
+    TESSERA_RETURN_IF_ERROR(RequireFloat(*b, "B"));
+  }
   TESSERA_ASSIGN_OR_RETURN(Shape out, cpu::BroadcastShapes(a->shape, b->shape));
   const bool same = a->shape == out && b->shape == out;
-  ctx.state->ints = {same ? 0 : 1};
-  if (!same) {
+  ctx.state->ints = {same ? 0 : 1, integer ? (a->dtype == DataType::kInt64 ? 2 : 1) : 0};
+  if (!same || integer) {  // the integer kernel always walks a map
     TESSERA_ASSIGN_OR_RETURN(ctx.state->map, BroadcastMap(out, {&a->shape, &b->shape}));
   }
-  (*ctx.out)[0] = ValueMeta{DataType::kFp32, out, nullptr};
+  (*ctx.out)[0] = ValueMeta{a->dtype, out, nullptr};
   return absl::OkStatus();
 }
 
 template <BinaryOp kOp>
 Status LaunchBinaryOp(LaunchCtx& ctx) {
   const int64_t n = ElementCount(ctx.out_meta[0]->shape);
+  if (ctx.state->ints[1] != 0) {
+    return CudaStatus(LaunchIntBinary(kOp, ctx.state->ints[1] == 2, ctx.in[0], ctx.in[1],
+                                      ctx.out[0], n, ctx.state->map, ctx.device.stream),
+                      "integer binary kernel");
+  }
   return CudaStatus(LaunchBinary(kOp, ctx.device.elem(), ctx.in[0], ctx.in[1], ctx.out[0], n,
                                  ctx.state->ints[0] != 0 ? &ctx.state->map : nullptr, 1.0f,
                                  ctx.device.stream),
                     "binary kernel");
 }
 
-// floats = {lo, hi} for Clip; unused otherwise.
+// floats = {lo, hi} for Clip, {alpha, unused} for LeakyRelu; unused otherwise.
 template <UnaryOp kOp>
 Status PlanUnary(PlanCtx& ctx) {
   TESSERA_ASSIGN_OR_RETURN(const ValueMeta* x, Input(ctx, 0, "X"));
@@ -132,6 +76,7 @@ Status PlanUnary(PlanCtx& ctx) {
       }
     }
   }
+  if (kOp == UnaryOp::kLeakyRelu) lo = ctx.node.attributes.GetFloat("alpha", 0.01f);
   ctx.state->floats = {lo, hi};
   (*ctx.out)[0] = ValueMeta{DataType::kFp32, x->shape, nullptr};
   return absl::OkStatus();
@@ -606,12 +551,13 @@ Status PlanIdentity(PlanCtx& ctx) {
 const CudaOpDef* FindBasicOp(const std::string& op_type) {
   // Load checks (cuda_op_checks.cc): FP32-only kernels, operands read on the host.
   constexpr CheckFn kFloat = CheckFloatInputs;
+  constexpr CheckFn kArithmetic = CheckArithmeticInputs;
   constexpr CheckFn kHost1 = [](const CheckCtx& c) { return CheckHostInputs(c, {1}); };
   static const auto* const kOps = new std::map<std::string, CudaOpDef>{
-      {"Add", {PlanBinary<BinaryOp::kAdd>, LaunchBinaryOp<BinaryOp::kAdd>, kFloat}},
-      {"Sub", {PlanBinary<BinaryOp::kSub>, LaunchBinaryOp<BinaryOp::kSub>, kFloat}},
-      {"Mul", {PlanBinary<BinaryOp::kMul>, LaunchBinaryOp<BinaryOp::kMul>, kFloat}},
-      {"Div", {PlanBinary<BinaryOp::kDiv>, LaunchBinaryOp<BinaryOp::kDiv>, kFloat}},
+      {"Add", {PlanBinary<BinaryOp::kAdd>, LaunchBinaryOp<BinaryOp::kAdd>, kArithmetic}},
+      {"Sub", {PlanBinary<BinaryOp::kSub>, LaunchBinaryOp<BinaryOp::kSub>, kArithmetic}},
+      {"Mul", {PlanBinary<BinaryOp::kMul>, LaunchBinaryOp<BinaryOp::kMul>, kArithmetic}},
+      {"Div", {PlanBinary<BinaryOp::kDiv>, LaunchBinaryOp<BinaryOp::kDiv>, kArithmetic}},
       {"Pow", {PlanBinary<BinaryOp::kPow>, LaunchBinaryOp<BinaryOp::kPow>, kFloat}},
       {"Relu", {PlanUnary<UnaryOp::kRelu>, LaunchUnaryOp<UnaryOp::kRelu>, kFloat}},
       {"Clip",
@@ -625,6 +571,7 @@ const CudaOpDef* FindBasicOp(const std::string& op_type) {
       {"Sqrt", {PlanUnary<UnaryOp::kSqrt>, LaunchUnaryOp<UnaryOp::kSqrt>, kFloat}},
       {"Exp", {PlanUnary<UnaryOp::kExp>, LaunchUnaryOp<UnaryOp::kExp>, kFloat}},
       {"Neg", {PlanUnary<UnaryOp::kNeg>, LaunchUnaryOp<UnaryOp::kNeg>, kFloat}},
+      {"LeakyRelu", {PlanUnary<UnaryOp::kLeakyRelu>, LaunchUnaryOp<UnaryOp::kLeakyRelu>, kFloat}},
       {"Softmax", {PlanSoftmax, LaunchSoftmax, CheckSoftmax}},
       {"LayerNormalization", {PlanLayerNorm, LaunchLayerNorm, CheckLayerNorm}},
       {"ReduceMean", {PlanReduceMean, LaunchReduceMean, CheckReduceMean}},

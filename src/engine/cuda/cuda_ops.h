@@ -103,6 +103,8 @@ struct CudaOpDef {
 std::string CheckHostInputs(const CheckCtx& ctx, std::initializer_list<size_t> indices);
 // Every non-constant input whose dtype import knows is FP32 (the float kernels' only type).
 std::string CheckFloatInputs(const CheckCtx& ctx);
+// Add, Sub, Mul, Div: FP32 inputs, or INT32 or INT64 ones (shape and position-id arithmetic).
+std::string CheckArithmeticInputs(const CheckCtx& ctx);
 // Both: the float ops whose extra operands (bounds, axes) are read on the host.
 std::string CheckFloatAndHostInputs(const CheckCtx& ctx, std::initializer_list<size_t> indices);
 // Op-specific: forms the row kernels lack (another Softmax axis, LayerNorm's extra outputs,

@@ -79,13 +79,6 @@ TEST(CudaSupportTest, KernelFormsTheBackendLacksAreRefused) {
     b.Node("LayerNormalization", {"x", "g"}, {"y", "mean"});
     EXPECT_THAT(Message(CheckCuda(b.Write("support_layernorm"))), HasSubstr("Mean and InvStdDev"));
   }
-  {  // Arithmetic on INT64 values the device computes: the float kernels take FP32 only.
-    ModelBuilder b(13);
-    b.IntInput("a", {4}).IntInput("b", {4}).Output("y");
-    IntAttr(b.Node("Cast", {b.Node("Add", {"a", "b"}, {"sum"})->output(0)}, {"y"}), "to", 1);
-    EXPECT_THAT(Message(CheckCuda(b.Write("support_int_add"))),
-                AllOf(HasSubstr("INT64"), HasSubstr("FP32 only")));
-  }
 }
 
 TEST(CudaSupportTest, EveryProblemIsListedTogether) {
@@ -95,6 +88,46 @@ TEST(CudaSupportTest, EveryProblemIsListedTogether) {
   IntAttr(b.Node("Softmax", {"x"}, {"y2"}), "axis", 0);
   const Status status = CheckCuda(b.Write("support_two"));
   EXPECT_THAT(Message(status), AllOf(HasSubstr("first"), HasSubstr("axis other than the last")));
+}
+
+TEST(CudaSupportTest, PositionIdsOnTheDeviceAreSupported) {
+  // RoBERTa's position ids from the token ids: integer and boolean ops the device runs.
+  ModelBuilder b(13);
+  b.IntInput("ids", {2, 8}).Output("positions", onnx::TensorProto::INT64);
+  b.IntInit("pad", {}, {1}).IntInit("axis", {}, {1});
+  b.Node("Equal", {"ids", "pad"}, {"is_pad"});
+  b.Node("Not", {"is_pad"}, {"keep"});
+  IntAttr(b.Node("Cast", {"keep"}, {"mask"}), "to", 6);
+  b.Node("CumSum", {"mask", "axis"}, {"sums"});
+  b.Node("Mul", {"sums", "mask"}, {"masked"});
+  IntAttr(b.Node("Cast", {"masked"}, {"wide"}), "to", 7);
+  b.Node("Add", {"wide", "pad"}, {"positions"});
+  const Status status = CheckCuda(b.Write("support_positions"));
+  EXPECT_TRUE(status.ok()) << status;
+}
+
+TEST(CudaSupportTest, OperandsReadOnTheHostMustNotComeFromTheDevice) {
+  {  // CumSum's axis.
+    ModelBuilder b(13);
+    b.Input("x", {2, 8}).IntInput("axis", {}).Output("y");
+    b.Node("CumSum", {"x", "axis"}, {"y"});
+    EXPECT_THAT(Message(CheckCuda(b.Write("support_cumsum_axis"))),
+                AllOf(HasSubstr("CumSum"), HasSubstr("\"axis\""), HasSubstr("on the host")));
+  }
+  {  // Split's sizes.
+    ModelBuilder b(13);
+    b.Input("x", {2, 8}).IntInput("sizes", {2}).Output("a").Output("c");
+    IntAttr(b.Node("Split", {"x", "sizes"}, {"a", "c"}), "axis", 1);
+    EXPECT_THAT(Message(CheckCuda(b.Write("support_split_sizes"))),
+                AllOf(HasSubstr("Split"), HasSubstr("\"sizes\""), HasSubstr("on the host")));
+  }
+  {  // Pow on integers has no CUDA kernel (the arithmetic ops take INT32/INT64; Pow does not).
+    ModelBuilder b(13);
+    b.IntInput("a", {4}).IntInput("e", {4}).Output("y");
+    IntAttr(b.Node("Cast", {b.Node("Pow", {"a", "e"}, {"p"})->output(0)}, {"y"}), "to", 1);
+    EXPECT_THAT(Message(CheckCuda(b.Write("support_int_pow"))),
+                AllOf(HasSubstr("Pow"), HasSubstr("FP32 only")));
+  }
 }
 
 TEST(CudaSupportTest, FileErrorsComeFirst) {

@@ -70,6 +70,8 @@ __device__ __forceinline__ float ApplyUnary(UnaryOp op, float x, float lo, float
       const float inner = 0.79788456080286536f * (x + 0.044715f * x * x * x);  // sqrt(2/pi)
       return 0.5f * x * (1.f + tanhf(inner));
     }
+    case UnaryOp::kLeakyRelu:
+      return x >= 0.f ? x : lo * x;
   }
   return x;
 }

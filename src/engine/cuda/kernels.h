@@ -41,7 +41,8 @@ enum class UnaryOp {
   kExp,
   kNeg,
   kGelu,
-  kGeluTanh
+  kGeluTanh,
+  kLeakyRelu  // x >= 0 ? x : lo * x (lo carries alpha)
 };
 
 // out[i] = op(a[map0(i)], scale_b * b[map1(i)]); `map` null = a, b and out all have n elements.
@@ -108,6 +109,29 @@ enum class CastType { kF32, kF16, kI64, kI32, kU8, kBool };
 // y[i] = x[i] converted (float to integer truncates toward zero; to kBool: x[i] != 0).
 cudaError_t LaunchCast(CastType from, CastType to, const void* x, void* y, int64_t n,
                        cudaStream_t stream);
+
+// ---- index_kernels.cu: integers, booleans and prefix sums ---------------------------------------
+// (PyTorch exports compute position ids and masks on the device: Equal, Not, Cast, CumSum, Mul.)
+
+// out[i] = op(a[map0(i)], b[map1(i)]) over INT32 (int64 == false) or INT64 values, wrapping on
+// overflow; kDiv truncates toward zero and gives 0 for a zero divisor (as the CPU kernel). kPow is
+// not an integer op (INVALID_VALUE).
+cudaError_t LaunchIntBinary(BinaryOp op, bool int64, const void* a, const void* b, void* out,
+                            int64_t n, const IndexMap& map, cudaStream_t stream);
+
+enum class CompareOp { kEqual, kLess, kLessOrEqual, kGreater, kGreaterOrEqual, kAnd, kOr, kXor };
+// out[i] = a[map0(i)] op b[map1(i)] as BOOL (one byte, 0 or 1); a and b are stored as `t` (kAnd,
+// kOr and kXor take kBool).
+cudaError_t LaunchCompare(CompareOp op, CastType t, const void* a, const void* b, uint8_t* out,
+                          int64_t n, const IndexMap& map, cudaStream_t stream);
+// y[i] = !x[i] over BOOL.
+cudaError_t LaunchNot(const uint8_t* x, uint8_t* y, int64_t n, cudaStream_t stream);
+
+// Prefix sums along the middle dim of [outer, len, inner], values stored as `t` (kF32, kF16, kI32
+// or kI64; float sums run in FP32): inclusive, or exclusive (element r gets the sum before it),
+// from the front, or from the back when `reverse`.
+cudaError_t LaunchCumSum(CastType t, const void* x, void* y, int64_t outer, int64_t len,
+                         int64_t inner, bool exclusive, bool reverse, cudaStream_t stream);
 
 // FP32 <-> FP16 conversion of n elements.
 cudaError_t LaunchF32ToF16(const float* x, void* y, int64_t n, cudaStream_t stream);

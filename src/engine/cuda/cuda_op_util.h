@@ -1,0 +1,28 @@
+// Helpers of the CUDA ops' plan steps (cuda_op_util.cc): operand lookup with named errors,
+// host-known operand contents, and index maps. Used by the op files, not by the model.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/cuda/cuda_ops.h"
+
+namespace tessera::engine::cuda {
+
+Status Invalid(const std::string& message);  // INVALID_ARGUMENT
+// Input `index` of the node, or INVALID_ARGUMENT naming `what` when it is missing.
+StatusOr<const ValueMeta*> Input(const PlanCtx& ctx, size_t index, const char* what);
+// UNIMPLEMENTED unless `meta` is FP32 (the float kernels' only type).
+Status RequireFloat(const ValueMeta& meta, const char* what);
+// Integer contents of a host-known INT64 input (shape, axes, starts...), or an error naming it.
+StatusOr<std::vector<int64_t>> HostInts(const PlanCtx& ctx, size_t index, const char* what);
+// The value of a host-known FP32 scalar input (Clip's bounds).
+StatusOr<float> HostScalar(const PlanCtx& ctx, size_t index, const char* what);
+
+Shape Strides(const Shape& shape);  // row-major, in elements
+int64_t Product(const Shape& shape, size_t begin, size_t end);
+// Map from `out` indices into each operand broadcast to it (numpy rules, right-aligned).
+StatusOr<IndexMap> BroadcastMap(const Shape& out, const std::vector<const Shape*>& operands);
+
+}  // namespace tessera::engine::cuda
