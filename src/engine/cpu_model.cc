@@ -635,14 +635,20 @@ StatusOr<std::unique_ptr<Model>> LoadOnnxModel(const std::string& path,
   }
 }
 
-Status CheckBackendSupport(const std::string& path, Backend backend) {
+Status CheckBackendSupport(const std::string& path, Backend backend,
+                           const std::vector<Shape>* input_shapes,
+                           std::vector<Shape>* output_shapes) {
   try {
     TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<const SharedModelData> shared,
                              SharedGraphs().Get(path));
     if (backend == Backend::kCpu) return absl::OkStatus();
+#ifndef TESSERA_HAVE_CUDA
+    (void)input_shapes;
+    (void)output_shapes;
+#endif
 #ifdef TESSERA_HAVE_CUDA
     if (backend == Backend::kCuda) {
-      Status status = CheckCudaSupport(Graph(shared->graph()));
+      Status status = CheckCudaSupport(Graph(shared->graph()), input_shapes, output_shapes);
       return status.ok() ? status : Prefixed(status, path);
     }
 #endif

@@ -115,7 +115,13 @@ StatusOr<std::unique_ptr<Model>> LoadOnnxModel(const std::string& path, const Mo
 // on a device: the same import and checks, then for Backend::kCuda each node the GPU would run is
 // checked against the CUDA kernels. Needs no GPU. UNIMPLEMENTED lists every unsupported node (or
 // says that this build has no CUDA backend); file and format errors as LoadOnnxModel.
-Status CheckBackendSupport(const std::string& path, Backend backend);
+// For Backend::kCuda with `input_shapes` (one per model input, in order), every node is also
+// planned for those shapes as the first Run would plan it (shapes only, still no GPU), so
+// refusals that depend on shapes show too, and `output_shapes` (may be null) gets the outputs'
+// shapes. The CPU backend checks shapes as it runs, so there `input_shapes` is not used.
+Status CheckBackendSupport(const std::string& path, Backend backend,
+                           const std::vector<Shape>* input_shapes = nullptr,
+                           std::vector<Shape>* output_shapes = nullptr);
 
 // The oneDNN kernels thread with OpenMP, whose workers spin after every parallel region by
 // default. Next to the engine's own thread pool and on a shared machine that spinning made

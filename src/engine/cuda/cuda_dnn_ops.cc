@@ -121,6 +121,10 @@ Status PlanConv(PlanCtx& ctx) {
   }
   // cuDNN's fused call computes act(conv + alpha2 * z + bias), so it takes the residual as z.
   state->try_fused = has_bias && state->act == UnaryOp::kRelu;
+  if (ctx.device.shapes_only) {
+    (*ctx.out)[0] = ValueMeta{DataType::kFp32, out, nullptr};
+    return absl::OkStatus();
+  }
 
   const cudnnDataType_t type = CudnnType(ctx.device);
   const auto i32 = [](int64_t v) { return static_cast<int>(v); };
@@ -305,7 +309,7 @@ Status PlanPool(PlanCtx& ctx) {
                           win.dilation_h == 1 && win.dilation_w == 1 &&
                           (h + 2 * win.pad_top - kh) / win.stride_h + 1 == oh &&
                           (w + 2 * win.pad_left - kw) / win.stride_w + 1 == ow;
-  if (cudnn_fits) {
+  if (cudnn_fits && !ctx.device.shapes_only) {
     const auto i32 = [](int64_t v) { return static_cast<int>(v); };
     const cudnnDataType_t type = CudnnType(ctx.device);
     const cudnnPoolingMode_t mode = state->kind == 0   ? CUDNN_POOLING_MAX

@@ -49,17 +49,14 @@ StatusOr<std::unique_ptr<CudaModel>> CudaModel::Create(Graph graph, const ModelO
 
 Status CudaModel::Init() {
   const size_t values = graph_.value_names.size();
-  TESSERA_ASSIGN_OR_RETURN(NodePlacement placement, PlaceNodes(graph_));
-  place_ = std::move(placement.place);
-  host_node_ = std::move(placement.host_node);
-  ops_ = std::move(placement.ops);
+  TESSERA_ASSIGN_OR_RETURN(nodes_, PlaceNodes(graph_));
   last_use_.assign(values, -1);
   is_output_.assign(values, false);
   const_ptr_.assign(values, nullptr);
   for (int id : graph_.output_ids) is_output_[id] = true;
   std::vector<bool> device_reads(values, false);  // constants and host values to upload
   for (size_t n = 0; n < graph_.nodes.size(); ++n) {
-    if (host_node_[n]) continue;
+    if (nodes_.host_node[n]) continue;
     for (int id : graph_.nodes[n].inputs) {
       if (id == kNoValue) continue;
       last_use_[id] = static_cast<int>(n);
@@ -87,7 +84,7 @@ Status CudaModel::Init() {
   std::vector<uint64_t> offsets(values, 0);
   uint64_t total = 0;
   for (size_t v = 0; v < values; ++v) {
-    if (place_[v] != Place::kConstant || !device_reads[v]) continue;
+    if (nodes_.place[v] != Place::kConstant || !device_reads[v]) continue;
     offsets[v] = total;
     const Value& c = *graph_.constants[v];
     total += AlignUp(static_cast<uint64_t>(c.num_elements()) * device_.StorageBytes(c.dtype()));
@@ -96,7 +93,7 @@ Status CudaModel::Init() {
     TESSERA_RETURN_IF_ERROR(CudaStatus(cudaMalloc(&constants_, total), "cudaMalloc(weights)"));
     std::vector<std::byte> staging(total);
     for (size_t v = 0; v < values; ++v) {
-      if (place_[v] != Place::kConstant || !device_reads[v]) continue;
+      if (nodes_.place[v] != Place::kConstant || !device_reads[v]) continue;
       const Value& c = *graph_.constants[v];
       std::byte* dst = staging.data() + offsets[v];
       if (device_.fp16 && c.dtype() == DataType::kFp32) {
@@ -248,7 +245,7 @@ Status CudaModel::LaunchAll(Plan* plan, std::vector<LayerTiming>* timings) {
         "input conversion"));
   }
   for (size_t n = 0; n < graph_.nodes.size(); ++n) {
-    if (host_node_[n] || ops_[n]->launch == nullptr) continue;
+    if (nodes_.host_node[n] || nodes_.ops[n]->launch == nullptr) continue;
     const Node& node = graph_.nodes[n];
     LaunchCtx ctx{node, device_, {}, {}, {}, {}, &plan->states[n]};
     for (int id : node.inputs) {
@@ -262,7 +259,7 @@ Status CudaModel::LaunchAll(Plan* plan, std::vector<LayerTiming>* timings) {
     if (plan->workspace[n] >= 0) ctx.workspace = static_cast<char*>(arena_) + plan->workspace[n];
     std::chrono::steady_clock::time_point start;
     if (timings != nullptr) start = std::chrono::steady_clock::now();
-    Status status = ops_[n]->launch(ctx);
+    Status status = nodes_.ops[n]->launch(ctx);
     if (!status.ok()) return Prefixed(status, node.Describe(graph_.value_names));
     if (timings != nullptr) {
       // Timing mode only: wait for the node so its wall time is its own.
@@ -357,7 +354,7 @@ Status CudaModel::RunLocked(const std::vector<TensorView>& inputs, std::vector<T
 
   for (size_t i = 0; i < graph_.output_ids.size(); ++i) {
     const int id = graph_.output_ids[i];
-    if (place_[id] != Place::kDevice) continue;
+    if (nodes_.place[id] != Place::kDevice) continue;
     const ValueMeta& m = plan->meta[id];
     const size_t bytes = static_cast<size_t>(ElementCount(m.shape)) * DataTypeByteSize(m.dtype);
     if (bytes == 0) continue;
@@ -379,7 +376,7 @@ Status CudaModel::RunLocked(const std::vector<TensorView>& inputs, std::vector<T
     tensor.dtype = m.dtype;
     tensor.shape = m.shape;
     const size_t bytes = static_cast<size_t>(ElementCount(m.shape)) * DataTypeByteSize(m.dtype);
-    const std::byte* src = place_[id] == Place::kDevice
+    const std::byte* src = nodes_.place[id] == Place::kDevice
                                ? reinterpret_cast<const std::byte*>(host + out_at[i])
                                : m.host->data<std::byte>();
     tensor.bytes.assign(src, src + bytes);

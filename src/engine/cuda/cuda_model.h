@@ -22,8 +22,12 @@ StatusOr<std::unique_ptr<Model>> LoadCudaModel(Graph graph, const ModelOptions& 
 
 // Whether LoadCudaModel would accept `graph` (already folded): every node it would run on the
 // device has a CUDA op whose load check passes. Needs no device, so a machine without a GPU can
-// tell whether a model will load on one. UNIMPLEMENTED lists every node that cannot run.
-Status CheckCudaSupport(Graph graph);
+// tell whether a model will load on one. UNIMPLEMENTED lists every node that cannot run. With
+// `input_shapes` (one per graph input), also plans every node for them as the first Run would,
+// still without a device (shapes only: no cuDNN algorithm choice), so shape-dependent refusals
+// show too; `output_shapes` (may be null) then gets the graph outputs' shapes.
+Status CheckCudaSupport(Graph graph, const std::vector<Shape>* input_shapes = nullptr,
+                        std::vector<Shape>* output_shapes = nullptr);
 
 // Number of CUDA devices the runtime sees; 0 when there is none or no usable driver.
 int CudaDeviceCount();

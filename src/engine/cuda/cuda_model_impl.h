@@ -31,9 +31,9 @@ inline Status Prefixed(const Status& status, const std::string& prefix) {
 
 // Everything one tuple of input shapes needs; built by BuildPlan, then read by every Run.
 struct Plan {
-  std::vector<ValueMeta> meta;          // per value id
+  std::vector<ValueMeta> meta;          // per value id (NodePlans)
   std::vector<Value> host_values;       // per value id: contents of host values
-  std::vector<NodeState> states;  // per node
+  std::vector<NodeState> states;        // per node
   std::vector<int64_t> arena_offset;    // per value id: offset in the arena, or -1
   std::vector<void*> fixed;             // per value id: a pointer outside the arena, or null
   std::vector<int64_t> workspace;       // per node: workspace offset, or -1
@@ -129,9 +129,7 @@ class CudaModel final : public Model {
   Device device_;
   int device_ordinal_ = 0;  // the device the model was loaded on
   bool cuda_graphs_ = true;
-  std::vector<Place> place_;        // per value id
-  std::vector<bool> host_node_;     // per node
-  std::vector<const CudaOpDef*> ops_;  // per node; null for host nodes
+  NodePlacement nodes_;             // where each value lives and each node runs
   std::vector<int> last_use_;       // per value id: last device node (index) reading it, or -1
   std::vector<bool> is_output_;     // per value id
   std::vector<void*> const_ptr_;    // per value id: uploaded constant, or null

@@ -1,12 +1,11 @@
 // Per-shape planning of the CUDA Model (see cuda_model.cc): host nodes, op plan steps, uploads of
 // host values, and the arena layout from the liveness planner.
+#include <cuda_fp16.h>
+
 #include <algorithm>
 #include <cstring>
 
-#include <cuda_fp16.h>
-
 #include "absl/strings/str_cat.h"
-#include "engine/cpu/ops.h"
 #include "engine/cuda/cuda_model_impl.h"
 #include "engine/memory_planner.h"
 
@@ -16,65 +15,26 @@ StatusOr<std::shared_ptr<Plan>> CudaModel::BuildPlan(const std::vector<Shape>& k
   const size_t values = graph_.value_names.size();
   const int steps = static_cast<int>(graph_.nodes.size()) + 1;  // the output step
   auto plan = std::make_shared<Plan>();
-  plan->meta.resize(values);
-  plan->host_values.resize(values);
-  plan->states.resize(graph_.nodes.size());
+  NodePlans nodes;
+  TESSERA_RETURN_IF_ERROR(PlanNodes(graph_, nodes_, device_, key, &nodes));
+  plan->meta = std::move(nodes.meta);  // moved buffers: meta[id].host stays valid
+  plan->host_values = std::move(nodes.host_values);
+  plan->states = std::move(nodes.states);
   plan->arena_offset.assign(values, -1);
   plan->fixed.assign(values, nullptr);
   plan->workspace.assign(graph_.nodes.size(), -1);
   std::vector<int> root(values, -1), def_step(values, 0);
   for (size_t v = 0; v < values; ++v) {
-    if (place_[v] != Place::kConstant) continue;
-    const Value& c = *graph_.constants[v];
-    plan->meta[v] = ValueMeta{c.dtype(), c.shape(), &c};
-    plan->fixed[v] = const_ptr_[v];
+    if (nodes_.place[v] == Place::kConstant) plan->fixed[v] = const_ptr_[v];
   }
-  for (size_t i = 0; i < graph_.input_ids.size(); ++i) {
-    const int id = graph_.input_ids[i];
-    plan->meta[id] = ValueMeta{graph_.inputs[i].dtype, key[i], nullptr};
-    root[id] = id;
-  }
-  cpu::OpContext host_ctx;  // single-threaded: host nodes are shape-sized
+  for (int id : graph_.input_ids) root[id] = id;
   for (size_t n = 0; n < graph_.nodes.size(); ++n) {
+    if (nodes_.host_node[n]) continue;
     const Node& node = graph_.nodes[n];
-    if (host_node_[n]) {
-      cpu::Inputs inputs;
-      std::vector<Value> borrowed(node.inputs.size());  // device inputs: shape only (Shape op)
-      for (size_t j = 0; j < node.inputs.size(); ++j) {
-        const int id = node.inputs[j];
-        if (id == kNoValue) {
-          inputs.push_back(nullptr);
-        } else if (plan->meta[id].host != nullptr) {
-          inputs.push_back(plan->meta[id].host);
-        } else {
-          borrowed[j] = Value::Borrow(plan->meta[id].dtype, plan->meta[id].shape, nullptr);
-          inputs.push_back(&borrowed[j]);
-        }
-      }
-      std::vector<Value> outputs(node.outputs.size());
-      // The own (stateless, row-major) CPU kernels, as constant folding uses: oneDNN's variants
-      // may want a KernelState this backend never makes. Init checked that one exists.
-      Status status =
-          cpu::FindOp(node.op_type, /*onednn=*/false)->run(host_ctx, node, inputs, &outputs);
-      if (!status.ok()) return Prefixed(status, node.Describe(graph_.value_names));
-      for (size_t j = 0; j < outputs.size(); ++j) {
-        const int id = node.outputs[j];
-        plan->host_values[id] = std::move(outputs[j]);
-        const Value& h = plan->host_values[id];
-        plan->meta[id] = ValueMeta{h.dtype(), h.shape(), &h};
-      }
-      continue;
-    }
-    std::vector<ValueMeta> out(node.outputs.size());
-    PlanCtx ctx{node, device_, {}, &out, &plan->states[n]};
-    for (int id : node.inputs) ctx.in.push_back(id == kNoValue ? nullptr : &plan->meta[id]);
-    Status status = ops_[n]->plan(ctx);
-    if (!status.ok()) return Prefixed(status, node.Describe(graph_.value_names));
-    for (size_t j = 0; j < out.size(); ++j) {
+    for (size_t j = 0; j < node.outputs.size(); ++j) {
       const int id = node.outputs[j];
-      plan->meta[id] = std::move(out[j]);
       def_step[id] = static_cast<int>(n) + 1;
-      if (ops_[n]->launch == nullptr && j == 0) {  // alias of input 0
+      if (nodes_.ops[n]->launch == nullptr && j == 0) {  // alias of input 0
         const int in = node.inputs[0];
         root[id] = root[in];
         plan->fixed[id] = root[in] < 0 ? plan->fixed[in] : nullptr;
@@ -87,7 +47,7 @@ StatusOr<std::shared_ptr<Plan>> CudaModel::BuildPlan(const std::vector<Shape>& k
   // Host values read by device nodes: uploaded once per plan (they depend only on shapes).
   TESSERA_RETURN_IF_ERROR(Upload(plan.get()));
   for (size_t n = 0; n < graph_.nodes.size(); ++n) {  // aliases of uploaded values
-    if (host_node_[n] || ops_[n]->launch != nullptr) continue;
+    if (nodes_.host_node[n] || nodes_.ops[n]->launch != nullptr) continue;
     const int out = graph_.nodes[n].outputs[0], in = graph_.nodes[n].inputs[0];
     if (root[out] < 0) plan->fixed[out] = plan->fixed[in];
   }
@@ -126,7 +86,7 @@ StatusOr<std::shared_ptr<Plan>> CudaModel::BuildPlan(const std::vector<Shape>& k
     }
     for (size_t i = 0; i < graph_.output_ids.size(); ++i) {
       const int id = graph_.output_ids[i];
-      if (place_[id] != Place::kDevice || plan->meta[id].dtype != DataType::kFp32) continue;
+      if (nodes_.place[id] != Place::kDevice || plan->meta[id].dtype != DataType::kFp32) continue;
       requests.push_back(BufferRequest{
           static_cast<uint64_t>(ElementCount(plan->meta[id].shape)) * 4, steps, steps});
       owners.emplace_back(3, static_cast<int>(i));
@@ -155,9 +115,9 @@ Status CudaModel::Upload(Plan* plan) const {
   std::vector<uint64_t> offsets;
   uint64_t total = 0;
   for (size_t n = 0; n < graph_.nodes.size(); ++n) {
-    if (host_node_[n]) continue;
+    if (nodes_.host_node[n]) continue;
     for (int id : graph_.nodes[n].inputs) {
-      if (id == kNoValue || place_[id] != Place::kHost) continue;
+      if (id == kNoValue || nodes_.place[id] != Place::kHost) continue;
       if (std::find(ids.begin(), ids.end(), id) != ids.end()) continue;
       ids.push_back(id);
       offsets.push_back(total);

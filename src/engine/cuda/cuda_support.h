@@ -25,6 +25,20 @@ struct NodePlacement {
 // UNIMPLEMENTED lists every node that cannot run, as `node "name" (Op): why`.
 StatusOr<NodePlacement> PlaceNodes(const Graph& graph);
 
+// What planning one tuple of input shapes finds, before any buffer is placed.
+struct NodePlans {
+  std::vector<ValueMeta> meta;     // per value id; a host value's `host` points into host_values
+  std::vector<Value> host_values;  // per value id: contents of host values
+  std::vector<NodeState> states;   // per node
+};
+
+// Plans every node for `input_shapes` (one per graph input, in order): host nodes run on the CPU
+// kernels, each device op's plan step fills its outputs' metas and its state. Launches nothing
+// and touches no device memory; with device.shapes_only it needs no device at all. Errors name
+// the node.
+Status PlanNodes(const Graph& graph, const NodePlacement& placement, const Device& device,
+                 const std::vector<Shape>& input_shapes, NodePlans* plans);
+
 // The graph passes the CUDA backend applies before placing (the epilogue fusions; see
 // cuda_model.cc). TESSERA_CUDA_EPILOGUES=0 leaves them out.
 void PrepareCudaGraph(Graph* graph);

@@ -130,6 +130,36 @@ TEST(CudaSupportTest, OperandsReadOnTheHostMustNotComeFromTheDevice) {
   }
 }
 
+TEST(CudaSupportTest, PlansShapesWithoutADevice) {
+  // GPT-2's fused QKV split, after a Conv: the plan steps give the outputs' shapes.
+  ModelBuilder b(13);
+  b.Input("x", {-1, 3, 8, 8}).Output("q").Output("k").Output("v");
+  b.FloatInit("w", {6, 3, 3, 3}, std::vector<float>(6 * 27, 0.1f));
+  IntsAttr(b.Node("Conv", {"x", "w"}, {"c"}), "pads", {1, 1, 1, 1});
+  IntAttr(b.Node("Split", {"c"}, {"q", "k", "v"}), "axis", 1);
+  const std::vector<Shape> inputs = {{5, 3, 8, 8}};
+  std::vector<Shape> outputs;
+  const Status status =
+      CheckBackendSupport(b.Write("support_plan"), Backend::kCuda, &inputs, &outputs);
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_EQ(outputs, (std::vector<Shape>(3, Shape{5, 2, 8, 8})));
+}
+
+TEST(CudaSupportTest, ShapeDependentRefusalsShowWhenPlanned) {
+  // Asymmetric pads: the load check cannot see them (they may come from auto_pad and the input
+  // size), planning for a shape does.
+  ModelBuilder b(13);
+  b.Input("x", {1, 2, 6, 6}).Output("y");
+  b.FloatInit("w", {2, 2, 3, 3}, std::vector<float>(36, 0.1f));
+  IntsAttr(b.Node("Conv", {"x", "w"}, {"y"}), "pads", {0, 0, 1, 1});
+  const std::string path = b.Write("support_asymmetric");
+  EXPECT_TRUE(CheckCuda(path).ok());
+  const std::vector<Shape> inputs = {{1, 2, 6, 6}};
+  const Status status = CheckBackendSupport(path, Backend::kCuda, &inputs, nullptr);
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnimplemented) << status;
+  EXPECT_THAT(Message(status), AllOf(HasSubstr("planning"), HasSubstr("asymmetric")));
+}
+
 TEST(CudaSupportTest, FileErrorsComeFirst) {
   const Status status = CheckCuda(::testing::TempDir() + "/no_such_model.onnx");
   EXPECT_FALSE(status.ok());
