@@ -1,9 +1,10 @@
-// CUDA ops: image-to-image ops: Pad, Resize (and Upsample) and InstanceNormalization (see
-// cuda_ops.h for the plan/launch split). Shape rules and the forms accepted follow the CPU kernels
-// (cpu/slice_ops.cc RunPad, cpu/resize.cc, cpu/norm_ops.cc), so both backends agree on every
-// output shape; what the CUDA kernels lack is refused with UNIMPLEMENTED, at load where the graph
-// alone tells (the check steps), else at plan. Pad, Resize and InstanceNormalization are own
-// kernels (image_kernels.cu).
+// CUDA ops: image-to-image ops: Pad, Resize (and Upsample), InstanceNormalization and
+// ConvTranspose (see cuda_ops.h for the plan/launch split). Shape rules and the forms accepted
+// follow the CPU kernels (cpu/slice_ops.cc RunPad, cpu/resize.cc, cpu/norm_ops.cc,
+// cpu/conv_transpose.cc), so both backends agree on every output shape; what the CUDA kernels lack
+// is refused with UNIMPLEMENTED, at load where the graph alone tells (the check steps), else at
+// plan. Pad, Resize and InstanceNormalization are own kernels (image_kernels.cu); ConvTranspose,
+// cuDNN's backward-data convolution, is in cuda_conv_transpose.cc.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -474,6 +475,7 @@ const CudaOpDef* FindImageOp(const std::string& op_type) {
       {"Resize", {PlanResize, LaunchResizeOp, CheckResize}},
       {"Upsample", {PlanResize, LaunchResizeOp, CheckResize}},
       {"InstanceNormalization", {PlanInstanceNorm, LaunchInstanceNormOp, kFloat}},
+      {"ConvTranspose", ConvTransposeOp()},
   };
   auto it = kOps->find(op_type);
   return it == kOps->end() ? nullptr : &it->second;
