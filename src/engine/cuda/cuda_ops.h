@@ -133,5 +133,7 @@ const CudaOpDef* FindDnnOp(const std::string& op_type);
 const CudaOpDef* FindIndexOp(const std::string& op_type);
 // cuda_image_ops.cc: image-to-image ops (Pad, Resize, InstanceNormalization, ConvTranspose).
 const CudaOpDef* FindImageOp(const std::string& op_type);
+// cuda_conv_transpose.cc: the image group's ConvTranspose (cuDNN backward data).
+const CudaOpDef& ConvTransposeOp();
 
 }  // namespace tessera::engine::cuda
