@@ -9,7 +9,8 @@
 //     max_i |engine_i - ref_i|  <=  1e-4 * max(1, max_i |ref_i|)
 // i.e. 1e-4 relative to the output's largest magnitude, absolute 1e-4 for outputs below 1 (CUDA
 // FP32: 1e-3, its kernels sum in other orders; FP16: 1e-2, issue 3's bound). A model that fails to
-// load fails its test with the load error (which lists unsupported operators).
+// load fails its test with the load error (which lists unsupported operators). In builds with the
+// CUDA backend, ZooCudaSupport.<model> also checks on any machine that CUDA would load the model.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -21,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "engine/cpu/ops.h"
 #include "engine/onnx_import.h"
 #include "gtest/gtest.h"
@@ -210,6 +212,44 @@ class ZooModelTest : public ::testing::Test {
   std::string name_;
 };
 
+// Whether the CUDA backend would load and plan the model, checked without a GPU
+// (CheckBackendSupport), so that CI catches a zoo model the CUDA kernels do not cover. Skipped in
+// builds without CUDA.
+class ZooCudaSupportTest : public ::testing::Test {
+ public:
+  explicit ZooCudaSupportTest(std::string name) : name_(std::move(name)) {}
+
+  void TestBody() override {
+    const fs::path dir = ZooDir() / name_;
+    // Planned for the reference inputs' shapes too (shapes only, no GPU), so shape-dependent
+    // refusals show, and the outputs' shapes must be the reference outputs'.
+    std::vector<Shape> input_shapes, expected_shapes, output_shapes;
+    for (const fs::path& p : Numbered(dir / "reference", "input")) {
+      auto t = ReadTensorProtoFile(p.string());
+      ASSERT_TRUE(t.ok()) << t.status();
+      input_shapes.push_back(t->shape);
+    }
+    for (const fs::path& p : Numbered(dir / "reference", "output")) {
+      auto t = ReadTensorProtoFile(p.string());
+      ASSERT_TRUE(t.ok()) << t.status();
+      expected_shapes.push_back(t->shape);
+    }
+    const Status status = CheckBackendSupport((dir / "1" / "model.onnx").string(), Backend::kCuda,
+                                              &input_shapes, &output_shapes);
+    if (status.code() == absl::StatusCode::kUnimplemented &&
+        absl::StrContains(status.message(), "only the CPU backend")) {
+      GTEST_SKIP() << status.message();
+    }
+    std::printf("[ zoo      ] %-14s cuda load check and shape plan: %s\n", name_.c_str(),
+                status.ok() ? "supported" : "UNSUPPORTED");
+    ASSERT_TRUE(status.ok()) << status;
+    EXPECT_EQ(output_shapes, expected_shapes);
+  }
+
+ private:
+  std::string name_;
+};
+
 TEST(ZooTest, ZooDirectoryHasModels) {
   EXPECT_FALSE(FindModels(ZooDir()).empty())
       << "no models (<name>/1/model.onnx) in " << ZooDir()
@@ -221,6 +261,8 @@ const bool kRegistered = [] {
   for (const std::string& name : FindModels(ZooDir())) {
     ::testing::RegisterTest("ZooModel", name.c_str(), nullptr, nullptr, __FILE__, __LINE__,
                             [name]() -> ::testing::Test* { return new ZooModelTest(name); });
+    ::testing::RegisterTest("ZooCudaSupport", name.c_str(), nullptr, nullptr, __FILE__, __LINE__,
+                            [name]() -> ::testing::Test* { return new ZooCudaSupportTest(name); });
   }
   return true;
 }();

@@ -12,31 +12,17 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/cpu/ops.h"
+#include "engine/cuda/cuda_op_util.h"
 #include "engine/cuda/cuda_ops.h"
 #include "engine/cuda/image_kernels.h"
 
 namespace tessera::engine::cuda {
 namespace {
 
-Status Invalid(const std::string& message) { return absl::InvalidArgumentError(message); }
 Status Unimplemented(const std::string& message) { return absl::UnimplementedError(message); }
 
 bool Present(const PlanCtx& ctx, size_t index) {
   return index < ctx.in.size() && ctx.in[index] != nullptr;
-}
-
-StatusOr<const ValueMeta*> Input(const PlanCtx& ctx, size_t index, const char* what) {
-  if (!Present(ctx, index)) return Invalid(absl::StrCat("input ", what, " is missing"));
-  return ctx.in[index];
-}
-
-StatusOr<const ValueMeta*> FloatInput(const PlanCtx& ctx, size_t index, const char* what) {
-  TESSERA_ASSIGN_OR_RETURN(const ValueMeta* meta, Input(ctx, index, what));
-  if (meta->dtype != DataType::kFp32) {
-    return Unimplemented(absl::StrCat("input ", what, " is ", TypeName(meta->dtype),
-                                      "; the CUDA kernel takes FP32 only"));
-  }
-  return meta;
 }
 
 // The contents of a host-known input of `dtype` (pads, scales, sizes), or why not.
@@ -54,17 +40,6 @@ StatusOr<const Value*> HostValue(const PlanCtx& ctx, size_t index, const char* w
         absl::StrCat(what, " is ", TypeName(meta->dtype), "; it must be ", TypeName(dtype)));
   }
   return meta->host;
-}
-
-StatusOr<std::vector<int64_t>> HostInts(const PlanCtx& ctx, size_t index, const char* what) {
-  TESSERA_ASSIGN_OR_RETURN(const Value* v, HostValue(ctx, index, what, DataType::kInt64));
-  return std::vector<int64_t>(v->data<int64_t>(), v->data<int64_t>() + v->num_elements());
-}
-
-int64_t Product(const Shape& shape, size_t begin, size_t end) {
-  int64_t p = 1;
-  for (size_t d = begin; d < end; ++d) p *= shape[d];
-  return p;
 }
 
 // Load check: input `index`, when import knows its dtype, is FP32. (CheckFloatInputs looks at

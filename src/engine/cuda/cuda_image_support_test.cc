@@ -1,13 +1,11 @@
 // Load checks of the image-to-image CUDA ops (cuda_image_ops.cc), which need no GPU:
 // CheckBackendSupport accepts Pad, Resize/Upsample, InstanceNormalization and ConvTranspose in the
-// forms the kernels take, and refuses the others naming the node and the reason. With
-// TESSERA_ZOO_DIR set, also the zoo models these ops were added for (unet_tiny, densenet161).
-#include <cstdlib>
-#include <filesystem>
+// forms the kernels take, and refuses the others naming the node and the reason. The zoo models
+// these ops were added for (unet_tiny, densenet161) are checked by engine_zoo_test's
+// ZooCudaSupport tests.
 #include <string>
 #include <vector>
 
-#include "absl/strings/str_split.h"
 #include "engine/cuda/cuda_op_test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -160,27 +158,6 @@ TEST(CudaImageSupportTest, ConvTransposePadsCudnnCannotExpressAreRefused) {
   EXPECT_EQ(status.code(), absl::StatusCode::kUnimplemented) << status;
   EXPECT_THAT(Message(status),
               AllOf(HasSubstr("the_convtranspose"), HasSubstr("symmetric padding")));
-}
-
-// The zoo models behind these ops (tools/zoo_models.py), when TESSERA_ZOO_DIR holds them: DenseNet
-// loads on CUDA; unet_tiny lacks at most LeakyRelu, which another op group adds.
-TEST(CudaImageSupportTest, ZooModels) {
-  const char* dir = std::getenv("TESSERA_ZOO_DIR");
-  if (dir == nullptr || dir[0] == '\0') GTEST_SKIP() << "TESSERA_ZOO_DIR is not set";
-  const std::string densenet = std::string(dir) + "/densenet161/1/model.onnx";
-  const std::string unet = std::string(dir) + "/unet_tiny/1/model.onnx";
-  if (!std::filesystem::exists(densenet) || !std::filesystem::exists(unet)) {
-    GTEST_SKIP() << dir << " lacks densenet161 or unet_tiny";
-  }
-  const Status dense = CheckCuda(densenet);
-  EXPECT_TRUE(dense.ok()) << dense;
-  const Status status = CheckCuda(unet);
-  if (status.ok()) return;
-  EXPECT_EQ(status.code(), absl::StatusCode::kUnimplemented) << status;
-  const std::vector<std::string> problems = absl::StrSplit(Message(status), "; ");
-  for (const std::string& problem : problems) {
-    EXPECT_THAT(problem, HasSubstr("(LeakyRelu): no CUDA kernel"));
-  }
 }
 
 }  // namespace

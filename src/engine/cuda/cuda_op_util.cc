@@ -13,6 +13,15 @@ StatusOr<const ValueMeta*> Input(const PlanCtx& ctx, size_t index, const char* w
   return ctx.in[index];
 }
 
+StatusOr<const ValueMeta*> FloatInput(const PlanCtx& ctx, size_t index, const char* what) {
+  TESSERA_ASSIGN_OR_RETURN(const ValueMeta* meta, Input(ctx, index, what));
+  if (meta->dtype != DataType::kFp32) {
+    return absl::UnimplementedError(absl::StrCat("input ", what, " is ", TypeName(meta->dtype),
+                                                 "; the CUDA kernel takes FP32 only"));
+  }
+  return meta;
+}
+
 Status RequireFloat(const ValueMeta& meta, const char* what) {
   if (meta.dtype != DataType::kFp32) {
     return absl::UnimplementedError(absl::StrCat(what, " has data type ", TypeName(meta.dtype),

@@ -13,6 +13,8 @@ namespace tessera::engine::cuda {
 Status Invalid(const std::string& message);  // INVALID_ARGUMENT
 // Input `index` of the node, or INVALID_ARGUMENT naming `what` when it is missing.
 StatusOr<const ValueMeta*> Input(const PlanCtx& ctx, size_t index, const char* what);
+// Input `index`, which must be FP32 (UNIMPLEMENTED otherwise).
+StatusOr<const ValueMeta*> FloatInput(const PlanCtx& ctx, size_t index, const char* what);
 // UNIMPLEMENTED unless `meta` is FP32 (the float kernels' only type).
 Status RequireFloat(const ValueMeta& meta, const char* what);
 // Integer contents of a host-known INT64 input (shape, axes, starts...), or an error naming it.

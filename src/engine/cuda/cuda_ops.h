@@ -30,8 +30,9 @@ struct Device {
   cudnnHandle_t cudnn = nullptr;
   cublasHandle_t cublas = nullptr;
   bool fp16 = false;  // floating-point tensors are stored as FP16 (Precision::kFp16)
-  // No device behind the handles (CheckCudaShapes): plan steps fill their outputs' metas and skip
-  // what needs the device (cuDNN descriptors and algorithm choice). Never set on a model that runs.
+  // No device behind the handles (CheckCudaSupport with input shapes): plan steps fill their
+  // outputs' metas and skip what needs the device (cuDNN descriptors and algorithm choice: Conv,
+  // ConvTranspose, the cuDNN pools). Never set on a model that runs.
   bool shapes_only = false;
   Elem elem() const { return fp16 ? Elem::kF16 : Elem::kF32; }
   // Bytes per element on the device of a tensor whose logical dtype is `dtype`.
