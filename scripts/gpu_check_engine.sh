@@ -9,7 +9,9 @@
 #   packs the engine_cuda_* test binaries and tessera-engine-bench (debug info stripped), the
 #   data-plane binaries when the build has them (tessera-executor, -gpulet-bench, -server, -bench),
 #   the non-CUDA shared libraries they need and the ONNX node tests (for
-#   engine_cuda_conformance_test) into BUILD_DIR/gpu-bundle, packed as BUILD_DIR/gpu-bundle.tar.gz;
+#   engine_cuda_conformance_test) and the small models of a zoo (those of at most 4 MiB from
+#   $TESSERA_GPU_ZOO, default BUILD_DIR/zoo: the CI set made by ctest) into BUILD_DIR/gpu-bundle,
+#   packed as BUILD_DIR/gpu-bundle.tar.gz;
 #   fails when that exceeds 64 MiB (the device tool's carry limit). Carry the .tar.gz to the GPU
 #   machine at the same place in the repository; the scripts there unpack it.
 #
@@ -17,7 +19,8 @@
 #     scripts/gpu_check_engine.sh [--no-bench] [BUILD_DIR]
 #   prints the GPU, checks that every shared library resolves (cuBLAS 13 / cuDNN 9 come from the
 #   CUDA toolkit or the Python venv's nvidia/* wheels), runs every engine_cuda_* test binary (each
-#   under `timeout`, TESSERA_GPU_TEST_TIMEOUT s, default 240) and prints a summary; then, whatever
+#   under `timeout`, TESSERA_GPU_TEST_TIMEOUT s, default 240), engine_zoo_test on the bundled
+#   zoo with the CUDA backend in FP32 and FP16, and prints a summary; then, whatever
 #   the tests did, runs bench/gpu/engine_vs_torch.py with a python3 that has torch (extra
 #   arguments in TESSERA_GPU_BENCH_ARGS). Logs and engine_vs_torch.md go to
 #   $TESSERA_GPU_LOG_DIR (default $OUT/tessera-gpu-check, else /tmp/tessera-gpu-check).
@@ -73,6 +76,15 @@ if [[ "$MODE" == bundle ]]; then
   else
     echo "no /usr/share/libonnx-testdata: the CUDA conformance test will skip (apt-get install libonnx-testdata)" >&2
   fi
+  # Small zoo models, for engine_zoo_test on the CUDA backend (the tiny transformers and unet
+  # exercise the integer, Split and image ops); the large ones would not fit the carry limit.
+  zoo="${TESSERA_GPU_ZOO:-$BUILD/zoo}"
+  for model in "$zoo"/*/; do
+    [[ -f "$model/1/model.onnx" && $(du -sk "$model" | cut -f1) -le 4096 ]] || continue
+    mkdir -p "$BUNDLE/zoo"
+    cp -r "$model" "$BUNDLE/zoo/"
+  done
+  [[ -d "$BUNDLE/zoo" ]] || echo "no zoo models under $zoo: the CUDA zoo check will not run" >&2
   du -sh "$BUNDLE"
   ls "$BUNDLE/bin" "$BUNDLE/lib"
   # Carried compressed: the folder (oneDNN alone is ~38 MiB) is over the device tool's limit.
@@ -151,6 +163,23 @@ for t in "${tests[@]}"; do
   summary+=("$name: rc=$rc passed=${passed:-0} failed=${failed:-0} skipped=${skipped:-0} (no GPU: $no_gpu)")
   [[ $rc -eq 0 && $no_gpu -eq 0 ]] || status=1
 done
+
+# The zoo on the CUDA backend (docs/model-zoo.md): each model against onnxruntime's reference.
+if [[ -d "$BUNDLE/zoo" && -x "$BIN/engine_zoo_test" ]]; then
+  for precision in fp32 fp16; do
+    log="$LOGS/engine_zoo_test-cuda-$precision.log"
+    echo "== engine_zoo_test, CUDA $precision, on $(ls "$BUNDLE/zoo" | tr '\n' ' ')(log: $log)"
+    TESSERA_ZOO_DIR="$BUNDLE/zoo" TESSERA_ZOO_BACKEND=cuda TESSERA_ZOO_PRECISION=$precision \
+      timeout -k 10 "${TESSERA_GPU_TEST_TIMEOUT:-240}" "$BIN/engine_zoo_test" --gtest_color=no \
+      >"$log" 2>&1
+    rc=$?
+    grep -E '^\[ zoo|^\[  FAILED  \]|Failure$' "$log" | head -40
+    passed=$(grep -oP '^\[  PASSED  \] \K[0-9]+' "$log" | tail -1)
+    failed=$(grep -oP '^\[  FAILED  \] \K[0-9]+(?= test)' "$log" | tail -1)
+    summary+=("engine_zoo_test cuda-$precision: rc=$rc passed=${passed:-0} failed=${failed:-0}")
+    [[ $rc -eq 0 ]] || status=1
+  done
+fi
 
 # The benchmark. Python runs with the machine's own library path (the bundle's libstdc++ must not
 # replace the one torch was built against); only the engine binary gets the bundle's, through a

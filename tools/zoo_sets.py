@@ -11,7 +11,8 @@ ALL_MODELS = [
 
 SETS = {
     # What CI exports and tests on every run: must stay fast on 2 cores.
-    "ci": ["lenet", "resnet18", "mobilenetv2", "unet_tiny", "bert_tiny", "gpt2_tiny"],
+    "ci": ["lenet", "resnet18", "mobilenetv2", "unet_tiny", "bert_tiny", "gpt2_tiny",
+           "roberta_tiny"],
     "full": ALL_MODELS,
 }
 
