@@ -14,12 +14,6 @@
 namespace tessera::engine::cuda {
 namespace {
 
-Status Unimplemented(const std::string& message) { return absl::UnimplementedError(message); }
-
-bool Present(const PlanCtx& ctx, size_t index) {
-  return index < ctx.in.size() && ctx.in[index] != nullptr;
-}
-
 // The static shape import inferred for input `index`, or null.
 const Shape* KnownShape(const CheckCtx& ctx, size_t index) {
   if (index >= ctx.node.inputs.size() || ctx.node.inputs[index] == kNoValue) return nullptr;

@@ -19,12 +19,6 @@
 namespace tessera::engine::cuda {
 namespace {
 
-Status Unimplemented(const std::string& message) { return absl::UnimplementedError(message); }
-
-bool Present(const PlanCtx& ctx, size_t index) {
-  return index < ctx.in.size() && ctx.in[index] != nullptr;
-}
-
 // The contents of a host-known input of `dtype` (pads, scales, sizes), or why not.
 StatusOr<const Value*> HostValue(const PlanCtx& ctx, size_t index, const char* what,
                                  DataType dtype) {

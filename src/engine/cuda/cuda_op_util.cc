@@ -5,6 +5,7 @@
 namespace tessera::engine::cuda {
 
 Status Invalid(const std::string& message) { return absl::InvalidArgumentError(message); }
+Status Unimplemented(const std::string& message) { return absl::UnimplementedError(message); }
 
 StatusOr<const ValueMeta*> Input(const PlanCtx& ctx, size_t index, const char* what) {
   if (index >= ctx.in.size() || ctx.in[index] == nullptr) {

@@ -10,7 +10,12 @@
 
 namespace tessera::engine::cuda {
 
-Status Invalid(const std::string& message);  // INVALID_ARGUMENT
+Status Invalid(const std::string& message);        // INVALID_ARGUMENT
+Status Unimplemented(const std::string& message);  // UNIMPLEMENTED
+// Input `index` of the node is present (not an omitted optional one).
+inline bool Present(const PlanCtx& ctx, size_t index) {
+  return index < ctx.in.size() && ctx.in[index] != nullptr;
+}
 // Input `index` of the node, or INVALID_ARGUMENT naming `what` when it is missing.
 StatusOr<const ValueMeta*> Input(const PlanCtx& ctx, size_t index, const char* what);
 // Input `index`, which must be FP32 (UNIMPLEMENTED otherwise).
