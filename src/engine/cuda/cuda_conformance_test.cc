@@ -5,6 +5,7 @@
 // reason. Every other case must match the expected outputs. The cases come from
 // $TESSERA_ONNX_NODE_TESTS (scripts/gpu_check_engine.sh carries them in its bundle) or Debian's
 // libonnx-testdata.
+#include <algorithm>
 #include <iostream>
 #include <set>
 #include <string>
@@ -46,6 +47,69 @@ TEST(CudaConformanceTest, ClaimedOperatorsPassTheOnnxNodeTestsOnTheGpu) {
   }
   std::cout << "\n";
   EXPECT_GT(run.passed, 0);
+}
+
+// Without a GPU (so in CI): every claimed case is checked by CheckBackendSupport with its inputs'
+// shapes, which runs the CUDA load checks and every plan step (shapes only). Each case must then
+// give the expected outputs' shapes, or be refused as UNIMPLEMENTED with a reason; any other error
+// is a plan step disagreeing with the ONNX test, which a GPU run would only show later.
+TEST(CudaConformanceTest, PlanStepsGiveTheOnnxNodeTestShapesWithoutAGpu) {
+  const fs::path node_tests = NodeTestsDir();
+  if (!fs::is_directory(node_tests)) {
+    GTEST_SKIP() << node_tests << " not found (set TESSERA_ONNX_NODE_TESTS)";
+  }
+  const std::vector<std::string> claimed_list = cpu::SupportedOps();
+  const std::set<std::string> claimed(claimed_list.begin(), claimed_list.end());
+  std::vector<fs::path> cases;
+  for (const auto& entry : fs::directory_iterator(node_tests)) {
+    if (fs::exists(entry.path() / "model.onnx")) cases.push_back(entry.path());
+  }
+  std::sort(cases.begin(), cases.end());
+  int planned = 0, refused = 0;
+  std::set<std::string> ops_planned;
+  for (const fs::path& dir : cases) {
+    const std::set<std::string> ops = OpTypes(dir / "model.onnx");
+    if (ops.empty() || !std::all_of(ops.begin(), ops.end(), [&](const std::string& op) {
+          return claimed.count(op) != 0;
+        })) {
+      continue;
+    }
+    // Shapes of the data set's tensors, as long as the files go on.
+    const auto shapes_of = [&](const std::string& prefix, std::vector<Shape>* shapes) {
+      for (int i = 0;; ++i) {
+        const fs::path file = dir / "test_data_set_0" / (prefix + std::to_string(i) + ".pb");
+        if (!fs::exists(file)) return true;
+        auto tensor = ReadTensorProtoFile(file.string());
+        if (!tensor.ok()) return false;  // a dtype the importer lacks: the CPU test skips it too
+        shapes->push_back(tensor->shape);
+      }
+    };
+    std::vector<Shape> inputs, expected, outputs;
+    if (!shapes_of("input_", &inputs) || !shapes_of("output_", &expected)) continue;
+    const std::string name = dir.filename().string();
+    const Status status =
+        CheckBackendSupport((dir / "model.onnx").string(), Backend::kCuda, &inputs, &outputs);
+    if (status.code() == absl::StatusCode::kUnimplemented) {
+      ++refused;
+      continue;
+    }
+    if (!status.ok()) {
+      // The import refusing the case (CPU and CUDA alike) is the CPU conformance test's matter.
+      if (!LoadOnnxModel((dir / "model.onnx").string(), ModelOptions{}).ok()) continue;
+      ADD_FAILURE() << name << ": " << status;
+      continue;
+    }
+    EXPECT_EQ(outputs, expected) << name;
+    ++planned;
+    ops_planned.insert(ops.begin(), ops.end());
+  }
+  std::cout << "cuda shape plans: " << planned << " cases planned with the expected shapes, "
+            << refused << " refused as UNIMPLEMENTED\n  CUDA ops planned in some case:";
+  for (const std::string& op : ops_planned) {
+    if (cuda::FindCudaOp(op) != nullptr) std::cout << " " << op;
+  }
+  std::cout << "\n";
+  EXPECT_GT(planned, 0);
 }
 
 }  // namespace
