@@ -10,6 +10,10 @@
 // copied to the device, the kernels (a CUDA graph replay from the second Run of a shape on, unless
 // --no-cuda-graphs), and the outputs copied back to host memory, ending in a stream sync.
 // bench/gpu/engine_vs_torch.py runs it beside PyTorch on the same ONNX files.
+//
+// --check runs nothing: it tells whether the backend would load the model and plan it for each
+// batch size (engine::CheckBackendSupport; for --backend cuda no GPU is needed), printing
+// `batch=B check=supported outputs=[..] ...` or the refusal naming every unsupported node.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -83,6 +87,40 @@ std::string CudaDeviceName() {
 #endif
 }
 
+// --check: the inputs' shapes come from the model as the CPU loads it (which also checks every
+// node against the CPU kernels); dynamic dims as MakeInputs fills them.
+int CheckOnly(const std::string& path, engine::Backend backend, const std::vector<int64_t>& batches,
+              int64_t dynamic_dim) {
+  auto cpu = engine::LoadOnnxModel(path, engine::ModelOptions{});
+  if (!cpu.ok()) {
+    std::fprintf(stderr, "tessera-engine-bench: %s\n", cpu.status().ToString().c_str());
+    return 1;
+  }
+  int failures = 0;
+  for (int64_t batch : batches) {
+    std::vector<tessera::Shape> shapes, outputs;
+    for (const engine::TensorInfo& info : (*cpu)->inputs()) {
+      tessera::Shape shape = info.shape;
+      for (size_t d = 0; d < shape.size(); ++d) {
+        if (shape[d] < 0) shape[d] = d == 0 ? batch : dynamic_dim;
+      }
+      shapes.push_back(shape);
+    }
+    const tessera::Status status = engine::CheckBackendSupport(path, backend, &shapes, &outputs);
+    if (!status.ok()) {
+      std::printf("batch=%ld check=UNSUPPORTED %s\n", static_cast<long>(batch),
+                  status.ToString().c_str());
+      ++failures;
+      continue;
+    }
+    std::string shown;
+    for (const tessera::Shape& shape : outputs) shown += " " + tessera::ShapeToString(shape);
+    std::printf("batch=%ld check=supported outputs=%s\n", static_cast<long>(batch),
+                outputs.empty() ? " (not planned by this backend)" : shown.c_str());
+  }
+  return failures == 0 ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -92,7 +130,7 @@ int main(int argc, char** argv) {
   std::vector<int64_t> batches = {1, 8};
   int threads = 1, warmup = 3, iterations = 20;
   int64_t dynamic_dim = 1, int_high = 2;
-  bool layers = false, no_onednn = false, no_cuda_graphs = false;
+  bool layers = false, no_onednn = false, no_cuda_graphs = false, check = false;
   std::string backend = "cpu", precision = "fp32";
   app.add_option("--model", model_path, "ONNX model file")->required();
   app.add_option("--batches", batches, "Batch sizes (comma-separated)")->delimiter(',');
@@ -114,6 +152,9 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"fp32", "fp16"}));
   app.add_flag("--no-cuda-graphs", no_cuda_graphs,
                "CUDA: launch kernel by kernel instead of replaying a captured graph");
+  app.add_flag("--check", check,
+               "Only check that the backend loads and plans the model at each batch size "
+               "(no GPU needed for cuda); runs nothing");
   CLI11_PARSE(app, argc, argv);
 
   engine::ModelOptions options;
@@ -126,6 +167,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "tessera-engine-bench: --precision fp16 needs --backend cuda\n");
     return 2;
   }
+  if (check) return CheckOnly(model_path, options.backend, batches, dynamic_dim);
   auto model = engine::LoadOnnxModel(model_path, options);
   if (!model.ok()) {
     std::fprintf(stderr, "tessera-engine-bench: %s\n", model.status().ToString().c_str());
