@@ -57,7 +57,8 @@ Status LaunchBinaryOp(LaunchCtx& ctx) {
                     "binary kernel");
 }
 
-// floats = {lo, hi} for Clip, {alpha, unused} for LeakyRelu; unused otherwise.
+// floats = {lo, hi} for Clip, {alpha, beta} for HardSigmoid, {alpha, unused} for LeakyRelu and
+// Elu; unused otherwise.
 template <UnaryOp kOp>
 Status PlanUnary(PlanCtx& ctx) {
   TESSERA_ASSIGN_OR_RETURN(const ValueMeta* x, Input(ctx, 0, "X"));
@@ -76,7 +77,13 @@ Status PlanUnary(PlanCtx& ctx) {
       }
     }
   }
+  // The activations' attributes, with ONNX's defaults.
   if (kOp == UnaryOp::kLeakyRelu) lo = ctx.node.attributes.GetFloat("alpha", 0.01f);
+  if (kOp == UnaryOp::kElu) lo = ctx.node.attributes.GetFloat("alpha", 1.0f);
+  if (kOp == UnaryOp::kHardSigmoid) {
+    lo = ctx.node.attributes.GetFloat("alpha", 0.2f);
+    hi = ctx.node.attributes.GetFloat("beta", 0.5f);
+  }
   ctx.state->floats = {lo, hi};
   (*ctx.out)[0] = ValueMeta{DataType::kFp32, x->shape, nullptr};
   return absl::OkStatus();
@@ -572,6 +579,17 @@ const CudaOpDef* FindBasicOp(const std::string& op_type) {
       {"Exp", {PlanUnary<UnaryOp::kExp>, LaunchUnaryOp<UnaryOp::kExp>, kFloat}},
       {"Neg", {PlanUnary<UnaryOp::kNeg>, LaunchUnaryOp<UnaryOp::kNeg>, kFloat}},
       {"LeakyRelu", {PlanUnary<UnaryOp::kLeakyRelu>, LaunchUnaryOp<UnaryOp::kLeakyRelu>, kFloat}},
+      {"Abs", {PlanUnary<UnaryOp::kAbs>, LaunchUnaryOp<UnaryOp::kAbs>, kFloat}},
+      {"Reciprocal",
+       {PlanUnary<UnaryOp::kReciprocal>, LaunchUnaryOp<UnaryOp::kReciprocal>, kFloat}},
+      {"Log", {PlanUnary<UnaryOp::kLog>, LaunchUnaryOp<UnaryOp::kLog>, kFloat}},
+      {"Sin", {PlanUnary<UnaryOp::kSin>, LaunchUnaryOp<UnaryOp::kSin>, kFloat}},
+      {"Cos", {PlanUnary<UnaryOp::kCos>, LaunchUnaryOp<UnaryOp::kCos>, kFloat}},
+      {"Softplus", {PlanUnary<UnaryOp::kSoftplus>, LaunchUnaryOp<UnaryOp::kSoftplus>, kFloat}},
+      {"HardSigmoid",
+       {PlanUnary<UnaryOp::kHardSigmoid>, LaunchUnaryOp<UnaryOp::kHardSigmoid>, kFloat}},
+      {"HardSwish", {PlanUnary<UnaryOp::kHardSwish>, LaunchUnaryOp<UnaryOp::kHardSwish>, kFloat}},
+      {"Elu", {PlanUnary<UnaryOp::kElu>, LaunchUnaryOp<UnaryOp::kElu>, kFloat}},
       {"Softmax", {PlanSoftmax, LaunchSoftmax, CheckSoftmax}},
       {"LayerNormalization", {PlanLayerNorm, LaunchLayerNorm, CheckLayerNorm}},
       {"ReduceMean", {PlanReduceMean, LaunchReduceMean, CheckReduceMean}},

@@ -50,7 +50,12 @@ INSTANTIATE_TEST_SUITE_P(Ops, CudaUnaryOpTest,
                                            UnaryCase{"Tanh", -3, 3}, UnaryCase{"Erf", -2, 2},
                                            UnaryCase{"Sqrt", 0.01f, 4}, UnaryCase{"Exp", -3, 3},
                                            UnaryCase{"Neg", -1, 1}, UnaryCase{"Identity", -1, 1},
-                                           UnaryCase{"LeakyRelu", -2, 2}),
+                                           UnaryCase{"LeakyRelu", -2, 2}, UnaryCase{"Abs", -2, 2},
+                                           UnaryCase{"Reciprocal", 0.5f, 4},
+                                           UnaryCase{"Log", 0.1f, 4}, UnaryCase{"Sin", -3, 3},
+                                           UnaryCase{"Cos", -3, 3}, UnaryCase{"Softplus", -6, 6},
+                                           UnaryCase{"HardSigmoid", -4, 4},
+                                           UnaryCase{"HardSwish", -5, 5}, UnaryCase{"Elu", -3, 3}),
                          [](const auto& info) { return info.param.op; });
 
 struct BinaryCase {

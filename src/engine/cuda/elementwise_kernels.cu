@@ -72,6 +72,24 @@ __device__ __forceinline__ float ApplyUnary(UnaryOp op, float x, float lo, float
     }
     case UnaryOp::kLeakyRelu:
       return x >= 0.f ? x : lo * x;
+    case UnaryOp::kAbs:
+      return fabsf(x);
+    case UnaryOp::kReciprocal:
+      return 1.f / x;
+    case UnaryOp::kLog:
+      return logf(x);
+    case UnaryOp::kSin:
+      return sinf(x);
+    case UnaryOp::kCos:
+      return cosf(x);
+    case UnaryOp::kSoftplus:  // for x > 0, x + log(1 + e^-x), so e^x never overflows (as the CPU)
+      return x > 0.f ? x + log1pf(expf(-x)) : log1pf(expf(x));
+    case UnaryOp::kHardSigmoid:
+      return fminf(1.f, fmaxf(0.f, lo * x + hi));
+    case UnaryOp::kHardSwish:
+      return x * fminf(1.f, fmaxf(0.f, x / 6.f + 0.5f));
+    case UnaryOp::kElu:
+      return x < 0.f ? lo * expm1f(x) : x;
   }
   return x;
 }

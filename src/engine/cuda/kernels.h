@@ -42,7 +42,16 @@ enum class UnaryOp {
   kNeg,
   kGelu,
   kGeluTanh,
-  kLeakyRelu  // x >= 0 ? x : lo * x (lo carries alpha)
+  kLeakyRelu,  // x >= 0 ? x : lo * x (lo carries alpha)
+  kAbs,
+  kReciprocal,
+  kLog,
+  kSin,
+  kCos,
+  kSoftplus,     // log(1 + e^x), without overflow
+  kHardSigmoid,  // clamp(lo * x + hi, 0, 1) (lo, hi carry alpha, beta)
+  kHardSwish,    // x * clamp(x / 6 + 1/2, 0, 1)
+  kElu           // x < 0 ? lo * (e^x - 1) : x (lo carries alpha)
 };
 
 // out[i] = op(a[map0(i)], scale_b * b[map1(i)]); `map` null = a, b and out all have n elements.
