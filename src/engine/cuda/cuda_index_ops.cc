@@ -175,15 +175,9 @@ Status LaunchSplit(LaunchCtx& ctx) {
   size_t offset = 0;
   for (size_t p = 0; p < ctx.out.size(); ++p) {
     const size_t width = static_cast<size_t>(ctx.state->ints[p + 1]) * inner;
-    if (width > 0 && outer > 0) {
-      const char* src = static_cast<const char*>(ctx.in[0]) + offset;
-      cudaError_t e =
-          outer == 1
-              ? cudaMemcpyAsync(ctx.out[p], src, width, cudaMemcpyDeviceToDevice, ctx.device.stream)
-              : cudaMemcpy2DAsync(ctx.out[p], width, src, src_pitch, width, outer,
-                                  cudaMemcpyDeviceToDevice, ctx.device.stream);
-      TESSERA_RETURN_IF_ERROR(CudaStatus(e, "split copy"));
-    }
+    TESSERA_RETURN_IF_ERROR(CopyRows(ctx.out[p], width,
+                                     static_cast<const char*>(ctx.in[0]) + offset, src_pitch, width,
+                                     outer, ctx.device.stream, "split copy"));
     offset += width;
   }
   return absl::OkStatus();

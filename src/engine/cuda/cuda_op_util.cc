@@ -68,6 +68,16 @@ int64_t Product(const Shape& shape, size_t begin, size_t end) {
   return p;
 }
 
+Status CopyRows(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width,
+                size_t rows, cudaStream_t stream, const char* what) {
+  if (width == 0 || rows == 0) return absl::OkStatus();
+  const cudaError_t e = rows == 1
+                            ? cudaMemcpyAsync(dst, src, width, cudaMemcpyDeviceToDevice, stream)
+                            : cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, width, rows,
+                                                cudaMemcpyDeviceToDevice, stream);
+  return CudaStatus(e, what);
+}
+
 // Map from `out` indices into each operand broadcast to it (numpy rules, right-aligned).
 StatusOr<IndexMap> BroadcastMap(const Shape& out, const std::vector<const Shape*>& operands) {
   if (out.size() > static_cast<size_t>(kMaxRank)) {

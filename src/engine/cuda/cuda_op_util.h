@@ -29,6 +29,11 @@ StatusOr<float> HostScalar(const PlanCtx& ctx, size_t index, const char* what);
 
 Shape Strides(const Shape& shape);  // row-major, in elements
 int64_t Product(const Shape& shape, size_t begin, size_t end);
+// Copies `width` bytes from each of `rows` rows (pitches in bytes) on `stream`: one plain copy for
+// one row. Concat and Split move their parts with it. `what` names the copy in the error.
+Status CopyRows(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width,
+                size_t rows, cudaStream_t stream, const char* what);
+
 // Map from `out` indices into each operand broadcast to it (numpy rules, right-aligned).
 StatusOr<IndexMap> BroadcastMap(const Shape& out, const std::vector<const Shape*>& operands);
 

@@ -378,15 +378,8 @@ Status LaunchConcat(LaunchCtx& ctx) {
   size_t offset = 0;
   for (size_t i = 0; i < ctx.in.size(); ++i) {
     const size_t width = static_cast<size_t>(ctx.in_meta[i]->shape[axis]) * inner;
-    if (width > 0 && outer > 0) {
-      char* dst = static_cast<char*>(ctx.out[0]) + offset;
-      cudaError_t e = outer == 1 ? cudaMemcpyAsync(dst, ctx.in[i], width,
-                                                   cudaMemcpyDeviceToDevice, ctx.device.stream)
-                                 : cudaMemcpy2DAsync(dst, dst_pitch, ctx.in[i], width, width,
-                                                     outer, cudaMemcpyDeviceToDevice,
-                                                     ctx.device.stream);
-      TESSERA_RETURN_IF_ERROR(CudaStatus(e, "concat copy"));
-    }
+    TESSERA_RETURN_IF_ERROR(CopyRows(static_cast<char*>(ctx.out[0]) + offset, dst_pitch, ctx.in[i],
+                                     width, width, outer, ctx.device.stream, "concat copy"));
     offset += width;
   }
   return absl::OkStatus();

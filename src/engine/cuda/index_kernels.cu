@@ -140,6 +140,30 @@ __global__ void CumSumKernel(const T* x, T* y, int64_t outer, int64_t len, int64
   }
 }
 
+// Runs `launch` with the storage type of `t` as its template argument (BOOL and UINT8 as bytes).
+template <typename F>
+cudaError_t ForStorage(CastType t, F launch) {
+  switch (t) {
+    case CastType::kF32:
+      launch(static_cast<float*>(nullptr));
+      break;
+    case CastType::kF16:
+      launch(static_cast<__half*>(nullptr));
+      break;
+    case CastType::kI64:
+      launch(static_cast<int64_t*>(nullptr));
+      break;
+    case CastType::kI32:
+      launch(static_cast<int32_t*>(nullptr));
+      break;
+    case CastType::kU8:
+    case CastType::kBool:
+      launch(static_cast<uint8_t*>(nullptr));
+      break;
+  }
+  return cudaGetLastError();
+}
+
 }  // namespace
 
 cudaError_t LaunchIntBinary(BinaryOp op, bool int64, const void* a, const void* b, void* out,
@@ -166,25 +190,7 @@ cudaError_t LaunchCompare(CompareOp op, CastType t, const void* a, const void* b
     CompareKernel<T><<<Blocks(n), kThreads, 0, stream>>>(op, static_cast<const T*>(a),
                                                          static_cast<const T*>(b), out, n, map);
   };
-  switch (t) {
-    case CastType::kF32:
-      launch(static_cast<float*>(nullptr));
-      break;
-    case CastType::kF16:
-      launch(static_cast<__half*>(nullptr));
-      break;
-    case CastType::kI64:
-      launch(static_cast<int64_t*>(nullptr));
-      break;
-    case CastType::kI32:
-      launch(static_cast<int32_t*>(nullptr));
-      break;
-    case CastType::kU8:
-    case CastType::kBool:
-      launch(static_cast<uint8_t*>(nullptr));
-      break;
-  }
-  return cudaGetLastError();
+  return ForStorage(t, launch);
 }
 
 cudaError_t LaunchNot(const uint8_t* x, uint8_t* y, int64_t n, cudaStream_t stream) {
@@ -195,30 +201,17 @@ cudaError_t LaunchNot(const uint8_t* x, uint8_t* y, int64_t n, cudaStream_t stre
 
 cudaError_t LaunchCumSum(CastType t, const void* x, void* y, int64_t outer, int64_t len,
                          int64_t inner, bool exclusive, bool reverse, cudaStream_t stream) {
+  if (t == CastType::kU8 || t == CastType::kBool) return cudaErrorInvalidValue;
   const int64_t lines = outer * inner;
   if (lines == 0 || len == 0) return cudaSuccess;
   const auto launch = [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
-    CumSumKernel<T><<<Blocks(lines), kThreads, 0, stream>>>(
-        static_cast<const T*>(x), static_cast<T*>(y), outer, len, inner, exclusive, reverse);
+    if constexpr (!std::is_same_v<T, uint8_t>) {  // bytes were refused above
+      CumSumKernel<T><<<Blocks(lines), kThreads, 0, stream>>>(
+          static_cast<const T*>(x), static_cast<T*>(y), outer, len, inner, exclusive, reverse);
+    }
   };
-  switch (t) {
-    case CastType::kF32:
-      launch(static_cast<float*>(nullptr));
-      break;
-    case CastType::kF16:
-      launch(static_cast<__half*>(nullptr));
-      break;
-    case CastType::kI64:
-      launch(static_cast<int64_t*>(nullptr));
-      break;
-    case CastType::kI32:
-      launch(static_cast<int32_t*>(nullptr));
-      break;
-    default:
-      return cudaErrorInvalidValue;
-  }
-  return cudaGetLastError();
+  return ForStorage(t, launch);
 }
 
 }  // namespace tessera::engine::cuda
