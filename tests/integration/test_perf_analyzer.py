@@ -22,9 +22,11 @@ from tessera_testlib import SOURCE_DIR, model_stats
 PERF_ANALYZER = Path(os.environ.get("TESSERA_PERF_ANALYZER",
                                     SOURCE_DIR / ".cache" / "perf_analyzer" / "bin" / "perf_analyzer"))
 RUN_TIMEOUT_S = 120
-# Short windows; the stability rule is relaxed because the test asserts correctness, not speed
-# (a 2-core CI machine running other tests beside this one is not stable within 10 %).
-WINDOW_ARGS = ["--measurement-interval", "400", "--stability-percentage", "200", "--max-trials", "6"]
+# Short windows, and no stability rule in effect: the test asserts correctness, not speed. A 2-core
+# CI machine running other tests beside this one once gave windows whose average latency differed
+# more than 3x (the old 200 % bound); perf_analyzer then ends a sweep after its first level.
+WINDOW_ARGS = ["--measurement-interval", "400", "--stability-percentage", "100000", "--max-trials",
+               "6"]
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +70,7 @@ def server_counts(out):
 
 def assert_all_served(out, rows, levels, batch=1):
     assert "rror" not in out, out
-    assert len(rows) == levels, f"expected {levels} CSV rows, got {rows}"
+    assert len(rows) == levels, f"expected {levels} CSV rows, got {rows}\n{out}"
     for row in rows:
         assert float(row["Inferences/Second"]) > 0, row
     client, inferences, successes = server_counts(out)
