@@ -83,6 +83,24 @@ namespace {
 
 // One recv(2) asks for this much: every frame of a burst arrives in one call.
 constexpr size_t kReadChunkBytes = 64 << 10;
+constexpr size_t kMaxFdsPerRead = 8;
+
+// Moves the SCM_RIGHTS descriptors of a received message into `fds`. Descriptors the kernel had
+// to drop (MSG_CTRUNC) are gone: the reader then finds none for the frame that said it had one.
+void TakeDescriptors(msghdr& msg, std::deque<UniqueFd>* fds) {
+  if ((msg.msg_flags & MSG_CTRUNC) != 0) {
+    spdlog::warn("control channel: descriptors passed by the peer were truncated and dropped");
+  }
+  for (cmsghdr* cmsg = CMSG_FIRSTHDR(&msg); cmsg != nullptr; cmsg = CMSG_NXTHDR(&msg, cmsg)) {
+    if (cmsg->cmsg_level != SOL_SOCKET || cmsg->cmsg_type != SCM_RIGHTS) continue;
+    const size_t count = (cmsg->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < count; ++i) {
+      int fd;
+      std::memcpy(&fd, CMSG_DATA(cmsg) + i * sizeof(int), sizeof(int));
+      fds->emplace_back(fd);
+    }
+  }
+}
 
 // Appends one length-prefixed frame to `frames`.
 Status AppendFrame(const ControlMessage& message, uint32_t max_frame_bytes, std::string* frames) {
@@ -124,12 +142,36 @@ Status ControlChannel::SendAll(const std::vector<ControlMessage>& messages) {
   return SendFrames(frames);
 }
 
-Status ControlChannel::SendFrames(const std::string& frames) {
+Status ControlChannel::SendWithFd(const ControlMessage& message, int fd) {
+  if (fd < 0) {
+    return absl::InvalidArgumentError("ControlChannel::SendWithFd: no descriptor to pass");
+  }
+  std::string frame;
+  TESSERA_RETURN_IF_ERROR(AppendFrame(message, max_frame_bytes_, &frame));
+  return SendFrames(frame, fd);
+}
+
+Status ControlChannel::SendFrames(const std::string& frames, int fd) {
   absl::MutexLock lock(&send_mu_);
   if (shut_down_.load()) return absl::UnavailableError("control channel shut down");
   size_t sent = 0;
   while (sent < frames.size()) {
-    ssize_t n = ::send(fd_, frames.data() + sent, frames.size() - sent, MSG_NOSIGNAL);
+    iovec iov{const_cast<char*>(frames.data() + sent), frames.size() - sent};
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+    if (sent == 0 && fd >= 0) {
+      std::memset(control, 0, sizeof(control));
+      msg.msg_control = control;
+      msg.msg_controllen = sizeof(control);
+      cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
+      cmsg->cmsg_level = SOL_SOCKET;
+      cmsg->cmsg_type = SCM_RIGHTS;
+      cmsg->cmsg_len = CMSG_LEN(sizeof(int));
+      std::memcpy(CMSG_DATA(cmsg), &fd, sizeof(int));
+    }
+    ssize_t n = ::sendmsg(fd_, &msg, MSG_NOSIGNAL);
     if (n < 0) {
       if (errno == EINTR) continue;
       int err = errno;
@@ -155,7 +197,17 @@ Status ControlChannel::Fill(size_t size) {
     read_buffer_.resize(std::max(size, kReadChunkBytes));
   }
   while (read_end_ < size) {
-    ssize_t n = ::recv(fd_, read_buffer_.data() + read_end_, read_buffer_.size() - read_end_, 0);
+    iovec iov{read_buffer_.data() + read_end_, read_buffer_.size() - read_end_};
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    // Room for a few descriptors: a peer passes at most one per frame, and such frames are rare
+    // (weight exports), so one read-ahead rarely spans several.
+    alignas(cmsghdr) char control[CMSG_SPACE(kMaxFdsPerRead * sizeof(int))];
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof(control);
+    ssize_t n = ::recvmsg(fd_, &msg, MSG_CMSG_CLOEXEC);
+    if (n >= 0) TakeDescriptors(msg, &received_fds_);
     if (n > 0) {
       read_end_ += static_cast<size_t>(n);
       continue;
@@ -173,6 +225,13 @@ Status ControlChannel::Fill(size_t size) {
     return absl::InternalError(absl::StrCat("control channel recv: ", std::strerror(err)));
   }
   return absl::OkStatus();
+}
+
+UniqueFd ControlChannel::TakeReceivedFd() {
+  if (received_fds_.empty()) return UniqueFd();
+  UniqueFd fd = std::move(received_fds_.front());
+  received_fds_.pop_front();
+  return fd;
 }
 
 bool ControlChannel::HasBufferedFrame() const {

@@ -1,6 +1,7 @@
 #include "tessera/ipc/control_channel.h"
 
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -265,6 +266,45 @@ TEST(ControlChannelTest, SendToAClosedPeerIsUnavailableNotSigpipe) {
   Status status;
   for (int i = 0; i < 3 && status.ok(); ++i) status = pair->first->Send(MakeInfer(1, "m/1"));
   EXPECT_TRUE(absl::IsUnavailable(status)) << status;
+}
+
+TEST(ControlChannelTest, PassedDescriptorOutlivesTheProcessThatSentIt) {
+  auto pair = ControlChannel::CreatePair();
+  ASSERT_TRUE(pair.ok());
+  const std::string content = "weights of model m/1";
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    // Child: a frame without a descriptor, then one with a memory file holding `content`; exits.
+    int fd = memfd_create("tessera-test-weights", MFD_CLOEXEC);
+    if (fd < 0 || write(fd, content.data(), content.size()) != ssize_t(content.size())) _exit(1);
+    if (!pair->first->Send(MakeInfer(1, "m/1")).ok()) _exit(2);
+    if (!pair->first->SendWithFd(MakeInfer(2, "m/1"), fd).ok()) _exit(3);
+    close(fd);
+    _exit(0);
+  }
+  int wstatus = 0;
+  ASSERT_EQ(waitpid(pid, &wstatus, 0), pid);
+  ASSERT_TRUE(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0) << wstatus;
+
+  ControlMessage m;
+  ASSERT_TRUE(pair->second->Receive(&m).ok());
+  EXPECT_EQ(m.infer().batch_id(), 1u);
+  ASSERT_TRUE(pair->second->Receive(&m).ok());
+  EXPECT_EQ(m.infer().batch_id(), 2u);
+  UniqueFd fd = pair->second->TakeReceivedFd();
+  ASSERT_TRUE(fd.valid());
+  EXPECT_FALSE(pair->second->TakeReceivedFd().valid());  // one descriptor was sent, not two
+  void* mapped = mmap(nullptr, content.size(), PROT_READ, MAP_SHARED, fd.get(), 0);
+  ASSERT_NE(mapped, MAP_FAILED);
+  EXPECT_EQ(std::string(static_cast<const char*>(mapped), content.size()), content);
+  munmap(mapped, content.size());
+}
+
+TEST(ControlChannelTest, SendWithFdNeedsADescriptor) {
+  auto pair = ControlChannel::CreatePair();
+  ASSERT_TRUE(pair.ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(pair->first->SendWithFd(MakeInfer(1, "m/1"), -1)));
 }
 
 TEST(ControlChannelTest, RoundTripAcrossFork) {

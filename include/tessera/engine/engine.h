@@ -9,12 +9,14 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "tessera/common/data_type.h"
 #include "tessera/common/status.h"
 #include "tessera/common/tensor.h"
+#include "tessera/common/unique_fd.h"
 
 namespace tessera::engine {
 
@@ -26,6 +28,13 @@ enum class Backend { kCpu, kCuda };
 // Graph inputs and outputs stay FP32/INT64 at the interface either way: kFp16 converts on the
 // device. kFp16 GEMMs and convolutions accumulate in FP32 on tensor cores.
 enum class Precision { kFp32, kFp16 };
+
+// Weights another process exported (Model::ExportWeights), to be mapped instead of uploaded.
+struct WeightImport {
+  int fd = -1;         // borrowed for the duration of LoadOnnxModel
+  uint64_t bytes = 0;  // as exported
+  std::string layout;  // as exported; the load maps the buffer only if its own layout is equal
+};
 
 struct ModelOptions {
   Backend backend = Backend::kCpu;
@@ -46,6 +55,26 @@ struct ModelOptions {
   // (e.g. a green context made current by the executor). A model always runs on the device it was
   // loaded on: Run() switches the calling thread to it when that thread's current device differs.
   int cuda_device = -1;
+  // kCuda only: map these weights (another executor's, on the same GPU) instead of uploading a
+  // copy; GSLICE §4.4's shadow instance sharing its active's parameters. When the layout differs
+  // or the driver refuses, the model uploads its own copy and Model::weight_import() says why.
+  std::optional<WeightImport> import_weights;
+};
+
+// A model's weight buffer, exported for other processes on the same device.
+struct ExportedWeights {
+  UniqueFd fd;         // a handle of the device buffer: a CUDA VMM POSIX file descriptor
+  uint64_t bytes = 0;  // the buffer's size
+  // What an importer must match exactly: device, precision, and each constant's place, type and
+  // content hash. Two loads of the same model file with the same options give the same layout.
+  std::string layout;
+};
+
+// How ModelOptions::import_weights went.
+struct WeightImportOutcome {
+  bool requested = false;
+  bool imported = false;
+  std::string why_not;  // when requested but not imported
 };
 
 // The activation memory plan for one batch size (see Model::PlanMemory).
@@ -104,6 +133,17 @@ class Model {
   virtual StatusOr<MemoryPlanInfo> PlanMemory(int64_t /*batch*/) const {
     return absl::UnimplementedError("memory planning is not supported by this model");
   }
+
+  // A new handle of the weight buffer, for another process on the same device to load the same
+  // model without its own copy (ModelOptions::import_weights). The buffer stays valid while any
+  // process holds a handle or a mapping of it, so the exporter may exit first. UNIMPLEMENTED on
+  // backends or devices that cannot share device memory across processes, saying why.
+  virtual StatusOr<ExportedWeights> ExportWeights() const {
+    return absl::UnimplementedError("this backend does not share weights across processes");
+  }
+
+  // Whether the load mapped ModelOptions::import_weights.
+  virtual WeightImportOutcome weight_import() const { return {}; }
 };
 
 // Parses and prepares an ONNX model file. Every problem is reported here, never at first Run:

@@ -8,14 +8,16 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <string>
-#include <vector>
 #include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "tessera/common/status.h"
+#include "tessera/common/unique_fd.h"
 #include "tessera/executor.pb.h"
 
 namespace tessera::ipc {
@@ -51,6 +53,11 @@ class ControlChannel {
   // Send never lands between them. Same errors as Send; nothing is sent when one is too large.
   Status SendAll(const std::vector<ControlMessage>& messages) ABSL_LOCKS_EXCLUDED(send_mu_);
 
+  // Send, with one open file descriptor passed along (SCM_RIGHTS): the peer gets its own
+  // descriptor of the same open file and takes it with TakeReceivedFd() after receiving `message`.
+  // The message itself must say that it carries one (the protocol's fields do).
+  Status SendWithFd(const ControlMessage& message, int fd) ABSL_LOCKS_EXCLUDED(send_mu_);
+
   // Blocks until one whole frame arrived and parses it into `message`. Reads ahead: one recv(2)
   // takes every frame the peer has written so far, and later calls are served from that buffer.
   // Receive is for one thread at a time.
@@ -62,6 +69,12 @@ class ControlChannel {
   // Makes a blocked or future Receive/Send return UNAVAILABLE (shutdown(2) of both directions; the
   // peer sees EOF). The descriptor itself stays open until destruction. Idempotent.
   void Shutdown();
+
+  // The oldest descriptor that arrived with the frames received so far (SendWithFd), or an invalid
+  // UniqueFd when none did. Descriptors arrive no later than the frame they were sent with, and in
+  // order, so a reader takes one for each message that says it carries one. Receive thread only;
+  // descriptors never taken are closed with the channel.
+  UniqueFd TakeReceivedFd();
 
   // True when a whole frame is already buffered, so the next Receive returns without blocking.
   // Lets a reader finish the burst it has before doing per-burst work (such as one reply for all).
@@ -82,7 +95,11 @@ class ControlChannel {
   size_t read_pos_ = 0;
   size_t read_end_ = 0;
 
-  Status SendFrames(const std::string& frames) ABSL_LOCKS_EXCLUDED(send_mu_);
+  // Descriptors received with SCM_RIGHTS and not taken yet, oldest first.
+  std::deque<UniqueFd> received_fds_;
+
+  // `fd` >= 0 goes along with the first byte of `frames`.
+  Status SendFrames(const std::string& frames, int fd = -1) ABSL_LOCKS_EXCLUDED(send_mu_);
   // Makes at least `size` unparsed bytes available, reading as much as the socket has.
   Status Fill(size_t size);
 };

@@ -82,32 +82,35 @@ Status CudaModel::Init() {
 
   // Constants read by device nodes, in one buffer; FP32 ones as FP16 in FP16 mode.
   std::vector<uint64_t> offsets(values, 0);
+  std::vector<bool> uploaded(values, false);
   uint64_t total = 0;
   for (size_t v = 0; v < values; ++v) {
     if (nodes_.place[v] != Place::kConstant || !device_reads[v]) continue;
+    uploaded[v] = true;
     offsets[v] = total;
     const Value& c = *graph_.constants[v];
     total += AlignUp(static_cast<uint64_t>(c.num_elements()) * device_.StorageBytes(c.dtype()));
   }
-  if (total > 0) {
-    TESSERA_RETURN_IF_ERROR(CudaStatus(cudaMalloc(&constants_, total), "cudaMalloc(weights)"));
-    std::vector<std::byte> staging(total);
-    for (size_t v = 0; v < values; ++v) {
-      if (nodes_.place[v] != Place::kConstant || !device_reads[v]) continue;
-      const Value& c = *graph_.constants[v];
-      std::byte* dst = staging.data() + offsets[v];
-      if (device_.fp16 && c.dtype() == DataType::kFp32) {
-        auto* half = reinterpret_cast<__half*>(dst);
-        for (int64_t i = 0; i < c.num_elements(); ++i) half[i] = __float2half(c.data<float>()[i]);
-      } else {
-        std::memcpy(dst, c.raw(), c.byte_size());
-      }
-      const_ptr_[v] = static_cast<char*>(constants_) + offsets[v];
+  if (total == 0) {
+    if (import_.has_value()) weight_import_ = {true, false, "the model has no device weights"};
+    return absl::OkStatus();
+  }
+  std::vector<std::byte> staging(total);
+  for (size_t v = 0; v < values; ++v) {
+    if (!uploaded[v]) continue;
+    const Value& c = *graph_.constants[v];
+    std::byte* dst = staging.data() + offsets[v];
+    if (device_.fp16 && c.dtype() == DataType::kFp32) {
+      auto* half = reinterpret_cast<__half*>(dst);
+      for (int64_t i = 0; i < c.num_elements(); ++i) half[i] = __float2half(c.data<float>()[i]);
+    } else {
+      std::memcpy(dst, c.raw(), c.byte_size());
     }
-    TESSERA_RETURN_IF_ERROR(CudaStatus(
-        cudaMemcpyAsync(constants_, staging.data(), total, cudaMemcpyHostToDevice, device_.stream),
-        "upload weights"));
-    TESSERA_RETURN_IF_ERROR(CudaStatus(cudaStreamSynchronize(device_.stream), "upload weights"));
+  }
+  TESSERA_RETURN_IF_ERROR(DescribeWeights(offsets, uploaded, staging));
+  TESSERA_RETURN_IF_ERROR(PlaceWeights(staging));
+  for (size_t v = 0; v < values; ++v) {
+    if (uploaded[v]) const_ptr_[v] = static_cast<char*>(constants_) + offsets[v];
   }
   return absl::OkStatus();
 }
@@ -117,7 +120,8 @@ CudaModel::~CudaModel() {
   plans_.clear();  // graphs and upload buffers first
   if (arena_ != nullptr) cudaFree(arena_);
   if (pinned_ != nullptr) cudaFreeHost(pinned_);
-  if (constants_ != nullptr) cudaFree(constants_);
+  if (constants_ != nullptr && shared_constants_ == nullptr) cudaFree(constants_);
+  shared_constants_.reset();
   if (device_.cublas != nullptr) cublasDestroy(device_.cublas);
   if (cublas_workspace_ != nullptr) cudaFree(cublas_workspace_);
   if (device_.cudnn != nullptr) cudnnDestroy(device_.cudnn);

@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/cuda/cuda_ops.h"
 #include "engine/cuda/cuda_support.h"
+#include "engine/cuda/shareable_buffer.h"
 #include "engine/graph.h"
 #include "engine/thread_pool.h"
 #include "tessera/engine/engine.h"
@@ -72,6 +74,8 @@ class CudaModel final : public Model {
     return Finished(RunLocked(inputs, outputs, timings));
   }
   StatusOr<MemoryPlanInfo> PlanMemory(int64_t batch) const override;
+  StatusOr<ExportedWeights> ExportWeights() const override;
+  WeightImportOutcome weight_import() const override { return weight_import_; }
 
   StatusOr<int> graphs_captured() const {
     std::lock_guard<std::mutex> lock(mu_);
@@ -88,10 +92,18 @@ class CudaModel final : public Model {
   CudaModel(Graph graph, const ModelOptions& options) : graph_(std::move(graph)) {
     device_.fp16 = options.precision == Precision::kFp16;
     cuda_graphs_ = options.cuda_graphs;
+    import_ = options.import_weights;
   }
   Status UploadInput(const void* src, char* pinned, void* dst, size_t bytes)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Status Init();
+  // Sets weights_layout_ (see ExportedWeights::layout) for the device constants (`uploaded`) at
+  // `offsets` of the weight buffer whose contents are `staging` (cuda_weights.cc).
+  Status DescribeWeights(const std::vector<uint64_t>& offsets, const std::vector<bool>& uploaded,
+                         const std::vector<std::byte>& staging);
+  // Points constants_ at the weights: mapped from import_ when its layout is weights_layout_,
+  // else `staging` uploaded into a buffer of the model's own (shareable where the driver allows).
+  Status PlaceWeights(const std::vector<std::byte>& staging);
   // A failed Run may leave copies from the pinned staging in flight: wait for them so the next
   // Run can reuse it.
   Status Finished(Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -134,6 +146,12 @@ class CudaModel final : public Model {
   std::vector<bool> is_output_;     // per value id
   std::vector<void*> const_ptr_;    // per value id: uploaded constant, or null
   void* constants_ = nullptr;       // one buffer holding every uploaded constant
+  // constants_ when it is shareable (own or imported); else constants_ came from cudaMalloc.
+  std::unique_ptr<ShareableDeviceBuffer> shared_constants_;
+  std::string weights_layout_;
+  std::string not_shareable_;           // why ExportWeights cannot, when it cannot
+  std::optional<WeightImport> import_;  // the fd is only valid during Create
+  WeightImportOutcome weight_import_;
   void* cublas_workspace_ = nullptr;
   uint64_t weight_bytes_ = 0;
 

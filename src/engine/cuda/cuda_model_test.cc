@@ -178,6 +178,64 @@ TEST(CudaModelTest, PlanMemoryTimingAndErrors) {
   EXPECT_TRUE(gpu->Run({input.View()}, &out).ok());
 }
 
+// A second load maps the first one's exported weights instead of uploading its own, gives the
+// same outputs, and keeps them after the exporter is gone (the shadow outliving its active).
+// Both loads are in this process: VMM handles, unlike legacy IPC ones, may be imported by the
+// process that exported them; tessera-server does it across executor processes.
+TEST(CudaModelTest, SecondLoadMapsExportedWeightsAndOutlivesTheExporter) {
+  TESSERA_REQUIRE_GPU();
+  auto active = LoadOrFail(ModelPath("small_cnn"), CudaOptions(Precision::kFp16, true));
+  ASSERT_NE(active, nullptr);
+  EXPECT_FALSE(active->weight_import().requested);
+  auto exported = active->ExportWeights();
+  ASSERT_TRUE(exported.ok()) << exported.status();
+  EXPECT_TRUE(exported->fd.valid());
+  EXPECT_GT(exported->bytes, 0u);
+  EXPECT_THAT(exported->layout, HasSubstr("fp16"));
+
+  ModelOptions options = CudaOptions(Precision::kFp16, true);
+  options.import_weights = WeightImport{exported->fd.get(), exported->bytes, exported->layout};
+  auto shadow = LoadOrFail(ModelPath("small_cnn"), options);
+  ASSERT_NE(shadow, nullptr);
+  EXPECT_TRUE(shadow->weight_import().requested);
+  EXPECT_TRUE(shadow->weight_import().imported) << shadow->weight_import().why_not;
+  exported->fd.Reset();  // the load took its own handle; the descriptor is not needed any more
+
+  Tensor input = Reference("small_cnn", "input_0.pb");
+  std::vector<Tensor> want, got;
+  ASSERT_TRUE(active->Run({input.View()}, &want).ok());
+  ASSERT_TRUE(shadow->Run({input.View()}, &got).ok());
+  EXPECT_TRUE(want[0].bytes == got[0].bytes);
+  active.reset();
+  for (int round = 0; round < 3; ++round) {  // eager, then captured and replayed
+    ASSERT_TRUE(shadow->Run({input.View()}, &got).ok());
+    EXPECT_TRUE(want[0].bytes == got[0].bytes) << "round " << round;
+  }
+  // The importer can export in turn (the next swap's active).
+  EXPECT_TRUE(shadow->ExportWeights().ok());
+}
+
+TEST(CudaModelTest, MismatchedWeightExportIsNotMappedAndTheLoadUploadsItsOwn) {
+  TESSERA_REQUIRE_GPU();
+  auto fp32 = LoadOrFail(ModelPath("mlp"), CudaOptions(Precision::kFp32, false));
+  ASSERT_NE(fp32, nullptr);
+  auto exported = fp32->ExportWeights();
+  ASSERT_TRUE(exported.ok()) << exported.status();
+
+  ModelOptions options = CudaOptions(Precision::kFp16, false);
+  options.import_weights = WeightImport{exported->fd.get(), exported->bytes, exported->layout};
+  auto fp16 = LoadOrFail(ModelPath("mlp"), options);
+  ASSERT_NE(fp16, nullptr);
+  EXPECT_TRUE(fp16->weight_import().requested);
+  EXPECT_FALSE(fp16->weight_import().imported);
+  EXPECT_THAT(fp16->weight_import().why_not, HasSubstr("laid out as"));
+  Tensor input = Reference("mlp", "input_0.pb");
+  Tensor expected = Reference("mlp", "output_0.pb");
+  std::vector<Tensor> got;
+  ASSERT_TRUE(fp16->Run({input.View()}, &got).ok());
+  ExpectTensorsClose(got[0], expected, Tolerance(Precision::kFp16), "fp16 with its own weights");
+}
+
 TEST(CudaModelTest, UnknownDeviceOrdinalIsInvalidArgument) {
   TESSERA_REQUIRE_GPU();
   ModelOptions options = CudaOptions(Precision::kFp32, true);
