@@ -144,6 +144,9 @@ Status Executor::Run() {
       case ipc::ControlMessage::kLoad:
         HandleLoad(message.load());
         break;
+      case ipc::ControlMessage::kExportWeights:
+        HandleExportWeights(message.export_weights());
+        break;
       case ipc::ControlMessage::kUnload:
         HandleUnload(message.unload());
         break;
@@ -181,7 +184,8 @@ void Executor::Send(const ipc::ControlMessage& message) {
   }
 }
 
-void Executor::SendLoadResult(const std::string& key, const Status& status, uint64_t weight_bytes) {
+void Executor::SendLoadResult(const std::string& key, const Status& status, uint64_t weight_bytes,
+                              const engine::WeightImportOutcome& sharing) {
   ipc::ControlMessage message;
   ipc::LoadResult* result = message.mutable_load_result();
   result->set_instance_key(key);
@@ -191,8 +195,13 @@ void Executor::SendLoadResult(const std::string& key, const Status& status, uint
     result->set_error_code(static_cast<int32_t>(status.code()));
   }
   result->set_weight_bytes(weight_bytes);
+  result->set_weights_shared(sharing.imported);
+  if (sharing.requested && !sharing.imported) result->set_weights_not_shared(sharing.why_not);
   if (status.ok()) {
-    spdlog::info("loaded {} ({} weight bytes)", key, weight_bytes);
+    spdlog::info("loaded {} ({} weight bytes{})", key, weight_bytes,
+                 sharing.imported    ? ", mapped from another executor"
+                 : sharing.requested ? ", own copy: " + sharing.why_not
+                                     : "");
   } else {
     spdlog::warn("load of {} failed: {}", key, status.ToString());
   }
@@ -208,10 +217,13 @@ void Executor::HandleLoad(const ipc::LoadModel& load) {
     absl::MutexLock lock(&mu_);
     if (instances_.count(key) == 0 && loading_.count(key) == 0) {
       loading_.insert(key);
-      load_queue_.push_back(load);
+      // The descriptor came with this frame: take it now, in frame order.
+      load_queue_.push_back(
+          {load, load.has_shared_weights() ? channel_->TakeReceivedFd() : UniqueFd()});
       return;
     }
   }
+  if (load.has_shared_weights()) channel_->TakeReceivedFd();  // closed, unused
   SendLoadResult(
       key,
       absl::AlreadyExistsError(absl::StrCat("instance ", key, " is already loaded or loading")), 0);
@@ -219,7 +231,7 @@ void Executor::HandleLoad(const ipc::LoadModel& load) {
 
 void Executor::LoaderLoop() {
   while (true) {
-    ipc::LoadModel request;
+    QueuedLoad queued;
     {
       absl::MutexLock lock(&mu_);
       mu_.Await(absl::Condition(
@@ -228,15 +240,28 @@ void Executor::LoaderLoop() {
           },
           this));
       if (stopping_) break;
-      request = std::move(load_queue_.front());
+      queued = std::move(load_queue_.front());
       load_queue_.pop_front();
+    }
+    const ipc::LoadModel& request = queued.request;
+    std::optional<engine::WeightImport> shared;
+    engine::WeightImportOutcome sharing;
+    if (request.has_shared_weights()) {
+      sharing.requested = true;
+      if (queued.shared_weights.valid()) {
+        shared = engine::WeightImport{queued.shared_weights.get(), request.shared_weights().bytes(),
+                                      request.shared_weights().layout()};
+      } else {
+        sharing.why_not = "the load named shared weights but no descriptor came with it";
+      }
     }
 
     uint64_t weight_bytes = 0;
     std::unique_ptr<engine::Model> model;
     Status status;
     try {
-      StatusOr<std::unique_ptr<engine::Model>> loaded = options_.loader(request);
+      StatusOr<std::unique_ptr<engine::Model>> loaded =
+          options_.loader(request, shared.has_value() ? &*shared : nullptr);
       status = loaded.status();
       if (loaded.ok()) model = *std::move(loaded);
       if (status.code() == absl::StatusCode::kResourceExhausted) {
@@ -261,6 +286,13 @@ void Executor::LoaderLoop() {
       }
     }
     if (status.ok()) weight_bytes = model->weight_bytes();
+    if (status.ok() && shared.has_value()) {
+      sharing = model->weight_import();
+      if (!sharing.requested) {
+        sharing = {true, false, "this executor's backend does not map shared weights"};
+      }
+    }
+    queued.shared_weights.Reset();  // a mapping holds the buffer; the descriptor is done
 
     const std::string& key = request.instance_key();
     {
@@ -278,18 +310,48 @@ void Executor::LoaderLoop() {
       }
     }
     model.reset();  // a cancelled load frees its weights here, outside the lock
-    SendLoadResult(key, status, status.ok() ? weight_bytes : 0);
+    SendLoadResult(key, status, status.ok() ? weight_bytes : 0,
+                   status.ok() ? sharing : engine::WeightImportOutcome{});
   }
 
   // Draining: loads still queued are answered, not run.
-  std::deque<ipc::LoadModel> abandoned;
+  std::deque<QueuedLoad> abandoned;
   {
     absl::MutexLock lock(&mu_);
     abandoned.swap(load_queue_);
-    for (const auto& load : abandoned) loading_.erase(load.instance_key());
+    for (const auto& load : abandoned) loading_.erase(load.request.instance_key());
   }
   for (const auto& load : abandoned) {
-    SendLoadResult(load.instance_key(), absl::UnavailableError("executor is shutting down"), 0);
+    SendLoadResult(load.request.instance_key(), absl::UnavailableError("executor is shutting down"),
+                   0);
+  }
+}
+
+void Executor::HandleExportWeights(const ipc::ExportWeights& request) {
+  ipc::ControlMessage message;
+  ipc::WeightsExport* reply = message.mutable_weights_export();
+  reply->set_request_id(request.request_id());
+  StatusOr<engine::ExportedWeights> exported =
+      absl::NotFoundError(absl::StrCat("no loaded instance ", request.instance_key()));
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = instances_.find(request.instance_key());
+    // An instance in instances_ has not been told to stop, so its worker still holds the model
+    // (only this thread unloads); exporting only reads the immutable weight buffer.
+    if (it != instances_.end()) exported = it->second->model->ExportWeights();
+  }
+  if (!exported.ok()) {
+    reply->set_error(std::string(exported.status().message()));
+    reply->set_error_code(static_cast<int32_t>(exported.status().code()));
+    Send(message);
+    return;
+  }
+  reply->set_ok(true);
+  reply->set_bytes(exported->bytes);
+  reply->set_layout(exported->layout);
+  Status status = channel_->SendWithFd(message, exported->fd.get());
+  if (!status.ok() && !send_failed_.exchange(true)) {
+    spdlog::warn("cannot send to the server: {}", status.ToString());
   }
 }
 

@@ -31,9 +31,11 @@
 
 namespace tessera::executor {
 
-// Makes an engine model for one LoadModel request. Called on the loader thread only.
-using ModelLoader =
-    std::function<StatusOr<std::unique_ptr<engine::Model>>(const ipc::LoadModel& request)>;
+// Makes an engine model for one LoadModel request; `shared_weights` is set when the request
+// carries another executor's weights to map (engine::ModelOptions::import_weights). Called on the
+// loader thread only.
+using ModelLoader = std::function<StatusOr<std::unique_ptr<engine::Model>>(
+    const ipc::LoadModel& request, const engine::WeightImport* shared_weights)>;
 
 struct ExecutorOptions {
   int executor_id = 0;
@@ -91,6 +93,8 @@ class Executor {
   void HandleUnload(const ipc::UnloadModel& unload);
   void HandleInfer(const ipc::InferBatch& infer);
   void HandleRelease(const ipc::ReleaseOutputs& release);
+  // Answers with the instance's exported weights (and their descriptor) or why not.
+  void HandleExportWeights(const ipc::ExportWeights& request);
 
   void LoaderLoop();
   // "; this executor may allocate at most N MiB (executors.memory_limit_mb)", or "" without a
@@ -115,7 +119,8 @@ class Executor {
   // Stops the loader and every instance and joins their threads.
   void Drain();
   void Send(const ipc::ControlMessage& message);
-  void SendLoadResult(const std::string& key, const Status& status, uint64_t weight_bytes);
+  void SendLoadResult(const std::string& key, const Status& status, uint64_t weight_bytes,
+                      const engine::WeightImportOutcome& sharing = {});
 
   const ExecutorOptions options_;
   const std::unique_ptr<ipc::ControlChannel> channel_;
@@ -126,7 +131,11 @@ class Executor {
   std::map<std::string, std::unique_ptr<Instance>> instances_ ABSL_GUARDED_BY(mu_);
   // Unloaded instances whose worker may still be finishing batches; joined later.
   std::vector<std::unique_ptr<Instance>> retired_ ABSL_GUARDED_BY(mu_);
-  std::deque<ipc::LoadModel> load_queue_ ABSL_GUARDED_BY(mu_);
+  struct QueuedLoad {
+    ipc::LoadModel request;
+    UniqueFd shared_weights;  // the descriptor that came with request.shared_weights
+  };
+  std::deque<QueuedLoad> load_queue_ ABSL_GUARDED_BY(mu_);
   // Keys queued or being loaded; and those of them unloaded before their load finished.
   std::set<std::string> loading_ ABSL_GUARDED_BY(mu_);
   std::set<std::string> cancelled_loads_ ABSL_GUARDED_BY(mu_);

@@ -14,10 +14,13 @@
 
 #include "absl/synchronization/notification.h"
 #include "executor/fake_engine_model_for_test.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace tessera::executor {
 namespace {
+
+using ::testing::HasSubstr;
 
 std::string UniqueSuffix() {
   static std::atomic<int> counter{0};
@@ -73,7 +76,8 @@ class ExecutorTest : public ::testing::Test {
     options.output_wait_timeout_ms = output_wait_timeout_ms;
     options.inline_run_max_ns = inline_run_max_ns;
     options.loader =
-        [this](const ipc::LoadModel& request) -> StatusOr<std::unique_ptr<engine::Model>> {
+        [this](const ipc::LoadModel& request,
+               const engine::WeightImport* shared) -> StatusOr<std::unique_ptr<engine::Model>> {
       if (request.model_path() == "/models/missing.onnx") {
         return absl::NotFoundError("cannot open /models/missing.onnx");
       }
@@ -82,7 +86,8 @@ class ExecutorTest : public ::testing::Test {
       if (auto it = run_hooks_.find(request.instance_key()); it != run_hooks_.end()) {
         fake.on_run = it->second;
       }
-      return std::make_unique<FakeEngineModelForTest>(fake);
+      fake.weights = "weights of " + request.model_path();
+      return std::make_unique<FakeEngineModelForTest>(fake, shared);
     };
     auto executor = Executor::Create(std::move(options), *std::move(exec_channel),
                                      *std::move(exec_input), *std::move(exec_output));
@@ -128,6 +133,23 @@ class ExecutorTest : public ::testing::Test {
 
   ipc::LoadResult Load(const std::string& key, const std::string& path = "/models/fake.onnx",
                        int64_t x_dim = 4) {
+    Send(LoadMessage(key, path, x_dim));
+    return NextLoadResult(key);
+  }
+
+  ipc::LoadResult NextLoadResult(const std::string& key) {
+    auto reply = Next();
+    if (!reply.has_value() || !reply->has_load_result()) {
+      ADD_FAILURE() << "no LoadResult for " << key;
+      return {};
+    }
+    EXPECT_EQ(reply->load_result().instance_key(), key);
+    return reply->load_result();
+  }
+
+  static ipc::ControlMessage LoadMessage(const std::string& key,
+                                         const std::string& path = "/models/fake.onnx",
+                                         int64_t x_dim = 4) {
     ipc::ControlMessage message;
     ipc::LoadModel* load = message.mutable_load();
     load->set_instance_key(key);
@@ -139,14 +161,7 @@ class ExecutorTest : public ::testing::Test {
     x->set_name("x");
     x->set_data_type(static_cast<int>(DataType::kFp32));
     x->add_dims(x_dim);
-    Send(message);
-    auto reply = Next();
-    if (!reply.has_value() || !reply->has_load_result()) {
-      ADD_FAILURE() << "no LoadResult for " << key;
-      return {};
-    }
-    EXPECT_EQ(reply->load_result().instance_key(), key);
-    return reply->load_result();
+    return message;
   }
 
   // Writes `rows` x 4 floats (value = base + index) at `offset` of the input ring.
@@ -265,6 +280,72 @@ TEST_F(ExecutorTest, LoadInferReleaseRoundTrip) {
   Send(shutdown);
   runner_.join();
   EXPECT_TRUE(run_status_.ok()) << run_status_;
+}
+
+TEST_F(ExecutorTest, ExportedWeightsComeWithTheirDescriptorAndASecondLoadMapsThem) {
+  Start();
+  ASSERT_TRUE(Load("fake/1").ok());
+  ipc::ControlMessage request;
+  request.mutable_export_weights()->set_request_id(7);
+  request.mutable_export_weights()->set_instance_key("fake/1");
+  Send(request);
+  auto reply = Next();
+  ASSERT_TRUE(reply.has_value() && reply->has_weights_export());
+  const ipc::WeightsExport exported = reply->weights_export();
+  EXPECT_EQ(exported.request_id(), 7u);
+  ASSERT_TRUE(exported.ok()) << exported.error();
+  UniqueFd fd = server_->TakeReceivedFd();
+  ASSERT_TRUE(fd.valid());
+  std::string bytes(exported.bytes(), '\0');
+  ASSERT_EQ(pread(fd.get(), bytes.data(), bytes.size(), 0), ssize_t(bytes.size()));
+  EXPECT_EQ(bytes, "weights of /models/fake.onnx");
+
+  auto with_weights = [&](const std::string& key, const std::string& path) {
+    ipc::ControlMessage load = LoadMessage(key, path);
+    ipc::SharedWeights* shared = load.mutable_load()->mutable_shared_weights();
+    shared->set_bytes(exported.bytes());
+    shared->set_layout(exported.layout());
+    shared->set_source("executor 3 (instance fake/1)");
+    return load;
+  };
+  // The same model again (a shadow): mapped.
+  ASSERT_TRUE(server_->SendWithFd(with_weights("fake/2", "/models/fake.onnx"), fd.get()).ok());
+  ipc::LoadResult shadow = NextLoadResult("fake/2");
+  ASSERT_TRUE(shadow.ok()) << shadow.error();
+  EXPECT_TRUE(shadow.weights_shared()) << shadow.weights_not_shared();
+  // Another model of the same size: loads its own copy, and says why.
+  ASSERT_TRUE(server_->SendWithFd(with_weights("fake/3", "/models/fak3.onnx"), fd.get()).ok());
+  ipc::LoadResult other = NextLoadResult("fake/3");
+  ASSERT_TRUE(other.ok()) << other.error();
+  EXPECT_FALSE(other.weights_shared());
+  EXPECT_THAT(other.weights_not_shared(), HasSubstr("not this model's weights"));
+  // Shared weights named, but the frame carried no descriptor.
+  Send(with_weights("fake/4", "/models/fake.onnx"));
+  ipc::LoadResult no_fd = NextLoadResult("fake/4");
+  ASSERT_TRUE(no_fd.ok()) << no_fd.error();
+  EXPECT_FALSE(no_fd.weights_shared());
+  EXPECT_THAT(no_fd.weights_not_shared(), HasSubstr("no descriptor"));
+  // A plain load says nothing about sharing.
+  ipc::LoadResult plain = Load("fake/5");
+  EXPECT_FALSE(plain.weights_shared());
+  EXPECT_TRUE(plain.weights_not_shared().empty());
+
+  WriteInput(0, 1, 1.0f);
+  EXPECT_TRUE(Infer(InferMessage(1, "fake/2", 0, 1, {"y"})).ok());
+}
+
+TEST_F(ExecutorTest, ExportOfAnUnknownInstanceSaysWhichAndPassesNoDescriptor) {
+  Start();
+  ipc::ControlMessage request;
+  request.mutable_export_weights()->set_request_id(9);
+  request.mutable_export_weights()->set_instance_key("nope/1");
+  Send(request);
+  auto reply = Next();
+  ASSERT_TRUE(reply.has_value() && reply->has_weights_export());
+  EXPECT_EQ(reply->weights_export().request_id(), 9u);
+  EXPECT_FALSE(reply->weights_export().ok());
+  EXPECT_THAT(reply->weights_export().error(), HasSubstr("no loaded instance nope/1"));
+  EXPECT_FALSE(server_->TakeReceivedFd().valid());
 }
 
 TEST_F(ExecutorTest, BadInputsAreErrorResultsAndTheExecutorKeepsServing) {

@@ -149,8 +149,11 @@ int Main(int argc, char** argv) {
   if (model_options.backend == tessera::engine::Backend::kCpu) {
     options.inline_run_max_ns = static_cast<uint64_t>(inline_run_max_us) * 1000;
   }
-  options.loader = [model_options](const tessera::ipc::LoadModel& request) {
-    return tessera::engine::LoadOnnxModel(request.model_path(), model_options);
+  options.loader = [model_options](const tessera::ipc::LoadModel& request,
+                                   const tessera::engine::WeightImport* shared_weights) {
+    tessera::engine::ModelOptions options = model_options;
+    if (shared_weights != nullptr) options.import_weights = *shared_weights;
+    return tessera::engine::LoadOnnxModel(request.model_path(), options);
   };
   auto executor = tessera::executor::Executor::Create(std::move(options), *std::move(channel),
                                                       *std::move(input), *std::move(output));

@@ -122,7 +122,8 @@ void ExecutorPool::RemoveExecutor(int slot) {
   if (process) process->Stop(5000);
 }
 
-Status ExecutorPool::LoadInstance(int slot, const ipc::LoadModel& load) {
+Status ExecutorPool::LoadInstance(int slot, const ipc::LoadModel& load,
+                                  const SharedWeightsHandle* shared_weights) {
   std::shared_ptr<ExecutorProcess> process;
   {
     std::lock_guard lock(mu_);
@@ -130,13 +131,23 @@ Status ExecutorPool::LoadInstance(int slot, const ipc::LoadModel& load) {
     // Remember first: if the executor restarts during this load, the supervisor replays it.
     slots_[slot].instances[load.instance_key()] = load;
   }
-  Status status = process ? process->Load(load, options_.load_timeout_ms)
-                          : absl::UnavailableError(absl::StrCat("executor ", slot, " is restarting"));
+  Status status = process
+                      ? process->Load(load, options_.load_timeout_ms, shared_weights)
+                      : absl::UnavailableError(absl::StrCat("executor ", slot, " is restarting"));
   if (!status.ok()) {
     std::lock_guard lock(mu_);
     slots_[slot].instances.erase(load.instance_key());
   }
   return status;
+}
+
+StatusOr<SharedWeightsHandle> ExecutorPool::ExportWeights(int slot,
+                                                          const std::string& instance_key) {
+  std::shared_ptr<ExecutorProcess> process = Current(slot);
+  if (process == nullptr) {
+    return absl::UnavailableError(absl::StrCat("executor ", slot, " is restarting"));
+  }
+  return process->ExportWeights(instance_key, options_.load_timeout_ms);
 }
 
 void ExecutorPool::UnloadInstance(int slot, const std::string& instance_key) {

@@ -42,8 +42,13 @@ class ExecutorPool {
   // Stops an executor added by AddExecutor (its instances must be drained); its slot is not reused.
   void RemoveExecutor(int slot);
 
-  // Loads an instance on executor `slot` and remembers it, so a restarted executor gets it back.
-  Status LoadInstance(int slot, const ipc::LoadModel& load);
+  // Loads an instance on executor `slot` and remembers it, so a restarted executor gets it back
+  // (with its own weights then: `shared_weights` go along with this load only).
+  Status LoadInstance(int slot, const ipc::LoadModel& load,
+                      const SharedWeightsHandle* shared_weights = nullptr);
+  // The weights of `instance_key` on executor `slot`, for a load on another executor of the same
+  // device (ExecutorProcess::ExportWeights).
+  StatusOr<SharedWeightsHandle> ExportWeights(int slot, const std::string& instance_key);
   void UnloadInstance(int slot, const std::string& instance_key);
 
   // The running executor of `slot` with `instance_key` loaded; waits while it restarts.

@@ -203,8 +203,17 @@ void ExecutorProcess::ReaderLoop() {
         if (result.ok()) reader_release_.push_back(result.batch_id());
         pending->done(std::move(responses));  // may submit the next batches (reader_outbox_)
       }
+    } else if (message.has_weights_export()) {
+      FinishExport(message.weights_export());
     } else if (message.has_load_result()) {
       const ipc::LoadResult& result = message.load_result();
+      if (result.ok() && result.weights_shared()) {
+        spdlog::info("{}: '{}' maps weights another executor exported", Describe(),
+                     result.instance_key());
+      } else if (result.ok() && !result.weights_not_shared().empty()) {
+        spdlog::info("{}: '{}' loaded its own weights: {}", Describe(), result.instance_key(),
+                     result.weights_not_shared());
+      }
       std::lock_guard lock(mu_);
       auto it = pending_loads_.find(result.instance_key());
       if (it != pending_loads_.end()) {
@@ -260,11 +269,13 @@ void ExecutorProcess::HandleExit() {
   const std::string description = absl::StrCat(Describe(), " ", how);
   std::map<uint64_t, PendingBatch> batches;
   std::map<std::string, std::promise<Status>> loads;
+  std::map<uint64_t, std::promise<StatusOr<SharedWeightsHandle>>> exports;
   {
     std::lock_guard lock(mu_);
     exited_ = true;
     batches.swap(pending_batches_);
     loads.swap(pending_loads_);
+    exports.swap(pending_exports_);
   }
   watchdog_cv_.notify_all();
   std::deque<BatchJob> parked;
@@ -289,13 +300,18 @@ void ExecutorProcess::HandleExit() {
     promise.set_value(
         absl::UnavailableError(absl::StrCat(description, " while loading '", key, "'")));
   }
+  for (auto& [id, promise] : exports) {
+    promise.set_value(
+        absl::UnavailableError(absl::StrCat(description, " while exporting weights")));
+  }
   if (!stopping_) {
     spdlog::error("{}", description);
     if (on_exit_) on_exit_(description);
   }
 }
 
-Status ExecutorProcess::Load(const ipc::LoadModel& load, int64_t timeout_ms) {
+Status ExecutorProcess::Load(const ipc::LoadModel& load, int64_t timeout_ms,
+                             const SharedWeightsHandle* shared_weights) {
   std::future<Status> future;
   {
     std::lock_guard lock(mu_);
@@ -308,7 +324,17 @@ Status ExecutorProcess::Load(const ipc::LoadModel& load, int64_t timeout_ms) {
   }
   ipc::ControlMessage message;
   *message.mutable_load() = load;
-  Status sent = channel_->Send(message);
+  Status sent;
+  if (shared_weights != nullptr && shared_weights->fd.valid()) {
+    ipc::SharedWeights* shared = message.mutable_load()->mutable_shared_weights();
+    shared->set_bytes(shared_weights->bytes);
+    shared->set_layout(shared_weights->layout);
+    shared->set_source(shared_weights->source);
+    sent = channel_->SendWithFd(message, shared_weights->fd.get());
+  } else {
+    message.mutable_load()->clear_shared_weights();
+    sent = channel_->Send(message);
+  }
   if (!sent.ok()) {
     std::lock_guard lock(mu_);
     pending_loads_.erase(load.instance_key());
@@ -336,6 +362,60 @@ Status ExecutorProcess::Load(const ipc::LoadModel& load, int64_t timeout_ms) {
     }
   }
   return loaded;
+}
+
+StatusOr<SharedWeightsHandle> ExecutorProcess::ExportWeights(const std::string& instance_key,
+                                                             int64_t timeout_ms) {
+  std::future<StatusOr<SharedWeightsHandle>> future;
+  ipc::ControlMessage message;
+  {
+    std::lock_guard lock(mu_);
+    if (exited_) return absl::UnavailableError(absl::StrCat(Describe(), " is not running"));
+    const uint64_t id = next_export_id_++;
+    future = pending_exports_[id].get_future();
+    message.mutable_export_weights()->set_request_id(id);
+    message.mutable_export_weights()->set_instance_key(instance_key);
+  }
+  Status sent = channel_->Send(message);
+  if (!sent.ok()) {
+    std::lock_guard lock(mu_);
+    pending_exports_.erase(message.export_weights().request_id());
+    return absl::UnavailableError(absl::StrCat(Describe(), ": ", sent.message()));
+  }
+  if (future.wait_for(std::chrono::milliseconds(timeout_ms)) != std::future_status::ready) {
+    std::lock_guard lock(mu_);
+    pending_exports_.erase(message.export_weights().request_id());
+    return absl::DeadlineExceededError(absl::StrCat(Describe(), " did not export the weights of '",
+                                                    instance_key, "' within ", timeout_ms, " ms"));
+  }
+  StatusOr<SharedWeightsHandle> exported = future.get();
+  if (exported.ok()) exported->source = absl::StrCat(Describe(), " (instance ", instance_key, ")");
+  return exported;
+}
+
+void ExecutorProcess::FinishExport(const ipc::WeightsExport& reply) {
+  StatusOr<SharedWeightsHandle> result = absl::UnknownError("unset");
+  if (reply.ok()) {
+    // The descriptor came with this frame; take it even if nobody waits any more (it closes).
+    SharedWeightsHandle handle;
+    handle.fd = channel_->TakeReceivedFd();
+    handle.bytes = reply.bytes();
+    handle.layout = reply.layout();
+    if (handle.fd.valid()) {
+      result = std::move(handle);
+    } else {
+      result = absl::InternalError("the executor's weight export came without its descriptor");
+    }
+  } else {
+    const auto code = static_cast<absl::StatusCode>(reply.error_code());
+    result = Status(code == absl::StatusCode::kOk ? absl::StatusCode::kInternal : code,
+                    absl::StrCat(Describe(), ": ", reply.error()));
+  }
+  std::lock_guard lock(mu_);
+  auto it = pending_exports_.find(reply.request_id());
+  if (it == pending_exports_.end()) return;  // timed out meanwhile
+  it->second.set_value(std::move(result));
+  pending_exports_.erase(it);
 }
 
 std::unique_ptr<dispatch::StagedInputs> ExecutorProcess::Stage(

@@ -78,6 +78,15 @@ struct InputPoolCounters {
   uint64_t prep_ns_gathered = 0;
 };
 
+// Weights one executor exported (ExecutorProcess::ExportWeights), held by the server until they
+// go along with another executor's load.
+struct SharedWeightsHandle {
+  UniqueFd fd;
+  uint64_t bytes = 0;
+  std::string layout;
+  std::string source;  // "executor 2 (instance m/1@gpulet4)", for logs
+};
+
 class ExecutorProcess {
  public:
   // Spawns the child and waits for its Hello. `on_exit(description)` runs once when it dies.
@@ -90,7 +99,14 @@ class ExecutorProcess {
 
   // Loads one model instance; blocks until the executor answers. INVALID_ARGUMENT carries the
   // executor's reason (bad model file, config/model mismatch); UNAVAILABLE if it died.
-  Status Load(const ipc::LoadModel& load, int64_t timeout_ms);
+  // With `shared_weights`, the executor maps them instead of loading its own copy where they
+  // match (engine::ModelOptions::import_weights); it loads its own otherwise, and logs why.
+  Status Load(const ipc::LoadModel& load, int64_t timeout_ms,
+              const SharedWeightsHandle* shared_weights = nullptr);
+  // The weights of loaded instance `instance_key`, for another executor on the same device.
+  // UNIMPLEMENTED (the executor's reason) where its backend cannot share them; NOT_FOUND for an
+  // unknown instance; UNAVAILABLE if it died; DEADLINE_EXCEEDED past `timeout_ms`.
+  StatusOr<SharedWeightsHandle> ExportWeights(const std::string& instance_key, int64_t timeout_ms);
   void Unload(const std::string& instance_key);
 
   // Copies `request`'s inputs into the instance's part of the input pool, on the caller's thread,
@@ -192,6 +208,8 @@ class ExecutorProcess {
   // Removes and returns batch `batch_id`'s entry; nullopt when another path already answered it.
   std::optional<PendingBatch> TakePending(uint64_t batch_id);
   void ReaderLoop();
+  // Hands a WeightsExport (and the descriptor that came with it) to its ExportWeights call.
+  void FinishExport(const ipc::WeightsExport& reply);
   void WatchdogLoop();
   void HandleExit();
   std::string WaitForExitDescription(int64_t timeout_ms);
@@ -240,6 +258,9 @@ class ExecutorProcess {
   std::mutex mu_;
   std::map<uint64_t, PendingBatch> pending_batches_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::promise<Status>> pending_loads_ ABSL_GUARDED_BY(mu_);
+  std::map<uint64_t, std::promise<StatusOr<SharedWeightsHandle>>> pending_exports_
+      ABSL_GUARDED_BY(mu_);
+  uint64_t next_export_id_ ABSL_GUARDED_BY(mu_) = 1;
   std::string exit_description_ ABSL_GUARDED_BY(mu_);
   bool exited_ ABSL_GUARDED_BY(mu_) = false;
   bool reaped_ ABSL_GUARDED_BY(mu_) = false;

@@ -3,20 +3,20 @@
 #include "executor_process.h"
 
 #include <signal.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <functional>
+#include <mutex>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <condition_variable>
-#include <mutex>
-#include <optional>
 
 #include "executor_batch_runner.h"
 #include "gtest/gtest.h"
@@ -46,8 +46,13 @@ class ExecutorProcessPoolTest : public ::testing::Test {
     ASSERT_TRUE(process.ok()) << process.status();
     process_ = *std::move(process);
 
+    Status loaded = process_->Load(MlpLoad(kKey), 60000);
+    ASSERT_TRUE(loaded.ok()) << loaded;
+  }
+
+  ipc::LoadModel MlpLoad(const std::string& key) const {
     ipc::LoadModel load;
-    load.set_instance_key(kKey);
+    load.set_instance_key(key);
     load.set_model_name("mlp");
     load.set_version(1);
     load.set_model_path(std::string(TESSERA_SOURCE_DIR) + "/configs/models/mlp/1/model.onnx");
@@ -58,8 +63,7 @@ class ExecutorProcessPoolTest : public ::testing::Test {
       spec->set_data_type(static_cast<int>(tensor.data_type));
       for (int64_t dim : tensor.dims) spec->add_dims(dim);
     }
-    Status loaded = process_->Load(load, 60000);
-    ASSERT_TRUE(loaded.ok()) << loaded;
+    return load;
   }
 
   // Requests with the given row counts, random inputs (kept alive in data_).
@@ -223,6 +227,33 @@ TEST_F(ExecutorProcessPoolTest, StagedHandleOutlivesACrashedProcess) {
   EXPECT_EQ(process_->Stage(kKey, config_, *requests[0]), nullptr);
   process_.reset();
   requests[0]->staged.reset();  // releases into the dead process's pool state: no crash
+}
+
+TEST_F(ExecutorProcessPoolTest, CpuWeightsAreNotExportedAndALoadGivenForeignWeightsUsesItsOwn) {
+  auto exported = process_->ExportWeights(kKey, 10000);
+  ASSERT_FALSE(exported.ok());
+  EXPECT_EQ(exported.status().code(), absl::StatusCode::kUnimplemented) << exported.status();
+  EXPECT_NE(exported.status().message().find("does not share weights"), std::string::npos)
+      << exported.status();
+  auto unknown = process_->ExportWeights("nope/1", 10000);
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_EQ(unknown.status().code(), absl::StatusCode::kNotFound) << unknown.status();
+  EXPECT_NE(unknown.status().message().find("nope/1"), std::string::npos) << unknown.status();
+
+  // A load that comes with another process's weights (here a memory file) still loads, with its
+  // own copy, and serves; the descriptor travels with the frame and is closed by the executor.
+  SharedWeightsHandle foreign;
+  foreign.fd = UniqueFd(memfd_create("foreign-weights", MFD_CLOEXEC));
+  ASSERT_TRUE(foreign.fd.valid());
+  foreign.bytes = 4096;
+  foreign.layout = "cuda gpu=0 fp32 bytes=4096 constants=1 hash=0";
+  foreign.source = "a test";
+  ASSERT_TRUE(process_->Load(MlpLoad("mlp/1#1"), 60000, &foreign).ok());
+  auto requests = MakeRequests({2});
+  std::vector<const dispatch::Request*> batch = {requests[0].get()};
+  auto responses = process_->RunBatch("mlp/1#1", config_, batch);
+  ASSERT_TRUE(responses.ok()) << responses.status();
+  EXPECT_EQ(responses->size(), 1u);
 }
 
 TEST_F(ExecutorProcessPoolTest, WarmUpRunsEachSizeTwiceSoTheFirstLiveBatchIsNotTheEnginesFirst) {

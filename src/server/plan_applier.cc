@@ -4,6 +4,7 @@
 #include <cmath>
 #include <set>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -59,9 +60,30 @@ StatusOr<GpuletPlacement> PlanApplier::Place(int device, int partition_pct) cons
   return placement;
 }
 
+std::optional<SharedWeightsHandle> PlanApplier::WeightsToShare(
+    int device, const ServedModel& model, const std::vector<std::shared_ptr<Binding>>& donors) {
+  const std::string prefix = absl::StrCat(model.name, "/", model.version, "@");
+  for (const auto& donor : donors) {
+    if (donor->gpulet.device != device) continue;
+    auto it = donor->instance_keys.find(model.name);
+    if (it == donor->instance_keys.end() || !absl::StartsWith(it->second, prefix)) continue;
+    auto exported = pool_->ExportWeights(donor->gpulet.executor_slot, it->second);
+    if (exported.ok()) return *std::move(exported);
+    // The CPU backend never shares: say so only in debug logs, not at every re-plan.
+    if (absl::IsUnimplemented(exported.status())) {
+      spdlog::debug("{}: weights not shared: {}", donor->gpulet.label, exported.status().message());
+      return std::nullopt;
+    }
+    spdlog::warn("{}: cannot export the weights of '{}': {}", donor->gpulet.label, it->second,
+                 exported.status().message());
+  }
+  return std::nullopt;
+}
+
 StatusOr<std::shared_ptr<PlanApplier::Binding>> PlanApplier::StartGpulet(
     const scheduler::Gpulet& gpulet, const std::string& identity,
-    const std::map<std::string, ServedModel>& served) {
+    const std::map<std::string, ServedModel>& served,
+    const std::vector<std::shared_ptr<Binding>>& donors) {
   auto binding = std::make_shared<Binding>();
   binding->identity = identity;
   binding->round_gate = std::make_shared<std::mutex>();
@@ -94,8 +116,11 @@ StatusOr<std::shared_ptr<PlanApplier::Binding>> PlanApplier::StartGpulet(
     const ServedModel& model = served.at(m.model);
     const std::string key =
         absl::StrCat(model.name, "/", model.version, "@gpulet", next_instance_++);
-    status = pool_->LoadInstance(applied.executor_slot,
-                                 BuildLoadModel(*model.config, model.version, model.model_path, key));
+    // A shadow maps its active's weights where the device allows (GSLICE §4.4).
+    std::optional<SharedWeightsHandle> shared = WeightsToShare(gpulet.gpu, model, donors);
+    status = pool_->LoadInstance(
+        applied.executor_slot, BuildLoadModel(*model.config, model.version, model.model_path, key),
+        shared.has_value() ? &*shared : nullptr);
     if (!status.ok()) break;
     binding->instance_keys[m.model] = key;
     auto process = pool_->Acquire(applied.executor_slot, key);
@@ -147,7 +172,9 @@ ApplyReport PlanApplier::Apply(const scheduler::Plan& plan, const std::vector<Se
       ++report.gpulets_kept;
       continue;
     }
-    auto started = StartGpulet(usable, identity, served);
+    std::vector<std::shared_ptr<Binding>> donors = bindings_;
+    for (const auto& [g, b] : desired) donors.push_back(b);
+    auto started = StartGpulet(usable, identity, served, donors);
     if (!started.ok()) {
       spdlog::error("{}", started.status().message());
       report.errors.push_back(std::string(started.status().message()));

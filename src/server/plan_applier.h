@@ -17,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -104,9 +105,15 @@ class PlanApplier {
     std::map<std::string, std::shared_ptr<dispatch::BatchRunner>> runners;  // by model
   };
 
-  StatusOr<std::shared_ptr<Binding>> StartGpulet(const scheduler::Gpulet& gpulet,
-                                                 const std::string& identity,
-                                                 const std::map<std::string, ServedModel>& served);
+  // `donors`: running gpulets whose instances of the same model version on the same device may
+  // lend their weights to the new gpulet's loads.
+  StatusOr<std::shared_ptr<Binding>> StartGpulet(
+      const scheduler::Gpulet& gpulet, const std::string& identity,
+      const std::map<std::string, ServedModel>& served,
+      const std::vector<std::shared_ptr<Binding>>& donors);
+  // Another executor's weights of `model` on `device`, from the first donor that exports them.
+  std::optional<SharedWeightsHandle> WeightsToShare(
+      int device, const ServedModel& model, const std::vector<std::shared_ptr<Binding>>& donors);
   void StopGpulet(const Binding& binding);
   StatusOr<GpuletPlacement> Place(int device, int partition_pct) const;
 
