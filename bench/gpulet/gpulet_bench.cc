@@ -415,10 +415,13 @@ int Main(int argc, char** argv) {
   for (const auto* phase : {&alone, &together, &during_swap}) {
     for (const LoadResult& r : *phase) failed += r.failed;
   }
-  std::printf("\nresize of %s's gpulet %d %% -> %d %% under load: shadow start+load+warm-up %.1f ms, "
-              "%s",
-              specs[0].model.c_str(), specs[0].pct, swap_pct, swap_report.start_ns / 1e6,
-              first_switch ? "" : "NO LANE SWITCH\n");
+  std::printf(
+      "\nresize of %s's gpulet %d %% -> %d %% under load: shadow start+load+warm-up %.1f ms "
+      "(%s), %s",
+      specs[0].model.c_str(), specs[0].pct, swap_pct, swap_report.start_ns / 1e6,
+      swap_report.weights_shared > 0 ? "weights mapped from the active gpulet"
+                                     : "own copy of the weights",
+      first_switch ? "" : "NO LANE SWITCH\n");
   if (first_switch) {
     std::printf("switch gap %.1f us, %zu queued requests moved, old lanes drained in %.2f ms; "
                 "longest pause between two answers of %s during the phase: %.2f ms (p99 latency "
@@ -450,10 +453,11 @@ int Main(int argc, char** argv) {
     }
     out << "], \"swap\": {\"model\": " << Json(specs[0].model) << ", \"from_pct\": " << specs[0].pct
         << ", \"to_pct\": " << swap_pct << ", \"switched\": " << (first_switch ? "true" : "false")
-        << ", \"shadow_start_ms\": " << swap_report.start_ns / 1e6 << ", \"gap_us\": "
-        << (first_switch ? first_switch->swap.gap_ns / 1e3 : 0) << ", \"drain_ms\": "
-        << (first_switch ? first_switch->swap.drain_ns / 1e6 : 0) << "}, \"failed\": " << failed
-        << "}\n";
+        << ", \"shadow_start_ms\": " << swap_report.start_ns / 1e6
+        << ", \"weights_shared\": " << swap_report.weights_shared
+        << ", \"gap_us\": " << (first_switch ? first_switch->swap.gap_ns / 1e3 : 0)
+        << ", \"drain_ms\": " << (first_switch ? first_switch->swap.drain_ns / 1e6 : 0)
+        << "}, \"failed\": " << failed << "}\n";
   }
 
   applier.Shutdown();

@@ -123,7 +123,8 @@ void ExecutorPool::RemoveExecutor(int slot) {
 }
 
 Status ExecutorPool::LoadInstance(int slot, const ipc::LoadModel& load,
-                                  const SharedWeightsHandle* shared_weights) {
+                                  const SharedWeightsHandle* shared_weights, bool* weights_shared) {
+  if (weights_shared != nullptr) *weights_shared = false;
   std::shared_ptr<ExecutorProcess> process;
   {
     std::lock_guard lock(mu_);
@@ -131,9 +132,9 @@ Status ExecutorPool::LoadInstance(int slot, const ipc::LoadModel& load,
     // Remember first: if the executor restarts during this load, the supervisor replays it.
     slots_[slot].instances[load.instance_key()] = load;
   }
-  Status status = process
-                      ? process->Load(load, options_.load_timeout_ms, shared_weights)
-                      : absl::UnavailableError(absl::StrCat("executor ", slot, " is restarting"));
+  Status status =
+      process ? process->Load(load, options_.load_timeout_ms, shared_weights, weights_shared)
+              : absl::UnavailableError(absl::StrCat("executor ", slot, " is restarting"));
   if (!status.ok()) {
     std::lock_guard lock(mu_);
     slots_[slot].instances.erase(load.instance_key());

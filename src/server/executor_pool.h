@@ -45,7 +45,8 @@ class ExecutorPool {
   // Loads an instance on executor `slot` and remembers it, so a restarted executor gets it back
   // (with its own weights then: `shared_weights` go along with this load only).
   Status LoadInstance(int slot, const ipc::LoadModel& load,
-                      const SharedWeightsHandle* shared_weights = nullptr);
+                      const SharedWeightsHandle* shared_weights = nullptr,
+                      bool* weights_shared = nullptr);
   // The weights of `instance_key` on executor `slot`, for a load on another executor of the same
   // device (ExecutorProcess::ExportWeights).
   StatusOr<SharedWeightsHandle> ExportWeights(int slot, const std::string& instance_key);

@@ -217,6 +217,7 @@ void ExecutorProcess::ReaderLoop() {
       std::lock_guard lock(mu_);
       auto it = pending_loads_.find(result.instance_key());
       if (it != pending_loads_.end()) {
+        if (result.ok() && result.weights_shared()) shared_loads_.insert(result.instance_key());
         const bool out_of_memory = static_cast<absl::StatusCode>(result.error_code()) ==
                                    absl::StatusCode::kResourceExhausted;
         it->second.set_value(result.ok()      ? absl::OkStatus()
@@ -311,7 +312,8 @@ void ExecutorProcess::HandleExit() {
 }
 
 Status ExecutorProcess::Load(const ipc::LoadModel& load, int64_t timeout_ms,
-                             const SharedWeightsHandle* shared_weights) {
+                             const SharedWeightsHandle* shared_weights, bool* weights_shared) {
+  if (weights_shared != nullptr) *weights_shared = false;
   std::future<Status> future;
   {
     std::lock_guard lock(mu_);
@@ -346,6 +348,11 @@ Status ExecutorProcess::Load(const ipc::LoadModel& load, int64_t timeout_ms,
                                                     timeout_ms, " ms"));
   }
   Status loaded = future.get();
+  {
+    std::lock_guard lock(mu_);
+    const bool shared = shared_loads_.erase(load.instance_key()) > 0;
+    if (weights_shared != nullptr) *weights_shared = shared;
+  }
   if (loaded.ok()) {
     std::vector<PoolInputSpec> inputs;
     for (const ipc::TensorSpec& spec : load.inputs()) {

@@ -18,6 +18,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -101,8 +102,9 @@ class ExecutorProcess {
   // executor's reason (bad model file, config/model mismatch); UNAVAILABLE if it died.
   // With `shared_weights`, the executor maps them instead of loading its own copy where they
   // match (engine::ModelOptions::import_weights); it loads its own otherwise, and logs why.
+  // `weights_shared` (optional) tells which.
   Status Load(const ipc::LoadModel& load, int64_t timeout_ms,
-              const SharedWeightsHandle* shared_weights = nullptr);
+              const SharedWeightsHandle* shared_weights = nullptr, bool* weights_shared = nullptr);
   // The weights of loaded instance `instance_key`, for another executor on the same device.
   // UNIMPLEMENTED (the executor's reason) where its backend cannot share them; NOT_FOUND for an
   // unknown instance; UNAVAILABLE if it died; DEADLINE_EXCEEDED past `timeout_ms`.
@@ -258,6 +260,7 @@ class ExecutorProcess {
   std::mutex mu_;
   std::map<uint64_t, PendingBatch> pending_batches_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::promise<Status>> pending_loads_ ABSL_GUARDED_BY(mu_);
+  std::set<std::string> shared_loads_ ABSL_GUARDED_BY(mu_);  // loaded, mapping shared weights
   std::map<uint64_t, std::promise<StatusOr<SharedWeightsHandle>>> pending_exports_
       ABSL_GUARDED_BY(mu_);
   uint64_t next_export_id_ ABSL_GUARDED_BY(mu_) = 1;

@@ -248,7 +248,9 @@ TEST_F(ExecutorProcessPoolTest, CpuWeightsAreNotExportedAndALoadGivenForeignWeig
   foreign.bytes = 4096;
   foreign.layout = "cuda gpu=0 fp32 bytes=4096 constants=1 hash=0";
   foreign.source = "a test";
-  ASSERT_TRUE(process_->Load(MlpLoad("mlp/1#1"), 60000, &foreign).ok());
+  bool weights_shared = true;
+  ASSERT_TRUE(process_->Load(MlpLoad("mlp/1#1"), 60000, &foreign, &weights_shared).ok());
+  EXPECT_FALSE(weights_shared);
   auto requests = MakeRequests({2});
   std::vector<const dispatch::Request*> batch = {requests[0].get()};
   auto responses = process_->RunBatch("mlp/1#1", config_, batch);

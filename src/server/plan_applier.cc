@@ -83,7 +83,7 @@ std::optional<SharedWeightsHandle> PlanApplier::WeightsToShare(
 StatusOr<std::shared_ptr<PlanApplier::Binding>> PlanApplier::StartGpulet(
     const scheduler::Gpulet& gpulet, const std::string& identity,
     const std::map<std::string, ServedModel>& served,
-    const std::vector<std::shared_ptr<Binding>>& donors) {
+    const std::vector<std::shared_ptr<Binding>>& donors, int* weights_shared) {
   auto binding = std::make_shared<Binding>();
   binding->identity = identity;
   binding->round_gate = std::make_shared<std::mutex>();
@@ -174,7 +174,7 @@ ApplyReport PlanApplier::Apply(const scheduler::Plan& plan, const std::vector<Se
     }
     std::vector<std::shared_ptr<Binding>> donors = bindings_;
     for (const auto& [g, b] : desired) donors.push_back(b);
-    auto started = StartGpulet(usable, identity, served, donors);
+    auto started = StartGpulet(usable, identity, served, donors, &report.weights_shared);
     if (!started.ok()) {
       spdlog::error("{}", started.status().message());
       report.errors.push_back(std::string(started.status().message()));

@@ -79,6 +79,7 @@ struct ApplyReport {
   std::vector<ModelSwitch> switches;
   std::vector<std::string> errors;  // a gpulet that could not start; its models keep their lanes
   uint64_t start_ns = 0;            // starting, loading and warming the shadows
+  int weights_shared = 0;           // shadow loads that mapped a running gpulet's weights
   uint64_t total_ns = 0;
 };
 
@@ -110,7 +111,7 @@ class PlanApplier {
   StatusOr<std::shared_ptr<Binding>> StartGpulet(
       const scheduler::Gpulet& gpulet, const std::string& identity,
       const std::map<std::string, ServedModel>& served,
-      const std::vector<std::shared_ptr<Binding>>& donors);
+      const std::vector<std::shared_ptr<Binding>>& donors, int* weights_shared);
   // Another executor's weights of `model` on `device`, from the first donor that exports them.
   std::optional<SharedWeightsHandle> WeightsToShare(
       int device, const ServedModel& model, const std::vector<std::shared_ptr<Binding>>& donors);
