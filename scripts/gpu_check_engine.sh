@@ -6,7 +6,7 @@
 #   On the build machine (CUDA toolkit, TESSERA_CUDA=ON build of the engine tests and
 #   tessera-engine-bench):
 #     scripts/gpu_check_engine.sh bundle [BUILD_DIR]      # default BUILD_DIR: build-cuda
-#   packs the engine_cuda_* test binaries and tessera-engine-bench (debug info stripped), the
+#   packs the engine_cuda_* and executor_cuda_* test binaries and tessera-engine-bench (debug info stripped), the
 #   data-plane binaries when the build has them (tessera-executor, -gpulet-bench, -server, -bench),
 #   the non-CUDA shared libraries they need and the ONNX node tests (for
 #   engine_cuda_conformance_test) and the small models of a zoo (those of at most 4 MiB from
@@ -18,7 +18,7 @@
 #   On the GPU machine, from the repository root:
 #     scripts/gpu_check_engine.sh [--no-bench] [BUILD_DIR]
 #   prints the GPU, checks that every shared library resolves (cuBLAS 13 / cuDNN 9 come from the
-#   CUDA toolkit or the Python venv's nvidia/* wheels), runs every engine_cuda_* test binary (each
+#   CUDA toolkit or the Python venv's nvidia/* wheels), runs every engine_cuda_* and executor_cuda_* test binary (each
 #   under `timeout`, TESSERA_GPU_TEST_TIMEOUT s, default 240), engine_zoo_test on the bundled
 #   zoo with the CUDA backend in FP32 and FP16, and prints a summary; then, whatever
 #   the tests did, runs bench/gpu/engine_vs_torch.py with a python3 that has torch (extra
@@ -46,7 +46,7 @@ if [[ "$MODE" == bundle ]]; then
   rm -rf "$BUNDLE"
   mkdir -p "$BUNDLE/bin" "$BUNDLE/lib"
   shopt -s nullglob
-  tests=("$BUILD"/bin/engine_cuda_*)
+  tests=("$BUILD"/bin/engine_cuda_* "$BUILD"/bin/executor_cuda_*)
   [[ ${#tests[@]} -gt 0 ]] || { echo "no engine_cuda_* binaries in $BUILD/bin" >&2; exit 1; }
   [[ -x "$BUILD/bin/tessera-engine-bench" ]] || {
     echo "no tessera-engine-bench in $BUILD/bin (configure with -DTESSERA_BUILD_BENCH=ON)" >&2
@@ -111,7 +111,7 @@ tessera_gpu_unpack "$BUILD"
 BIN="$BUNDLE/bin"
 [[ -d "$BIN" ]] || BIN="$BUILD/bin"  # a build made on this machine
 shopt -s nullglob
-tests=("$BIN"/engine_cuda_*)
+tests=("$BIN"/engine_cuda_* "$BIN"/executor_cuda_*)
 if [[ ${#tests[@]} -eq 0 ]]; then
   echo "no engine_cuda_* test binaries under $BUNDLE/bin or $BUILD/bin" >&2
   exit 1

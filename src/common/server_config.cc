@@ -35,10 +35,19 @@ constexpr std::array<std::string_view, 3> kHttpKeys = {"address", "port", "threa
 constexpr std::array<std::string_view, 2> kMetricsKeys = {"address", "port"};
 constexpr std::array<std::string_view, 4> kRepositoryKeys = {"path", "control_mode", "poll_secs",
                                                              "auto_complete"};
-constexpr std::array<std::string_view, 11> kExecutorKeys = {
-    "binary",           "devices",           "cpu_executors",       "threads_per_executor",
-    "input_ring_bytes", "output_ring_bytes", "partition_mechanism", "mps",
-    "batches_in_flight", "inline_run_max_us", "memory_limit_mb"};
+constexpr std::array<std::string_view, 12> kExecutorKeys = {"binary",
+                                                            "devices",
+                                                            "cpu_executors",
+                                                            "threads_per_executor",
+                                                            "input_ring_bytes",
+                                                            "output_ring_bytes",
+                                                            "partition_mechanism",
+                                                            "mps",
+                                                            "batches_in_flight",
+                                                            "inline_run_max_us",
+                                                            "memory_limit_mb",
+                                                            "input_mirror"};
+constexpr std::array<std::string_view, 3> kInputMirrors = {"auto", "host", "off"};
 constexpr std::array<std::string_view, 2> kMpsKeys = {"start_daemon", "pipe_directory"};
 constexpr std::array<std::string_view, 5> kSchedulerKeys = {"policy", "profiles", "epoch_secs",
                                                             "rate_window_ms", "slo_drop"};
@@ -104,6 +113,7 @@ Status ParseInto(const YAML::Node& doc, std::string_view source, ServerConfig& c
             m.GetInt("inline_run_max_us", 0, 1'000'000, &config.inline_run_max_us));
         TESSERA_RETURN_IF_ERROR(
             m.GetInt("memory_limit_mb", -1, int64_t{1} << 40, &config.executor_memory_limit_mb));
+        TESSERA_RETURN_IF_ERROR(m.GetEnum("input_mirror", kInputMirrors, &config.input_mirror));
         TESSERA_RETURN_IF_ERROR(
             m.GetEnum("partition_mechanism", kPartitionMechanisms, &config.partition_mechanism));
         return Section(m, "mps", kMpsKeys, [&](const YamlMap& mps) -> Status {

@@ -51,6 +51,7 @@ void ExpectDefaults(const ServerConfig& c) {
   EXPECT_EQ(c.inline_run_max_us, 50);
   EXPECT_EQ(c.executor_memory_limit_mb, -1);
   EXPECT_EQ(c.partition_mechanism, "auto");
+  EXPECT_EQ(c.input_mirror, "auto");
   EXPECT_FALSE(c.mps_start_daemon);
   EXPECT_EQ(c.mps_pipe_directory, "");
   EXPECT_EQ(c.scheduler_policy, "triton");
@@ -177,6 +178,8 @@ TEST(ServerConfigTest, BadEnumValues) {
               "expected one of auto, cpu, gpu");
   ExpectError("executors:\n  partition_mechanism: mig\n", 2, "executors.partition_mechanism",
               "expected one of auto, mps, green, none");
+  ExpectError("executors:\n  input_mirror: gpu\n", 2, "executors.input_mirror",
+              "expected one of auto, host, off");
   ExpectError("scheduler:\n  policy: fifo\n", 2, "scheduler.policy",
               "expected one of gpulet, temporal, spatial, triton");
 }

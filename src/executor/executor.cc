@@ -113,7 +113,21 @@ Status Executor::Run() {
   ran_ = true;
   loader_thread_ = std::thread(&Executor::LoaderLoop, this);
 
+  if (options_.make_input_mirror) {
+    auto mirror = options_.make_input_mirror(input_ring_->data(), input_ring_->size());
+    absl::MutexLock lock(&mirror_mu_);
+    if (mirror.ok()) {
+      mirror_ = *std::move(mirror);
+      spdlog::info("{}: staged requests are copied at arrival", mirror_->Describe());
+    } else {
+      spdlog::warn("no input mirror, batches read the input ring: {}", mirror.status().ToString());
+    }
+  }
   ipc::ControlMessage hello;
+  {
+    absl::MutexLock lock(&mirror_mu_);
+    hello.mutable_hello()->set_stages_inputs(mirror_ != nullptr);
+  }
   hello.mutable_hello()->set_protocol_version(ipc::PROTOCOL_VERSION_CURRENT);
   hello.mutable_hello()->set_executor_id(options_.executor_id);
   hello.mutable_hello()->set_pid(static_cast<int32_t>(getpid()));
@@ -156,6 +170,9 @@ Status Executor::Run() {
       case ipc::ControlMessage::kRelease:
         HandleRelease(message.release());
         break;
+      case ipc::ControlMessage::kInputsStaged:
+        HandleInputsStaged(message.inputs_staged());
+        break;
       case ipc::ControlMessage::kShutdown:
         spdlog::info("shutdown requested");
         done = true;
@@ -172,7 +189,8 @@ Status Executor::Run() {
   }
   SendInlineResults();
   Drain();
-  spdlog::info("executor {} stopped", options_.executor_id);
+  spdlog::info("executor {} stopped ({} batch inputs read from the input mirror)",
+               options_.executor_id, mirrored_inputs_.load());
   return exit_status;
 }
 
@@ -324,6 +342,20 @@ void Executor::LoaderLoop() {
   for (const auto& load : abandoned) {
     SendLoadResult(load.request.instance_key(), absl::UnavailableError("executor is shutting down"),
                    0);
+  }
+}
+
+void Executor::HandleInputsStaged(const ipc::InputsStaged& staged) {
+  absl::MutexLock lock(&mirror_mu_);
+  if (mirror_ == nullptr) return;  // the server only sends these to a mirror; ignore otherwise
+  for (const ipc::RingRange& range : staged.ranges()) {
+    Status status = mirror_->Stage(range.offset(), range.byte_size());
+    // A failed range is not mirrored, and its batch reads the ring: log the first failure only.
+    if (!status.ok() && !mirror_failed_) {
+      mirror_failed_ = true;
+      spdlog::warn("input mirror: {} (batches on such ranges read the input ring)",
+                   status.ToString());
+    }
   }
 }
 
@@ -538,6 +570,17 @@ ipc::BatchResult Executor::RunBatch(Instance& instance, const ipc::InferBatch& i
     views.push_back(TensorView{t.name(), static_cast<DataType>(t.data_type()),
                                Shape(t.shape().begin(), t.shape().end()),
                                input_ring_->data() + t.offset(), t.byte_size()});
+    absl::MutexLock lock(&mirror_mu_);
+    if (mirror_ == nullptr) continue;
+    std::optional<MirroredInput> mirrored = mirror_->View(t.offset(), t.byte_size());
+    if (!mirrored.has_value()) continue;  // gathered, or not (yet) staged: read the ring
+    if (mirrored->on_device) {
+      views.back().device_data = mirrored->data;
+      views.back().device_ready = mirrored->ready;
+    } else {
+      views.back().data = const_cast<void*>(mirrored->data);
+    }
+    mirrored_inputs_.fetch_add(1, std::memory_order_relaxed);
   }
   const uint64_t t_inputs = NowNs();
 

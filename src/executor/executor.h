@@ -22,6 +22,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "executor/input_mirror.h"
 #include "tessera/common/status.h"
 #include "tessera/engine/engine.h"
 #include "tessera/executor.pb.h"
@@ -55,6 +56,11 @@ struct ExecutorOptions {
   int64_t memory_limit_mb = 0;
   // Required. tessera-executor passes one that calls engine::LoadOnnxModel; tests pass fakes.
   ModelLoader loader;
+  // Optional: makes the input mirror over the input ring (input_mirror.h). When it fails the
+  // executor serves from the ring and logs why; the server announces staged inputs only to an
+  // executor that has a mirror (Hello.stages_inputs).
+  std::function<StatusOr<std::unique_ptr<InputMirror>>(void* ring, uint64_t bytes)>
+      make_input_mirror;
 };
 
 class Executor {
@@ -93,6 +99,7 @@ class Executor {
   void HandleUnload(const ipc::UnloadModel& unload);
   void HandleInfer(const ipc::InferBatch& infer);
   void HandleRelease(const ipc::ReleaseOutputs& release);
+  void HandleInputsStaged(const ipc::InputsStaged& staged);
   // Answers with the instance's exported weights (and their descriptor) or why not.
   void HandleExportWeights(const ipc::ExportWeights& request);
 
@@ -154,6 +161,12 @@ class Executor {
   // answered with one write (the instance threads do the same); receive thread only.
   std::vector<ipc::ControlMessage> inline_results_;
   uint64_t first_inline_result_ns_ = 0;
+
+  // Staging runs on the receive thread, lookups on whichever thread runs the batch.
+  absl::Mutex mirror_mu_;
+  std::unique_ptr<InputMirror> mirror_ ABSL_GUARDED_BY(mirror_mu_);
+  bool mirror_failed_ ABSL_GUARDED_BY(mirror_mu_) = false;  // a Stage error was logged
+  std::atomic<uint64_t> mirrored_inputs_{0};
 
   std::atomic<bool> send_failed_{false};  // logged once; later failures are the same story
   bool ran_ = false;                      // Run() was called; only touched by the owner's thread

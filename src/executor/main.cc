@@ -34,6 +34,7 @@ int Main(int argc, char** argv) {
   int log_verbose = 0;
   std::string cpus;
   int green_sms = 0;
+  std::string input_mirror = "auto";
 
   CLI::App app{"Tessera executor: runs model batches for tessera-server"};
   app.add_option("--executor-id", executor_id, "Executor id assigned by the server")->required();
@@ -52,6 +53,11 @@ int Main(int argc, char** argv) {
   app.add_option("--memory-limit-mb", memory_limit_mb,
                  "CPU: the most this process may allocate, in MiB (RLIMIT_DATA; 0 = no limit)")
       ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--input-mirror", input_mirror,
+                 "Copy of the input pool made as requests arrive: auto (on the GPU for cuda:N, "
+                 "none on the CPU), host (a host copy, for tests) or off")
+      ->check(CLI::IsMember({"auto", "host", "off"}))
       ->capture_default_str();
   app.add_option("--log-verbose", log_verbose, "0 info, 1 debug, 2 trace")->capture_default_str();
   app.add_option("--cpus", cpus, "CPU partition: pin to these cores (e.g. 0,1 or 0-3)");
@@ -155,6 +161,18 @@ int Main(int argc, char** argv) {
     if (shared_weights != nullptr) options.import_weights = *shared_weights;
     return tessera::engine::LoadOnnxModel(request.model_path(), options);
   };
+  if (input_mirror == "host") {
+    options.make_input_mirror =
+        [](void* ring,
+           uint64_t bytes) -> tessera::StatusOr<std::unique_ptr<tessera::executor::InputMirror>> {
+      return tessera::executor::MakeHostInputMirror(ring, bytes);
+    };
+  } else if (input_mirror == "auto" && model_options.backend == tessera::engine::Backend::kCuda) {
+    // Made on this thread, the receive loop's, where the device (or green context) is current.
+    options.make_input_mirror = [ordinal = model_options.cuda_device](void* ring, uint64_t bytes) {
+      return tessera::executor::MakeCudaInputMirror(ring, bytes, ordinal);
+    };
+  }
   auto executor = tessera::executor::Executor::Create(std::move(options), *std::move(channel),
                                                       *std::move(input), *std::move(output));
   if (!executor.ok()) {

@@ -72,17 +72,30 @@ Status ExecutorProcess::Spawn() {
   TESSERA_ASSIGN_OR_RETURN(listener_, ipc::ControlListener::Listen(socket_path_));
 
   std::vector<std::string> args = {options_.binary,
-                                   "--executor-id", absl::StrCat(options_.executor_id),
-                                   "--control-socket", socket_path_,
-                                   "--input-shm", input_ring_->name(),
-                                   "--input-bytes", absl::StrCat(options_.input_ring_bytes),
-                                   "--output-shm", output_ring_->name(),
-                                   "--output-bytes", absl::StrCat(options_.output_ring_bytes),
-                                   "--device", options_.device,
-                                   "--threads", absl::StrCat(options_.threads),
-                                   "--inline-run-max-us", absl::StrCat(options_.inline_run_max_us),
-                                   "--memory-limit-mb", absl::StrCat(options_.memory_limit_mb),
-                                   "--log-verbose", absl::StrCat(options_.log_verbose)};
+                                   "--executor-id",
+                                   absl::StrCat(options_.executor_id),
+                                   "--control-socket",
+                                   socket_path_,
+                                   "--input-shm",
+                                   input_ring_->name(),
+                                   "--input-bytes",
+                                   absl::StrCat(options_.input_ring_bytes),
+                                   "--output-shm",
+                                   output_ring_->name(),
+                                   "--output-bytes",
+                                   absl::StrCat(options_.output_ring_bytes),
+                                   "--device",
+                                   options_.device,
+                                   "--threads",
+                                   absl::StrCat(options_.threads),
+                                   "--inline-run-max-us",
+                                   absl::StrCat(options_.inline_run_max_us),
+                                   "--memory-limit-mb",
+                                   absl::StrCat(options_.memory_limit_mb),
+                                   "--input-mirror",
+                                   options_.input_mirror,
+                                   "--log-verbose",
+                                   absl::StrCat(options_.log_verbose)};
   args.insert(args.end(), options_.extra_args.begin(), options_.extra_args.end());
   std::vector<char*> argv;
   for (std::string& arg : args) argv.push_back(arg.data());
@@ -145,6 +158,7 @@ Status ExecutorProcess::Spawn() {
   for (ipc::SharedMemoryRegion* ring : {input_ring_.get(), output_ring_.get()}) {
     if (Status unlinked = ring->Unlink(); !unlinked.ok()) spdlog::warn("{}", unlinked.message());
   }
+  stages_inputs_ = hello.hello().stages_inputs();
   alive_ = true;
   reader_ = std::thread([this] { ReaderLoop(); });
   watchdog_ = std::thread([this] { WatchdogLoop(); });
@@ -443,6 +457,20 @@ std::unique_ptr<dispatch::StagedInputs> ExecutorProcess::Stage(
     if (bytes[k] > 0) {
       std::memcpy(base + staged->slots()[k].offset, request.inputs[k].data, bytes[k]);
     }
+  }
+  if (stages_inputs_) {
+    // The executor copies these slots to its mirror now, long before their batch (E²bird). This
+    // frame goes out before the batch's, which is submitted only after Stage returned.
+    ipc::ControlMessage message;
+    ipc::InputsStaged* announced = message.mutable_inputs_staged();
+    for (size_t k = 0; k < bytes.size(); ++k) {
+      if (bytes[k] == 0) continue;
+      ipc::RingRange* range = announced->add_ranges();
+      range->set_offset(staged->slots()[k].offset);
+      range->set_byte_size(bytes[k]);
+    }
+    // Not sent (the executor died): its batches fail anyway, and a restarted one starts afresh.
+    if (announced->ranges_size() > 0) channel_->Send(message).IgnoreError();
   }
   return staged;
 }

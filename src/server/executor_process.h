@@ -52,6 +52,8 @@ struct ExecutorLaunchOptions {
   int batches_in_flight = 2;
   // Passed as --inline-run-max-us (executors.inline_run_max_us); the executor uses it on the CPU.
   int inline_run_max_us = 50;
+  // Passed as --input-mirror (executors.input_mirror).
+  std::string input_mirror = "auto";
   // Passed as --memory-limit-mb (executors.memory_limit_mb, resolved: 0 = none); the executor
   // applies it on the CPU.
   int64_t memory_limit_mb = 0;
@@ -225,6 +227,7 @@ class ExecutorProcess {
   std::unique_ptr<ipc::ControlChannel> channel_;
   pid_t pid_ = -1;
   std::atomic<bool> alive_{false};
+  bool stages_inputs_ = false;  // Hello.stages_inputs: announce staged requests (InputsStaged)
   std::atomic<bool> stopping_{false};
   std::atomic<uint64_t> next_batch_id_{1};
   std::thread reader_;

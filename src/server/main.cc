@@ -195,6 +195,7 @@ int Run(int argc, char** argv) {
   pool_options.launch.output_ring_bytes = static_cast<uint64_t>(config.output_ring_bytes);
   pool_options.launch.batches_in_flight = config.batches_in_flight;
   pool_options.launch.inline_run_max_us = config.inline_run_max_us;
+  pool_options.launch.input_mirror = config.input_mirror;
   pool_options.launch.memory_limit_mb = config.executor_memory_limit_mb;
   if (pool_options.launch.memory_limit_mb < 0) {
     const int64_t machine_mb = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) *

@@ -48,6 +48,10 @@ struct ServerConfig {
   // load or batch that asked gets RESOURCE_EXHAUSTED, instead of the kernel's OOM killer ending the
   // executor and every model on it. -1 = three quarters of the machine's memory; 0 = no limit.
   int64_t executor_memory_limit_mb = -1;
+  // The executors' copy of the input pool (E²bird's GPU-resident pool): auto = on the GPU for GPU
+  // executors, none on the CPU; host = a host copy (runs the staging protocol on any machine,
+  // for tests); off = batches read the shared-memory ring.
+  std::string input_mirror = "auto";
   std::string partition_mechanism = "auto";  // auto | mps | green | none
   bool mps_start_daemon = false;     // start nvidia-cuda-mps-control -d when none runs
   std::string mps_pipe_directory;    // "" = $CUDA_MPS_PIPE_DIRECTORY, else /tmp/nvidia-mps

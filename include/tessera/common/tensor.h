@@ -32,6 +32,11 @@ struct TensorView {
   Shape shape;
   void* data = nullptr;
   size_t byte_size = 0;
+  // Optional: the same bytes already on the GPU (the executor's input mirror), readable once
+  // `device_ready` (a cudaEvent_t, or null: ready now) completed. The CUDA backend then copies on
+  // the device instead of uploading `data`; other backends read `data`.
+  const void* device_data = nullptr;
+  void* device_ready = nullptr;
 };
 
 // A tensor that owns its bytes (reference data in tests, outputs before they are copied out).

@@ -336,6 +336,21 @@ Status CudaModel::RunLocked(const std::vector<TensorView>& inputs, std::vector<T
     if (ordered[i]->byte_size == 0) continue;
     void* dst = plan->in_stage[i] >= 0 ? static_cast<char*>(arena_) + plan->in_stage[i]
                                        : Ptr(*plan, id);
+    if (ordered[i]->device_data != nullptr) {
+      // Already on the device (the executor's input mirror): wait for its copy, then move it
+      // into the arena on the device. The arena place is fixed, so captured graphs stay valid.
+      if (ordered[i]->device_ready != nullptr) {
+        TESSERA_RETURN_IF_ERROR(
+            CudaStatus(cudaStreamWaitEvent(device_.stream,
+                                           static_cast<cudaEvent_t>(ordered[i]->device_ready), 0),
+                       "wait for the mirrored input"));
+      }
+      TESSERA_RETURN_IF_ERROR(
+          CudaStatus(cudaMemcpyAsync(dst, ordered[i]->device_data, ordered[i]->byte_size,
+                                     cudaMemcpyDeviceToDevice, device_.stream),
+                     "mirrored input copy"));
+      continue;
+    }
     TESSERA_RETURN_IF_ERROR(
         UploadInput(ordered[i]->data, host + in_at[i], dst, ordered[i]->byte_size));
   }
