@@ -71,31 +71,22 @@ Status ExecutorProcess::Spawn() {
   socket_path_ = absl::StrCat(tmp && *tmp ? tmp : "/tmp", "/", tag, ".sock");
   TESSERA_ASSIGN_OR_RETURN(listener_, ipc::ControlListener::Listen(socket_path_));
 
+  // One flag and its value per line.
+  // clang-format off
   std::vector<std::string> args = {options_.binary,
-                                   "--executor-id",
-                                   absl::StrCat(options_.executor_id),
-                                   "--control-socket",
-                                   socket_path_,
-                                   "--input-shm",
-                                   input_ring_->name(),
-                                   "--input-bytes",
-                                   absl::StrCat(options_.input_ring_bytes),
-                                   "--output-shm",
-                                   output_ring_->name(),
-                                   "--output-bytes",
-                                   absl::StrCat(options_.output_ring_bytes),
-                                   "--device",
-                                   options_.device,
-                                   "--threads",
-                                   absl::StrCat(options_.threads),
-                                   "--inline-run-max-us",
-                                   absl::StrCat(options_.inline_run_max_us),
-                                   "--memory-limit-mb",
-                                   absl::StrCat(options_.memory_limit_mb),
-                                   "--input-mirror",
-                                   options_.input_mirror,
-                                   "--log-verbose",
-                                   absl::StrCat(options_.log_verbose)};
+                                   "--executor-id", absl::StrCat(options_.executor_id),
+                                   "--control-socket", socket_path_,
+                                   "--input-shm", input_ring_->name(),
+                                   "--input-bytes", absl::StrCat(options_.input_ring_bytes),
+                                   "--output-shm", output_ring_->name(),
+                                   "--output-bytes", absl::StrCat(options_.output_ring_bytes),
+                                   "--device", options_.device,
+                                   "--threads", absl::StrCat(options_.threads),
+                                   "--inline-run-max-us", absl::StrCat(options_.inline_run_max_us),
+                                   "--memory-limit-mb", absl::StrCat(options_.memory_limit_mb),
+                                   "--input-mirror", options_.input_mirror,
+                                   "--log-verbose", absl::StrCat(options_.log_verbose)};
+  // clang-format on
   args.insert(args.end(), options_.extra_args.begin(), options_.extra_args.end());
   std::vector<char*> argv;
   for (std::string& arg : args) argv.push_back(arg.data());
