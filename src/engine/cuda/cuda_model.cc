@@ -120,8 +120,7 @@ CudaModel::~CudaModel() {
   plans_.clear();  // graphs and upload buffers first
   if (arena_ != nullptr) cudaFree(arena_);
   if (pinned_ != nullptr) cudaFreeHost(pinned_);
-  if (constants_ != nullptr && shared_constants_ == nullptr) cudaFree(constants_);
-  shared_constants_.reset();
+  weights_.reset();  // freed with the last model of the process that uses them
   if (device_.cublas != nullptr) cublasDestroy(device_.cublas);
   if (cublas_workspace_ != nullptr) cudaFree(cublas_workspace_);
   if (device_.cudnn != nullptr) cudnnDestroy(device_.cudnn);
@@ -451,6 +450,12 @@ StatusOr<int> CudaGraphsCaptured(const Model& model) {
   const auto* cuda = dynamic_cast<const CudaModel*>(&model);
   if (cuda == nullptr) return absl::InvalidArgumentError("not a CUDA model");
   return cuda->graphs_captured();  // FAILED_PRECONDITION with the reason when a capture failed
+}
+
+StatusOr<const void*> CudaWeightsAddress(const Model& model) {
+  const auto* cuda = dynamic_cast<const CudaModel*>(&model);
+  if (cuda == nullptr) return absl::InvalidArgumentError("not a CUDA model");
+  return cuda->weights_address();
 }
 
 }  // namespace tessera::engine

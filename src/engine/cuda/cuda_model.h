@@ -37,4 +37,8 @@ int CudaDeviceCount();
 // INVALID_ARGUMENT for a model of another backend.
 StatusOr<int> CudaGraphsCaptured(const Model& model);
 
+// For tests: the device address of `model`'s weight buffer (equal for two models that share it);
+// INVALID_ARGUMENT for a model of another backend.
+StatusOr<const void*> CudaWeightsAddress(const Model& model);
+
 }  // namespace tessera::engine

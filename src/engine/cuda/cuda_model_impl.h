@@ -31,6 +31,18 @@ inline Status Prefixed(const Status& status, const std::string& prefix) {
   return Status(status.code(), absl::StrCat(prefix, ": ", status.message()));
 }
 
+// A model's device weights: VMM memory other processes can map, or plain cudaMalloc memory.
+// Immutable once uploaded; shared by every model of the process with the same layout.
+struct WeightBuffer {
+  void* data = nullptr;
+  uint64_t bytes = 0;
+  std::unique_ptr<ShareableDeviceBuffer> shareable;  // null: `data` came from cudaMalloc
+  std::string not_shareable;                         // why, when it is null
+  ~WeightBuffer() {
+    if (shareable == nullptr && data != nullptr) cudaFree(data);
+  }
+};
+
 // Everything one tuple of input shapes needs; built by BuildPlan, then read by every Run.
 struct Plan {
   std::vector<ValueMeta> meta;          // per value id (NodePlans)
@@ -77,6 +89,8 @@ class CudaModel final : public Model {
   StatusOr<ExportedWeights> ExportWeights() const override;
   WeightImportOutcome weight_import() const override { return weight_import_; }
 
+  const void* weights_address() const { return constants_; }
+
   StatusOr<int> graphs_captured() const {
     std::lock_guard<std::mutex> lock(mu_);
     if (!capture_error_.empty()) {
@@ -101,8 +115,9 @@ class CudaModel final : public Model {
   // `offsets` of the weight buffer whose contents are `staging` (cuda_weights.cc).
   Status DescribeWeights(const std::vector<uint64_t>& offsets, const std::vector<bool>& uploaded,
                          const std::vector<std::byte>& staging);
-  // Points constants_ at the weights: mapped from import_ when its layout is weights_layout_,
-  // else `staging` uploaded into a buffer of the model's own (shareable where the driver allows).
+  // Points constants_ at the weights: another model's of this process with the same layout, else
+  // mapped from import_ when its layout is weights_layout_, else `staging` uploaded into a new
+  // buffer (shareable where the driver allows), which later loads in this process reuse.
   Status PlaceWeights(const std::vector<std::byte>& staging);
   // A failed Run may leave copies from the pinned staging in flight: wait for them so the next
   // Run can reuse it.
@@ -145,11 +160,9 @@ class CudaModel final : public Model {
   std::vector<int> last_use_;       // per value id: last device node (index) reading it, or -1
   std::vector<bool> is_output_;     // per value id
   std::vector<void*> const_ptr_;    // per value id: uploaded constant, or null
-  void* constants_ = nullptr;       // one buffer holding every uploaded constant
-  // constants_ when it is shareable (own or imported); else constants_ came from cudaMalloc.
-  std::unique_ptr<ShareableDeviceBuffer> shared_constants_;
+  void* constants_ = nullptr;       // one buffer holding every uploaded constant: weights_->data
+  std::shared_ptr<const WeightBuffer> weights_;  // shared with same-layout models of this process
   std::string weights_layout_;
-  std::string not_shareable_;           // why ExportWeights cannot, when it cannot
   std::optional<WeightImport> import_;  // the fd is only valid during Create
   WeightImportOutcome weight_import_;
   void* cublas_workspace_ = nullptr;

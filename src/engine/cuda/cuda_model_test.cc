@@ -178,41 +178,63 @@ TEST(CudaModelTest, PlanMemoryTimingAndErrors) {
   EXPECT_TRUE(gpu->Run({input.View()}, &out).ok());
 }
 
-// A second load maps the first one's exported weights instead of uploading its own, gives the
-// same outputs, and keeps them after the exporter is gone (the shadow outliving its active).
-// Both loads are in this process: VMM handles, unlike legacy IPC ones, may be imported by the
-// process that exported them; tessera-server does it across executor processes.
-TEST(CudaModelTest, SecondLoadMapsExportedWeightsAndOutlivesTheExporter) {
+// Another process's load (the shadow) maps exported weights instead of uploading its own copy,
+// gives the same outputs, and keeps them with the exporter gone: the exporter is destroyed here
+// before the import even starts, as an active executor may exit during its shadow's load. (In
+// one process a second load would reuse the first one's buffer directly, so the exporter must go
+// first for the import path to run; tessera-server imports across executor processes.)
+TEST(CudaModelTest, ExportedWeightsAreMappedAndOutliveTheExporter) {
   TESSERA_REQUIRE_GPU();
-  auto active = LoadOrFail(ModelPath("small_cnn"), CudaOptions(Precision::kFp16, true));
-  ASSERT_NE(active, nullptr);
-  EXPECT_FALSE(active->weight_import().requested);
-  auto exported = active->ExportWeights();
-  ASSERT_TRUE(exported.ok()) << exported.status();
-  EXPECT_TRUE(exported->fd.valid());
-  EXPECT_GT(exported->bytes, 0u);
-  EXPECT_THAT(exported->layout, HasSubstr("fp16"));
-
+  Tensor input = Reference("small_cnn", "input_0.pb");
+  std::vector<Tensor> want, got;
+  StatusOr<ExportedWeights> exported = absl::UnknownError("not exported");
+  {
+    auto active = LoadOrFail(ModelPath("small_cnn"), CudaOptions(Precision::kFp16, true));
+    ASSERT_NE(active, nullptr);
+    EXPECT_FALSE(active->weight_import().requested);
+    ASSERT_TRUE(active->Run({input.View()}, &want).ok());
+    exported = active->ExportWeights();
+    ASSERT_TRUE(exported.ok()) << exported.status();
+    EXPECT_TRUE(exported->fd.valid());
+    EXPECT_GT(exported->bytes, 0u);
+    EXPECT_THAT(exported->layout, HasSubstr("fp16"));
+  }
   ModelOptions options = CudaOptions(Precision::kFp16, true);
   options.import_weights = WeightImport{exported->fd.get(), exported->bytes, exported->layout};
   auto shadow = LoadOrFail(ModelPath("small_cnn"), options);
   ASSERT_NE(shadow, nullptr);
   EXPECT_TRUE(shadow->weight_import().requested);
   EXPECT_TRUE(shadow->weight_import().imported) << shadow->weight_import().why_not;
-  exported->fd.Reset();  // the load took its own handle; the descriptor is not needed any more
-
-  Tensor input = Reference("small_cnn", "input_0.pb");
-  std::vector<Tensor> want, got;
-  ASSERT_TRUE(active->Run({input.View()}, &want).ok());
-  ASSERT_TRUE(shadow->Run({input.View()}, &got).ok());
-  EXPECT_TRUE(want[0].bytes == got[0].bytes);
-  active.reset();
+  exported->fd.Reset();                      // the mapping holds the memory now
   for (int round = 0; round < 3; ++round) {  // eager, then captured and replayed
     ASSERT_TRUE(shadow->Run({input.View()}, &got).ok());
     EXPECT_TRUE(want[0].bytes == got[0].bytes) << "round " << round;
   }
   // The importer can export in turn (the next swap's active).
   EXPECT_TRUE(shadow->ExportWeights().ok());
+}
+
+// Two loads of one model in one process (instances, multi-granularity workers) share one copy of
+// the weights on the device; another precision does not.
+TEST(CudaModelTest, LoadsOfOneModelInAProcessShareTheirWeights) {
+  TESSERA_REQUIRE_GPU();
+  auto first = LoadOrFail(ModelPath("small_cnn"), CudaOptions(Precision::kFp32, true));
+  auto second = LoadOrFail(ModelPath("small_cnn"), CudaOptions(Precision::kFp32, false));
+  auto half = LoadOrFail(ModelPath("small_cnn"), CudaOptions(Precision::kFp16, true));
+  ASSERT_NE(first, nullptr);
+  ASSERT_NE(second, nullptr);
+  ASSERT_NE(half, nullptr);
+  auto a = CudaWeightsAddress(*first), b = CudaWeightsAddress(*second),
+       c = CudaWeightsAddress(*half);
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok());
+  EXPECT_EQ(*a, *b);
+  EXPECT_NE(*a, *c);
+  Tensor input = Reference("small_cnn", "input_0.pb");
+  std::vector<Tensor> x, y;
+  ASSERT_TRUE(first->Run({input.View()}, &x).ok());
+  first.reset();  // the buffer stays while `second` uses it
+  ASSERT_TRUE(second->Run({input.View()}, &y).ok());
+  EXPECT_TRUE(x[0].bytes == y[0].bytes);
 }
 
 TEST(CudaModelTest, MismatchedWeightExportIsNotMappedAndTheLoadUploadsItsOwn) {

@@ -1,9 +1,13 @@
-// CudaModel's weight buffer: uploaded into memory other processes can map, exported, or mapped
-// from another process's export instead of uploaded (docs/engine-cuda.md, "Weights shared across
-// processes"; GSLICE §4.4: a shadow instance shares its active's parameters).
+// CudaModel's weight buffer: shared by the process's loads of the same model, uploaded into memory
+// other processes can map, exported, or mapped from another process's export instead of uploaded
+// (docs/engine-cuda.md, "Weights shared within and across processes"; GSLICE §4.4: a shadow
+// instance shares its active's parameters; E²bird: workers of one model share its weights).
 #include <cuda_runtime_api.h>
 
 #include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -61,8 +65,38 @@ Status CudaModel::DescribeWeights(const std::vector<uint64_t>& offsets,
   return absl::OkStatus();
 }
 
+namespace {
+
+// The weight buffers of this process's models by layout: a second load of the same model file
+// with the same precision on the same GPU (another instance, a multi-granularity worker) maps the
+// first one's weights instead of uploading them again.
+std::mutex registry_mu;
+std::map<std::string, std::weak_ptr<const WeightBuffer>>& Registry() {
+  static auto* registry = new std::map<std::string, std::weak_ptr<const WeightBuffer>>;
+  return *registry;
+}
+
+}  // namespace
+
 Status CudaModel::PlaceWeights(const std::vector<std::byte>& staging) {
   const uint64_t total = staging.size();
+  std::lock_guard lock(registry_mu);  // so that two loads of one model upload it once
+  auto& registry = Registry();
+  for (auto it = registry.begin(); it != registry.end();) {
+    it = it->second.expired() ? registry.erase(it) : std::next(it);
+  }
+  if (auto it = registry.find(weights_layout_); it != registry.end()) {
+    weights_ = it->second.lock();
+    constants_ = weights_->data;
+    if (import_.has_value()) {
+      weight_import_ = {true, false, "this process holds the same weights already"};
+      import_.reset();
+    }
+    return absl::OkStatus();
+  }
+
+  auto buffer = std::make_shared<WeightBuffer>();
+  buffer->bytes = total;
   if (import_.has_value()) {
     weight_import_.requested = true;
     if (import_->layout != weights_layout_) {
@@ -75,44 +109,50 @@ Status CudaModel::PlaceWeights(const std::vector<std::byte>& staging) {
     } else {
       auto mapped = ShareableDeviceBuffer::Import(device_ordinal_, import_->fd, total);
       if (mapped.ok()) {
-        shared_constants_ = *std::move(mapped);
-        constants_ = shared_constants_->data();
+        buffer->shareable = *std::move(mapped);
         weight_import_.imported = true;
-        import_.reset();
-        return absl::OkStatus();
+      } else {
+        weight_import_.why_not = std::string(mapped.status().message());
       }
-      weight_import_.why_not = std::string(mapped.status().message());
     }
     import_.reset();
   }
-  auto own = ShareableDeviceBuffer::Allocate(device_ordinal_, total);
-  if (own.ok()) {
-    shared_constants_ = *std::move(own);
-    constants_ = shared_constants_->data();
-  } else if (absl::IsResourceExhausted(own.status())) {
-    return own.status();
-  } else {
-    not_shareable_ = std::string(own.status().message());
-    spdlog::debug("weights in cudaMalloc memory, not shareable: {}", not_shareable_);
-    TESSERA_RETURN_IF_ERROR(CudaStatus(cudaMalloc(&constants_, total), "cudaMalloc(weights)"));
+  if (buffer->shareable == nullptr) {
+    auto own = ShareableDeviceBuffer::Allocate(device_ordinal_, total);
+    if (own.ok()) {
+      buffer->shareable = *std::move(own);
+    } else if (absl::IsResourceExhausted(own.status())) {
+      return own.status();
+    } else {
+      buffer->not_shareable = std::string(own.status().message());
+      spdlog::debug("weights in cudaMalloc memory, not shareable: {}", buffer->not_shareable);
+      TESSERA_RETURN_IF_ERROR(CudaStatus(cudaMalloc(&buffer->data, total), "cudaMalloc(weights)"));
+    }
   }
-  TESSERA_RETURN_IF_ERROR(CudaStatus(
-      cudaMemcpyAsync(constants_, staging.data(), total, cudaMemcpyHostToDevice, device_.stream),
-      "upload weights"));
-  return CudaStatus(cudaStreamSynchronize(device_.stream), "upload weights");
+  if (buffer->shareable != nullptr) buffer->data = buffer->shareable->data();
+  if (!weight_import_.imported) {
+    TESSERA_RETURN_IF_ERROR(CudaStatus(cudaMemcpyAsync(buffer->data, staging.data(), total,
+                                                       cudaMemcpyHostToDevice, device_.stream),
+                                       "upload weights"));
+    TESSERA_RETURN_IF_ERROR(CudaStatus(cudaStreamSynchronize(device_.stream), "upload weights"));
+  }
+  weights_ = buffer;
+  constants_ = buffer->data;
+  registry[weights_layout_] = weights_;
+  return absl::OkStatus();
 }
 
 StatusOr<ExportedWeights> CudaModel::ExportWeights() const {
-  if (constants_ == nullptr) {
+  if (weights_ == nullptr) {
     return absl::FailedPreconditionError("the model has no device weights to share");
   }
-  if (shared_constants_ == nullptr) {
+  if (weights_->shareable == nullptr) {
     return absl::UnimplementedError(
-        absl::StrCat("the weights are not in shareable memory: ", not_shareable_));
+        absl::StrCat("the weights are not in shareable memory: ", weights_->not_shareable));
   }
   ExportedWeights exported;
-  TESSERA_ASSIGN_OR_RETURN(exported.fd, shared_constants_->Export());
-  exported.bytes = shared_constants_->bytes();
+  TESSERA_ASSIGN_OR_RETURN(exported.fd, weights_->shareable->Export());
+  exported.bytes = weights_->bytes;
   exported.layout = weights_layout_;
   return exported;
 }

@@ -1,7 +1,8 @@
 // A device buffer that other processes on the same GPU can map: physical memory from the CUDA
 // virtual memory management API (cuMemCreate) with a POSIX file-descriptor handle, mapped into
 // this process's address space. Used for weights, so a shadow executor maps its active's copy
-// instead of loading its own (GSLICE §4.4, docs/engine-cuda.md "Weights shared across processes").
+// instead of loading its own (GSLICE §4.4, docs/engine-cuda.md "Weights shared within and across
+// processes").
 //
 // Why VMM and not cudaIpcGetMemHandle: legacy IPC memory is freed when the exporting process frees
 // it or exits, while the shadow must outlive its active. VMM physical memory lives while any
