@@ -16,7 +16,9 @@
 # Environment: TESSERA_GPULET_MODELS (default "resnet50:60:8 bert_base:40:8", NAME:PCT:BATCH per
 # gpulet), TESSERA_GPULET_SECONDS (per phase, default 10), TESSERA_GPULET_MECHANISMS (default
 # "green mps"; "mps" has Tessera start its own daemon, "mps-running" starts one here first at the
-# default pipe directory, as an administrator would, and Tessera uses it). Output: $OUT/tessera-gpulet/ (or /tmp/...): gpulet-<mechanism>.{txt,json}, the
+# default pipe directory, as an administrator would, and Tessera uses it), TESSERA_GPULET_MIRROR_AB
+# (default 1: the first mechanism that works runs again with --input-mirror off, the A/B for the
+# GPU-resident input pool). Output: $OUT/tessera-gpulet/ (or /tmp/...): gpulet-<mechanism>.{txt,json}, the
 # exports' log, and facts.txt. Exit status 0 when at least one mechanism ran with no failed request.
 set -uo pipefail
 
@@ -155,6 +157,19 @@ for mechanism in $MECHANISMS; do
   grep -vE '^[0-9]{4}-[0-9]{2}-[0-9]{2}T' "$LOGS/gpulet-$mechanism.txt"
   grep -E ' [EW] \[' "$LOGS/gpulet-$mechanism.txt" | head -20
   echo "$mechanism: exit $rc"
+  grep -hE "batch inputs read from the input mirror|maps weights another executor|loaded its own weights" \
+    "$LOGS/gpulet-$mechanism.txt" | head -10
+  if [[ $rc -eq 0 && $ok -eq 0 && "$mechanism" != mps-running &&
+        "${TESSERA_GPULET_MIRROR_AB:-1}" == 1 ]]; then
+    # The same run without the GPU-resident input mirror: the A/B for executors.input_mirror.
+    echo "== $mechanism, input mirror off (log: $LOGS/gpulet-$mechanism-mirror-off.txt)"
+    timeout -k 10 400 "$BIN/tessera-gpulet-bench" --executor "$BIN/tessera-executor" \
+      --repository "$REPOSITORY" "${model_args[@]}" --devices gpu --mechanism "$tessera_mechanism" \
+      "${extra[@]}" --duration-s "$SECONDS_PER_PHASE" --input-mirror off \
+      --json "$LOGS/gpulet-$mechanism-mirror-off.json" >"$LOGS/gpulet-$mechanism-mirror-off.txt" 2>&1
+    echo "$mechanism, input mirror off: exit $?"
+    grep -vE '^[0-9]{4}-[0-9]{2}-[0-9]{2}T' "$LOGS/gpulet-$mechanism-mirror-off.txt" | head -30
+  fi
   [[ $rc -eq 0 ]] && ok=1
 done
 [[ $ok -eq 1 ]]

@@ -4,6 +4,7 @@
 //
 //   tessera-gpulet-bench --repository DIR --model NAME:PCT:BATCH --model NAME:PCT:BATCH
 //                        [--devices cpu|gpu] [--mechanism auto|mps|green|none]
+//                        [--input-mirror auto|host|off]
 //                        [--duration-s S] [--concurrency C] [--swap-pct PCT] [--json FILE]
 //
 // Every model gets a gpulet of PCT % of device 0 running batches of up to BATCH (duty cycle 0:
@@ -266,6 +267,7 @@ std::vector<LoadResult> RunTogether(std::vector<std::unique_ptr<ClosedLoop>>& lo
 int Main(int argc, char** argv) {
   CLI::App app{"tessera-gpulet-bench: isolation of gpulets on one device, and a live resize"};
   std::string repository, devices = "auto", mechanism = "auto", json_path;
+  std::string input_mirror = "auto";
   std::vector<std::string> model_args;
   double duration_s = 5;
   int concurrency = 0;
@@ -282,6 +284,10 @@ int Main(int argc, char** argv) {
   app.add_option("--devices", devices, "auto | cpu | gpu (executors.devices)");
   app.add_option("--mechanism", mechanism, "auto | mps | green | none (executors.partition_mechanism)");
   app.add_flag("--mps-start-daemon", mps_start_daemon, "Start an MPS control daemon if none runs");
+  app.add_option("--input-mirror", input_mirror,
+                 "auto | host | off (executors.input_mirror): the GPU-resident input pool, for "
+                 "an A/B against off")
+      ->check(CLI::IsMember({"auto", "host", "off"}));
   app.add_option("--duration-s", duration_s, "Seconds per phase");
   app.add_option("--concurrency", concurrency, "Requests in flight per model (default 2 x BATCH)");
   app.add_option("--swap-pct", swap_pct, "New size of the first model's gpulet in phase 3 "
@@ -325,6 +331,7 @@ int Main(int argc, char** argv) {
   pool_options.launch.binary = executor_binary;
   pool_options.launch.device = on_gpu ? "cuda:0" : "cpu";
   pool_options.launch.threads = 1;
+  pool_options.launch.input_mirror = input_mirror;
   auto pool = ExecutorPool::Start(pool_options);
   if (!pool.ok()) {
     std::fprintf(stderr, "executors: %s\n", std::string(pool.status().message()).c_str());
@@ -444,7 +451,8 @@ int Main(int argc, char** argv) {
     std::ofstream out(json_path);
     out << "{\"partitions\": " << Json(manager_of_partitions->reason()) << ", \"mechanism\": "
         << Json(std::string(partition::MechanismName(manager_of_partitions->mechanism())))
-        << ", \"duration_s\": " << duration_s << ", \"models\": [";
+        << ", \"input_mirror\": " << Json(input_mirror) << ", \"duration_s\": " << duration_s
+        << ", \"models\": [";
     for (size_t i = 0; i < specs.size(); ++i) {
       out << (i ? ", " : "") << "{\"model\": " << Json(specs[i].model) << ", \"pct\": "
           << specs[i].pct << ", \"batch\": " << specs[i].batch << ", \"alone\": "
