@@ -48,6 +48,7 @@ struct ControlStatus {
   uint64_t plan_generation = 0;  // bumped whenever the applied plan changed
   uint64_t switches = 0;         // model lane switches (active/shadow swaps)
   uint64_t apply_errors = 0;
+  uint64_t weights_shared = 0;  // shadow loads that mapped a running gpulet's weights
   uint64_t unschedulable_events = 0;
   uint64_t last_switch_gap_ns = 0;
   uint64_t max_switch_gap_ns = 0;

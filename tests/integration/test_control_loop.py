@@ -99,6 +99,8 @@ def test_load_change_replans_and_switches_without_failing_requests(planned_serve
         assert metric(server, "tessera_lane_switches_total") > switches_1
         # The switch paused dispatching for well under a millisecond (GSLICE: < 100 us).
         assert metric(server, "tessera_switch_gap_max_seconds") < 0.01
+        # CPU executors load their own weights: a shadow maps its active's only on a GPU.
+        assert "tessera_shadow_weights_shared_total 0" in fetch_metrics(server.metrics_url)
 
     dropped = assert_outcomes_clean(first) + assert_outcomes_clean(second)
     served = [o for o in first.snapshot() + second.snapshot() if o[3] is None]
