@@ -14,7 +14,8 @@
 // (activations, input/output FP32 staging in FP16 mode, workspaces) is placed in one arena by the
 // liveness planner (memory_planner.h). Steps: 0 = input upload, node n = n + 1, N + 1 = output.
 //
-// Run: inputs are copied into pinned host memory and then to their fixed arena places, the device
+// Run: inputs are copied into pinned host memory and then to their fixed arena places (or, when
+// already on the device, TensorView::device_data, copied there on the device), the device
 // part runs (kernel by kernel on the first Run of a shape; from the second Run on, replayed from a
 // CUDA graph captured once per shape when ModelOptions::cuda_graphs), outputs come back to pinned
 // memory, and one cudaStreamSynchronize ends the Run. Growing the arena moves it, which drops the
