@@ -98,6 +98,33 @@ def expect_error(fn, *codes):
     return e
 
 
+def check_concurrent_clients(server, models, threads, requests_per_thread):
+    """`threads` clients each send `requests_per_thread` requests of 1-3 random rows, cycling
+    through `models`, and compare every answer with onnxruntime's; fails with the first errors."""
+    references = {model: OrtReference(model) for model in models}
+    errors = []
+    lock = threading.Lock()
+
+    def client_thread(seed):
+        client = server.new_client()
+        for i in range(requests_per_thread):
+            model = models[(seed + i) % len(models)]
+            x = random_inputs(model, 1 + (seed + i) % 3, seed * 1000 + i)
+            try:
+                y = infer(client, model, x).as_numpy(OUTPUT_NAME)
+                assert_close(y, references[model](x), f"{model} thread {seed} request {i}")
+            except Exception as e:  # collected: a failure in a thread must fail the test
+                with lock:
+                    errors.append(repr(e))
+
+    started = [threading.Thread(target=client_thread, args=(s,)) for s in range(threads)]
+    for t in started:
+        t.start()
+    for t in started:
+        t.join(timeout=120)
+    assert not errors, errors[:3]
+
+
 def assert_mlp_serves(client, model="mlp"):
     """The server still answers a correct mlp request (used after every error case)."""
     x, y = load_reference("mlp")

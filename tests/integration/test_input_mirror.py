@@ -5,12 +5,11 @@ mirror (E²bird); here the host mirror makes it run in CI, and wrong bookkeeping
 a slot staged for another request, or before its copy) would give wrong answers."""
 
 import re
-import threading
 
 import pytest
 
 from conftest import copy_repository
-from tessera_testlib import OrtReference, assert_close, infer, random_inputs
+from tessera_testlib import check_concurrent_clients
 
 MODELS = ["mlp", "small_cnn"]
 
@@ -30,28 +29,7 @@ def server(make_server, tmp_path_factory):
 
 
 def test_concurrent_requests_are_answered_from_the_mirror(server):
-    references = {model: OrtReference(model) for model in MODELS}
-    errors = []
-    lock = threading.Lock()
-
-    def client_thread(seed):
-        client = server.new_client()
-        for i in range(30):
-            model = MODELS[(seed + i) % 2]
-            x = random_inputs(model, 1 + (seed + i) % 3, seed * 1000 + i)
-            try:
-                y = infer(client, model, x).as_numpy("output")
-                assert_close(y, references[model](x), f"{model} thread {seed} request {i}")
-            except Exception as e:  # collected: a failure in a thread must fail the test
-                with lock:
-                    errors.append(repr(e))
-
-    threads = [threading.Thread(target=client_thread, args=(s,)) for s in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=120)
-    assert not errors, errors[:3]
+    check_concurrent_clients(server, MODELS, threads=6, requests_per_thread=30)
 
     server.stop(timeout=15.0)
     log = server.log_path.read_text(errors="replace")

@@ -3,14 +3,12 @@ instances on one executor, answers concurrent clients correctly, and counts whic
 batch in tessera_worker_batches_total."""
 
 import re
-import threading
 
 import numpy as np
 import pytest
 
 from conftest import copy_repository
-from tessera_testlib import (OrtReference, assert_close, fetch_metrics, infer, metric_sum,
-                             parse_metrics, random_inputs)
+from tessera_testlib import check_concurrent_clients, fetch_metrics, metric_sum, parse_metrics
 
 SIZES = [8, 4, 2, 1]
 
@@ -33,27 +31,7 @@ def server(make_server, repo):
 
 
 def test_workers_answer_concurrent_clients_and_are_counted(server):
-    reference = OrtReference("mlp")
-    errors = []
-    lock = threading.Lock()
-
-    def client_thread(seed):
-        client = server.new_client()
-        for i in range(25):
-            x = random_inputs("mlp", 1 + (seed + i) % 3, seed * 1000 + i)
-            try:
-                y = infer(client, "mlp", x).as_numpy("output")
-                assert_close(y, reference(x), f"thread {seed} request {i}")
-            except Exception as e:  # collected: a failure in a thread must fail the test
-                with lock:
-                    errors.append(repr(e))
-
-    threads = [threading.Thread(target=client_thread, args=(s,)) for s in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=120)
-    assert not errors, errors[:3]
+    check_concurrent_clients(server, ["mlp"], threads=8, requests_per_thread=25)
 
     samples = parse_metrics(fetch_metrics(server.metrics_url))
     executions = metric_sum(samples, "nv_inference_exec_count", model="mlp")
