@@ -210,8 +210,18 @@ TEST(CudaModelTest, ExportedWeightsAreMappedAndOutliveTheExporter) {
     ASSERT_TRUE(shadow->Run({input.View()}, &got).ok());
     EXPECT_TRUE(want[0].bytes == got[0].bytes) << "round " << round;
   }
-  // The importer can export in turn (the next swap's active).
-  EXPECT_TRUE(shadow->ExportWeights().ok());
+  // The importer exports in turn (it is the next swap's active), and that export maps too, with
+  // the importer gone as well.
+  auto again = shadow->ExportWeights();
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->layout, exported->layout);
+  shadow.reset();
+  options.import_weights = WeightImport{again->fd.get(), again->bytes, again->layout};
+  auto next = LoadOrFail(ModelPath("small_cnn"), options);
+  ASSERT_NE(next, nullptr);
+  EXPECT_TRUE(next->weight_import().imported) << next->weight_import().why_not;
+  ASSERT_TRUE(next->Run({input.View()}, &got).ok());
+  EXPECT_TRUE(want[0].bytes == got[0].bytes);
 }
 
 // Two loads of one model in one process (instances, multi-granularity workers) share one copy of

@@ -2,8 +2,10 @@
 
 #include <cuda.h>
 #include <cuda_runtime_api.h>
+#include <fcntl.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -152,6 +154,11 @@ StatusOr<std::unique_ptr<ShareableDeviceBuffer>> ShareableDeviceBuffer::Import(i
               "cuMemImportFromShareableHandle"));
   buffer->handle_ = handle;
   TESSERA_RETURN_IF_ERROR(buffer->Map(device));
+  buffer->imported_from_.Reset(::fcntl(fd, F_DUPFD_CLOEXEC, 0));
+  if (!buffer->imported_from_.valid()) {
+    return absl::InternalError(
+        absl::StrCat("duplicating the imported weights' descriptor: ", std::strerror(errno)));
+  }
   return buffer;
 }
 
@@ -184,6 +191,14 @@ ShareableDeviceBuffer::~ShareableDeviceBuffer() {
 }
 
 StatusOr<UniqueFd> ShareableDeviceBuffer::Export() const {
+  if (imported_from_.valid()) {
+    UniqueFd copy(::fcntl(imported_from_.get(), F_DUPFD_CLOEXEC, 0));
+    if (!copy.valid()) {
+      return absl::InternalError(
+          absl::StrCat("duplicating the weights' descriptor: ", std::strerror(errno)));
+    }
+    return copy;
+  }
   const VmmDriver& d = Driver();
   int fd = -1;
   TESSERA_RETURN_IF_ERROR(

@@ -43,7 +43,10 @@ class ShareableDeviceBuffer {
   void* data() const { return reinterpret_cast<void*>(static_cast<uintptr_t>(address_)); }
   uint64_t bytes() const { return bytes_; }
 
-  // A new descriptor of the buffer for another process (pass it over a Unix socket).
+  // A new descriptor of the buffer for another process (pass it over a Unix socket). An imported
+  // buffer hands out a duplicate of the descriptor it was imported from: the driver does not
+  // re-export an imported handle (cuMemExportToShareableHandle fails on one, seen on an H100 with
+  // driver 580), and a shadow that became the active must still share with the next shadow.
   StatusOr<UniqueFd> Export() const;
 
  private:
@@ -56,6 +59,7 @@ class ShareableDeviceBuffer {
   unsigned long long address_ = 0;  // CUdeviceptr; 0 while unmapped
   uint64_t mapped_bytes_ = 0;       // rounded up to the allocation granularity
   uint64_t bytes_ = 0;
+  UniqueFd imported_from_;  // our duplicate of the descriptor an imported buffer came from
 };
 
 }  // namespace tessera::engine::cuda
