@@ -252,6 +252,29 @@ std::string ResultJson(const LoadResult& r) {
 }
 
 // Runs every model's closed loop at once; results in the order of `loops`.
+// Batches the running executors sent from their input pools (no gather copy) and gathered, summed.
+// Executors leave with the plan that drops them, so a phase is read before the next apply.
+struct PoolBatches {
+  uint64_t pooled = 0;
+  uint64_t gathered = 0;
+  PoolBatches operator-(const PoolBatches& o) const {
+    return {pooled - o.pooled, gathered - o.gathered};
+  }
+  PoolBatches& operator+=(const PoolBatches& o) {
+    pooled += o.pooled;
+    gathered += o.gathered;
+    return *this;
+  }
+};
+
+PoolBatches PoolBatchesNow(const ExecutorPool& pool) {
+  PoolBatches sum;
+  for (const auto& [slot, counters] : pool.input_pool_counters()) {
+    sum += {counters.batches_pooled, counters.batches_gathered};
+  }
+  return sum;
+}
+
 std::vector<LoadResult> RunTogether(std::vector<std::unique_ptr<ClosedLoop>>& loops, double seconds,
                                     const std::function<void()>& during = nullptr) {
   std::vector<LoadResult> results(loops.size());
@@ -386,14 +409,19 @@ int Main(int argc, char** argv) {
 
   // Phase 1: alone. A short warm-up run first, so the first figures are not the first batches.
   std::vector<LoadResult> alone;
+  PoolBatches alone_batches;
   for (size_t i = 0; i < specs.size(); ++i) {
     apply(MakePlan({all[i]}));
     loops[i]->Run(std::chrono::duration<double>(std::min(1.0, duration_s / 4)));
+    const PoolBatches before = PoolBatchesNow(**pool);
     alone.push_back(loops[i]->Run(std::chrono::duration<double>(duration_s)));
+    alone_batches += PoolBatchesNow(**pool) - before;
   }
   // Phase 2: together.
   apply(MakePlan(all));
+  const PoolBatches before_together = PoolBatchesNow(**pool);
   std::vector<LoadResult> together = RunTogether(loops, duration_s);
+  const PoolBatches together_batches = PoolBatchesNow(**pool) - before_together;
   // Phase 3: the first gpulet resized while all are under load.
   std::vector<scheduler::Gpulet> resized = all;
   resized[0].partition_pct = swap_pct;
@@ -438,6 +466,13 @@ int Main(int argc, char** argv) {
                 during_swap[0].max_answer_gap_ns / 1e6, Percentile(together[0].latency_ns, 0.99));
   }
   std::printf("failed requests over all phases: %llu\n", static_cast<unsigned long long>(failed));
+  std::printf(
+      "batches sent from the input pool (no gather copy at batch time): alone %llu of %llu, "
+      "together %llu of %llu\n",
+      static_cast<unsigned long long>(alone_batches.pooled),
+      static_cast<unsigned long long>(alone_batches.pooled + alone_batches.gathered),
+      static_cast<unsigned long long>(together_batches.pooled),
+      static_cast<unsigned long long>(together_batches.pooled + together_batches.gathered));
   for (const auto* phase : {&alone, &together, &during_swap}) {
     for (size_t i = 0; i < phase->size(); ++i) {
       for (const auto& [message, count] : (*phase)[i].failures) {
@@ -465,7 +500,10 @@ int Main(int argc, char** argv) {
         << ", \"weights_shared\": " << swap_report.weights_shared
         << ", \"gap_us\": " << (first_switch ? first_switch->swap.gap_ns / 1e3 : 0)
         << ", \"drain_ms\": " << (first_switch ? first_switch->swap.drain_ns / 1e6 : 0)
-        << "}, \"failed\": " << failed << "}\n";
+        << "}, \"pool_batches\": {\"alone\": {\"pooled\": " << alone_batches.pooled
+        << ", \"gathered\": " << alone_batches.gathered
+        << "}, \"together\": {\"pooled\": " << together_batches.pooled
+        << ", \"gathered\": " << together_batches.gathered << "}}, \"failed\": " << failed << "}\n";
   }
 
   applier.Shutdown();

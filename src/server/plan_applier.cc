@@ -11,6 +11,8 @@
 #include "executor_batch_runner.h"
 #include "spdlog/spdlog.h"
 #include "tessera/common/clock.h"
+#include "tessera/common/data_type.h"
+#include "tessera/common/tensor.h"
 
 namespace tessera::server {
 namespace {
@@ -26,7 +28,43 @@ std::string Identity(const scheduler::Gpulet& gpulet, const std::map<std::string
                       absl::StrJoin(models, ","));
 }
 
+// Batches of its planned size each model of a gpulet can have staged in the input pool at once:
+// one being built, up to two sent (executors.batches_in_flight), and one of slack for slots that
+// come back out of order (E²bird's pool holds every request from arrival to its batch's end).
+constexpr uint64_t kPooledBatches = 4;
+
 }  // namespace
+
+// Without this, four fixed regions of half the default ring held 13 ResNet-50 requests, and with
+// 16 in flight most batches missed the pool (found on an H100, bench/results/2026-11-23-*).
+void SizeGpuletInputRing(const scheduler::Gpulet& gpulet,
+                         const std::map<std::string, ServedModel>& served,
+                         ExecutorLaunchOptions* launch) {
+  uint64_t region = 0, batch_bytes = 0;
+  for (const scheduler::GpuletModel& m : gpulet.models) {
+    const repository::ModelConfig& config = *served.at(m.model).config;
+    uint64_t row = 0;
+    for (const repository::TensorConfig& input : config.inputs) {
+      std::optional<uint64_t> bytes = DenseByteSize(input.dims, DataTypeByteSize(input.data_type));
+      if (!bytes.has_value() || *bytes == 0) {
+        row = 0;
+        break;
+      }
+      row += *bytes;
+    }
+    const uint64_t batch = static_cast<uint64_t>(std::max(1, m.batch)) * row;
+    region = std::max(region, kPooledBatches * batch + 4096 * config.inputs.size());
+    batch_bytes = std::max(batch_bytes, batch);
+  }
+  launch->input_pool_instances = std::max<int>(1, static_cast<int>(gpulet.models.size()));
+  const double fraction = std::clamp(launch->input_pool_fraction, 0.0, 1.0);
+  if (fraction <= 0 || fraction >= 1) return;
+  const double pool = static_cast<double>(region) * launch->input_pool_instances;
+  const double gather = 2.0 * static_cast<double>(batch_bytes) + 4096;
+  const double ring = std::max(pool / fraction, gather / (1 - fraction));
+  const uint64_t pages = static_cast<uint64_t>(std::ceil(ring / 4096));
+  launch->input_ring_bytes = std::max(launch->input_ring_bytes, pages * 4096);
+}
 
 PlanApplierOptions PlacedBy(partition::PartitionManager* partitions) {
   PlanApplierOptions options;
@@ -99,6 +137,7 @@ StatusOr<std::shared_ptr<PlanApplier::Binding>> PlanApplier::StartGpulet(
   applied.placement = placement.describe;
   applied.placement_id = placement.id;
   ExecutorLaunchOptions launch = pool_->base_launch();
+  SizeGpuletInputRing(gpulet, served, &launch);
   launch.threads = placement.threads;
   launch.extra_args.insert(launch.extra_args.end(), placement.extra_args.begin(),
                            placement.extra_args.end());
@@ -118,10 +157,12 @@ StatusOr<std::shared_ptr<PlanApplier::Binding>> PlanApplier::StartGpulet(
         absl::StrCat(model.name, "/", model.version, "@gpulet", next_instance_++);
     // A shadow maps its active's weights where the device allows (GSLICE §4.4).
     std::optional<SharedWeightsHandle> shared = WeightsToShare(gpulet.gpu, model, donors);
+    bool mapped = false;
     status = pool_->LoadInstance(
         applied.executor_slot, BuildLoadModel(*model.config, model.version, model.model_path, key),
-        shared.has_value() ? &*shared : nullptr);
+        shared.has_value() ? &*shared : nullptr, &mapped);
     if (!status.ok()) break;
+    if (mapped && weights_shared != nullptr) ++*weights_shared;
     binding->instance_keys[m.model] = key;
     auto process = pool_->Acquire(applied.executor_slot, key);
     status = process.ok() ? WarmUp(**process, key, *model.config, m.batch) : process.status();

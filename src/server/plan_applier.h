@@ -54,6 +54,14 @@ struct PlanApplierOptions {
 // the applier.
 PlanApplierOptions PlacedBy(partition::PartitionManager* partitions);
 
+// Sizes the input ring of a gpulet's executor for its models (PlanApplier does it before starting
+// one): one input-pool region per model, each holding four batches of the model's planned size,
+// and a gather part for two batches of the largest. `launch`'s input_ring_bytes
+// (executors.input_ring_bytes) is the least it gets; a model with a dynamic input dim adds nothing.
+void SizeGpuletInputRing(const scheduler::Gpulet& gpulet,
+                         const std::map<std::string, ServedModel>& served,
+                         ExecutorLaunchOptions* launch);
+
 // A gpulet as it runs now.
 struct AppliedGpulet {
   std::string label;  // "gpulet 3 (device 0, 50 %)"
