@@ -118,10 +118,16 @@ struct Feed {
   Shape shape;
   float lo = -1.0f, hi = 1.0f;
   bool int64 = false;  // INT64 values in [lo, hi) (integral)
+  // > 0: values rounded to multiples of it, exact in FP16 too (step functions such as Floor would
+  // otherwise see an FP16 run's rounded input cross an integer the FP32 reference does not).
+  float step = 0;
 };
 
 inline Tensor FeedTensor(const Feed& f, uint32_t seed) {
   std::vector<float> values = Pattern(ElementCount(f.shape), seed, f.lo, f.hi);
+  if (f.step > 0) {
+    for (float& v : values) v = std::round(v / f.step) * f.step;
+  }
   if (!f.int64) return FloatTensor(f.name, f.shape, values);
   Tensor t;
   t.name = f.name;

@@ -84,6 +84,19 @@ Status PlanUnary(PlanCtx& ctx) {
     lo = ctx.node.attributes.GetFloat("alpha", 0.2f);
     hi = ctx.node.attributes.GetFloat("beta", 0.5f);
   }
+  if (kOp == UnaryOp::kSelu) {
+    lo = ctx.node.attributes.GetFloat("alpha", 1.67326319217681884765625f);
+    hi = ctx.node.attributes.GetFloat("gamma", 1.05070102214050292968750f);
+  }
+  if (kOp == UnaryOp::kCelu) {
+    lo = ctx.node.attributes.GetFloat("alpha", 1.0f);
+    if (lo == 0.f) return absl::InvalidArgumentError("Celu: alpha must not be 0");
+  }
+  if (kOp == UnaryOp::kThresholdedRelu) lo = ctx.node.attributes.GetFloat("alpha", 1.0f);
+  if (kOp == UnaryOp::kShrink) {
+    lo = ctx.node.attributes.GetFloat("lambd", 0.5f);
+    hi = ctx.node.attributes.GetFloat("bias", 0.0f);
+  }
   ctx.state->floats = {lo, hi};
   (*ctx.out)[0] = ValueMeta{DataType::kFp32, x->shape, nullptr};
   return absl::OkStatus();
@@ -583,6 +596,25 @@ const CudaOpDef* FindBasicOp(const std::string& op_type) {
        {PlanUnary<UnaryOp::kHardSigmoid>, LaunchUnaryOp<UnaryOp::kHardSigmoid>, kFloat}},
       {"HardSwish", {PlanUnary<UnaryOp::kHardSwish>, LaunchUnaryOp<UnaryOp::kHardSwish>, kFloat}},
       {"Elu", {PlanUnary<UnaryOp::kElu>, LaunchUnaryOp<UnaryOp::kElu>, kFloat}},
+      {"Floor", {PlanUnary<UnaryOp::kFloor>, LaunchUnaryOp<UnaryOp::kFloor>, kFloat}},
+      {"Ceil", {PlanUnary<UnaryOp::kCeil>, LaunchUnaryOp<UnaryOp::kCeil>, kFloat}},
+      {"Round", {PlanUnary<UnaryOp::kRound>, LaunchUnaryOp<UnaryOp::kRound>, kFloat}},
+      {"Sign", {PlanUnary<UnaryOp::kSign>, LaunchUnaryOp<UnaryOp::kSign>, kFloat}},
+      {"Tan", {PlanUnary<UnaryOp::kTan>, LaunchUnaryOp<UnaryOp::kTan>, kFloat}},
+      {"Asin", {PlanUnary<UnaryOp::kAsin>, LaunchUnaryOp<UnaryOp::kAsin>, kFloat}},
+      {"Acos", {PlanUnary<UnaryOp::kAcos>, LaunchUnaryOp<UnaryOp::kAcos>, kFloat}},
+      {"Atan", {PlanUnary<UnaryOp::kAtan>, LaunchUnaryOp<UnaryOp::kAtan>, kFloat}},
+      {"Sinh", {PlanUnary<UnaryOp::kSinh>, LaunchUnaryOp<UnaryOp::kSinh>, kFloat}},
+      {"Cosh", {PlanUnary<UnaryOp::kCosh>, LaunchUnaryOp<UnaryOp::kCosh>, kFloat}},
+      {"Asinh", {PlanUnary<UnaryOp::kAsinh>, LaunchUnaryOp<UnaryOp::kAsinh>, kFloat}},
+      {"Acosh", {PlanUnary<UnaryOp::kAcosh>, LaunchUnaryOp<UnaryOp::kAcosh>, kFloat}},
+      {"Atanh", {PlanUnary<UnaryOp::kAtanh>, LaunchUnaryOp<UnaryOp::kAtanh>, kFloat}},
+      {"Softsign", {PlanUnary<UnaryOp::kSoftsign>, LaunchUnaryOp<UnaryOp::kSoftsign>, kFloat}},
+      {"Selu", {PlanUnary<UnaryOp::kSelu>, LaunchUnaryOp<UnaryOp::kSelu>, kFloat}},
+      {"Celu", {PlanUnary<UnaryOp::kCelu>, LaunchUnaryOp<UnaryOp::kCelu>, kFloat}},
+      {"ThresholdedRelu",
+       {PlanUnary<UnaryOp::kThresholdedRelu>, LaunchUnaryOp<UnaryOp::kThresholdedRelu>, kFloat}},
+      {"Shrink", {PlanUnary<UnaryOp::kShrink>, LaunchUnaryOp<UnaryOp::kShrink>, kFloat}},
       {"Softmax", {PlanSoftmax, LaunchSoftmax, CheckSoftmax}},
       {"LayerNormalization", {PlanLayerNorm, LaunchLayerNorm, CheckLayerNorm}},
       {"ReduceMean", {PlanReduceMean, LaunchReduceMean, CheckReduceMean}},

@@ -25,6 +25,7 @@ using ::testing::HasSubstr;
 struct UnaryCase {
   std::string op;
   float lo, hi;  // input range (Sqrt/Pow need positives)
+  float step = 0;  // Feed::step: inputs exact in FP16, for the step functions
 };
 
 void PrintTo(const UnaryCase& c, std::ostream* os) { *os << c.op; }
@@ -41,22 +42,28 @@ TEST_P(CudaUnaryOpTest, MatchesCpu) {
     b.Input("x", shape).Output("y");
     b.Node(c.op, {"x"}, {"y"});
     CompareWithCpu(b.Write("unary_" + c.op + std::to_string(shape.back())),
-                   {{"x", shape, c.lo, c.hi}});
+                   {{"x", shape, c.lo, c.hi, false, c.step}});
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Ops, CudaUnaryOpTest,
-                         ::testing::Values(UnaryCase{"Relu", -1, 1}, UnaryCase{"Sigmoid", -4, 4},
-                                           UnaryCase{"Tanh", -3, 3}, UnaryCase{"Erf", -2, 2},
-                                           UnaryCase{"Sqrt", 0.01f, 4}, UnaryCase{"Exp", -3, 3},
-                                           UnaryCase{"Neg", -1, 1}, UnaryCase{"Identity", -1, 1},
-                                           UnaryCase{"LeakyRelu", -2, 2}, UnaryCase{"Abs", -2, 2},
-                                           UnaryCase{"Reciprocal", 0.5f, 4},
-                                           UnaryCase{"Log", 0.1f, 4}, UnaryCase{"Sin", -3, 3},
-                                           UnaryCase{"Cos", -3, 3}, UnaryCase{"Softplus", -6, 6},
-                                           UnaryCase{"HardSigmoid", -4, 4},
-                                           UnaryCase{"HardSwish", -5, 5}, UnaryCase{"Elu", -3, 3}),
-                         [](const auto& info) { return info.param.op; });
+INSTANTIATE_TEST_SUITE_P(
+    Ops, CudaUnaryOpTest,
+    ::testing::Values(
+        UnaryCase{"Relu", -1, 1}, UnaryCase{"Sigmoid", -4, 4}, UnaryCase{"Tanh", -3, 3},
+        UnaryCase{"Erf", -2, 2}, UnaryCase{"Sqrt", 0.01f, 4}, UnaryCase{"Exp", -3, 3},
+        UnaryCase{"Neg", -1, 1}, UnaryCase{"Identity", -1, 1}, UnaryCase{"LeakyRelu", -2, 2},
+        UnaryCase{"Abs", -2, 2}, UnaryCase{"Reciprocal", 0.5f, 4}, UnaryCase{"Log", 0.1f, 4},
+        UnaryCase{"Sin", -3, 3}, UnaryCase{"Cos", -3, 3}, UnaryCase{"Softplus", -6, 6},
+        UnaryCase{"HardSigmoid", -4, 4}, UnaryCase{"HardSwish", -5, 5}, UnaryCase{"Elu", -3, 3},
+        UnaryCase{"Floor", -3, 3, 0.125f}, UnaryCase{"Ceil", -3, 3, 0.125f},
+        UnaryCase{"Round", -3, 3, 0.125f},  // ties included
+        UnaryCase{"Sign", -1, 1, 0.125f},   // zeros included
+        UnaryCase{"Tan", -1.2f, 1.2f}, UnaryCase{"Asin", -0.95f, 0.95f},
+        UnaryCase{"Acos", -0.95f, 0.95f}, UnaryCase{"Atan", -3, 3}, UnaryCase{"Sinh", -3, 3},
+        UnaryCase{"Cosh", -3, 3}, UnaryCase{"Asinh", -3, 3}, UnaryCase{"Acosh", 1.05f, 4},
+        UnaryCase{"Atanh", -0.9f, 0.9f}, UnaryCase{"Softsign", -3, 3}, UnaryCase{"Selu", -3, 3},
+        UnaryCase{"Celu", -3, 3}, UnaryCase{"ThresholdedRelu", -2, 2}, UnaryCase{"Shrink", -2, 2}),
+    [](const auto& info) { return info.param.op; });
 
 struct BinaryCase {
   std::string op;
@@ -406,13 +413,13 @@ TEST(CudaOpsTest, UnsupportedOpIsReportedAtLoadWithItsNode) {
   // Any op the CPU has and CUDA lacks works; if the CPU lacks it too, import reports it instead.
   ModelBuilder b(13);
   b.Input("x", {2, 3}).Output("y");
-  auto* n = b.Node("Softsign", {"x"}, {"y"});
-  n->set_name("the_softsign");
+  auto* n = b.Node("Hardmax", {"x"}, {"y"});
+  n->set_name("the_hardmax");
   auto model = LoadOnnxModel(b.Write("unsupported"), CudaOptions(Precision::kFp32, true));
   ASSERT_FALSE(model.ok());
   EXPECT_EQ(model.status().code(), absl::StatusCode::kUnimplemented) << model.status();
-  EXPECT_THAT(std::string(model.status().message()), HasSubstr("Softsign"));
-  EXPECT_THAT(std::string(model.status().message()), HasSubstr("the_softsign"));
+  EXPECT_THAT(std::string(model.status().message()), HasSubstr("Hardmax"));
+  EXPECT_THAT(std::string(model.status().message()), HasSubstr("the_hardmax"));
 }
 
 }  // namespace

@@ -40,11 +40,11 @@ TEST(CudaSupportTest, AcceptsConvNetAndHostShapeChain) {
 TEST(CudaSupportTest, NamesAMissingOpWithItsNode) {
   ModelBuilder b(13);
   b.Input("x", {2, 3}).Output("y");
-  b.Node("Softsign", {"x"}, {"y"})->set_name("the_softsign");
+  b.Node("Hardmax", {"x"}, {"y"})->set_name("the_hardmax");
   const Status status = CheckCuda(b.Write("support_missing"));
   EXPECT_EQ(status.code(), absl::StatusCode::kUnimplemented) << status;
   EXPECT_THAT(Message(status),
-              AllOf(HasSubstr("the_softsign"), HasSubstr("Softsign"), HasSubstr("no CUDA kernel")));
+              AllOf(HasSubstr("the_hardmax"), HasSubstr("Hardmax"), HasSubstr("no CUDA kernel")));
 }
 
 TEST(CudaSupportTest, ReshapeByADeviceComputedShapeIsRefused) {
@@ -84,7 +84,7 @@ TEST(CudaSupportTest, KernelFormsTheBackendLacksAreRefused) {
 TEST(CudaSupportTest, EveryProblemIsListedTogether) {
   ModelBuilder b(13);
   b.Input("x", {2, 3}).Output("y1").Output("y2");
-  b.Node("Softsign", {"x"}, {"y1"})->set_name("first");
+  b.Node("Hardmax", {"x"}, {"y1"})->set_name("first");
   IntAttr(b.Node("Softmax", {"x"}, {"y2"}), "axis", 0);
   const Status status = CheckCuda(b.Write("support_two"));
   EXPECT_THAT(Message(status), AllOf(HasSubstr("first"), HasSubstr("axis other than the last")));

@@ -90,6 +90,42 @@ __device__ __forceinline__ float ApplyUnary(UnaryOp op, float x, float lo, float
       return x * fminf(1.f, fmaxf(0.f, x / 6.f + 0.5f));
     case UnaryOp::kElu:
       return x < 0.f ? lo * expm1f(x) : x;
+    case UnaryOp::kFloor:
+      return floorf(x);
+    case UnaryOp::kCeil:
+      return ceilf(x);
+    case UnaryOp::kRound:
+      return rintf(x);  // the default rounding mode: to nearest, ties to even
+    case UnaryOp::kSign:
+      return x > 0.f ? 1.f : (x < 0.f ? -1.f : x);  // NaN stays NaN
+    case UnaryOp::kTan:
+      return tanf(x);
+    case UnaryOp::kAsin:
+      return asinf(x);
+    case UnaryOp::kAcos:
+      return acosf(x);
+    case UnaryOp::kAtan:
+      return atanf(x);
+    case UnaryOp::kSinh:
+      return sinhf(x);
+    case UnaryOp::kCosh:
+      return coshf(x);
+    case UnaryOp::kAsinh:
+      return asinhf(x);
+    case UnaryOp::kAcosh:
+      return acoshf(x);
+    case UnaryOp::kAtanh:
+      return atanhf(x);
+    case UnaryOp::kSoftsign:
+      return x / (1.f + fabsf(x));
+    case UnaryOp::kSelu:
+      return hi * (x > 0.f ? x : lo * expm1f(x));
+    case UnaryOp::kCelu:
+      return fmaxf(0.f, x) + fminf(0.f, lo * expm1f(x / lo));
+    case UnaryOp::kThresholdedRelu:
+      return x > lo ? x : 0.f;
+    case UnaryOp::kShrink:
+      return x < -lo ? x + hi : (x > lo ? x - hi : 0.f);
   }
   return x;
 }

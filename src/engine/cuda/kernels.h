@@ -51,7 +51,25 @@ enum class UnaryOp {
   kSoftplus,     // log(1 + e^x), without overflow
   kHardSigmoid,  // clamp(lo * x + hi, 0, 1) (lo, hi carry alpha, beta)
   kHardSwish,    // x * clamp(x / 6 + 1/2, 0, 1)
-  kElu           // x < 0 ? lo * (e^x - 1) : x (lo carries alpha)
+  kElu,          // x < 0 ? lo * (e^x - 1) : x (lo carries alpha)
+  kFloor,
+  kCeil,
+  kRound,  // half to even, as ONNX Round
+  kSign,
+  kTan,
+  kAsin,
+  kAcos,
+  kAtan,
+  kSinh,
+  kCosh,
+  kAsinh,
+  kAcosh,
+  kAtanh,
+  kSoftsign,         // x / (1 + |x|)
+  kSelu,             // hi * (x > 0 ? x : lo * (e^x - 1)) (lo, hi carry alpha, gamma)
+  kCelu,             // max(0, x) + min(0, lo * (e^(x / lo) - 1)) (lo carries alpha)
+  kThresholdedRelu,  // x > lo ? x : 0 (lo carries alpha)
+  kShrink            // x < -lo ? x + hi : x > lo ? x - hi : 0 (lo, hi carry lambd, bias)
 };
 
 // out[i] = op(a[map0(i)], scale_b * b[map1(i)]); `map` null = a, b and out all have n elements.
