@@ -224,6 +224,22 @@ def stamp_for(name, opset, batch):
     return h.hexdigest()
 
 
+def build_model(name):
+    """The zoo model `name` with its seeded weights, in eval mode, and the generator its inputs
+    come from next (bench/gpu/zoo_fp16_vs_torch.py rebuilds the exported models with it)."""
+    spec = SPECS[name]
+    torch.manual_seed(seed_for(name))
+    generator = torch.Generator().manual_seed(seed_for(name))
+    model = spec.build()
+    if spec.kind == "cnn":
+        calibrate_batchnorm(model, generator, spec)
+    else:
+        with torch.no_grad():
+            zm.init_transformer(model, generator)
+    model.eval()
+    return model, generator
+
+
 def export_model(name, out, opset, batch, force):
     spec = SPECS[name]
     model_dir = os.path.join(out, name)
@@ -236,16 +252,7 @@ def export_model(name, out, opset, batch, force):
                 print(f"{name}: up to date")
                 return
     start = time.monotonic()
-    torch.manual_seed(seed_for(name))
-    generator = torch.Generator().manual_seed(seed_for(name))
-    model = spec.build()
-    if spec.kind == "cnn":
-        calibrate_batchnorm(model, generator, spec)
-    else:
-        with torch.no_grad():
-            zm.init_transformer(model, generator)
-    model.eval()
-
+    model, generator = build_model(name)
     inputs = make_inputs(spec, batch, generator)
     with torch.no_grad():
         outputs = model(*inputs)

@@ -8,7 +8,8 @@
 // at start-up. Tolerance, per output tensor (fp32):
 //     max_i |engine_i - ref_i|  <=  1e-4 * max(1, max_i |ref_i|)
 // i.e. 1e-4 relative to the output's largest magnitude, absolute 1e-4 for outputs below 1 (CUDA
-// FP32: 1e-3, its kernels sum in other orders; FP16: 1e-2, issue 3's bound). A model that fails to
+// FP32: 1e-3, its kernels sum in other orders; FP16: 1e-2, issue 3's bound, or 1.25x PyTorch's own
+// FP16 error where that is larger, Fp16Tolerance). A model that fails to
 // load fails its test with the load error (which lists unsupported operators). In builds with the
 // CUDA backend, ZooCudaSupport.<model> also checks on any machine that CUDA would load the model.
 #include <algorithm>
@@ -54,6 +55,17 @@ ZooBackend SelectedBackend() {
     b.name = fp16 ? "cuda-fp16" : "cuda-fp32";
   }
   return b;
+}
+
+// Where PyTorch's own FP16 (model.half() on an H100) is further than 1e-2 from the same FP32
+// reference, on the zoo's seeded weights (bench/gpu/zoo_fp16_vs_torch.py; figures in
+// bench/results/2026-11-23-engine-zoo-full-h100.md): these deep nets with random weights amplify
+// FP16 rounding, whatever runs them. There the engine's FP16 must stay within 1.25x of PyTorch's.
+double Fp16Tolerance(const std::string& model, double tolerance) {
+  static const std::map<std::string, double> kTorchFp16Error = {
+      {"ssd_mobilenet", 0.178}, {"resnet50", 0.0207}, {"mobilenetv2", 0.0105}, {"mnasnet", 0.0102}};
+  auto it = kTorchFp16Error.find(model);
+  return it == kTorchFp16Error.end() ? tolerance : std::max(tolerance, 1.25 * it->second);
 }
 
 fs::path ZooDir() {
@@ -136,7 +148,9 @@ class ZooModelTest : public ::testing::Test {
     const fs::path dir = ZooDir() / name_;
     const fs::path ref = dir / "reference";
     const ZooBackend backend = SelectedBackend();
-    const double tolerance = backend.tolerance;
+    const double tolerance = backend.options.precision == Precision::kFp16
+                                 ? Fp16Tolerance(name_, backend.tolerance)
+                                 : backend.tolerance;
     auto loaded = LoadOnnxModel((dir / "1" / "model.onnx").string(), backend.options);
     if (!loaded.ok()) {
       const std::string missing = MissingOps(dir / "1" / "model.onnx");
