@@ -368,10 +368,7 @@ Status ExecutorProcess::Load(const ipc::LoadModel& load, int64_t timeout_ms,
       input.row_bytes = DenseByteSize(row, input.element_bytes).value_or(0);
       inputs.push_back(input);
     }
-    if (!input_pool_->AddInstance(load.instance_key(), inputs)) {
-      spdlog::info("{}: '{}' has no input pool region; its batches are gathered", Describe(),
-                   load.instance_key());
-    }
+    input_pool_->DeclareInstance(load.instance_key(), inputs);
   }
   return loaded;
 }

@@ -39,6 +39,17 @@ const InputPool::Region* InputPool::FindLocked(const std::string& key) const {
 }
 
 bool InputPool::AddInstance(const std::string& key, const std::vector<PoolInputSpec>& inputs) {
+  std::lock_guard lock(mu_);
+  return AddInstanceLocked(key, inputs);
+}
+
+void InputPool::DeclareInstance(const std::string& key, const std::vector<PoolInputSpec>& inputs) {
+  std::lock_guard lock(mu_);
+  declared_[key] = inputs;
+}
+
+bool InputPool::AddInstanceLocked(const std::string& key,
+                                  const std::vector<PoolInputSpec>& inputs) {
   if (inputs.empty() || key.empty()) return false;
   uint64_t total_row_bytes = 0;
   bool rows_known = true;
@@ -49,7 +60,6 @@ bool InputPool::AddInstance(const std::string& key, const std::vector<PoolInputS
       rows_known = false;
     }
   }
-  std::lock_guard lock(mu_);
   if (FindLocked(key) != nullptr) return false;
   const uint64_t region_bytes =
       regions_.empty() ? 0 : options_.bytes / regions_.size() / kRegionAlignment * kRegionAlignment;
@@ -87,6 +97,7 @@ bool InputPool::AddInstance(const std::string& key, const std::vector<PoolInputS
 
 void InputPool::RemoveInstance(const std::string& key) {
   std::lock_guard lock(mu_);
+  declared_.erase(key);
   Region* region = FindLocked(key);
   if (region == nullptr) return;
   region->key.clear();
@@ -98,6 +109,14 @@ std::unique_ptr<PooledInputs> InputPool::Reserve(const std::string& key,
                                                  const std::vector<uint64_t>& bytes) {
   std::lock_guard lock(mu_);
   Region* region = FindLocked(key);
+  if (region == nullptr) {
+    // A declared instance takes its region at its first staged request (and retries later when
+    // none was free then: an unloaded instance may have given one back).
+    auto declared = declared_.find(key);
+    if (declared != declared_.end() && AddInstanceLocked(key, declared->second)) {
+      region = FindLocked(key);
+    }
+  }
   if (region == nullptr || bytes.size() != region->rings.size()) {
     ++not_staged_;
     return nullptr;

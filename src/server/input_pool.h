@@ -8,8 +8,10 @@
 // regions (a fixed per-instance byte budget). Each instance added gets the first free region
 // and splits it into one sub-ring per model input, in proportion to the input's bytes per row (an
 // equal split when a dim is dynamic), so consecutive requests of one instance are back to back in
-// every input. Instances beyond `regions` are not pooled: Reserve gives nullptr and their batches
-// gather. A removed instance's region is reused only once its last slot is released.
+// every input. A declared instance (ExecutorProcess declares every load) is added at its first
+// staged request, so only instances that stage hold a region. Instances beyond `regions` are not
+// pooled: Reserve gives nullptr and their batches gather. A removed instance's region is reused
+// only once its last slot is released.
 //
 // Slots. Reserve takes one slot per input in all sub-rings at once, so every input has the same
 // request order. A slot is exactly the input's bytes (sub-rings are aligned to the element size,
@@ -92,11 +94,17 @@ class InputPool : public std::enable_shared_from_this<InputPool> {
   // Gives `key` a region; false (and nothing changes) when none is free, an input is not of a
   // fixed-size type, there are no inputs, or `key` already has one.
   bool AddInstance(const std::string& key, const std::vector<PoolInputSpec>& inputs);
-  // Takes the region away from `key`; its space is reused once its live slots are released.
+  // Remembers `key`'s inputs; the instance takes a region (as AddInstance) at its first Reserve,
+  // so instances whose requests are never staged (plain instances, the workers that read their
+  // first worker's region) hold none.
+  void DeclareInstance(const std::string& key, const std::vector<PoolInputSpec>& inputs);
+  // Takes the region away from `key` (and forgets a declaration); its space is reused once its
+  // live slots are released.
   void RemoveInstance(const std::string& key);
 
   // One slot per input of `key` with `bytes[k]` bytes each, or nullptr when the instance has no
-  // region, the number of inputs differs, or a sub-ring has no room right now.
+  // region (and, declared, finds none free), the number of inputs differs, or a sub-ring has no
+  // room right now.
   std::unique_ptr<PooledInputs> Reserve(const std::string& key, const std::vector<uint64_t>& bytes);
 
   // Per input, the one range the handles' slots make back to back in the given order, or nullopt
@@ -122,12 +130,15 @@ class InputPool : public std::enable_shared_from_this<InputPool> {
   explicit InputPool(const InputPoolOptions& options) : options_(options) {}
   friend class PooledInputs;
   void Release(uint64_t carve_id, const std::vector<PoolRange>& slots);
+  bool AddInstanceLocked(const std::string& key, const std::vector<PoolInputSpec>& inputs)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Region* FindLocked(const std::string& key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   const Region* FindLocked(const std::string& key) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const InputPoolOptions options_;
   mutable std::mutex mu_;
   std::vector<Region> regions_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::vector<PoolInputSpec>> declared_ ABSL_GUARDED_BY(mu_);
   uint64_t next_carve_id_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t staged_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t not_staged_ ABSL_GUARDED_BY(mu_) = 0;

@@ -175,6 +175,30 @@ TEST(InputPoolTest, RegionsAreAFixedBudgetPerInstance) {
   EXPECT_EQ(pool->SubRing("c", 0)->offset, 0u);
 }
 
+TEST(InputPoolTest, DeclaredInstancesTakeARegionOnlyWhenTheyStage) {
+  auto pool = MakePool(4096, 2);
+  // Four workers of one model and one of another, as an executor declares its loads: only the
+  // two that stage may hold the two regions.
+  for (const char* key : {"a#0", "a#1", "a#2", "a#3", "b#0"})
+    pool->DeclareInstance(key, kMlpInputs);
+  EXPECT_EQ(pool->stats().instances, 0);
+  auto first = pool->Reserve("a#0", {256});
+  auto other = pool->Reserve("b#0", {256});
+  ASSERT_NE(first, nullptr);
+  ASSERT_NE(other, nullptr);
+  EXPECT_EQ(pool->stats().instances, 2);
+  EXPECT_EQ(pool->Reserve("a#1", {256}), nullptr);  // both regions taken: gathered
+  EXPECT_EQ(pool->Reserve("unknown", {256}), nullptr);
+  // A region given back goes to a declared instance that stages next; a removed declaration
+  // never takes one again.
+  pool->RemoveInstance("b#0");
+  other.reset();
+  pool->RemoveInstance("a#2");
+  EXPECT_EQ(pool->Reserve("a#2", {256}), nullptr);
+  EXPECT_NE(pool->Reserve("a#1", {256}), nullptr);
+  EXPECT_EQ(pool->stats().requests_not_staged, 3u);
+}
+
 TEST(InputPoolTest, HandlesFromAnotherCarveOrPoolAreNotARun) {
   auto pool = MakePool(4096, 2);
   auto other = MakePool(4096, 2);
