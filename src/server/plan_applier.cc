@@ -32,6 +32,10 @@ std::string Identity(const scheduler::Gpulet& gpulet, const std::map<std::string
 // one being built, up to two sent (executors.batches_in_flight), and one of slack for slots that
 // come back out of order (E²bird's pool holds every request from arrival to its batch's end).
 constexpr uint64_t kPooledBatches = 4;
+// The sizing never asks for a larger ring (shared memory, page-locked and mirrored on a GPU): a
+// model whose batches need more keeps the configured ring and gathers, or is refused at its first
+// batch that cannot fit, as before.
+constexpr double kMaxSizedRingBytes = 4.0 * (1ull << 30);
 
 }  // namespace
 
@@ -52,7 +56,8 @@ void SizeGpuletInputRing(const scheduler::Gpulet& gpulet,
       }
       row += *bytes;
     }
-    const uint64_t batch = static_cast<uint64_t>(std::max(1, m.batch)) * row;
+    // Rows past the cap below need no exact sum (and must not overflow it).
+    const uint64_t batch = std::min<uint64_t>(row, 1ull << 40) * std::max(1, m.batch);
     region = std::max(region, kPooledBatches * batch + 4096 * config.inputs.size());
     batch_bytes = std::max(batch_bytes, batch);
   }
@@ -62,6 +67,7 @@ void SizeGpuletInputRing(const scheduler::Gpulet& gpulet,
   const double pool = static_cast<double>(region) * launch->input_pool_instances;
   const double gather = 2.0 * static_cast<double>(batch_bytes) + 4096;
   const double ring = std::max(pool / fraction, gather / (1 - fraction));
+  if (ring > kMaxSizedRingBytes) return;
   const uint64_t pages = static_cast<uint64_t>(std::ceil(ring / 4096));
   launch->input_ring_bytes = std::max(launch->input_ring_bytes, pages * 4096);
 }

@@ -105,6 +105,14 @@ TEST(SizeGpuletInputRingTest, SmallOrDynamicModelsKeepTheConfiguredRing) {
   EXPECT_EQ(larger.input_ring_bytes, 1ull << 30);
 }
 
+TEST(SizeGpuletInputRingTest, AModelTooLargeForAnySensibleRingKeepsTheConfiguredOne) {
+  auto models = Models();
+  models["huge"] = Served("huge", {{DataType::kFp32, {100000, 100000}}});  // 40 GB per row
+  ExecutorLaunchOptions launch;
+  SizeGpuletInputRing(GpuletOf({{"huge", 32}}), models, &launch);
+  EXPECT_EQ(launch.input_ring_bytes, 64u << 20);
+}
+
 TEST(SizeGpuletInputRingTest, NoPoolMeansNoPoolSizing) {
   ExecutorLaunchOptions launch;
   launch.input_pool_fraction = 0;
