@@ -193,11 +193,6 @@ class ExecutorProcess {
   // Places `job`'s inputs (pool, or gather space) and queues its InferBatch in `out`; or, with
   // no gather space now (or batches already waiting for it), parks it in deferred_.
   void StartBatch(BatchJob job, Outbox& out);
-  // The pool runs of `job`'s staged requests taken in slot order, when that order makes one run
-  // per input; `job` then holds its requests in that order and answers in the original one.
-  std::optional<std::vector<PoolRange>> PooledInSlotOrder(const std::string& pool_key,
-                                                          std::vector<const PooledInputs*> staged,
-                                                          BatchJob& job);
   // Copies a gathered batch's inputs to `gather_offsets` (relative to the gather ring; empty when
   // pooled at `pooled`), registers it as pending and queues its InferBatch in `out`.
   void QueueBatch(BatchJob job, const std::vector<PoolRange>& pooled,

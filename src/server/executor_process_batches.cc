@@ -1,6 +1,5 @@
 // ExecutorProcess's batch path: placing a batch's inputs (input pool or gather space), the batches
 // waiting for gather space, the writes to the executor, and splitting its answers per request.
-#include <algorithm>
 #include <cstring>
 #include <optional>
 
@@ -50,40 +49,6 @@ bool ExecutorProcess::AllocateGatherLocked(const std::vector<uint64_t>& bytes,
   return true;
 }
 
-std::optional<std::vector<PoolRange>> ExecutorProcess::PooledInSlotOrder(
-    const std::string& pool_key, std::vector<const PooledInputs*> staged, BatchJob& job) {
-  // Requests staged on several threads may reach the queue in another order than their slots (a
-  // thread that reserved first may finish its copy last). The rows of a batch may come in any
-  // order, so run it in slot order and give the answers back in the caller's.
-  std::vector<size_t> order(staged.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  auto first_slot = [&](size_t i) {
-    return staged[i]->slots().empty() ? 0 : staged[i]->slots()[0].offset;
-  };
-  std::sort(order.begin(), order.end(),
-            [&](size_t a, size_t b) { return first_slot(a) < first_slot(b); });
-  std::vector<const PooledInputs*> sorted;
-  std::vector<const dispatch::Request*> requests;
-  for (size_t i : order) {
-    sorted.push_back(staged[i]);
-    requests.push_back(job.requests[i]);
-  }
-  std::optional<std::vector<PoolRange>> runs = input_pool_->ContiguousRun(pool_key, sorted);
-  if (!runs) return std::nullopt;
-  job.requests = std::move(requests);
-  job.done = [done = std::move(job.done),
-              order = std::move(order)](StatusOr<std::vector<dispatch::Response>> outcome) {
-    if (!outcome.ok() || outcome->size() != order.size()) {
-      done(std::move(outcome));
-      return;
-    }
-    std::vector<dispatch::Response> in_caller_order(order.size());
-    for (size_t i = 0; i < order.size(); ++i) in_caller_order[order[i]] = std::move((*outcome)[i]);
-    done(std::move(in_caller_order));
-  };
-  return runs;
-}
-
 void ExecutorProcess::StartBatch(BatchJob job, Outbox& out) {
   const uint64_t start_ns = MonotonicNs();
   // Pooled: every request was staged here, back to back per input, so the pool already holds each
@@ -98,10 +63,9 @@ void ExecutorProcess::StartBatch(BatchJob job, Outbox& out) {
       if (handle == nullptr) break;
       staged.push_back(handle);
     }
-    const std::string& pool_key = job.pool_key.empty() ? job.instance_key : job.pool_key;
-    if (staged.size() == job.requests.size()) pooled = input_pool_->ContiguousRun(pool_key, staged);
-    if (!pooled && job.batched && staged.size() == job.requests.size() && staged.size() > 1) {
-      pooled = PooledInSlotOrder(pool_key, staged, job);
+    if (staged.size() == job.requests.size()) {
+      pooled = input_pool_->ContiguousRun(job.pool_key.empty() ? job.instance_key : job.pool_key,
+                                          staged);
     }
     if (pooled && pooled->size() != job.input_count) pooled.reset();
   }

@@ -183,21 +183,6 @@ TEST_F(ExecutorProcessPoolTest, MixedOrReorderedBatchesAreGathered) {
   EXPECT_EQ(process_->input_pool_counters().batches_pooled, 1u);
 }
 
-TEST_F(ExecutorProcessPoolTest, ABatchQueuedInAnotherOrderThanItsSlotsRunsPooled) {
-  // Staged 0, 1, 2 (one run), queued 2, 0, 1 (threads finish their copies in any order): the
-  // batch runs from the pool in slot order and each caller still gets its own rows.
-  auto requests = MakeRequests({1, 3, 2});
-  const std::vector<std::string> expected = Run(requests);
-  StageAll(requests);
-  for (auto& data : data_) std::fill(data.begin(), data.end(), 1e6f);  // must read the pool
-  std::vector<std::unique_ptr<dispatch::Request>> queued;
-  for (size_t i : {2, 0, 1}) queued.push_back(std::move(requests[i]));
-  EXPECT_EQ(Run(queued), (std::vector<std::string>{expected[2], expected[0], expected[1]}));
-  InputPoolCounters counters = process_->input_pool_counters();
-  EXPECT_EQ(counters.batches_pooled, 1u);
-  EXPECT_EQ(counters.batches_gathered, 1u);  // the reference run only
-}
-
 TEST_F(ExecutorProcessPoolTest, ManyStagedBatchesWrapTheSubRingAndStayCorrect) {
   // The mlp's region is 1 MiB / 2 / 4 = 128 KiB: 512 rows of 256 bytes. Each round stages the
   // next batch (5 rows) before the last one's slots are released, as a pipeline would, so the
