@@ -4,6 +4,10 @@
 #   tessera_gpu_unpack BUILD_DIR   extracts BUILD_DIR/gpu-bundle.tar.gz into BUILD_DIR when the
 #                                  gpu-bundle folder is not there (the device tool carries the
 #                                  compressed bundle: the folder is over its 64 MiB limit)
+#   tessera_gpu_build REPO ARG BINARY
+#                                  sets BUILD (ARG, default "build", relative to REPO) and BIN (the
+#                                  unpacked bundle's bin/ when it has BINARY, else BUILD/bin)
+#   tessera_free_port              prints a free TCP port on 127.0.0.1
 #   tessera_gpu_libpath BUNDLE     sets ORIG_LD_LIBRARY_PATH (as it was) and exports LD_LIBRARY_PATH:
 #                                  the bundle's lib/, then wherever cuBLAS 13 / cuDNN 9 are here (the
 #                                  CUDA toolkit, or the nvidia/* wheels of a python's site-packages)
@@ -14,6 +18,20 @@ tessera_gpu_unpack() {
     echo "== unpacking $build/gpu-bundle.tar.gz"
     tar -xzf "$build/gpu-bundle.tar.gz" -C "$build"
   fi
+}
+
+tessera_gpu_build() {
+  BUILD="${2:-build}"
+  [[ "$BUILD" = /* ]] || BUILD="$1/$BUILD"
+  tessera_gpu_unpack "$BUILD"
+  BIN="$BUILD/gpu-bundle/bin"
+  [[ -x "$BIN/$3" ]] || BIN="$BUILD/bin"
+}
+
+# With the machine's own library path (the bundle's libstdc++ is not python's).
+tessera_free_port() {
+  env LD_LIBRARY_PATH="${ORIG_LD_LIBRARY_PATH-${LD_LIBRARY_PATH:-}}" python3 -c \
+    'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
 }
 
 tessera_gpu_libpath() {

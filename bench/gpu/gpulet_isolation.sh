@@ -25,11 +25,7 @@ set -uo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 # shellcheck source=scripts/gpu_env.sh
 source "$REPO/scripts/gpu_env.sh"
-BUILD="${1:-build}"
-[[ "$BUILD" = /* ]] || BUILD="$REPO/$BUILD"
-tessera_gpu_unpack "$BUILD"
-BIN="$BUILD/gpu-bundle/bin"
-[[ -x "$BIN/tessera-gpulet-bench" ]] || BIN="$BUILD/bin"
+tessera_gpu_build "$REPO" "${1:-}" tessera-gpulet-bench
 if [[ ! -x "$BIN/tessera-gpulet-bench" || ! -x "$BIN/tessera-executor" ]]; then
   echo "no tessera-gpulet-bench and tessera-executor under $BUILD/gpu-bundle/bin or $BUILD/bin" >&2
   exit 1
@@ -56,7 +52,7 @@ if [[ -x "$BIN/tessera-server" && -x "$BIN/tessera-bench" ]]; then
   printf 'executors:\n  devices: gpu\n' >"$LOGS/server-gpu.yaml"
   # The bundle's libraries for the Tessera processes only (python3 keeps the machine's own).
   tessera_ld=$(TESSERA_REPO="$REPO" tessera_gpu_libpath "$BUILD/gpu-bundle"; echo "$LD_LIBRARY_PATH")
-  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  port=$(tessera_free_port)
   env LD_LIBRARY_PATH="$tessera_ld" \
     "$BIN/tessera-server" --config "$LOGS/server-gpu.yaml" --model-repository "$REPO/configs/models" \
     --grpc-port "$port" --metrics-port 0 --http-port -1 --model-control-mode none >"$LOGS/server-gpu.log" 2>&1 &

@@ -16,11 +16,7 @@ set -uo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 # shellcheck source=scripts/gpu_env.sh
 source "$REPO/scripts/gpu_env.sh"
-BUILD="${1:-build}"
-[[ "$BUILD" = /* ]] || BUILD="$REPO/$BUILD"
-tessera_gpu_unpack "$BUILD"
-BIN="$BUILD/gpu-bundle/bin"
-[[ -x "$BIN/tessera-server" ]] || BIN="$BUILD/bin"
+tessera_gpu_build "$REPO" "${1:-}" tessera-server
 LOGS="${TESSERA_GPU_LOG_DIR:-${OUT:-/tmp}/tessera-workers}"
 mkdir -p "$LOGS"
 
@@ -40,11 +36,10 @@ PY
 done
 printf 'executors:\n  devices: %s\n' "${TESSERA_WORKERS_DEVICES:-gpu}" >"$LOGS/server.yaml"
 
-py_ld="${LD_LIBRARY_PATH:-}"
 TESSERA_REPO="$REPO" tessera_gpu_libpath "$BUILD/gpu-bundle"
-port() { env LD_LIBRARY_PATH="$py_ld" python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-grpc=$(port)
-metrics=$(port)
+py_ld="$ORIG_LD_LIBRARY_PATH"
+grpc=$(tessera_free_port)
+metrics=$(tessera_free_port)
 "$BIN/tessera-server" --config "$LOGS/server.yaml" --model-repository "$REPOSITORY" \
   --grpc-port "$grpc" --metrics-port "$metrics" --http-port -1 --model-control-mode none \
   >"$LOGS/server.log" 2>&1 &
