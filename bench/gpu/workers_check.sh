@@ -78,7 +78,8 @@ for model in ("mlp", "small_cnn"):
     print(f"{model}: {execs:.0f} batches; by worker size {by}")
     ok &= execs > 0 and sum(by.values()) == execs and sum(1 for v in by.values() if v > 0) >= 2
 pool = {l["path"]: v for l, v in samples("tessera_input_pool_batches_total")}
-print(f"input pool batches: {pool}")
+mirrored = sum(v for _, v in samples("tessera_input_pool_mirrored_batches_total"))
+print(f"input pool batches: {pool}, read from the input mirror: {mirrored:.0f}")
 print("workers check:", "ok" if ok else "FAILED")
 sys.exit(0 if ok else 1)
 PY

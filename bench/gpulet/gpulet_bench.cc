@@ -4,7 +4,7 @@
 //
 //   tessera-gpulet-bench --repository DIR --model NAME:PCT:BATCH --model NAME:PCT:BATCH
 //                        [--devices cpu|gpu] [--mechanism auto|mps|green|none]
-//                        [--input-mirror auto|host|off]
+//                        [--input-mirror auto|host|off] [--spill-share S]
 //                        [--duration-s S] [--concurrency C] [--swap-pct PCT] [--json FILE]
 //
 // Every model gets a gpulet of PCT % of device 0 running batches of up to BATCH (duty cycle 0:
@@ -257,12 +257,16 @@ std::string ResultJson(const LoadResult& r) {
 struct PoolBatches {
   uint64_t pooled = 0;
   uint64_t gathered = 0;
+  uint64_t spilled = 0;   // of the pooled, those whose wrapped head was copied to the spill area
+  uint64_t mirrored = 0;  // batches that read an input from the executor's input mirror
   PoolBatches operator-(const PoolBatches& o) const {
-    return {pooled - o.pooled, gathered - o.gathered};
+    return {pooled - o.pooled, gathered - o.gathered, spilled - o.spilled, mirrored - o.mirrored};
   }
   PoolBatches& operator+=(const PoolBatches& o) {
     pooled += o.pooled;
     gathered += o.gathered;
+    spilled += o.spilled;
+    mirrored += o.mirrored;
     return *this;
   }
 };
@@ -270,9 +274,17 @@ struct PoolBatches {
 PoolBatches PoolBatchesNow(const ExecutorPool& pool) {
   PoolBatches sum;
   for (const auto& [slot, counters] : pool.input_pool_counters()) {
-    sum += {counters.batches_pooled, counters.batches_gathered};
+    sum += {counters.batches_pooled, counters.batches_gathered, counters.batches_spilled,
+            counters.batches_mirrored};
   }
   return sum;
+}
+
+std::string PoolBatchesJson(const PoolBatches& b) {
+  std::ostringstream out;
+  out << "{\"pooled\": " << b.pooled << ", \"gathered\": " << b.gathered
+      << ", \"spilled\": " << b.spilled << ", \"mirrored\": " << b.mirrored << "}";
+  return out.str();
 }
 
 std::vector<LoadResult> RunTogether(std::vector<std::unique_ptr<ClosedLoop>>& loops, double seconds,
@@ -291,6 +303,7 @@ int Main(int argc, char** argv) {
   CLI::App app{"tessera-gpulet-bench: isolation of gpulets on one device, and a live resize"};
   std::string repository, devices = "auto", mechanism = "auto", json_path;
   std::string input_mirror = "auto";
+  double spill_share = InputPoolOptions::kDefaultSpillShare;
   std::vector<std::string> model_args;
   double duration_s = 5;
   int concurrency = 0;
@@ -311,6 +324,9 @@ int Main(int argc, char** argv) {
                  "auto | host | off (executors.input_mirror): the GPU-resident input pool, for "
                  "an A/B against off")
       ->check(CLI::IsMember({"auto", "host", "off"}));
+  app.add_option("--spill-share", spill_share,
+                 "Share of each input pool region kept after its sub-ring for the head of a batch "
+                 "that wraps round it (0: such batches are gathered)");
   app.add_option("--duration-s", duration_s, "Seconds per phase");
   app.add_option("--concurrency", concurrency, "Requests in flight per model (default 2 x BATCH)");
   app.add_option("--swap-pct", swap_pct, "New size of the first model's gpulet in phase 3 "
@@ -355,6 +371,7 @@ int Main(int argc, char** argv) {
   pool_options.launch.device = on_gpu ? "cuda:0" : "cpu";
   pool_options.launch.threads = 1;
   pool_options.launch.input_mirror = input_mirror;
+  pool_options.launch.input_pool_spill_share = spill_share;
   auto pool = ExecutorPool::Start(pool_options);
   if (!pool.ok()) {
     std::fprintf(stderr, "executors: %s\n", std::string(pool.status().message()).c_str());
@@ -466,13 +483,16 @@ int Main(int argc, char** argv) {
                 during_swap[0].max_answer_gap_ns / 1e6, Percentile(together[0].latency_ns, 0.99));
   }
   std::printf("failed requests over all phases: %llu\n", static_cast<unsigned long long>(failed));
-  std::printf(
-      "batches sent from the input pool (no gather copy at batch time): alone %llu of %llu, "
-      "together %llu of %llu\n",
-      static_cast<unsigned long long>(alone_batches.pooled),
-      static_cast<unsigned long long>(alone_batches.pooled + alone_batches.gathered),
-      static_cast<unsigned long long>(together_batches.pooled),
-      static_cast<unsigned long long>(together_batches.pooled + together_batches.gathered));
+  for (const auto& [phase, b] :
+       {std::pair{"alone", alone_batches}, {"together", together_batches}}) {
+    std::printf(
+        "batches sent from the input pool (no gather copy at batch time), %s: %llu of %llu (%llu "
+        "of them after copying a head that wrapped round the pool), read from the input mirror: "
+        "%llu\n",
+        phase, static_cast<unsigned long long>(b.pooled),
+        static_cast<unsigned long long>(b.pooled + b.gathered),
+        static_cast<unsigned long long>(b.spilled), static_cast<unsigned long long>(b.mirrored));
+  }
   for (const auto* phase : {&alone, &together, &during_swap}) {
     for (size_t i = 0; i < phase->size(); ++i) {
       for (const auto& [message, count] : (*phase)[i].failures) {
@@ -486,8 +506,8 @@ int Main(int argc, char** argv) {
     std::ofstream out(json_path);
     out << "{\"partitions\": " << Json(manager_of_partitions->reason()) << ", \"mechanism\": "
         << Json(std::string(partition::MechanismName(manager_of_partitions->mechanism())))
-        << ", \"input_mirror\": " << Json(input_mirror) << ", \"duration_s\": " << duration_s
-        << ", \"models\": [";
+        << ", \"input_mirror\": " << Json(input_mirror) << ", \"spill_share\": " << spill_share
+        << ", \"duration_s\": " << duration_s << ", \"models\": [";
     for (size_t i = 0; i < specs.size(); ++i) {
       out << (i ? ", " : "") << "{\"model\": " << Json(specs[i].model) << ", \"pct\": "
           << specs[i].pct << ", \"batch\": " << specs[i].batch << ", \"alone\": "
@@ -500,10 +520,9 @@ int Main(int argc, char** argv) {
         << ", \"weights_shared\": " << swap_report.weights_shared
         << ", \"gap_us\": " << (first_switch ? first_switch->swap.gap_ns / 1e3 : 0)
         << ", \"drain_ms\": " << (first_switch ? first_switch->swap.drain_ns / 1e6 : 0)
-        << "}, \"pool_batches\": {\"alone\": {\"pooled\": " << alone_batches.pooled
-        << ", \"gathered\": " << alone_batches.gathered
-        << "}, \"together\": {\"pooled\": " << together_batches.pooled
-        << ", \"gathered\": " << together_batches.gathered << "}}, \"failed\": " << failed << "}\n";
+        << "}, \"pool_batches\": {\"alone\": " << PoolBatchesJson(alone_batches)
+        << ", \"together\": " << PoolBatchesJson(together_batches) << "}, \"failed\": " << failed
+        << "}\n";
   }
 
   applier.Shutdown();

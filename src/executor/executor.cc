@@ -357,6 +357,7 @@ ipc::BatchResult Executor::RunBatch(Instance& instance, const ipc::InferBatch& i
       views.back().data = const_cast<void*>(mirrored->data);
     }
     mirrored_inputs_.fetch_add(1, std::memory_order_relaxed);
+    result.set_mirrored_inputs(result.mirrored_inputs() + 1);
   }
   const uint64_t t_inputs = NowNs();
 

@@ -40,6 +40,7 @@ InputPoolOptions PoolOptions(const ExecutorLaunchOptions& options) {
   pool.base = 0;
   pool.bytes = InputPoolBytes(options);
   pool.regions = options.input_pool_instances;
+  pool.spill_share = options.input_pool_spill_share;
   return pool;
 }
 
@@ -471,6 +472,9 @@ InputPoolCounters ExecutorProcess::input_pool_counters() const {
   counters.requests_staged = stats.requests_staged;
   counters.requests_not_staged = stats.requests_not_staged;
   counters.gather_bytes = gather_bytes_.load();
+  counters.batches_spilled = batches_spilled_.load();
+  counters.spill_bytes = spill_bytes_.load();
+  counters.batches_mirrored = batches_mirrored_.load();
   counters.prep_ns_pooled = prep_ns_pooled_.load();
   counters.prep_ns_gathered = prep_ns_gathered_.load();
   return counters;

@@ -67,6 +67,9 @@ struct ExecutorLaunchOptions {
   // The pool is split into this many equal regions, one per loaded instance; instances loaded
   // beyond that are not pooled.
   int input_pool_instances = 4;
+  // Of each input's part of a region, the share kept as the spill area after its sub-ring
+  // (InputPoolOptions::spill_share); 0 gathers every batch that straddles the wrap.
+  double input_pool_spill_share = InputPoolOptions::kDefaultSpillShare;
 };
 
 // What the input pool did, for tests and metrics. Counts since the process started.
@@ -76,6 +79,9 @@ struct InputPoolCounters {
   uint64_t requests_staged = 0;       // Stage copied the inputs into the pool
   uint64_t requests_not_staged = 0;   // Stage found no room (or no region for the instance)
   uint64_t gather_bytes = 0;          // bytes copied at batch time
+  uint64_t batches_spilled = 0;       // pooled, after copying a wrapped head to the spill area
+  uint64_t spill_bytes = 0;           // bytes those copies moved
+  uint64_t batches_mirrored = 0;      // answered batches that read an input from the input mirror
   // Summed batch-time critical path, RunBatch's start to InferBatch ready to send, in ns.
   uint64_t prep_ns_pooled = 0;
   uint64_t prep_ns_gathered = 0;
@@ -185,7 +191,8 @@ class ExecutorProcess {
     BatchDone done;
     std::vector<uint64_t> gather_bytes;  // per input, for a gathered batch
   };
-  // InferBatch messages ready to be written, and their batch ids (registered as pending).
+  // InferBatch messages ready to be written (each after the InputsStaged its spill copies need),
+  // and their batch ids (registered as pending).
   struct Outbox {
     std::vector<ipc::ControlMessage> messages;
     std::vector<uint64_t> batch_ids;
@@ -197,6 +204,9 @@ class ExecutorProcess {
   // pooled at `pooled`), registers it as pending and queues its InferBatch in `out`.
   void QueueBatch(BatchJob job, const std::vector<PoolRange>& pooled,
                   std::vector<uint64_t> gather_offsets, uint64_t start_ns, Outbox& out);
+  // Moves a pooled batch's wrapped heads after its tails (InputPool::ContiguousRun) and, with an
+  // input mirror, queues their InputsStaged in `out`.
+  void CopySpills(const std::vector<SpillCopy>& spills, Outbox& out);
   // Reader thread: sends the parked batches that now have gather space, in order.
   void StartDeferred(Outbox& out);
   // Writes `out` (after a ReleaseOutputs for `release`, when not empty) in one write; fails
@@ -240,6 +250,9 @@ class ExecutorProcess {
   std::atomic<uint64_t> batches_pooled_{0};
   std::atomic<uint64_t> batches_gathered_{0};
   std::atomic<uint64_t> gather_bytes_{0};
+  std::atomic<uint64_t> batches_spilled_{0};
+  std::atomic<uint64_t> spill_bytes_{0};
+  std::atomic<uint64_t> batches_mirrored_{0};
   std::atomic<uint64_t> prep_ns_pooled_{0};
   std::atomic<uint64_t> prep_ns_gathered_{0};
 

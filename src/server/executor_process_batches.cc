@@ -54,7 +54,7 @@ void ExecutorProcess::StartBatch(BatchJob job, Outbox& out) {
   // Pooled: every request was staged here, back to back per input, so the pool already holds each
   // input as one tensor. Otherwise gather: each input becomes one contiguous tensor in the gather
   // part of the input ring, requests in batch order.
-  std::optional<std::vector<PoolRange>> pooled;
+  std::optional<PooledRun> pooled;
   {
     std::vector<const PooledInputs*> staged;
     staged.reserve(job.requests.size());
@@ -67,10 +67,11 @@ void ExecutorProcess::StartBatch(BatchJob job, Outbox& out) {
       pooled = input_pool_->ContiguousRun(job.pool_key.empty() ? job.instance_key : job.pool_key,
                                           staged);
     }
-    if (pooled && pooled->size() != job.input_count) pooled.reset();
+    if (pooled && pooled->runs.size() != job.input_count) pooled.reset();
   }
   if (pooled) {
-    QueueBatch(std::move(job), *pooled, {}, start_ns, out);
+    if (!pooled->spills.empty()) CopySpills(pooled->spills, out);
+    QueueBatch(std::move(job), pooled->runs, {}, start_ns, out);
     return;
   }
 
@@ -106,6 +107,23 @@ void ExecutorProcess::StartBatch(BatchJob job, Outbox& out) {
     }
   }
   QueueBatch(std::move(job), {}, std::move(offsets), start_ns, out);
+}
+
+void ExecutorProcess::CopySpills(const std::vector<SpillCopy>& spills, Outbox& out) {
+  // The destination is the batch's alone (input_pool.h, "Spill areas"): no lock for the copy.
+  auto* ring = reinterpret_cast<char*>(input_ring_->data());
+  ipc::ControlMessage message;
+  for (const SpillCopy& spill : spills) {
+    std::memcpy(ring + spill.to, ring + spill.from, spill.bytes);
+    spill_bytes_ += spill.bytes;
+    if (spill.bytes == 0) continue;
+    ipc::RingRange* range = message.mutable_inputs_staged()->add_ranges();
+    range->set_offset(spill.to);
+    range->set_byte_size(spill.bytes);
+  }
+  ++batches_spilled_;
+  // The mirror copies the moved head before the batch's InferBatch, queued after this, needs it.
+  if (stages_inputs_ && message.has_inputs_staged()) out.messages.push_back(std::move(message));
 }
 
 void ExecutorProcess::StartDeferred(Outbox& out) {
@@ -231,6 +249,7 @@ StatusOr<std::vector<dispatch::Response>> ExecutorProcess::FinishBatch(
   // the queue destroys the requests.
   ReleaseGathered(pending);
   pending.gather_allocations.clear();
+  if (result.ok() && result.mirrored_inputs() > 0) ++batches_mirrored_;
   if (!result.ok()) {
     // The frontend checked the requests against the config, so a model that refuses their inputs
     // (a size it cannot run) says so to the client; any other failure is the server's.

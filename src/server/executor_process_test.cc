@@ -42,6 +42,7 @@ class ExecutorProcessPoolTest : public ::testing::Test {
     options.input_ring_bytes = 1 << 20;
     options.output_ring_bytes = 1 << 20;
     options.batch_timeout_ms = batch_timeout_ms_;
+    options.input_mirror = input_mirror_;
     auto process = ExecutorProcess::Start(options, nullptr);
     ASSERT_TRUE(process.ok()) << process.status();
     process_ = *std::move(process);
@@ -134,7 +135,21 @@ class ExecutorProcessPoolTest : public ::testing::Test {
     return result;
   }
 
+  // Stages and runs 250 batches of 1 + 4 rows, each round staging the next batch before the last
+  // one's slots are released, as a pipeline would: the sub-ring never empties and wraps. Returns
+  // the counters after checking every batch's outputs.
+  InputPoolCounters RunManyStagedBatches() {
+    auto requests = MakeRequests({1, 4});
+    const std::vector<std::string> expected = Run(requests);
+    for (int i = 0; i < 250; ++i) {
+      StageAll(requests);  // replaces (releases) the previous round's handles one by one
+      EXPECT_EQ(Run(requests), expected) << "batch " << i;
+    }
+    return process_->input_pool_counters();
+  }
+
   int64_t batch_timeout_ms_ = 300000;
+  std::string input_mirror_ = "auto";  // a CPU executor has none
   repository::ModelConfig config_;
   std::unique_ptr<ExecutorProcess> process_;
   std::vector<std::vector<float>> data_;
@@ -183,29 +198,39 @@ TEST_F(ExecutorProcessPoolTest, MixedOrReorderedBatchesAreGathered) {
   EXPECT_EQ(process_->input_pool_counters().batches_pooled, 1u);
 }
 
-TEST_F(ExecutorProcessPoolTest, ManyStagedBatchesWrapTheSubRingAndStayCorrect) {
-  // The mlp's region is 1 MiB / 2 / 4 = 128 KiB: 512 rows of 256 bytes. Each round stages the
-  // next batch (5 rows) before the last one's slots are released, as a pipeline would, so the
-  // sub-ring never empties and wraps about every 102 batches; 512 % 5 = 2 rows are left at the
-  // end, where the 1-row request fits and the 4-row one does not: that batch is gathered.
-  auto requests = MakeRequests({1, 4});
-  const std::vector<std::string> expected = Run(requests);
-  for (int i = 0; i < 250; ++i) {
-    StageAll(requests);  // replaces (releases) the previous round's handles one by one
-    ASSERT_EQ(Run(requests), expected) << "batch " << i;
-  }
-  InputPoolCounters counters = process_->input_pool_counters();
-  EXPECT_GE(counters.batches_gathered, 2u);  // the first (unstaged) one and >= 1 wrap
-  EXPECT_GE(counters.batches_pooled, 240u);
-  EXPECT_EQ(counters.batches_pooled + counters.batches_gathered, 251u);
+TEST_F(ExecutorProcessPoolTest, BatchesStraddlingTheWrapGoPooledWithTheirHeadCopied) {
+  // The mlp's region is 1 MiB / 2 / 4 = 128 KiB, of which 104,860 bytes of sub-ring (409 rows
+  // of 256 bytes and a bit): it wraps about every 82 batches of 5 rows, each time in the middle
+  // of a batch, or with bytes left at the end where the 4-row request does not fit.
+  InputPoolCounters counters = RunManyStagedBatches();
+  EXPECT_EQ(counters.batches_gathered, 1u);  // the first one, before anything was staged
+  EXPECT_EQ(counters.batches_pooled, 250u);
+  EXPECT_GE(counters.batches_spilled, 2u);
+  EXPECT_GT(counters.spill_bytes, 0u);
   EXPECT_EQ(counters.requests_not_staged, 0u);
+  EXPECT_EQ(counters.batches_mirrored, 0u);  // no mirror on a CPU executor
+}
+
+class ExecutorProcessHostMirrorTest : public ExecutorProcessPoolTest {
+ protected:
+  ExecutorProcessHostMirrorTest() { input_mirror_ = "host"; }
+};
+
+TEST_F(ExecutorProcessHostMirrorTest, SpilledHeadsReachTheMirrorBeforeTheirBatch) {
+  // With a mirror the executor reads a batch from its copy only when every byte of the run was
+  // announced: a head moved but not announced (or announced after the batch) would read stale or
+  // unmirrored bytes and the outputs would differ.
+  InputPoolCounters counters = RunManyStagedBatches();
+  EXPECT_EQ(counters.batches_pooled, 250u);
+  EXPECT_GE(counters.batches_spilled, 2u);
+  EXPECT_EQ(counters.batches_mirrored, 250u);  // the spilled ones too: their heads were announced
 }
 
 TEST_F(ExecutorProcessPoolTest, FullPoolLeavesRequestsUnstaged) {
   auto requests = MakeRequests({8});
   std::vector<std::unique_ptr<dispatch::StagedInputs>> held;
-  // 128 KiB region / 2 KiB per request = 64 fit.
-  for (int i = 0; i < 64; ++i) {
+  // 104,860 bytes of sub-ring in the 128 KiB region / 2 KiB per request = 51 fit.
+  for (int i = 0; i < 51; ++i) {
     held.push_back(process_->Stage(kKey, config_, *requests[0]));
     ASSERT_NE(held.back(), nullptr) << i;
   }

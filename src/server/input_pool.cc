@@ -1,5 +1,7 @@
 #include "input_pool.h"
 
+#include <algorithm>
+
 namespace tessera::server {
 namespace {
 
@@ -76,19 +78,27 @@ bool InputPool::AddInstanceLocked(const std::string& key,
       return static_cast<uint64_t>(before * region_bytes / total_row_bytes);
     };
     std::vector<PoolRange> sub_rings;
+    std::vector<uint64_t> spill_bytes;
     std::vector<ipc::RingAllocator> rings;
     for (size_t k = 0; k < inputs.size(); ++k) {
       const uint64_t start = AlignUp(begin + cut(k), kSubRingAlignment);
       const uint64_t end = begin + cut(k + 1);
       const uint64_t elem = inputs[k].element_bytes;
-      const uint64_t size = end > start ? (end - start) / elem * elem : 0;
+      const uint64_t share = end > start ? (end - start) / elem * elem : 0;
+      const double spill_share =
+          std::clamp(options_.spill_share, 0.0, InputPoolOptions::kMaxSpillShare);
+      const uint64_t spill =
+          static_cast<uint64_t>(static_cast<double>(share) * spill_share) / elem * elem;
+      const uint64_t size = share - spill;
       if (size == 0) return false;  // too many inputs for the region: not pooled
       sub_rings.push_back(PoolRange{start, size});
+      spill_bytes.push_back(spill);
       rings.emplace_back(size, elem);
     }
     region.carve_id = next_carve_id_++;
     region.key = key;
     region.sub_rings = std::move(sub_rings);
+    region.spill_bytes = std::move(spill_bytes);
     region.rings = std::move(rings);
     return true;
   }
@@ -137,7 +147,7 @@ std::unique_ptr<PooledInputs> InputPool::Reserve(const std::string& key,
   ++region->live;
   ++staged_;
   return std::unique_ptr<PooledInputs>(
-      new PooledInputs(shared_from_this(), region->carve_id, std::move(slots)));
+      new PooledInputs(shared_from_this(), region->carve_id, region->next_seq++, std::move(slots)));
 }
 
 void InputPool::Release(uint64_t carve_id, const std::vector<PoolRange>& slots) {
@@ -153,37 +163,58 @@ void InputPool::Release(uint64_t carve_id, const std::vector<PoolRange>& slots) 
   }
 }
 
-std::optional<std::vector<PoolRange>> InputPool::ContiguousRun(
+std::optional<PooledRun> InputPool::ContiguousRun(
     const std::string& key, const std::vector<const PooledInputs*>& handles) const {
   if (handles.empty()) return std::nullopt;
   uint64_t carve_id = 0;
+  std::vector<PoolRange> sub_rings;
+  std::vector<uint64_t> spill_bytes;
   {
     std::lock_guard lock(mu_);
     const Region* region = FindLocked(key);
     if (region == nullptr) return std::nullopt;
     carve_id = region->carve_id;
+    sub_rings = region->sub_rings;
+    spill_bytes = region->spill_bytes;
   }
   // A handle's slots never change, and the handles are alive: no lock needed below.
   const size_t inputs = handles.front() ? handles.front()->slots().size() : 0;
-  std::vector<PoolRange> runs(inputs);
-  for (size_t i = 0; i < handles.size(); ++i) {
-    const PooledInputs* handle = handles[i];
+  if (inputs != sub_rings.size()) return std::nullopt;
+  for (const PooledInputs* handle : handles) {
     if (handle == nullptr || handle->pool() != this || handle->carve_id_ != carve_id ||
         handle->slots().size() != inputs) {
       return std::nullopt;
     }
-    for (size_t k = 0; k < inputs; ++k) {
-      const PoolRange& slot = handle->slots()[k];
-      if (i == 0) {
-        runs[k] = slot;
-      } else if (slot.offset != runs[k].offset + runs[k].bytes) {
-        return std::nullopt;
+  }
+  PooledRun result;
+  result.runs.resize(inputs);
+  for (size_t k = 0; k < inputs; ++k) {
+    PoolRange& run = result.runs[k];
+    run = handles.front()->slots()[k];
+    std::optional<SpillCopy> head;  // set at the wrap; then the slots extend the head
+    for (size_t i = 1; i < handles.size(); ++i) {
+      const PoolRange& slot = handles[i]->slots()[k];
+      if (head.has_value()) {
+        if (slot.offset != head->from + head->bytes) return std::nullopt;
+        head->bytes += slot.bytes;
+      } else if (slot.offset == run.offset + run.bytes) {
+        run.bytes += slot.bytes;
+      } else if (slot.offset == sub_rings[k].offset &&
+                 handles[i]->seq_ == handles[i - 1]->seq_ + 1) {
+        // Reserved right after the previous slot, yet at the start: the allocator skipped the
+        // rest of the sub-ring, so those bytes are free until this batch's tail is released.
+        head = SpillCopy{slot.offset, run.offset + run.bytes, slot.bytes};
       } else {
-        runs[k].bytes += slot.bytes;
+        return std::nullopt;
       }
     }
+    if (!head.has_value()) continue;
+    const uint64_t spill_end = sub_rings[k].offset + sub_rings[k].bytes + spill_bytes[k];
+    if (head->bytes > spill_end - head->to) return std::nullopt;
+    run.bytes += head->bytes;
+    result.spills.push_back(*head);
   }
-  return runs;
+  return result;
 }
 
 InputPoolStats InputPool::stats() const {

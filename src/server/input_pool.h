@@ -16,9 +16,18 @@
 // Slots. Reserve takes one slot per input in all sub-rings at once, so every input has the same
 // request order. A slot is exactly the input's bytes (sub-rings are aligned to the element size,
 // never padded), so slot i + 1 starts where slot i ends -- except when it does not fit at the end
-// of its sub-ring and starts over at the sub-ring's start (wrap-around), which breaks the run.
-// ContiguousRun says whether a batch's slots form one run per input. Destroying a PooledInputs
-// handle releases its slots, in any order; space comes back in ring order (RingAllocator).
+// of its sub-ring and starts over at the sub-ring's start (wrap-around). ContiguousRun says whether
+// a batch's slots form one run per input. Destroying a PooledInputs handle releases its slots, in
+// any order; space comes back in ring order (RingAllocator).
+//
+// Spill areas. Each sub-ring is followed by a spill area (`spill_share` of the input's part of the
+// region) that the ring allocator never hands out. A batch that straddles the wrap -- slots up to
+// the sub-ring's end, then the next allocated slots from its start -- still makes one run: its
+// wrapped head is copied to where its tail ends (into the skipped bytes at the end and on into the
+// spill area), which ContiguousRun returns as a SpillCopy. That copy is the head's bytes only, not
+// the whole batch's as a gather. The destination is this batch's alone: nothing is allocated in the
+// skipped bytes until the batch's tail slots are released, and only a batch straddling this wrap
+// writes the spill area, one such batch per pass round the sub-ring.
 //
 // Only offsets are managed here; ExecutorProcess writes the bytes. Handles share the pool's state
 // (shared_ptr), so a handle that outlives its ExecutorProcess (crash and restart) releases safely.
@@ -54,6 +63,19 @@ struct PoolInputSpec {
   uint64_t row_bytes = 0;      // bytes per batch row; 0 when a dim is dynamic
 };
 
+// A wrapped head to copy within the ring before the batch reads its run (absolute offsets).
+struct SpillCopy {
+  uint64_t from = 0;
+  uint64_t to = 0;
+  uint64_t bytes = 0;
+};
+
+// A batch's inputs as one range each; `spills` are the copies that make the ranges whole.
+struct PooledRun {
+  std::vector<PoolRange> runs;  // per input
+  std::vector<SpillCopy> spills;
+};
+
 // One request's slots, one per model input in declared order. Destroying it releases them.
 class PooledInputs final : public dispatch::StagedInputs {
  public:
@@ -66,11 +88,13 @@ class PooledInputs final : public dispatch::StagedInputs {
 
  private:
   friend class InputPool;
-  PooledInputs(std::shared_ptr<InputPool> pool, uint64_t carve_id, std::vector<PoolRange> slots)
-      : pool_(std::move(pool)), carve_id_(carve_id), slots_(std::move(slots)) {}
+  PooledInputs(std::shared_ptr<InputPool> pool, uint64_t carve_id, uint64_t seq,
+               std::vector<PoolRange> slots)
+      : pool_(std::move(pool)), carve_id_(carve_id), seq_(seq), slots_(std::move(slots)) {}
 
   std::shared_ptr<InputPool> pool_;
   uint64_t carve_id_;  // which AddInstance the slots belong to
+  uint64_t seq_;       // the Reserve's number in its carve: consecutive = nothing between
   std::vector<PoolRange> slots_;
 };
 
@@ -78,6 +102,10 @@ struct InputPoolOptions {
   uint64_t base = 0;   // first byte of the pool in the input ring
   uint64_t bytes = 0;  // 0 = no pool (every Reserve gives nullptr)
   int regions = 4;     // instances that can be pooled at once; each gets bytes / regions
+  static constexpr double kDefaultSpillShare = 0.2;
+  static constexpr double kMaxSpillShare = 0.9;  // larger values are taken as this
+  // Of each input's part of a region, the share kept after its sub-ring for wrapped batch heads.
+  double spill_share = kDefaultSpillShare;
 };
 
 struct InputPoolStats {
@@ -109,9 +137,12 @@ class InputPool : public std::enable_shared_from_this<InputPool> {
 
   // Per input, the one range the handles' slots make back to back in the given order, or nullopt
   // when a handle is null, from another pool or carve of `key`, or a slot does not start where the
-  // previous one ended (wrap-around, a request staged by another thread in between, ...).
-  std::optional<std::vector<PoolRange>> ContiguousRun(
-      const std::string& key, const std::vector<const PooledInputs*>& handles) const;
+  // previous one ended (a request staged by another thread in between, ...). One break per input
+  // is allowed: the wrap, when the slot after it starts the sub-ring, was reserved right after the
+  // one before it, and the head from there on fits where the tail ends plus the spill area; the
+  // caller must then make the SpillCopy before anything reads the run.
+  std::optional<PooledRun> ContiguousRun(const std::string& key,
+                                         const std::vector<const PooledInputs*>& handles) const;
 
   InputPoolStats stats() const;
 
@@ -123,8 +154,10 @@ class InputPool : public std::enable_shared_from_this<InputPool> {
     uint64_t carve_id = 0;  // 0 = free
     std::string key;        // empty once removed
     std::vector<PoolRange> sub_rings;
+    std::vector<uint64_t> spill_bytes;      // per input, the spill area after its sub-ring
     std::vector<ipc::RingAllocator> rings;  // offsets relative to the sub-ring start
     uint64_t live = 0;
+    uint64_t next_seq = 0;
   };
 
   explicit InputPool(const InputPoolOptions& options) : options_(options) {}

@@ -12,11 +12,14 @@ namespace {
 // One fp32 input of 64 floats per row (the mlp): 256 bytes per row.
 const std::vector<PoolInputSpec> kMlpInputs = {{4, 256}};
 
-std::shared_ptr<InputPool> MakePool(uint64_t bytes, int regions, uint64_t base = 0) {
+// Without spill areas unless asked, so that sub-rings are the whole region share.
+std::shared_ptr<InputPool> MakePool(uint64_t bytes, int regions, uint64_t base = 0,
+                                    double spill_share = 0) {
   InputPoolOptions options;
   options.base = base;
   options.bytes = bytes;
   options.regions = regions;
+  options.spill_share = spill_share;
   return InputPool::Create(options);
 }
 
@@ -39,9 +42,10 @@ TEST(InputPoolTest, ConsecutiveRequestsAreOneContiguousRun) {
   EXPECT_EQ(handles[2]->slots()[0].offset, 8192u + 1024);
   auto run = pool->ContiguousRun("mlp/1#0", Views(handles));
   ASSERT_TRUE(run.has_value());
-  ASSERT_EQ(run->size(), 1u);
-  EXPECT_EQ((*run)[0].offset, 8192u);
-  EXPECT_EQ((*run)[0].bytes, 6u * 256);
+  ASSERT_EQ(run->runs.size(), 1u);
+  EXPECT_TRUE(run->spills.empty());
+  EXPECT_EQ(run->runs[0].offset, 8192u);
+  EXPECT_EQ(run->runs[0].bytes, 6u * 256);
   // A sub-range of the batch in order is a run too; the wrong order is not.
   EXPECT_TRUE(pool->ContiguousRun("mlp/1#0", {handles[1].get(), handles[2].get()}).has_value());
   EXPECT_FALSE(pool->ContiguousRun("mlp/1#0", {handles[1].get(), handles[0].get()}).has_value());
@@ -74,7 +78,7 @@ TEST(InputPoolTest, SlotsAreUnpaddedSoOddSizesStayContiguous) {
   EXPECT_EQ(b->slots()[0].offset, a->slots()[0].offset + 12);
   auto run = pool->ContiguousRun("m", {a.get(), b.get()});
   ASSERT_TRUE(run.has_value());
-  EXPECT_EQ((*run)[0].bytes, 36u);
+  EXPECT_EQ(run->runs[0].bytes, 36u);
 }
 
 TEST(InputPoolTest, WrapAroundBreaksContiguity) {
@@ -89,6 +93,78 @@ TEST(InputPoolTest, WrapAroundBreaksContiguity) {
   EXPECT_EQ(c->slots()[0].offset, 0u);  // did not fit at the end: starts over
   EXPECT_FALSE(pool->ContiguousRun("m", {b.get(), c.get()}).has_value());
   EXPECT_TRUE(pool->ContiguousRun("m", {c.get()}).has_value());
+}
+
+TEST(InputPoolTest, SpillAreaFollowsEachSubRingInsideItsShare) {
+  auto pool = MakePool(4096, 1, /*base=*/0, /*spill_share=*/0.25);
+  ASSERT_TRUE(pool->AddInstance("m", {{4, 768}, {4, 256}}));
+  // Input 0's share is [0, 3072): 2304 bytes of sub-ring, then 768 of spill; input 1's
+  // [3072, 4096): 768 and 256.
+  EXPECT_EQ(pool->SubRing("m", 0)->offset, 0u);
+  EXPECT_EQ(pool->SubRing("m", 0)->bytes, 2304u);
+  EXPECT_EQ(pool->SubRing("m", 1)->offset, 3072u);
+  EXPECT_EQ(pool->SubRing("m", 1)->bytes, 768u);
+  // The default keeps a fifth of each share.
+  InputPoolOptions options;
+  options.bytes = 4096;
+  options.regions = 1;
+  auto defaulted = InputPool::Create(options);
+  ASSERT_TRUE(defaulted->AddInstance("m", kMlpInputs));
+  EXPECT_EQ(defaulted->SubRing("m", 0)->bytes, 4096u - 816);
+}
+
+TEST(InputPoolTest, ABatchStraddlingTheWrapIsOneRunOnceItsHeadIsCopiedAfterItsTail) {
+  // Sub-ring [0, 1024), spill [1024, 1280).
+  auto pool = MakePool(1280, 1, /*base=*/0, /*spill_share=*/0.2);
+  ASSERT_TRUE(pool->AddInstance("m", kMlpInputs));
+  ASSERT_EQ(pool->SubRing("m", 0)->bytes, 1024u);
+  auto a = pool->Reserve("m", {512});
+  auto b = pool->Reserve("m", {384});  // [512, 896)
+  ASSERT_TRUE(a && b);
+  a.reset();
+  auto c = pool->Reserve("m", {256});  // 128 bytes left at the end: starts over at 0
+  auto d = pool->Reserve("m", {128});  // [256, 384)
+  ASSERT_TRUE(c && d);
+  ASSERT_EQ(c->slots()[0].offset, 0u);
+
+  auto run = pool->ContiguousRun("m", {b.get(), c.get(), d.get()});
+  ASSERT_TRUE(run.has_value());
+  ASSERT_EQ(run->runs.size(), 1u);
+  EXPECT_EQ(run->runs[0].offset, 512u);
+  EXPECT_EQ(run->runs[0].bytes, 384u + 256 + 128);
+  ASSERT_EQ(run->spills.size(), 1u);
+  EXPECT_EQ(run->spills[0].from, 0u);
+  EXPECT_EQ(run->spills[0].to, 896u);  // over the skipped bytes, then into the spill area
+  EXPECT_EQ(run->spills[0].bytes, 384u);
+  // A batch that starts at the wrap needs no copy; one that breaks again after it is no run.
+  auto head_only = pool->ContiguousRun("m", {c.get(), d.get()});
+  ASSERT_TRUE(head_only.has_value());
+  EXPECT_TRUE(head_only->spills.empty());
+  EXPECT_FALSE(pool->ContiguousRun("m", {b.get(), d.get()}).has_value());
+  EXPECT_FALSE(pool->ContiguousRun("m", {b.get(), c.get(), c.get()}).has_value());
+}
+
+TEST(InputPoolTest, AWrapIsRunOnlyForTheNextReservationAndAHeadThatFitsTheSpill) {
+  auto pool = MakePool(1280, 1, /*base=*/0, /*spill_share=*/0.2);
+  ASSERT_TRUE(pool->AddInstance("m", kMlpInputs));
+  auto a = pool->Reserve("m", {512});
+  auto b = pool->Reserve("m", {384});  // [512, 896)
+  auto x = pool->Reserve("m", {128});  // [896, 1024): another request's slot
+  ASSERT_TRUE(a && b && x);
+  a.reset();
+  auto c = pool->Reserve("m", {256});
+  ASSERT_TRUE(c);
+  ASSERT_EQ(c->slots()[0].offset, 0u);
+  // b then c skips x's live slot: copying c's head after b would overwrite it.
+  EXPECT_FALSE(pool->ContiguousRun("m", {b.get(), c.get()}).has_value());
+  auto through_x = pool->ContiguousRun("m", {b.get(), x.get(), c.get()});
+  ASSERT_TRUE(through_x.has_value());
+  EXPECT_EQ(through_x->spills.at(0).to, 1024u);
+
+  // A head longer than the tail's end plus the spill area gathers.
+  auto d = pool->Reserve("m", {256});  // [256, 512)
+  ASSERT_TRUE(d);
+  EXPECT_FALSE(pool->ContiguousRun("m", {b.get(), x.get(), c.get(), d.get()}).has_value());
 }
 
 TEST(InputPoolTest, FullPoolGivesNullAndCountsIt) {
@@ -138,10 +214,10 @@ TEST(InputPoolTest, MultiInputSubRingsFollowRowBytesAndShareOrder) {
   ASSERT_TRUE(a && b);
   auto run = pool->ContiguousRun("m", {a.get(), b.get()});
   ASSERT_TRUE(run.has_value());
-  EXPECT_EQ((*run)[0].offset, 0u);
-  EXPECT_EQ((*run)[0].bytes, 1536u);
-  EXPECT_EQ((*run)[1].offset, 3072u);
-  EXPECT_EQ((*run)[1].bytes, 512u);
+  EXPECT_EQ(run->runs[0].offset, 0u);
+  EXPECT_EQ(run->runs[0].bytes, 1536u);
+  EXPECT_EQ(run->runs[1].offset, 3072u);
+  EXPECT_EQ(run->runs[1].bytes, 512u);
   // Input 1 is full after two more; a failed Reserve must give input 0's slot back.
   auto c = pool->Reserve("m", {768, 512});
   ASSERT_NE(c, nullptr);

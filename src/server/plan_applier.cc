@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "executor_batch_runner.h"
+#include "input_pool.h"
 #include "spdlog/spdlog.h"
 #include "tessera/common/clock.h"
 #include "tessera/common/data_type.h"
@@ -58,7 +59,12 @@ void SizeGpuletInputRing(const scheduler::Gpulet& gpulet,
     }
     // Rows past the cap below need no exact sum (and must not overflow it).
     const uint64_t batch = std::min<uint64_t>(row, 1ull << 40) * std::max(1, m.batch);
-    region = std::max(region, kPooledBatches * batch + 4096 * config.inputs.size());
+    // The sub-rings hold the batches; the spill areas after them (a batch's wrapped head) the rest.
+    const double spill =
+        std::clamp(launch->input_pool_spill_share, 0.0, InputPoolOptions::kMaxSpillShare);
+    const auto pooled =
+        static_cast<uint64_t>(std::ceil(static_cast<double>(kPooledBatches * batch) / (1 - spill)));
+    region = std::max(region, pooled + 4096 * config.inputs.size());
     batch_bytes = std::max(batch_bytes, batch);
   }
   launch->input_pool_instances = std::max<int>(1, static_cast<int>(gpulet.models.size()));

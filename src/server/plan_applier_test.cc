@@ -74,6 +74,14 @@ TEST(SizeGpuletInputRingTest, OneLargeModelGetsRoomForFourBatchesInItsRegion) {
   EXPECT_GE(launch.input_ring_bytes, 2 * 4 * 32 * kImageRowBytes);
   EXPECT_EQ(launch.input_ring_bytes % 4096, 0u);
   EXPECT_GE(RequestsOneRegionStages(launch, {{4, kImageRowBytes}}, {kImageRowBytes}), 4 * 32);
+  // After the sub-ring, a spill area for the wrapped head of a batch that straddles its end.
+  InputPoolOptions options;
+  options.bytes =
+      static_cast<uint64_t>(launch.input_ring_bytes * launch.input_pool_fraction) / 4096 * 4096;
+  options.regions = 1;
+  auto pool = InputPool::Create(options);
+  ASSERT_TRUE(pool->AddInstance("m", {{4, kImageRowBytes}}));
+  EXPECT_GE(options.bytes - pool->SubRing("m", 0)->bytes, 32 * kImageRowBytes);
   // The gather part (the rest of the ring) holds two such batches too.
   EXPECT_GE(launch.input_ring_bytes * (1 - launch.input_pool_fraction), 2.0 * 32 * kImageRowBytes);
 }

@@ -9,7 +9,7 @@ import re
 import pytest
 
 from conftest import copy_repository
-from tessera_testlib import check_concurrent_clients
+from tessera_testlib import check_concurrent_clients, fetch_metrics, metric_sum, parse_metrics
 
 MODELS = ["mlp", "small_cnn"]
 
@@ -30,6 +30,14 @@ def server(make_server, tmp_path_factory):
 
 def test_concurrent_requests_are_answered_from_the_mirror(server):
     check_concurrent_clients(server, MODELS, threads=6, requests_per_thread=30)
+
+    # The server learns from each BatchResult whether the batch read the mirror: the pooled
+    # batches do (each of their slots was announced), the gathered ones (small_cnn, warm-ups) not.
+    samples = parse_metrics(fetch_metrics(server.metrics_url))
+    pooled = metric_sum(samples, "tessera_input_pool_batches_total", path="pooled") or 0
+    mirrored = metric_sum(samples, "tessera_input_pool_mirrored_batches_total") or 0
+    print("pooled batches", pooled, "read from the mirror", mirrored)
+    assert pooled > 0 and mirrored == pooled, (pooled, mirrored)
 
     server.stop(timeout=15.0)
     log = server.log_path.read_text(errors="replace")
