@@ -16,10 +16,12 @@
 # Environment: TESSERA_GPULET_MODELS (default "resnet50:60:8 bert_base:40:8", NAME:PCT:BATCH per
 # gpulet), TESSERA_GPULET_SECONDS (per phase, default 10), TESSERA_GPULET_MECHANISMS (default
 # "green mps"; "mps" has Tessera start its own daemon, "mps-running" starts one here first at the
-# default pipe directory, as an administrator would, and Tessera uses it), TESSERA_GPULET_MIRROR_AB
-# (default 1: the first mechanism that works runs again with --input-mirror off, the A/B for the
-# GPU-resident input pool). Output: $OUT/tessera-gpulet/ (or /tmp/...): gpulet-<mechanism>.{txt,json}, the
-# exports' log, and facts.txt. Exit status 0 when at least one mechanism ran with no failed request.
+# default pipe directory, as an administrator would, and Tessera uses it), TESSERA_GPULET_AB
+# (default "mirror-off spill-off": the first mechanism that works runs again once per variant,
+# with --input-mirror off, the A/B for the GPU-resident input pool, and with --spill-share 0, the
+# A/B for the input pool's spill areas; "" for none). Output: $OUT/tessera-gpulet/ (or /tmp/...):
+# gpulet-<mechanism>[-<variant>].{txt,json}, the exports' log, and facts.txt. Exit status 0 when at
+# least one mechanism ran with no failed request.
 set -uo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -35,6 +37,10 @@ mkdir -p "$LOGS"
 MODELS="${TESSERA_GPULET_MODELS:-resnet50:60:8 bert_base:40:8}"
 SECONDS_PER_PHASE="${TESSERA_GPULET_SECONDS:-10}"
 MECHANISMS="${TESSERA_GPULET_MECHANISMS:-green mps}"
+# TESSERA_GPULET_MIRROR_AB=0 (the older switch) drops the mirror A/B from the default list.
+AB_DEFAULT="mirror-off spill-off"
+[[ "${TESSERA_GPULET_MIRROR_AB:-1}" == 0 ]] && AB_DEFAULT="spill-off"
+AB_VARIANTS="${TESSERA_GPULET_AB:-$AB_DEFAULT}"
 
 echo "== machine" | tee "$LOGS/facts.txt"
 {
@@ -155,16 +161,22 @@ for mechanism in $MECHANISMS; do
   echo "$mechanism: exit $rc"
   grep -hE "batch inputs read from the input mirror|maps weights another executor|loaded its own weights" \
     "$LOGS/gpulet-$mechanism.txt" | head -10
-  if [[ $rc -eq 0 && $ok -eq 0 && "$mechanism" != mps-running &&
-        "${TESSERA_GPULET_MIRROR_AB:-1}" == 1 ]]; then
-    # The same run without the GPU-resident input mirror: the A/B for executors.input_mirror.
-    echo "== $mechanism, input mirror off (log: $LOGS/gpulet-$mechanism-mirror-off.txt)"
-    timeout -k 10 400 "$BIN/tessera-gpulet-bench" --executor "$BIN/tessera-executor" \
-      --repository "$REPOSITORY" "${model_args[@]}" --devices gpu --mechanism "$tessera_mechanism" \
-      "${extra[@]}" --duration-s "$SECONDS_PER_PHASE" --input-mirror off \
-      --json "$LOGS/gpulet-$mechanism-mirror-off.json" >"$LOGS/gpulet-$mechanism-mirror-off.txt" 2>&1
-    echo "$mechanism, input mirror off: exit $?"
-    grep -vE '^[0-9]{4}-[0-9]{2}-[0-9]{2}T' "$LOGS/gpulet-$mechanism-mirror-off.txt" | head -30
+  if [[ $rc -eq 0 && $ok -eq 0 && "$mechanism" != mps-running ]]; then
+    # The same run with one feature off, for each A/B asked for.
+    for variant in $AB_VARIANTS; do
+      case "$variant" in
+        mirror-off) variant_args=(--input-mirror off) ;;  # executors.input_mirror
+        spill-off) variant_args=(--spill-share 0) ;;     # the input pool's spill areas
+        *) echo "unknown A/B variant '$variant'"; continue ;;
+      esac
+      echo "== $mechanism, $variant (log: $LOGS/gpulet-$mechanism-$variant.txt)"
+      timeout -k 10 400 "$BIN/tessera-gpulet-bench" --executor "$BIN/tessera-executor" \
+        --repository "$REPOSITORY" "${model_args[@]}" --devices gpu --mechanism "$tessera_mechanism" \
+        "${extra[@]}" --duration-s "$SECONDS_PER_PHASE" "${variant_args[@]}" \
+        --json "$LOGS/gpulet-$mechanism-$variant.json" >"$LOGS/gpulet-$mechanism-$variant.txt" 2>&1
+      echo "$mechanism, $variant: exit $?"
+      grep -vE '^[0-9]{4}-[0-9]{2}-[0-9]{2}T' "$LOGS/gpulet-$mechanism-$variant.txt" | head -30
+    done
   fi
   [[ $rc -eq 0 ]] && ok=1
 done
