@@ -167,19 +167,14 @@ std::optional<PooledRun> InputPool::ContiguousRun(
     const std::string& key, const std::vector<const PooledInputs*>& handles) const {
   if (handles.empty()) return std::nullopt;
   uint64_t carve_id = 0;
-  std::vector<PoolRange> sub_rings;
-  std::vector<uint64_t> spill_bytes;
   {
     std::lock_guard lock(mu_);
     const Region* region = FindLocked(key);
     if (region == nullptr) return std::nullopt;
     carve_id = region->carve_id;
-    sub_rings = region->sub_rings;
-    spill_bytes = region->spill_bytes;
   }
   // A handle's slots never change, and the handles are alive: no lock needed below.
   const size_t inputs = handles.front() ? handles.front()->slots().size() : 0;
-  if (inputs != sub_rings.size()) return std::nullopt;
   for (const PooledInputs* handle : handles) {
     if (handle == nullptr || handle->pool() != this || handle->carve_id_ != carve_id ||
         handle->slots().size() != inputs) {
@@ -192,6 +187,7 @@ std::optional<PooledRun> InputPool::ContiguousRun(
     PoolRange& run = result.runs[k];
     run = handles.front()->slots()[k];
     std::optional<SpillCopy> head;  // set at the wrap; then the slots extend the head
+    uint64_t head_room = 0;         // bytes from the head's destination to the spill area's end
     for (size_t i = 1; i < handles.size(); ++i) {
       const PoolRange& slot = handles[i]->slots()[k];
       if (head.has_value()) {
@@ -199,22 +195,35 @@ std::optional<PooledRun> InputPool::ContiguousRun(
         head->bytes += slot.bytes;
       } else if (slot.offset == run.offset + run.bytes) {
         run.bytes += slot.bytes;
-      } else if (slot.offset == sub_rings[k].offset &&
-                 handles[i]->seq_ == handles[i - 1]->seq_ + 1) {
-        // Reserved right after the previous slot, yet at the start: the allocator skipped the
-        // rest of the sub-ring, so those bytes are free until this batch's tail is released.
+      } else if (handles[i]->seq_ == handles[i - 1]->seq_ + 1) {
+        // A break between consecutive reservations: the wrap, if this slot starts the sub-ring.
+        // The allocator skipped the rest of the sub-ring, so those bytes are free until this
+        // batch's tail is released. (The live handles keep the carve, so its layout stands.)
+        std::optional<std::pair<PoolRange, uint64_t>> layout = SubRingAndSpill(carve_id, k);
+        if (!layout || slot.offset != layout->first.offset) return std::nullopt;
         head = SpillCopy{slot.offset, run.offset + run.bytes, slot.bytes};
+        head_room = layout->first.offset + layout->first.bytes + layout->second - head->to;
       } else {
         return std::nullopt;
       }
     }
     if (!head.has_value()) continue;
-    const uint64_t spill_end = sub_rings[k].offset + sub_rings[k].bytes + spill_bytes[k];
-    if (head->bytes > spill_end - head->to) return std::nullopt;
+    if (head->bytes > head_room) return std::nullopt;
     run.bytes += head->bytes;
     result.spills.push_back(*head);
   }
   return result;
+}
+
+std::optional<std::pair<PoolRange, uint64_t>> InputPool::SubRingAndSpill(uint64_t carve_id,
+                                                                         size_t k) const {
+  std::lock_guard lock(mu_);
+  for (const Region& region : regions_) {
+    if (region.carve_id != carve_id) continue;
+    if (k >= region.sub_rings.size()) return std::nullopt;
+    return std::pair{region.sub_rings[k], region.spill_bytes[k]};
+  }
+  return std::nullopt;
 }
 
 InputPoolStats InputPool::stats() const {

@@ -41,6 +41,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -167,6 +168,8 @@ class InputPool : public std::enable_shared_from_this<InputPool> {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Region* FindLocked(const std::string& key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   const Region* FindLocked(const std::string& key) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Input k's sub-ring and spill-area bytes in the carve `carve_id`, read only at a wrap.
+  std::optional<std::pair<PoolRange, uint64_t>> SubRingAndSpill(uint64_t carve_id, size_t k) const;
 
   const InputPoolOptions options_;
   mutable std::mutex mu_;

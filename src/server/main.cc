@@ -275,21 +275,26 @@ int Run(int argc, char** argv) {
                              "or gathered into its input ring at batch time",
                              true, {{"executor", executor}, {"path", path}}, double(batches)});
         }
-        samples.push_back({"tessera_input_pool_unstaged_requests_total",
-                           "Requests routed to a gpulet that found no room in its input pool", true,
-                           {{"executor", executor}}, double(counters.requests_not_staged)});
-        samples.push_back({"tessera_input_pool_spilled_batches_total",
-                           "Pooled batches that straddled the wrap of the executor's input pool "
-                           "and had their head copied after their tail",
-                           true,
-                           {{"executor", executor}},
-                           double(counters.batches_spilled)});
-        samples.push_back({"tessera_input_pool_mirrored_batches_total",
-                           "Batches that read one or more inputs from the executor's input mirror "
-                           "(copied at arrival) instead of the input ring",
-                           true,
-                           {{"executor", executor}},
-                           double(counters.batches_mirrored)});
+        struct Counter {
+          const char* name;
+          const char* help;
+          uint64_t value;
+        };
+        for (const Counter& counter :
+             {Counter{"tessera_input_pool_unstaged_requests_total",
+                      "Requests routed to a gpulet that found no room in its input pool",
+                      counters.requests_not_staged},
+              Counter{"tessera_input_pool_spilled_batches_total",
+                      "Pooled batches that straddled the wrap of the executor's input pool and "
+                      "had their head copied after their tail",
+                      counters.batches_spilled},
+              Counter{"tessera_input_pool_mirrored_batches_total",
+                      "Batches that read one or more inputs from the executor's input mirror "
+                      "(copied at arrival) instead of the input ring",
+                      counters.batches_mirrored}}) {
+          samples.push_back(
+              {counter.name, counter.help, true, {{"executor", executor}}, double(counter.value)});
+        }
       }
       return samples;
     };
