@@ -1,14 +1,16 @@
 // The oneDNN path (channels-last Conv/pools, layout conversions in the CPU model) against the
 // engine's own kernels on the same graphs: results must agree whatever mix of layout-aware and
 // row-major-only nodes a graph has.
+#include <unistd.h>
+
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
-
-#include <unistd.h>
 
 #include "engine/cpu/ops.h"
 #include "engine/onnx_builder_for_test.h"
@@ -180,6 +182,40 @@ TEST(OneDnnTest, InstancesShareTheReorderedConvWeights) {
   const int64_t growth = ResidentBytes() - after_first;
   // Three more reordered copies would add 27 MiB.
   EXPECT_LT(growth, 6 << 20) << "resident memory grew by " << growth << " bytes";
+}
+
+// oneDNN's library-managed scratchpad belongs to the thread that created a primitive. The server
+// builds a model's cached Conv primitives on one thread (the warm-up) and runs each instance on
+// its own thread, several at once (workers of several batch sizes on one executor): the
+// primitives must not share a scratchpad then.
+TEST(OneDnnTest, InstancesWarmedUpOnOneThreadRunConcurrentlyOnOthers) {
+  constexpr int kInstances = 3, kRuns = 40;
+  const std::string path = MixedCnn();
+  std::vector<std::unique_ptr<Model>> models;
+  std::vector<Tensor> inputs;
+  std::vector<std::vector<Tensor>> expected;
+  for (int i = 0; i < kInstances; ++i) {
+    auto model = LoadOnnxModel(path, ModelOptions{});
+    ASSERT_TRUE(model.ok()) << model.status();
+    models.push_back(std::move(*model));
+    inputs.push_back(RandomInput(3, 100 + i));
+  }
+  // Every primitive is built here, on the test's thread; the expected outputs too.
+  for (int i = 0; i < kInstances; ++i) expected.push_back(RunModel(models[i].get(), inputs[i]));
+  std::atomic<int> mismatches{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kInstances; ++i) {
+    threads.emplace_back([&, i] {
+      for (int run = 0; run < kRuns; ++run) {
+        std::vector<Tensor> out = RunModel(models[i].get(), inputs[i]);
+        if (out.size() != expected[i].size() || out[0].bytes != expected[i][0].bytes) {
+          ++mismatches;
+        }
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(mismatches.load(), 0) << "of " << kInstances * kRuns << " concurrent runs";
 }
 
 TEST(LayoutTest, RowMajorAndChannelsLastRoundTrip) {

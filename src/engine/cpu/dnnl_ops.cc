@@ -12,11 +12,13 @@
 #include <omp.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <utility>
 
@@ -38,6 +40,34 @@ dnnl::engine& CpuEngine() {
 dnnl::stream& ThreadStream() {
   thread_local dnnl::stream stream(CpuEngine());
   return stream;
+}
+
+// Primitives here use a user-managed scratchpad. With the library's (oneDNN built without
+// DNNL_ENABLE_CONCURRENT_EXEC, as Debian's is) a primitive's scratchpad is the thread-local buffer
+// of the thread that created it, so a cached Conv primitive built by a model's warm-up and run on
+// a worker's thread would share that buffer with every other primitive built there: concurrent
+// instances corrupted each other's results. Each executing thread passes its own buffer instead.
+dnnl::primitive_attr WithUserScratchpad(dnnl::primitive_attr attr) {
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return attr;
+}
+
+// The calling thread's scratchpad for a primitive whose scratchpad is `desc`, grown as needed.
+memory ThreadScratchpad(const memory::desc& desc) {
+  struct Buffer {
+    std::unique_ptr<std::byte, decltype(&std::free)> data{nullptr, &std::free};
+    size_t size = 0;
+  };
+  thread_local Buffer buffer;
+  const size_t need = desc.get_size();
+  if (need > buffer.size) {
+    constexpr size_t kAlignment = 64;  // oneDNN's own allocation alignment
+    const size_t rounded = (need + kAlignment - 1) / kAlignment * kAlignment;
+    buffer.data.reset(static_cast<std::byte*>(std::aligned_alloc(kAlignment, rounded)));
+    if (buffer.data == nullptr) throw std::bad_alloc();
+    buffer.size = rounded;
+  }
+  return memory(desc, CpuEngine(), buffer.data.get());
 }
 
 void SetThreads(const OpContext& ctx) {
@@ -232,7 +262,7 @@ Status RunDnnlConv(const OpContext& ctx, const Node& node, const Inputs& inputs,
         Dims({win.pad_bottom, win.pad_right}));
     auto entry = std::make_shared<ConvEntry>();
     entry->pd = dnnl::convolution_forward::primitive_desc(
-        desc, PostOpsAttr(node, residual != nullptr), CpuEngine());
+        desc, WithUserScratchpad(PostOpsAttr(node, residual != nullptr)), CpuEngine());
     entry->primitive = dnnl::convolution_forward(entry->pd);
     if (cache_weights) {
       memory user(memory::desc(weight_dims, memory::data_type::f32, weight_tag), CpuEngine(),
@@ -261,7 +291,10 @@ Status RunDnnlConv(const OpContext& ctx, const Node& node, const Inputs& inputs,
       dnnl::reorder(user, weights).execute(stream, user, weights);
     }
     std::unordered_map<int, memory> args = {
-        {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst}};
+        {DNNL_ARG_SRC, src},
+        {DNNL_ARG_WEIGHTS, weights},
+        {DNNL_ARG_DST, dst},
+        {DNNL_ARG_SCRATCHPAD, ThreadScratchpad(entry->pd.scratchpad_desc())}};
     if (bias != nullptr) {
       args[DNNL_ARG_BIAS] = memory(entry->pd.bias_desc(), CpuEngine(),
                                    const_cast<float*>(bias->data<float>()));
@@ -324,12 +357,15 @@ Status RunDnnlPool(dnnl::algorithm algorithm, KernelFn reference, const OpContex
         Dims({win.dilation_h - 1, win.dilation_w - 1}), Dims({win.pad_top, win.pad_left}),
         Dims({pad_bottom, pad_right}));
     // oneDNN's own primitive cache makes the repeated creation cheap.
-    dnnl::pooling_v2_forward::primitive_desc pd(desc, CpuEngine());
+    dnnl::pooling_v2_forward::primitive_desc pd(desc, WithUserScratchpad({}), CpuEngine());
     Value y = ctx.NewOutput(0, DataType::kFp32, {batch, c, oh, ow});
     memory src(pd.src_desc(), CpuEngine(), const_cast<float*>(x.data<float>()));
     memory dst(pd.dst_desc(), CpuEngine(), y.mutable_data<float>());
     dnnl::stream& stream = ThreadStream();
-    std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}};
+    std::unordered_map<int, memory> args = {
+        {DNNL_ARG_SRC, src},
+        {DNNL_ARG_DST, dst},
+        {DNNL_ARG_SCRATCHPAD, ThreadScratchpad(pd.scratchpad_desc())}};
     if (pd.workspace_desc().get_size() != 0) {
       args[DNNL_ARG_WORKSPACE] = memory(pd.workspace_desc(), CpuEngine());
     }
