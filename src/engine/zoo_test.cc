@@ -20,7 +20,9 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -220,9 +222,57 @@ class ZooModelTest : public ::testing::Test {
             << name_ << " output " << want.name << " at batch 1: max abs error " << e.max_abs;
       }
     }
+
+    ExpectConcurrentInstancesAgree(model, backend.options, views, expected, tolerance);
   }
 
  private:
+  // Two more Models of the file (sharing `first`'s weights and kernel states, built on this thread
+  // by the runs above) on threads of their own and `first` on this one, all at the same time, as
+  // an executor runs a model's instances: every run must still match the reference.
+  void ExpectConcurrentInstancesAgree(Model& first, const ModelOptions& options,
+                                      const std::vector<TensorView>& views,
+                                      const std::vector<Tensor>& expected, double tolerance) {
+    constexpr int kExtraInstances = 2, kRunsPerThread = 3;
+    std::vector<std::unique_ptr<Model>> models;
+    for (int i = 0; i < kExtraInstances; ++i) {
+      auto loaded = LoadOnnxModel((ZooDir() / name_ / "1" / "model.onnx").string(), options);
+      ASSERT_TRUE(loaded.ok()) << loaded.status();
+      models.push_back(*std::move(loaded));
+    }
+    std::mutex mu;
+    std::vector<std::string> failures;
+    auto run_instance = [&](Model* model, int instance) {
+      for (int run = 0; run < kRunsPerThread; ++run) {
+        std::vector<Tensor> outputs;
+        std::string failure;
+        if (Status status = model->Run(views, &outputs); !status.ok()) {
+          failure = status.ToString();
+        } else {
+          for (size_t i = 0; i < outputs.size() && failure.empty(); ++i) {
+            const Error e =
+                Compare(Floats(outputs[i]), Floats(expected[i]), ElementCount(expected[i].shape));
+            if (!(e.rel <= tolerance)) failure = expected[i].name + " rel " + std::to_string(e.rel);
+          }
+        }
+        if (!failure.empty()) {
+          std::lock_guard<std::mutex> lock(mu);
+          failures.push_back("instance " + std::to_string(instance) + " run " +
+                             std::to_string(run) + ": " + failure);
+        }
+      }
+    };
+    std::vector<std::thread> threads;
+    for (int i = 0; i < kExtraInstances; ++i)
+      threads.emplace_back(run_instance, models[i].get(), i + 1);
+    run_instance(&first, 0);
+    for (std::thread& t : threads) t.join();
+    EXPECT_TRUE(failures.empty()) << name_ << ", " << failures.size() << " of "
+                                  << (kExtraInstances + 1) * kRunsPerThread
+                                  << " concurrent runs off the reference; first: "
+                                  << (failures.empty() ? "" : failures[0]);
+  }
+
   std::string name_;
 };
 
