@@ -5,7 +5,7 @@ Run with the project's virtualenv (tritonclient, onnxruntime, numpy):
 
     .venv/bin/python bench/concurrent_answers_check.py --url 127.0.0.1:8001 --zoo build/zoo \\
         --models lenet,mobilenetv2,bert_tiny,gpt2_tiny,roberta_tiny,unet_tiny \\
-        [--threads 8] [--requests 400] [--seed 1]
+        [--threads 8] [--requests 400] [--seed 1] [--protocol grpc|http]
 
 For each model, 16 input rows are drawn (normal floats; token ids in [0, 100); attention masks of
 ones with a random tail of zeros) and onnxruntime computes their outputs once. Each client thread
@@ -26,6 +26,7 @@ import time
 import numpy as np
 import onnxruntime as ort
 import tritonclient.grpc as grpcclient
+import tritonclient.http as httpclient
 
 DATATYPES = {np.float32: "FP32", np.int64: "INT64", np.int32: "INT32"}
 ROWS = 16
@@ -53,7 +54,9 @@ def reference_rows(model_path, seed):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--url", required=True)
+    parser.add_argument("--url", required=True, help="host:port of the gRPC (or HTTP) endpoint")
+    parser.add_argument("--protocol", choices=["grpc", "http"], default="grpc",
+                        help="http: binary tensors over the KServe v2 HTTP endpoint")
     parser.add_argument("--zoo", required=True, help="folder with <model>/1/model.onnx")
     parser.add_argument("--models", required=True, help="comma-separated model names")
     parser.add_argument("--threads", type=int, default=8)
@@ -68,7 +71,8 @@ def main():
 
     def client_thread(index):
         rng = random.Random(args.seed * 1000 + index)
-        client = grpcclient.InferenceServerClient(args.url)
+        api = grpcclient if args.protocol == "grpc" else httpclient
+        client = api.InferenceServerClient(args.url)
         for i in range(args.requests):
             model = rng.choice(models)
             in_names, inputs, out_names, outputs = references[model]
@@ -76,12 +80,12 @@ def main():
             request = []
             for name, x in zip(in_names, inputs):
                 part = np.ascontiguousarray(x[rows])
-                tensor = grpcclient.InferInput(name, list(part.shape), DATATYPES[part.dtype.type])
+                tensor = api.InferInput(name, list(part.shape), DATATYPES[part.dtype.type])
                 tensor.set_data_from_numpy(part)
                 request.append(tensor)
             try:
                 result = client.infer(model, request, outputs=[
-                    grpcclient.InferRequestedOutput(o) for o in out_names])
+                    api.InferRequestedOutput(o) for o in out_names])
                 for name, reference in zip(out_names, outputs):
                     bound = 1e-4 * max(1.0, float(np.abs(reference).max()))
                     error = float(np.abs(result.as_numpy(name) - reference[rows]).max())
