@@ -3,7 +3,7 @@
 
 Run with the project's virtualenv (tritonclient, onnxruntime, numpy):
 
-    .venv/bin/python bench/concurrent_answers_check.py --url 127.0.0.1:8001 --zoo build/zoo \\
+    .venv/bin/python tests/integration/concurrent_answers_check.py --url 127.0.0.1:8001 --zoo build/zoo \\
         --models lenet,mobilenetv2,bert_tiny,gpt2_tiny,roberta_tiny,unet_tiny \\
         [--threads 8] [--requests 400] [--seed 1] [--protocol grpc|http]
 
