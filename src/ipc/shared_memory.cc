@@ -3,9 +3,11 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -18,9 +20,10 @@ std::string NormalizeName(const std::string& name) {
   return (!name.empty() && name[0] == '/') ? name : "/" + name;
 }
 
-Status ErrnoError(int err, const std::string& what, const std::string& name) {
+Status ErrnoError(int err, const std::string& what, const std::string& name,
+                  const std::string& hint = "") {
   std::string message =
-      absl::StrCat(what, " shared-memory region ", name, ": ", std::strerror(err));
+      absl::StrCat(what, " shared-memory region ", name, ": ", std::strerror(err), hint);
   switch (err) {
     case EEXIST:
       return absl::AlreadyExistsError(message);
@@ -40,6 +43,15 @@ Status ErrnoError(int err, const std::string& what, const std::string& name) {
   }
 }
 
+// "/dev/shm: N MiB free of M MiB", where POSIX shared memory lives on Linux.
+std::string ShmSpace() {
+  struct statvfs fs {};
+  if (statvfs("/dev/shm", &fs) != 0) return "/dev/shm: size unknown";
+  constexpr uint64_t kMiB = 1 << 20;
+  return absl::StrCat("/dev/shm: ", fs.f_bavail * fs.f_frsize / kMiB, " MiB free of ",
+                      fs.f_blocks * fs.f_frsize / kMiB, " MiB");
+}
+
 }  // namespace
 
 StatusOr<std::unique_ptr<SharedMemoryRegion>> SharedMemoryRegion::Create(const std::string& name,
@@ -56,6 +68,22 @@ StatusOr<std::unique_ptr<SharedMemoryRegion>> SharedMemoryRegion::Create(const s
     close(fd);
     shm_unlink(shm_name.c_str());
     return ErrnoError(err, absl::StrCat("cannot size (", bytes, " bytes)"), shm_name);
+  }
+  // The pages are reserved now. tmpfs hands them out on first touch otherwise, and once /dev/shm
+  // is full (Docker's default is 64 MiB) the process that touches the next page dies of SIGBUS in
+  // the middle of serving; reserved, a region that does not fit is refused here, with the fix.
+  int reserve_err = 0;
+  do {
+    reserve_err = posix_fallocate(fd, 0, static_cast<off_t>(bytes));
+  } while (reserve_err == EINTR);
+  if (reserve_err != 0) {
+    close(fd);
+    shm_unlink(shm_name.c_str());
+    return ErrnoError(
+        reserve_err, absl::StrCat("cannot reserve ", bytes, " bytes for"), shm_name,
+        absl::StrCat(" (", ShmSpace(),
+                     "; in Docker, run with --shm-size, e.g. --shm-size=1g; in "
+                     "Kubernetes, mount an emptyDir with medium: Memory at /dev/shm)"));
   }
   void* addr = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   int err = errno;

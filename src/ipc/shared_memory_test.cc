@@ -1,9 +1,12 @@
 #include "tessera/ipc/shared_memory.h"
 
+#include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdint>
 #include <cstring>
 #include <string>
 
@@ -60,6 +63,34 @@ TEST(SharedMemoryRegionTest, OpenErrors) {
   auto too_big = SharedMemoryRegion::Open(name, 4096);
   EXPECT_FALSE(too_big.ok());
   EXPECT_FALSE(SharedMemoryRegion::Create(UniqueName("zero"), 0).ok());
+}
+
+// A region larger than /dev/shm is refused when it is made, naming the fix, instead of mapping
+// sparse pages that would kill the process with SIGBUS once /dev/shm ran out.
+TEST(SharedMemoryRegionTest, RegionLargerThanDevShmIsRefusedAtCreation) {
+  struct statvfs fs {};
+  ASSERT_EQ(statvfs("/dev/shm", &fs), 0);
+  const uint64_t total = fs.f_blocks * fs.f_frsize;
+  const std::string name = UniqueName("huge");
+  auto created = SharedMemoryRegion::Create(name, total + (1 << 20));
+  ASSERT_FALSE(created.ok());
+  EXPECT_TRUE(absl::IsResourceExhausted(created.status())) << created.status();
+  const std::string message(created.status().message());
+  EXPECT_NE(message.find("/dev/shm: "), std::string::npos) << message;
+  EXPECT_NE(message.find("--shm-size"), std::string::npos) << message;
+  // Nothing is left behind under the name.
+  EXPECT_TRUE(absl::IsNotFound(SharedMemoryRegion::Open(name, 64).status()));
+}
+
+// The pages of a created region are reserved at once (no sparse tmpfs file).
+TEST(SharedMemoryRegionTest, CreatedRegionsHaveTheirPagesReserved) {
+  const std::string name = UniqueName("reserved");
+  constexpr size_t kBytes = 8 << 20;
+  auto created = SharedMemoryRegion::Create(name, kBytes);
+  ASSERT_TRUE(created.ok()) << created.status();
+  struct stat st {};
+  ASSERT_EQ(stat(("/dev/shm" + name).c_str(), &st), 0);
+  EXPECT_GE(static_cast<uint64_t>(st.st_blocks) * 512, kBytes);
 }
 
 TEST(SharedMemoryRegionTest, CreatorUnlinksOnDestruction) {

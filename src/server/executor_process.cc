@@ -64,10 +64,22 @@ StatusOr<std::unique_ptr<ExecutorProcess>> ExecutorProcess::Start(
 Status ExecutorProcess::Spawn() {
   const std::string tag =
       absl::StrCat("tessera-", getpid(), "-", options_.executor_id, "-", options_.generation);
-  TESSERA_ASSIGN_OR_RETURN(input_ring_,
-                           ipc::SharedMemoryRegion::Create("/" + tag + "-in", options_.input_ring_bytes));
-  TESSERA_ASSIGN_OR_RETURN(
-      output_ring_, ipc::SharedMemoryRegion::Create("/" + tag + "-out", options_.output_ring_bytes));
+  // Both rings live in /dev/shm; a failure says how much the executor needs there in all.
+  auto ring_error = [&](const Status& status) {
+    constexpr uint64_t kMiB = 1 << 20;
+    return Status(status.code(),
+                  absl::StrCat(status.message(), "; executor ", options_.executor_id, " needs ",
+                               (options_.input_ring_bytes + options_.output_ring_bytes) / kMiB,
+                               " MiB of /dev/shm for its rings (executors.input_ring_bytes + "
+                               "executors.output_ring_bytes)"));
+  };
+  auto input_ring = ipc::SharedMemoryRegion::Create("/" + tag + "-in", options_.input_ring_bytes);
+  if (!input_ring.ok()) return ring_error(input_ring.status());
+  input_ring_ = *std::move(input_ring);
+  auto output_ring =
+      ipc::SharedMemoryRegion::Create("/" + tag + "-out", options_.output_ring_bytes);
+  if (!output_ring.ok()) return ring_error(output_ring.status());
+  output_ring_ = *std::move(output_ring);
   const char* tmp = getenv("TMPDIR");
   socket_path_ = absl::StrCat(tmp && *tmp ? tmp : "/tmp", "/", tag, ".sock");
   TESSERA_ASSIGN_OR_RETURN(listener_, ipc::ControlListener::Listen(socket_path_));

@@ -1,10 +1,12 @@
-"""Process-level behaviour: the shipped configs/server.yaml starts a working server, and SIGTERM
-drains the requests in flight (gRPC and HTTP) and exits 0."""
+"""Process-level behaviour: the shipped configs/server.yaml starts a working server, SIGTERM
+drains the requests in flight (gRPC and HTTP) and exits 0, and rings that /dev/shm cannot hold
+stop the start with a clear message."""
 
 import json
 import os
 import re
 import signal
+import subprocess
 import threading
 import time
 import urllib.error
@@ -15,7 +17,7 @@ import numpy as np
 import pytest
 from tritonclient.utils import InferenceServerException
 
-from conftest import SOURCE_DIR, copy_repository, require_bundled_models
+from conftest import SERVER_BIN, SOURCE_DIR, copy_repository, require_bundled_models
 from tessera_testlib import (BUNDLED_MODELS, OUTPUT_NAME, assert_close, executor_pids, infer,
                              load_reference)
 
@@ -193,3 +195,22 @@ def test_sigterm_drains_http_requests_in_flight(make_server, tmp_path):
         elif status is not None:
             assert status == 503 and REFUSED_AT_THE_DOOR[0] in answer["error"], answer
     assert code == 0, f"exit code {code} after SIGTERM"
+
+
+def test_rings_that_do_not_fit_dev_shm_stop_the_start_with_the_fix(tmp_path):
+    """The executors' rings are reserved in /dev/shm when they are made: rings larger than it
+    stop the start at once with a message naming the sizes and the fix (a sparse ring would run
+    until /dev/shm filled up, then kill the process that touched the next page with SIGBUS)."""
+    fs = os.statvfs("/dev/shm")
+    too_big = fs.f_blocks * fs.f_frsize + (1 << 20)
+    config = tmp_path / "server.yaml"
+    config.write_text(f"executors:\n  input_ring_bytes: {too_big}\n")
+    result = subprocess.run(
+        [str(SERVER_BIN), "--config", str(config), "--model-repository",
+         str(SOURCE_DIR / "configs" / "models"), "--grpc-port", "0", "--http-port", "0",
+         "--metrics-port", "0"],
+        capture_output=True, text=True, timeout=60)
+    out = result.stdout + result.stderr
+    assert result.returncode != 0, out
+    assert "cannot reserve" in out and "/dev/shm" in out, out
+    assert "--shm-size" in out and "executors.input_ring_bytes" in out, out
