@@ -9,8 +9,10 @@
 // write a file it chose.
 //
 // Thread-safety: every method may be called from any thread. Lifetime: a region handed out by
-// Find stays mapped for as long as its shared_ptr lives, even if it is unregistered meanwhile, so an
-// in-flight request never reads unmapped memory.
+// Find stays mapped for as long as its shared_ptr lives, even if it is unregistered meanwhile, so
+// an in-flight request never reads unmapped memory. Mapped is not backed: the client may truncate
+// its object, and an access to the lost pages raises SIGBUS. The request path therefore touches a
+// region only through ipc::CopyGuardingSigbus (inputs copied out once, outputs copied in).
 #pragma once
 
 #include <cstddef>

@@ -1,6 +1,8 @@
 #include "client_shm.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -19,6 +21,13 @@ class ClientObject {
         region_(ipc::SharedMemoryRegion::Create(key_, bytes).value()) {}
   const std::string& key() const { return key_; }
   std::byte* data() const { return region_->data(); }
+  // What a client may do to a region it registered: its pages are gone from every mapping.
+  void Truncate() const {
+    const int fd = shm_open(key_.c_str(), O_RDWR, 0);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(ftruncate(fd, 0), 0);
+    close(fd);
+  }
 
  private:
   static inline int counter_ = 0;
@@ -167,7 +176,10 @@ TEST(InferRequestShmTest, RawContentsCoverOnlyTheInputsOutsideSharedMemory) {
   ASSERT_EQ((*request)->inputs.size(), 2u);
   EXPECT_EQ(static_cast<const float*>((*request)->inputs[0].data)[1], 2.f);
   EXPECT_EQ(static_cast<const float*>((*request)->inputs[1].data)[0], 3.f);
-  EXPECT_EQ(storage.shm_inputs.size(), 1u);
+  EXPECT_EQ(storage.shm_input_copies.size(), 1u);
+  // A copy: what the client writes into its region afterwards does not change the request.
+  std::memset(object.data() + 32, 0, sizeof(a));
+  EXPECT_EQ(static_cast<const float*>((*request)->inputs[0].data)[1], 2.f);
 
   // One raw entry per input would be one too many.
   wire.add_raw_input_contents(std::string(sizeof(b), '\0'));
@@ -231,6 +243,37 @@ TEST(InferRequestShmTest, OutputIsWrittenIntoTheRegionAndItsRawEntryLeftEmpty) {
               absl::StatusCode::kInvalidArgument,
               "output 'y': shared_memory_byte_size is 4, but the result [1, 2] needs 8 bytes");
   EXPECT_EQ(object.data()[64], std::byte{0});
+}
+
+// A region truncated by its client after registering: the request fails naming the tensor and
+// the region, and the server survives (the bytes under the mapping are gone: SIGBUS unguarded).
+TEST(InferRequestShmTest, TruncatedRegionsFailTheirRequestNotTheServer) {
+  ClientObject object(4096);
+  ClientShmRegistry registry(/*enabled=*/true);
+  ASSERT_TRUE(registry.Register("in", object.key(), 0, 8).ok());
+  ASSERT_TRUE(registry.Register("out", object.key(), 64, 64).ok());
+  inference::ModelInferRequest wire;
+  AddInput(&wire, "a");
+  AddInput(&wire, "b");
+  *wire.mutable_inputs(0)->mutable_parameters() = ShmParams("in", 8);
+  wire.add_raw_input_contents(std::string(8, '\0'));
+  auto* output = wire.add_outputs();
+  output->set_name("y");
+  *output->mutable_parameters() = ShmParams("out", 8);
+  RequestStorage storage;
+  ASSERT_TRUE(BuildDispatchRequest(wire, TwoInputConfig(), &storage, &registry).ok());
+
+  object.Truncate();
+  dispatch::Response response;
+  response.outputs.push_back({"y", DataType::kFp32, {1, 2}, std::string(8, '\1')});
+  inference::ModelInferResponse answer;
+  ExpectError(FillInferResponse("two", 1, "id", std::move(response), storage, &answer),
+              absl::StatusCode::kInvalidArgument,
+              "output 'y': shared-memory region 'out': the shared memory under it is gone");
+  RequestStorage again;
+  ExpectError(BuildDispatchRequest(wire, TwoInputConfig(), &again, &registry).status(),
+              absl::StatusCode::kInvalidArgument,
+              "input 'a': shared-memory region 'in': the shared memory under it is gone");
 }
 
 }  // namespace

@@ -1,11 +1,13 @@
 #include "infer_request.h"
 
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <set>
 
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
+#include "tessera/ipc/guarded_copy.h"
 
 namespace tessera::frontend {
 namespace {
@@ -223,9 +225,15 @@ StatusOr<std::unique_ptr<dispatch::Request>> BuildDispatchRequest(
             what, ": shared_memory_byte_size is ", slice->byte_size, ", but shape ",
             ShapeToString(shape), " of ", input.datatype(), " needs ", expected_bytes));
       }
-      data = slice->data;
+      // Copied once, guarded: the client may truncate its object at any moment, and a read of
+      // the lost pages later (staging, batching, the cache key) would kill the server (SIGBUS).
+      auto copy = std::make_unique_for_overwrite<std::byte[]>(slice->byte_size);
+      TESSERA_RETURN_IF_ERROR(ipc::CopyGuardingSigbus(
+          copy.get(), slice->data, slice->byte_size,
+          absl::StrCat(what, ": shared-memory region '", slice->region->name, "'")));
+      data = copy.get();
       byte_size = slice->byte_size;
-      storage->shm_inputs.push_back(std::move(*slice));
+      storage->shm_input_copies.push_back(std::move(copy));
     } else if (raw) {
       const std::string& bytes = wire.raw_input_contents(raw_index[wire_index[k]]);
       if (bytes.size() != expected_bytes) {
@@ -328,7 +336,10 @@ Status FillInferResponse(const std::string& model_name, int64_t version, const s
           ", but the result ", ShapeToString(output.shape), " needs ", output.bytes.size(),
           " bytes"));
     }
-    std::memcpy(target->slice.data, output.bytes.data(), output.bytes.size());
+    TESSERA_RETURN_IF_ERROR(
+        ipc::CopyGuardingSigbus(target->slice.data, output.bytes.data(), output.bytes.size(),
+                                absl::StrCat("output '", output.name, "': shared-memory region '",
+                                             target->slice.region->name, "'")));
     // The client reads this many bytes from its region (the window may be larger).
     (*tensor->mutable_parameters())["shared_memory_region"].set_string_param(
         target->slice.region->name);

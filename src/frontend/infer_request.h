@@ -3,6 +3,7 @@
 // "input 'x': shape [1, 63] does not match the model's [-1, 64]" rather than a generic failure.
 #pragma once
 
+#include <cstddef>
 #include <memory>
 #include <string>
 #include <vector>
@@ -27,7 +28,8 @@ struct ShmOutput {
 // the request completes (the dispatch::Request only views its inputs).
 struct RequestStorage {
   std::vector<std::string> converted;  // bytes converted from typed `contents`
-  std::vector<ClientShmSlice> shm_inputs;  // inputs read from client shared memory (kept mapped)
+  // Inputs given in client shared memory, copied out of it (the client may truncate its object).
+  std::vector<std::unique_ptr<std::byte[]>> shm_input_copies;
   std::vector<ShmOutput> shm_outputs;
   std::vector<ClassifiedOutput> classified;  // outputs answered as their top classes
   // The model's outputs whose config has a `reshape`: answered in the config's dims.

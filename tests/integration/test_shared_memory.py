@@ -148,6 +148,33 @@ def test_request_errors_name_the_tensor(client, regions):
     assert_mlp_serves(client)
 
 
+def test_regions_truncated_by_their_client_fail_the_request_not_the_server(shm_server, client,
+                                                                           regions):
+    """A client that truncates its object after registering it takes the pages away from the
+    server's mapping too; reading or writing them would kill the server (SIGBUS) with every other
+    client's requests. The request fails instead, naming the tensor and the region."""
+    x, y = load_reference("mlp")
+    regions("gone_in", x.nbytes)
+    regions("gone_out", y.nbytes)
+    client.register_system_shared_memory("gone_in", "/tessera-test-gone_in", x.nbytes)
+    client.register_system_shared_memory("gone_out", "/tessera-test-gone_out", y.nbytes)
+    out = grpcclient.InferRequestedOutput(OUTPUT_NAME)
+    out.set_shared_memory("gone_out", y.nbytes)
+    client.infer("mlp", [make_input(x)], outputs=[out])  # fine while the pages are there
+    for key in ("/tessera-test-gone_in", "/tessera-test-gone_out"):
+        with open("/dev/shm" + key, "r+b") as f:
+            f.truncate(0)
+    e = expect_error(lambda: client.infer("mlp", [shm_input(x, "gone_in")]), "INVALID_ARGUMENT")
+    assert ("input 'input': shared-memory region 'gone_in': the shared memory under it is gone"
+            in e.message())
+    e = expect_error(lambda: client.infer("mlp", [make_input(x)], outputs=[out]),
+                     "INVALID_ARGUMENT")
+    assert ("output 'output': shared-memory region 'gone_out': the shared memory under it is gone"
+            in e.message())
+    assert shm_server.proc.poll() is None, "the server died"
+    assert_mlp_serves(client)
+
+
 def test_a_server_without_the_flag_refuses_and_says_how_to_allow_it(server, client, regions):
     plain = server.client()
     regions("off", 64)
