@@ -2,12 +2,15 @@
 // the executor processes that run models. Flags follow tritonserver's names where the meaning is
 // the same; every setting can also come from --config (configs/server.yaml), flags win.
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <mutex>
@@ -40,6 +43,25 @@ std::string DefaultExecutorBinary() {
   auto self = std::filesystem::read_symlink("/proc/self/exe", error);
   if (error) return "tessera-executor";
   return (self.parent_path() / "tessera-executor").string();
+}
+
+// Every client connection holds a descriptor, and the soft limit most systems start a process
+// with (1024) would refuse connections long before anything else runs out. Raised to the hard
+// limit, as most servers and the Go runtime do.
+void RaiseOpenFileLimit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
+  // An unlimited hard limit cannot be set as such for descriptors (the kernel caps at nr_open).
+  const rlim_t target = std::min<rlim_t>(limit.rlim_max, rlim_t{1} << 20);
+  if (limit.rlim_cur >= target) return;
+  const rlim_t before = limit.rlim_cur;
+  limit.rlim_cur = target;
+  if (setrlimit(RLIMIT_NOFILE, &limit) == 0) {
+    spdlog::info("open-file limit raised from {} to {}", before, target);
+  } else {
+    spdlog::warn("open-file limit stays at {} (raising it to {} failed: {})", before, target,
+                 std::strerror(errno));
+  }
 }
 
 int Run(int argc, char** argv) {
@@ -181,6 +203,7 @@ int Run(int argc, char** argv) {
   sigaddset(&stop_signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
+  RaiseOpenFileLimit();
 
   tessera::server::ExecutorPoolOptions pool_options;
   pool_options.executors = std::max(1, config.cpu_executors);

@@ -57,7 +57,7 @@ class TesseraServer:
     """One tessera-server process in its own process group (so that its executors die with it)."""
 
     def __init__(self, log_dir, repository=None, mode="poll", poll_secs=None, load_models=(),
-                 config=None, extra_args=(), wait_models=()):
+                 config=None, extra_args=(), wait_models=(), command_prefix=()):
         self.log_dir = Path(log_dir)
         self.repository = Path(repository) if repository else None
         self.mode = mode
@@ -66,6 +66,7 @@ class TesseraServer:
         self.config = config
         self.extra_args = tuple(extra_args)
         self.wait_models = tuple(wait_models)
+        self.command_prefix = tuple(command_prefix)  # e.g. prlimit: it execs the server (same pid)
         self.proc = None
         self.grpc_port = None
         self.metrics_port = None
@@ -76,7 +77,7 @@ class TesseraServer:
 
     # ---- lifecycle --------------------------------------------------------------------------------
     def command(self):
-        cmd = [str(SERVER_BIN)]
+        cmd = list(self.command_prefix) + [str(SERVER_BIN)]
         if self.config:
             cmd += ["--config", str(self.config)]
         if self.repository:

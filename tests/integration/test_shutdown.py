@@ -1,10 +1,11 @@
 """Process-level behaviour: the shipped configs/server.yaml starts a working server, SIGTERM
 drains the requests in flight (gRPC and HTTP) and exits 0, and rings that /dev/shm cannot hold
-stop the start with a clear message."""
+stop the start with a clear message; a low soft limit on open files does not cap connections."""
 
 import json
 import os
 import re
+import resource
 import signal
 import subprocess
 import threading
@@ -13,8 +14,10 @@ import urllib.error
 import urllib.request
 import warnings
 
+import grpc
 import numpy as np
 import pytest
+from tritonclient.grpc import service_pb2, service_pb2_grpc
 from tritonclient.utils import InferenceServerException
 
 from conftest import SERVER_BIN, SOURCE_DIR, copy_repository, require_bundled_models
@@ -214,3 +217,39 @@ def test_rings_that_do_not_fit_dev_shm_stop_the_start_with_the_fix(tmp_path):
     assert result.returncode != 0, out
     assert "cannot reserve" in out and "/dev/shm" in out, out
     assert "--shm-size" in out and "executors.input_ring_bytes" in out, out
+
+
+def test_connections_beyond_a_low_soft_open_file_limit_are_served(make_server):
+    """Each connection holds a descriptor; the server raises its soft limit to the hard one at
+    start, so a server started with the common soft limit (here 256) still takes more clients."""
+    connections = 400
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 2 * connections:
+        pytest.skip(f"hard open-file limit {hard} is too low for {connections} connections")
+    # This process holds the client ends.
+    wanted = 4 * connections if hard == resource.RLIM_INFINITY else min(hard, 4 * connections)
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+    limit = "unlimited" if hard == resource.RLIM_INFINITY else str(hard)
+    server = make_server(mode="none", command_prefix=("prlimit", f"--nofile=256:{limit}"),
+                         wait_models=BUNDLED_MODELS)
+    limits = open(f"/proc/{server.proc.pid}/limits").read()
+    row = [line for line in limits.splitlines() if line.startswith("Max open files")][0].split()
+    assert row[3] == row[4] and row[3] != "256", row
+
+    channels = [grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}",
+                                      options=[("grpc.use_local_subchannel_pool", 1)])
+                for _ in range(connections)]
+    try:
+        failed = 0
+        for channel in channels:  # every connection stays open while the next ones are made
+            stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
+            try:
+                if not stub.ServerLive(service_pb2.ServerLiveRequest(), timeout=10).live:
+                    failed += 1
+            except grpc.RpcError:
+                failed += 1
+        assert failed == 0, f"{failed} of {connections} connections were not served"
+    finally:
+        for channel in channels:
+            channel.close()
