@@ -1,14 +1,16 @@
 """The Kubernetes manifests in docker/kubernetes/ against a real server started the way the pod
-starts it (the image's entrypoint, then the Deployment's args): the probes answer 200 on the
-ports they name, the Service reaches named container ports, the drain fits the grace period,
+starts it (the image's entrypoint, then the Deployment's args): the probes (gRPC health, or HTTP
+paths) answer SERVING or 200 on the ports they name, the Service reaches named container ports, the drain fits the grace period,
 /dev/shm holds the executor rings, and the autoscaler's metric comes from a series the server
 exports. No cluster is needed; what a cluster adds (scheduling, the adapter, Prometheus) is not
 tested here."""
 
 import json
 import re
+import urllib.error
 import urllib.request
 
+import grpc
 import pytest
 import yaml
 
@@ -97,14 +99,36 @@ def test_service_targets_named_container_ports(manifests):
     assert deployment["spec"]["selector"]["matchLabels"].items() <= labels.items()
 
 
+def grpc_health_status(port, service=""):
+    """grpc.health.v1.Health/Check, encoded by hand (HealthCheckRequest{service = 1};
+    HealthCheckResponse{status = 1}, SERVING = 1): the venv has no grpcio-health-checking."""
+    request = b"" if not service else b"\x0a" + bytes([len(service)]) + service.encode()
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        check = channel.unary_unary("/grpc.health.v1.Health/Check",
+                                    request_serializer=lambda b: b,
+                                    response_deserializer=lambda b: b)
+        answer = check(request, timeout=10)
+    return answer[1] if answer[:1] == b"\x08" else 0  # UNKNOWN when the field is absent
+
+
 def test_probes_answer_on_the_ports_they_name(manifests, pod_server):
     _, _, container = manifests
-    ports = {"http": pod_server.http_port}
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    served = {"http": pod_server.http_port, "grpc": pod_server.grpc_port}
     for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
-        get = container[probe]["httpGet"]
-        assert get["port"] in ports, f"{probe} probes {get['port']}; only http has HTTP paths"
-        status, _ = http_status(ports[get["port"]], get["path"])
-        assert status == 200, f"{probe} GET {get['path']}: {status}"
+        spec = container[probe]
+        if "grpc" in spec:
+            # Kubernetes takes a number here; it must be the gRPC container port.
+            assert spec["grpc"]["port"] == ports["grpc"], (probe, spec)
+            status = grpc_health_status(served["grpc"], spec["grpc"].get("service", ""))
+            assert status == 1, f"{probe}: grpc.health.v1 status {status}, not SERVING"
+        else:
+            get = spec["httpGet"]
+            name = get["port"] if isinstance(get["port"], str) else {
+                v: k for k, v in ports.items()}[get["port"]]
+            assert name == "http", f"{probe} probes {get['port']}; only http has HTTP paths"
+            status, _ = http_status(served["http"], get["path"])
+            assert status == 200, f"{probe} GET {get['path']}: {status}"
 
 
 def test_drain_fits_the_grace_period(manifests, server_config):
