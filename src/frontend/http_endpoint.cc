@@ -146,7 +146,8 @@ class TaskThreads {
   }
 
   void Run(const std::function<void()>& task) {
-    Job job{&task};
+    Job job;
+    job.task = &task;
     {
       std::lock_guard lock(mu_);
       queue_.push_back(&job);
@@ -158,7 +159,7 @@ class TaskThreads {
 
  private:
   struct Job {
-    const std::function<void()>* task;
+    const std::function<void()>* task = nullptr;
     std::mutex mu;
     std::condition_variable cv;
     bool done ABSL_GUARDED_BY(mu) = false;
