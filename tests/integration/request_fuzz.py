@@ -1,6 +1,6 @@
 """Seeded random requests against a running tessera-server: mutated ModelInfer requests (names,
-versions, datatypes, shapes, contents, parameters, requested outputs, shared-memory references),
-garbage and bit-flipped bytes in place of a request, streams of such requests, and the other RPCs
+versions, datatypes, shapes, contents, parameters, requested outputs, shared-memory references,
+regions the client truncates under the server), garbage and bit-flipped bytes in place of a request, streams of such requests, and the other RPCs
 with odd arguments. Every answer must come back in time with an expected status and, for an error,
 a message; a crash, a hang, INTERNAL or UNKNOWN is a finding. test_request_fuzz.py runs a few thousand
 cases in CI; for a long run against a sanitizer build:
@@ -332,8 +332,10 @@ class Fuzzer(FuzzerBase):
 
     def shared_memory_case(self, index):
         rng, t = self.rng, self.timeout_s
-        kind = rng.randrange(5)
-        if kind == 0:
+        kind = rng.randrange(6)
+        if kind == 5:
+            self.truncated_region_case(index)
+        elif kind == 0:
             req = service_pb2.SystemSharedMemoryRegisterRequest(
                 name=rng.choice(["fuzz_other", SHM_REGION, "", "a" * 300]),
                 key=rng.choice([SHM_KEY, "/tessera-fuzz-missing", "", "no-slash", "/../etc/passwd", "/" + "k" * 300]),
@@ -363,6 +365,32 @@ class Fuzzer(FuzzerBase):
             self._check(f"case {index} TraceSetting {key}",
                         lambda: self.stub.TraceSetting(req, timeout=t))
         self.register_region()
+
+    def truncated_region_case(self, index):
+        """The client truncates its registered object under the server (the pages go from the
+        server's mapping too), sends requests that read or write the region, then restores it.
+        Touching the lost pages unguarded kills the server with SIGBUS."""
+        rng, t = self.rng, self.timeout_s
+        path = "/dev/shm" + SHM_KEY
+        os.truncate(path, rng.choice([0, 4, SHM_BYTES // 2]))
+        try:
+            for _ in range(2):
+                req = service_pb2.ModelInferRequest(model_name="mlp")
+                inp = req.inputs.add(name="input", datatype="FP32", shape=[1, 64])
+                if rng.randrange(2):
+                    inp.parameters["shared_memory_region"].string_param = SHM_REGION
+                    inp.parameters["shared_memory_byte_size"].int64_param = 256
+                    inp.parameters["shared_memory_offset"].int64_param = rng.choice([0, SHM_BYTES - 256])
+                else:
+                    req.raw_input_contents.append(bytes(256))
+                out = req.outputs.add(name="output")
+                out.parameters["shared_memory_region"].string_param = SHM_REGION
+                out.parameters["shared_memory_byte_size"].int64_param = 40
+                out.parameters["shared_memory_offset"].int64_param = rng.choice([0, SHM_BYTES - 40])
+                self._check(f"case {index} ModelInfer on a truncated region",
+                            lambda: self.stub.ModelInfer(req, timeout=t))
+        finally:
+            os.truncate(path, SHM_BYTES)
 
 
 def main():
