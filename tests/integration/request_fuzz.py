@@ -2,8 +2,9 @@
 versions, datatypes, shapes, contents, parameters, requested outputs, shared-memory references,
 regions the client truncates under the server), garbage and bit-flipped bytes in place of a
 request, streams of such requests, and the other RPCs with odd arguments. Every answer must come
-back in time with an expected status and, for an error, a message; a crash, a hang, INTERNAL or UNKNOWN is a finding. test_request_fuzz.py runs a few thousand
-cases in CI; for a long run against a sanitizer build:
+back in time with an expected status and, for an error, a message; a crash, a hang, INTERNAL or
+UNKNOWN is a finding. test_request_fuzz.py runs a few thousand cases in CI; for a long run against
+a sanitizer build:
 
   python tests/integration/request_fuzz.py --url 127.0.0.1:8001 --cases 20000 --seed 7
 
