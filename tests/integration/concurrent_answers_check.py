@@ -52,28 +52,17 @@ def reference_rows(model_path, seed):
     return names, inputs, [o.name for o in session.get_outputs()], outputs
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--url", required=True, help="host:port of the gRPC (or HTTP) endpoint")
-    parser.add_argument("--protocol", choices=["grpc", "http"], default="grpc",
-                        help="http: binary tensors over the KServe v2 HTTP endpoint")
-    parser.add_argument("--zoo", required=True, help="folder with <model>/1/model.onnx")
-    parser.add_argument("--models", required=True, help="comma-separated model names")
-    parser.add_argument("--threads", type=int, default=8)
-    parser.add_argument("--requests", type=int, default=400, help="per thread")
-    parser.add_argument("--seed", type=int, default=1)
-    args = parser.parse_args()
-
-    models = args.models.split(",")
-    references = {m: reference_rows(f"{args.zoo}/{m}/1/model.onnx", args.seed) for m in models}
+def check_concurrent_answers(url, zoo, models, threads=8, requests=400, seed=1, protocol="grpc"):
+    """Runs the clients; returns (correct answers per model, failure lines)."""
+    references = {m: reference_rows(f"{zoo}/{m}/1/model.onnx", seed) for m in models}
     failures, answered = [], {m: 0 for m in models}
     lock = threading.Lock()
+    api = grpcclient if protocol == "grpc" else httpclient
 
     def client_thread(index):
-        rng = random.Random(args.seed * 1000 + index)
-        api = grpcclient if args.protocol == "grpc" else httpclient
-        client = api.InferenceServerClient(args.url)
-        for i in range(args.requests):
+        rng = random.Random(seed * 1000 + index)
+        client = api.InferenceServerClient(url)
+        for i in range(requests):
             model = rng.choice(models)
             in_names, inputs, out_names, outputs = references[model]
             rows = [rng.randrange(ROWS) for _ in range(rng.randint(1, 3))]
@@ -97,15 +86,32 @@ def main():
                 with lock:
                     failures.append(f"thread {index} request {i} ({model}, rows {rows}): {e}")
 
-    threads = [threading.Thread(target=client_thread, args=(t,)) for t in range(args.threads)]
-    start = time.monotonic()
-    for t in threads:
+    started = [threading.Thread(target=client_thread, args=(t,)) for t in range(threads)]
+    for t in started:
         t.start()
-    for t in threads:
+    for t in started:
         t.join()
-    total = args.threads * args.requests
-    print(f"{total} requests in {time.monotonic() - start:.1f} s; correct answers per model: "
-          f"{answered}; failed: {len(failures)}")
+    return answered, failures
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--url", required=True, help="host:port of the gRPC (or HTTP) endpoint")
+    parser.add_argument("--protocol", choices=["grpc", "http"], default="grpc",
+                        help="http: binary tensors over the KServe v2 HTTP endpoint")
+    parser.add_argument("--zoo", required=True, help="folder with <model>/1/model.onnx")
+    parser.add_argument("--models", required=True, help="comma-separated model names")
+    parser.add_argument("--threads", type=int, default=8)
+    parser.add_argument("--requests", type=int, default=400, help="per thread")
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args()
+
+    start = time.monotonic()
+    answered, failures = check_concurrent_answers(args.url, args.zoo, args.models.split(","),
+                                                  args.threads, args.requests, args.seed,
+                                                  args.protocol)
+    print(f"{args.threads * args.requests} requests in {time.monotonic() - start:.1f} s; correct "
+          f"answers per model: {answered}; failed: {len(failures)}")
     for line in failures[:10]:
         print("  " + line)
     return 1 if failures else 0
