@@ -6,6 +6,7 @@ statistics, repository control, system shared memory shared with the gRPC endpoi
 import gzip
 import json
 import socket
+import time
 import urllib.error
 import urllib.request
 
@@ -286,6 +287,34 @@ def test_a_body_over_the_size_limit_is_refused_by_size(small_limit_server):
     assert code == 413 and "inflates past the server's limit of 4096" in json.loads(answer)["error"]
     c = httpclient.InferenceServerClient(url=small_limit_server.http_url)
     assert http_infer(c, "mlp", x).as_numpy(OUTPUT_NAME).shape == (8, 10)  # binary: 2 KiB
+
+
+def _resident_bytes(pid):
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError(f"no VmRSS for {pid}")
+
+
+def test_a_declared_content_length_is_not_memory_until_the_bytes_come(http_server, client):
+    """Bodies grow with the bytes that arrive. Sized from the header, four connections that each
+    claimed 1 GB and sent one byte took gigabytes of the server's memory: a cheap way to get it
+    killed for memory."""
+    before = _resident_bytes(http_server.proc.pid)
+    held = []
+    try:
+        for _ in range(4):
+            s = socket.create_connection(("127.0.0.1", http_server.http_port), timeout=10)
+            s.sendall(b"POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\n"
+                      b"Content-Type: application/json\r\nContent-Length: 1000000000\r\n\r\n{")
+            held.append(s)
+        time.sleep(2)
+        grown = _resident_bytes(http_server.proc.pid) - before
+        assert grown < 200 << 20, f"the server's memory grew by {grown >> 20} MiB"
+    finally:
+        for s in held:
+            s.close()
+    assert_mlp_serves_over_http(client)
 
 
 FUZZ_VALUES = [None, -1, 0, 2**63, 2**64 - 1, 2**70, -(2**70), 1.5, "x", "", [], {}, [[1]], [-1],
