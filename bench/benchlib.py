@@ -57,7 +57,10 @@ def machine_description():
                 break
     except OSError:
         pass
-    return f"{os.cpu_count()} cores ({cpu}), {platform.system()} {platform.release()}"
+    # The cores this process may run on (taskset narrows them), of the machine's.
+    usable = len(os.sched_getaffinity(0))
+    cores = f"{usable} cores" if usable == os.cpu_count() else f"{usable} of {os.cpu_count()} cores"
+    return f"{cores} ({cpu}), {platform.system()} {platform.release()}"
 
 
 def today():

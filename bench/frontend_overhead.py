@@ -52,6 +52,9 @@ def main():
                    help="give the identity model dynamic_batching (max_queue_delay 0): queued "
                         "requests run as one batch")
     p.add_argument("--machine", default=None, help="machine class for the header")
+    p.add_argument("--devices", choices=["auto", "cpu", "gpu"], default="auto",
+                   help="tessera-server's executors.devices (auto: the GPU when there is one); "
+                        "cpu on a GPU machine measures the frontend without the GPU's copies")
     p.add_argument("--output", help="also write the table (markdown) here")
     args = p.parse_args()
 
@@ -63,6 +66,8 @@ def main():
     work = benchlib.temp_dir("tessera-overhead-")
     repo = work / "models"
     benchlib.write_identity_model(repo / "identity", args.dims, batching=args.batching)
+    server_config = work / "server.yaml"
+    server_config.write_text(f"executors:\n  devices: {args.devices}\n")
 
     tessera_port, bare_port, async_port = (benchlib.free_port(), benchlib.free_port(),
                                            benchlib.free_port())
@@ -78,7 +83,8 @@ def main():
         "tessera": benchlib.Server("tessera-server",
                                    [server_bin, "--model-repository", repo, "--grpc-port",
                                     tessera_port, "--metrics-port", "0", "--http-port", "-1",
-                                    "--model-control-mode", "none"], work),
+                                    "--model-control-mode", "none", "--config", server_config],
+                                   work),
     }
     urls = {"bare": f"127.0.0.1:{bare_port}", "bare-async": f"127.0.0.1:{async_port}",
             "tessera": f"127.0.0.1:{tessera_port}"}
@@ -120,7 +126,8 @@ def main():
         f"--dims {' '.join(dims)} --concurrency {' '.join(map(str, args.concurrency))} "
         f"--channels {args.channels} --duration-s {args.duration_s:g} --warmup-s {args.warmup_s:g} "
         f"--repeats {args.repeats}"
-        f"{' --batching' if args.batching else ''}`",
+        f"{' --batching' if args.batching else ''}"
+        f"{'' if args.devices == 'auto' else ' --devices ' + args.devices}`",
         f"- load: tessera-bench closed loop, one request = FP32 [1, {', '.join(dims)}], "
         f"{args.channels} gRPC connection(s), {args.repeats} interleaved runs per server and level, "
         f"medians shown; client and server "

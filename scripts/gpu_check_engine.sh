@@ -56,7 +56,8 @@ if [[ "$MODE" == bundle ]]; then
   # (bench/gpu/gpulet_isolation.sh, bench/perf_analyzer_compat.sh).
   extra=()
   # engine_zoo_test too: with TESSERA_ZOO_BACKEND=cuda it checks a zoo on the GPU (docs/model-zoo.md).
-  for b in tessera-executor tessera-gpulet-bench tessera-server tessera-bench engine_zoo_test; do
+  for b in tessera-executor tessera-gpulet-bench tessera-server tessera-bench tessera-bare-server \
+           engine_zoo_test; do
     [[ -x "$BUILD/bin/$b" ]] && extra+=("$BUILD/bin/$b")
   done
   for t in "${tests[@]}" "$BUILD/bin/tessera-engine-bench" "${extra[@]}"; do
