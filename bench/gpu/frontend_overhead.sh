@@ -10,7 +10,9 @@
 #         command="TESSERA_CPUS=0,1 bench/gpu/frontend_overhead.sh build --devices cpu --channels 4")
 #
 # Arguments after the build folder go to bench/frontend_overhead.py; the table goes to
-# $OUT/frontend-overhead[-cpus<list>].md (or /tmp/...). The bundle's libraries are given to the
+# $OUT/frontend-overhead[-cpus<list>].md (or /tmp/...). With --thread-cpu first, they go to
+# bench/frontend_thread_cpu.py instead (each thread's CPU under the same load), table in
+# $OUT/frontend-thread-cpu[-cpus<list>].md. The bundle's libraries are given to the
 # Tessera binaries only (through wrappers), not to python3, which keeps the machine's own libstdc++.
 set -uo pipefail
 
@@ -43,9 +45,15 @@ if [[ -n "${TESSERA_CPUS:-}" ]]; then
 fi
 py=python3
 [[ -x "$REPO/.venv/bin/python" ]] && py="$REPO/.venv/bin/python"
-echo "== frontend overhead, ${TESSERA_CPUS:+cores $TESSERA_CPUS, }$(nproc --all) cores on the machine"
-"${pin[@]}" "$py" "$REPO/bench/frontend_overhead.py" --build-dir "$wrap" \
-  --output "$LOGS/frontend-overhead$suffix.md" "$@"
+what=frontend-overhead
+script=frontend_overhead.py
+if [[ "${1:-}" == --thread-cpu ]]; then
+  shift
+  what=frontend-thread-cpu
+  script=frontend_thread_cpu.py
+fi
+echo "== $what, ${TESSERA_CPUS:+cores $TESSERA_CPUS, }$(nproc --all) cores on the machine"
+"${pin[@]}" "$py" "$REPO/bench/$script" --build-dir "$wrap" --output "$LOGS/$what$suffix.md" "$@"
 status=$?
 rm -rf "$wrap"
 exit $status

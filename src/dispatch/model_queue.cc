@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "spdlog/spdlog.h"
+#include "tessera/common/thread_name.h"
 
 namespace tessera::dispatch {
 
@@ -369,6 +370,7 @@ void ModelQueue::Drop(std::vector<std::unique_ptr<Request>> dropped, const LaneP
 }
 
 void ModelQueue::WorkerLoop(LanePtr lane, BatchRunner* runner) {
+  SetCurrentThreadName("ts-batcher");
   std::unique_lock lock(mu_);
   while (!stopping_ && !lane->retired) {
     if (lane->queue.empty()) {
@@ -429,6 +431,7 @@ std::vector<ModelQueue::Taken> ModelQueue::TakeReadyLocked(LaneState& lane, Pipe
 }
 
 void ModelQueue::PipelinedWorkerLoop(LanePtr lane, PipeState* pipe) {
+  SetCurrentThreadName("ts-batcher");
   PipeState& me = *pipe;
   std::unique_lock lock(mu_);
   while (true) {
@@ -577,6 +580,7 @@ void ModelQueue::WakeForRuleLocked(LaneState& lane, PipeState& pipe) {
 }
 
 void ModelQueue::SizedWorkerLoop(LanePtr lane, size_t index) {
+  SetCurrentThreadName("ts-batcher");
   BatchRunner* runner = lane->runners[index].get();
   SizedWorkerState& me = lane->sized[index];  // the vector never changes size
   std::unique_lock lock(mu_);

@@ -1,5 +1,7 @@
 #include "engine/thread_pool.h"
 
+#include "tessera/common/thread_name.h"
+
 namespace tessera::engine {
 namespace {
 
@@ -52,6 +54,7 @@ void ThreadPool::ParallelFor(int64_t n, const std::function<void(int64_t)>& fn) 
 }
 
 void ThreadPool::WorkerLoop() {
+  SetCurrentThreadName("ts-engine-pool");
   tls_inside_pool = true;
   uint64_t seen = 0;
   while (true) {

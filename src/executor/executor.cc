@@ -12,6 +12,7 @@
 
 #include "executor/executor_instance.h"
 #include "spdlog/spdlog.h"
+#include "tessera/common/thread_name.h"
 
 namespace tessera::executor {
 namespace {
@@ -261,6 +262,7 @@ void Executor::SendInlineResults() {
 }
 
 void Executor::InstanceLoop(Instance* instance) {
+  SetCurrentThreadName("ts-inst-" + instance->key);
   std::vector<ipc::ControlMessage> held;
   uint64_t first_held_ns = 0;
   auto flush = [&] {

@@ -9,6 +9,7 @@
 #include "executor/executor_instance.h"
 #include "executor/model_signature.h"
 #include "spdlog/spdlog.h"
+#include "tessera/common/thread_name.h"
 
 namespace tessera::executor {
 
@@ -58,6 +59,7 @@ void Executor::HandleLoad(const ipc::LoadModel& load) {
 }
 
 void Executor::LoaderLoop() {
+  SetCurrentThreadName("ts-loader");
   while (true) {
     QueuedLoad queued;
     {

@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "spdlog/spdlog.h"
 #include "tessera/common/clock.h"
+#include "tessera/common/thread_name.h"
 #include "tessera/scheduler/interference.h"
 
 namespace tessera::server {
@@ -91,6 +92,7 @@ void ControlLoop::Stop() {
 }
 
 void ControlLoop::Loop() {
+  SetCurrentThreadName("ts-control");
   const uint64_t origin = MonotonicNs();
   auto now_ms = [&] { return (MonotonicNs() - origin) / 1e6; };
   double next_epoch = options_.epoch_ms;

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "spdlog/spdlog.h"
+#include "tessera/common/thread_name.h"
 
 namespace tessera::server {
 
@@ -47,6 +48,7 @@ StatusOr<std::shared_ptr<ExecutorProcess>> ExecutorPool::Launch(int slot, int ge
 }
 
 void ExecutorPool::SupervisorLoop() {
+  SetCurrentThreadName("ts-supervisor");
   std::unique_lock lock(mu_);
   while (!stopping_) {
     int slot = -1;

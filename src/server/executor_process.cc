@@ -14,6 +14,7 @@
 #include "spdlog/spdlog.h"
 #include "tessera/common/clock.h"
 #include "tessera/common/data_type.h"
+#include "tessera/common/thread_name.h"
 
 namespace tessera::server {
 namespace {
@@ -208,6 +209,7 @@ std::string ExecutorProcess::WaitForExitDescription(int64_t timeout_ms) {
 thread_local const ExecutorProcess* ExecutorProcess::reader_of_ = nullptr;
 
 void ExecutorProcess::ReaderLoop() {
+  SetCurrentThreadName("ts-exec-reader");
   reader_of_ = this;
   while (true) {
     ipc::ControlMessage message;
@@ -263,6 +265,7 @@ std::optional<ExecutorProcess::PendingBatch> ExecutorProcess::TakePending(uint64
 }
 
 void ExecutorProcess::WatchdogLoop() {
+  SetCurrentThreadName("ts-exec-watch");
   const auto period = std::chrono::milliseconds(
       std::clamp<int64_t>(options_.batch_timeout_ms / 4, 1, 1000));
   const uint64_t timeout_ns = static_cast<uint64_t>(options_.batch_timeout_ms) * 1'000'000;
