@@ -31,7 +31,8 @@ constexpr std::array<std::string_view, 10> kSections = {
 constexpr std::array<std::string_view, 1> kResponseCacheKeys = {"size_bytes"};
 constexpr std::array<std::string_view, 4> kGrpcKeys = {"address", "port", "max_message_bytes",
                                                        "allow_client_shm"};
-constexpr std::array<std::string_view, 3> kHttpKeys = {"address", "port", "threads"};
+constexpr std::array<std::string_view, 4> kHttpKeys = {"address", "port", "threads",
+                                                       "idle_timeout_s"};
 constexpr std::array<std::string_view, 2> kMetricsKeys = {"address", "port"};
 constexpr std::array<std::string_view, 4> kRepositoryKeys = {"path", "control_mode", "poll_secs",
                                                              "auto_complete"};
@@ -81,7 +82,8 @@ Status ParseInto(const YAML::Node& doc, std::string_view source, ServerConfig& c
   TESSERA_RETURN_IF_ERROR(Section(root, "http", kHttpKeys, [&](const YamlMap& m) -> Status {
     TESSERA_RETURN_IF_ERROR(m.GetString("address", &config.http_address));
     TESSERA_RETURN_IF_ERROR(m.GetInt("port", -1, kMaxPort, &config.http_port));
-    return m.GetInt("threads", 1, 4096, &config.http_threads);
+    TESSERA_RETURN_IF_ERROR(m.GetInt("threads", 1, 4096, &config.http_threads));
+    return m.GetInt("idle_timeout_s", 1, 86400, &config.http_idle_timeout_s);
   }));
   TESSERA_RETURN_IF_ERROR(Section(root, "metrics", kMetricsKeys, [&](const YamlMap& m) -> Status {
     TESSERA_RETURN_IF_ERROR(m.GetString("address", &config.metrics_address));

@@ -34,6 +34,7 @@ void ExpectDefaults(const ServerConfig& c) {
   EXPECT_EQ(c.metrics_port, 8002);
   EXPECT_EQ(c.http_port, 8000);
   EXPECT_EQ(c.http_threads, 64);
+  EXPECT_EQ(c.http_idle_timeout_s, 30);
   EXPECT_EQ(c.max_grpc_message_bytes, 2147483647);
   EXPECT_FALSE(c.allow_client_shm);
   EXPECT_FALSE(c.allow_log_settings);
@@ -78,7 +79,7 @@ TEST(ServerConfigTest, EveryKeyOverrides) {
   StatusOr<ServerConfig> c = ParseServerConfig(R"(
 grpc: { address: 127.0.0.1, port: 9001, max_message_bytes: 1048576, allow_client_shm: true }
 metrics: { address: "::1", port: 0 }
-http: { address: 127.0.0.2, port: -1, threads: 8 }
+http: { address: 127.0.0.2, port: -1, threads: 8, idle_timeout_s: 5 }
 repository: { path: /models, control_mode: explicit, poll_secs: 2, auto_complete: false }
 executors:
   binary: /opt/tessera/bin/tessera-executor
@@ -107,6 +108,7 @@ log: { verbose: 2, allow_settings_rpc: true }
   EXPECT_EQ(c->http_address, "127.0.0.2");
   EXPECT_EQ(c->http_port, -1);
   EXPECT_EQ(c->http_threads, 8);
+  EXPECT_EQ(c->http_idle_timeout_s, 5);
   EXPECT_EQ(c->model_repository, "/models");
   EXPECT_EQ(c->model_control_mode, ModelControlMode::kExplicit);
   EXPECT_FALSE(c->auto_complete_config);
@@ -153,6 +155,7 @@ TEST(ServerConfigTest, WrongTypesAndRanges) {
               "must be 1..2147483647");
   ExpectError("http:\n  port: -2\n", 2, "http.port", "must be -1..65535, got -2");
   ExpectError("http:\n  threads: 0\n", 2, "http.threads", "must be 1..4096, got 0");
+  ExpectError("http:\n  idle_timeout_s: 0\n", 2, "http.idle_timeout_s", "must be 1..86400, got 0");
   ExpectError("grpc: 8001\n", 1, "grpc", "expected a map, got \"8001\"");
   ExpectError("grpc:\n  address: [a, b]\n", 2, "grpc.address", "expected a string, got a list");
   ExpectError("repository:\n  poll_secs: 0\n", 2, "repository.poll_secs", "must be >= 1, got 0");

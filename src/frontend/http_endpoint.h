@@ -4,9 +4,11 @@
 // HTTP endpoint does, with errors as {"error": message}. Inference runs through the same
 // InferSubmitter as gRPC.
 //
-// Served by civetweb (the library prometheus-cpp serves /metrics with): one worker thread per
-// request in progress, which waits for its answer. HTTP/1.1 allows one request in flight per
-// connection, so the thread count caps the busy connections, not the queued requests.
+// Served by libmicrohttpd's epoll loop (a few I/O threads): a connection holds no thread while its
+// client is slow or idle. A whole request is suspended from that loop and handed to a worker
+// (http.threads), which inflates, parses and routes it; an inference then holds no thread until its
+// answer comes, when a worker renders it and the connection resumes to send it. The routes
+// themselves are in http_routes.h.
 #pragma once
 
 #include <cstdint>

@@ -273,6 +273,7 @@ int Run(int argc, char** argv) {
   frontend_options.http_address = config.http_address;
   frontend_options.http_port = config.http_port;
   frontend_options.http_threads = config.http_threads;
+  frontend_options.http_idle_timeout_s = config.http_idle_timeout_s;
   frontend_options.allow_client_shm = config.allow_client_shm;
   frontend_options.allow_log_settings = config.allow_log_settings;
   frontend_options.trace = {config.trace_level, config.trace_rate, config.trace_count,

@@ -17,7 +17,8 @@ struct ServerConfig {
   int grpc_port = 8001;
   std::string http_address = "0.0.0.0";
   int http_port = 8000;   // -1 = no HTTP endpoint, 0 = any free port
-  int http_threads = 64;  // HTTP requests served at once (one thread each)
+  int http_threads = 64;  // HTTP requests worked on at once (parsing, routing; not waiting)
+  int http_idle_timeout_s = 30;  // an HTTP connection that sends nothing for this long is closed
   std::string metrics_address = "0.0.0.0";
   int metrics_port = 8002;  // 0 = no metrics endpoint
   int64_t max_grpc_message_bytes = 2147483647;  // INT32_MAX, as Triton and its clients use

@@ -20,9 +20,12 @@ struct FrontendOptions {
   int64_t max_message_bytes = 2147483647;
   std::string http_address = "0.0.0.0";
   int http_port = -1;  // -1 = no HTTP endpoint, 0 = pick a free port (see Frontend::http_port())
-  // HTTP requests served at once: one thread each, held while the request runs (HTTP/1.1 has one
-  // request in flight per connection, so this caps the connections that can be busy at once).
+  // HTTP requests worked on at once (inflating, parsing, routing, a model load): threads that no
+  // connection holds. An inference waiting for its answer and a slow or idle client hold none.
   int http_threads = 64;
+  // An HTTP connection that sends nothing for this long (idle keep-alive, or a request that stops
+  // coming) is closed; one waiting for its answer is not.
+  int http_idle_timeout_s = 30;
   std::string metrics_address = "0.0.0.0";
   int metrics_port = 8002;  // 0 = no metrics endpoint
   std::string server_version = "0.1.0";
