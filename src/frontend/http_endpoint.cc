@@ -296,11 +296,13 @@ class HttpEndpointImpl final : public HttpEndpoint {
         HttpReply refusal = HttpError(InferSubmitter::ShuttingDown());
         return Answer(connection, exchange.request, refusal);
       }
+      // Suspended before Shutdown can see it in waiting_: it resumes every connection there, and
+      // libmicrohttpd must not stop with one still suspended.
+      exchange.dispatched = true;
+      exchange.connection = connection;
+      MHD_suspend_connection(connection);
       waiting_.insert(*held);
     }
-    exchange.dispatched = true;
-    exchange.connection = connection;
-    MHD_suspend_connection(connection);
     workers_.Post([this, exchange = *held] { Work(exchange); });
     return MHD_YES;
   }
