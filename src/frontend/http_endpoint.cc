@@ -1,14 +1,8 @@
 #include "http_endpoint.h"
 
-#include <microhttpd.h>
-#include <netdb.h>
-#include <sys/socket.h>
-
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
-#include <cstdarg>
-#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <functional>
@@ -28,6 +22,7 @@
 #include "http_compression.h"
 #include "http_json.h"
 #include "http_routes.h"
+#include "mhd_listener.h"
 #include "spdlog/spdlog.h"
 #include "tessera/common/thread_name.h"
 
@@ -154,14 +149,6 @@ MHD_Result Queue(MHD_Connection* connection, HttpReply& reply) {
 // The URL path as sent: routes split it on '/' themselves (a %2F stays inside its segment).
 size_t KeepEscapes(void*, MHD_Connection*, char* url) { return std::strlen(url); }
 
-void LogFromMhd(void*, const char* format, va_list args) {
-  char line[512];
-  std::vsnprintf(line, sizeof line, format, args);
-  std::string text(line);
-  while (!text.empty() && text.back() == '\n') text.pop_back();
-  spdlog::debug("http: {}", text);
-}
-
 class HttpEndpointImpl final : public HttpEndpoint {
  public:
   HttpEndpointImpl(const FrontendOptions& options, ServerCore* core, InferSubmitter* submitter)
@@ -176,43 +163,23 @@ class HttpEndpointImpl final : public HttpEndpoint {
   ~HttpEndpointImpl() override { Shutdown(0); }
 
   Status Listen(const FrontendOptions& options) {
-    addrinfo hints{};
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-    addrinfo* found = nullptr;
-    const std::string port = absl::StrCat(options.http_port);
-    if (int error = getaddrinfo(options.http_address.c_str(), port.c_str(), &hints, &found)) {
-      return absl::InvalidArgumentError(absl::StrCat("HTTP address '", options.http_address,
-                                                     "' does not resolve: ", gai_strerror(error)));
-    }
-    sockaddr_storage address{};
-    std::memcpy(&address, found->ai_addr, found->ai_addrlen);
-    const bool ipv6 = found->ai_family == AF_INET6;
-    freeaddrinfo(found);
-
     // An epoll loop reads requests and writes answers; a connection holds no thread while its
     // client is slow or idle, or while its inference runs (it is suspended until the answer).
-    unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
-    if (ipv6) flags |= MHD_USE_IPv6;
     const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
     const unsigned io_threads = std::clamp(cores / 4, 1u, 4u);
-    daemon_ = MHD_start_daemon(
-        flags, static_cast<uint16_t>(options.http_port), nullptr, nullptr,
-        &HttpEndpointImpl::OnRequest, this, MHD_OPTION_SOCK_ADDR,
-        reinterpret_cast<sockaddr*>(&address), MHD_OPTION_NOTIFY_COMPLETED,
-        &HttpEndpointImpl::OnCompleted, this, MHD_OPTION_CONNECTION_TIMEOUT,
-        static_cast<unsigned>(options.http_idle_timeout_s), MHD_OPTION_CONNECTION_LIMIT,
-        kMaxConnections, MHD_OPTION_THREAD_POOL_SIZE, io_threads, MHD_OPTION_UNESCAPE_CALLBACK,
-        &KeepEscapes, nullptr, MHD_OPTION_EXTERNAL_LOGGER, &LogFromMhd, nullptr, MHD_OPTION_END);
-    if (daemon_ == nullptr) {
-      return absl::UnavailableError(absl::StrCat("cannot listen for HTTP on ", options.http_address,
-                                                 ":", options.http_port,
-                                                 " (address in use or not available)"));
-    }
-    if (const MHD_DaemonInfo* info = MHD_get_daemon_info(daemon_, MHD_DAEMON_INFO_BIND_PORT)) {
-      port_ = info->port;
-    }
+    auto fn = [](auto f) { return reinterpret_cast<intptr_t>(f); };
+    StatusOr<MhdListener> listener =
+        StartMhdListener("HTTP", options.http_address, options.http_port,
+                         MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME,
+                         &HttpEndpointImpl::OnRequest, this,
+                         {{MHD_OPTION_NOTIFY_COMPLETED, fn(&HttpEndpointImpl::OnCompleted), this},
+                          {MHD_OPTION_CONNECTION_TIMEOUT, options.http_idle_timeout_s, nullptr},
+                          {MHD_OPTION_CONNECTION_LIMIT, kMaxConnections, nullptr},
+                          {MHD_OPTION_THREAD_POOL_SIZE, io_threads, nullptr},
+                          {MHD_OPTION_UNESCAPE_CALLBACK, fn(&KeepEscapes), nullptr}});
+    if (!listener.ok()) return listener.status();
+    daemon_ = listener->daemon;
+    port_ = listener->port;
     spdlog::info("KServe v2 HTTP endpoint listening on {}:{}", options.http_address, port_);
     return absl::OkStatus();
   }

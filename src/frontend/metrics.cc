@@ -3,11 +3,15 @@
 #include <exception>
 #include <functional>
 #include <map>
+#include <string>
+#include <string_view>
 
 #include "absl/strings/str_cat.h"
+#include "http_compression.h"
+#include "mhd_listener.h"
 #include "prometheus/collectable.h"
-#include "prometheus/exposer.h"
 #include "prometheus/metric_family.h"
+#include "prometheus/text_serializer.h"
 
 namespace tessera::frontend {
 namespace {
@@ -149,18 +153,82 @@ class ModelStatsCollector final : public prometheus::Collectable {
   MetricsSource extra_;
 };
 
-class PrometheusMetricsEndpoint final : public MetricsEndpoint {
+// Serves GET /metrics from libmicrohttpd's epoll loop: a scrape is rendered on that thread (a few
+// milliseconds), and a slow or idle connection holds no thread. prometheus-cpp's own Exposer
+// (civetweb, 2 threads) let three idle connections stall every scrape for 30 s.
+class MhdMetricsEndpoint final : public MetricsEndpoint {
  public:
-  PrometheusMetricsEndpoint(std::unique_ptr<prometheus::Exposer> exposer,
-                            std::shared_ptr<ModelStatsCollector> collector)
-      : exposer_(std::move(exposer)), collector_(std::move(collector)) {
-    exposer_->RegisterCollectable(collector_);
+  explicit MhdMetricsEndpoint(std::shared_ptr<ModelStatsCollector> collector)
+      : collector_(std::move(collector)) {}
+  ~MhdMetricsEndpoint() override {
+    if (daemon_ != nullptr) MHD_stop_daemon(daemon_);
   }
-  ~PrometheusMetricsEndpoint() override { exposer_->RemoveCollectable(collector_); }
+
+  Status Listen(const std::string& address, int port) {
+    constexpr int kIdleTimeoutS = 30;
+    StatusOr<MhdListener> listener =
+        StartMhdListener("the metrics endpoint", address, port, MHD_USE_EPOLL_INTERNAL_THREAD,
+                         &MhdMetricsEndpoint::OnRequest, this,
+                         {{MHD_OPTION_CONNECTION_TIMEOUT, kIdleTimeoutS, nullptr}});
+    if (!listener.ok()) return listener.status();
+    daemon_ = listener->daemon;
+    return absl::OkStatus();
+  }
 
  private:
-  std::unique_ptr<prometheus::Exposer> exposer_;
-  std::shared_ptr<ModelStatsCollector> collector_;
+  static MHD_Result OnRequest(void* self, MHD_Connection* connection, const char* url,
+                              const char* method, const char* /*version*/,
+                              const char* /*upload_data*/, size_t* upload_data_size,
+                              void** closure) {
+    static int started;  // the request's closure once its headers are in: answer after any body
+    if (*closure == nullptr) {
+      *closure = &started;
+      return MHD_YES;
+    }
+    if (*upload_data_size > 0) {
+      *upload_data_size = 0;  // a body is read and ignored
+      return MHD_YES;
+    }
+    int code = 200;
+    std::string body;
+    const char* type = "text/plain; charset=utf-8";
+    const std::string_view verb(method);
+    if (std::string_view(url) != "/metrics") {
+      code = 404;
+      body = absl::StrCat("no such endpoint: ", url, " (the metrics are at /metrics)\n");
+    } else if (verb != "GET" && verb != "HEAD") {
+      code = 405;
+      body = absl::StrCat(method, " /metrics: use GET\n");
+    } else {
+      try {
+        body = prometheus::TextSerializer().Serialize(
+            static_cast<MhdMetricsEndpoint*>(self)->collector_->Collect());
+        type = "text/plain; version=0.0.4; charset=utf-8";  // Prometheus's text format
+      } catch (const std::exception& e) {                   // nothing may escape into C code
+        code = 500;
+        body = absl::StrCat("cannot render the metrics: ", e.what(), "\n");
+      }
+    }
+    HttpEncoding encoding = HttpEncoding::kIdentity;
+    if (code == 200) {  // Prometheus asks for gzip
+      encoding = ChooseResponseEncoding(
+          MHD_lookup_connection_value(connection, MHD_HEADER_KIND, "Accept-Encoding"));
+      if (encoding != HttpEncoding::kIdentity) body = Deflate(body, encoding);
+    }
+    MHD_Response* response =
+        MHD_create_response_from_buffer(body.size(), body.data(), MHD_RESPMEM_MUST_COPY);
+    if (response == nullptr) return MHD_NO;
+    MHD_add_response_header(response, "Content-Type", type);
+    if (encoding != HttpEncoding::kIdentity) {
+      MHD_add_response_header(response, "Content-Encoding", EncodingName(encoding));
+    }
+    const MHD_Result queued = MHD_queue_response(connection, code, response);
+    MHD_destroy_response(response);
+    return queued;
+  }
+
+  const std::shared_ptr<ModelStatsCollector> collector_;
+  MHD_Daemon* daemon_ = nullptr;
 };
 
 }  // namespace
@@ -169,16 +237,10 @@ StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(const std::str
                                                                   int port,
                                                                   const ServerCore* core,
                                                                   MetricsSource extra) {
-  std::unique_ptr<prometheus::Exposer> exposer;
-  try {
-    // civetweb takes "host:port"; it throws when the port cannot be bound.
-    exposer = std::make_unique<prometheus::Exposer>(absl::StrCat(address, ":", port), 2);
-  } catch (const std::exception& e) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot start the metrics endpoint on ", address, ":", port, ": ", e.what()));
-  }
-  return std::unique_ptr<MetricsEndpoint>(std::make_unique<PrometheusMetricsEndpoint>(
-      std::move(exposer), std::make_shared<ModelStatsCollector>(core, std::move(extra))));
+  auto endpoint = std::make_unique<MhdMetricsEndpoint>(
+      std::make_shared<ModelStatsCollector>(core, std::move(extra)));
+  TESSERA_RETURN_IF_ERROR(endpoint->Listen(address, port));
+  return std::unique_ptr<MetricsEndpoint>(std::move(endpoint));
 }
 
 }  // namespace tessera::frontend

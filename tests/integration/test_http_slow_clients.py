@@ -3,12 +3,15 @@ requests in an epoll loop (libmicrohttpd); a connection waits there until its re
 and an inference waiting for its answer holds no thread either. Before, every connection took a
 civetweb worker thread: about 70 connections that sent nothing stalled every other HTTP client,
 for up to 30 s. Connections that send nothing for `http.idle_timeout_s` are closed, but not one
-whose answer is still being computed."""
+whose answer is still being computed. The Prometheus /metrics endpoint is served the same way."""
 
+import gzip
 import shutil
 import socket
 import threading
 import time
+import urllib.error
+import urllib.request
 
 import pytest
 import tritonclient.http as httpclient
@@ -149,3 +152,34 @@ def test_a_connection_waiting_for_its_answer_is_not_timed_out(short_timeout_serv
         assert_close(answer, y[:1], "mlp_slow after waiting past the idle timeout")
     finally:
         client.close()
+
+
+def test_metrics_scrapes_are_not_stalled_by_idle_connections(two_thread_server):
+    """/metrics shares the epoll loop design; prometheus-cpp's own server (2 civetweb threads) let
+    three idle connections hold every scrape for 30 s."""
+    held = [socket.create_connection(("127.0.0.1", two_thread_server.metrics_port), timeout=10)
+            for _ in range(20)]
+    try:
+        start = time.monotonic()
+        request = urllib.request.Request(two_thread_server.metrics_url,
+                                         headers={"Accept-Encoding": "gzip"})
+        with urllib.request.urlopen(request, timeout=20) as response:
+            assert response.headers["Content-Encoding"] == "gzip"
+            assert response.headers["Content-Type"].startswith("text/plain; version=0.0.4")
+            text = gzip.decompress(response.read()).decode()
+        elapsed = time.monotonic() - start
+        assert elapsed < 5, f"a scrape beside 20 idle connections took {elapsed:.1f} s"
+        assert "nv_inference_request_success{" in text
+        with urllib.request.urlopen(two_thread_server.metrics_url, timeout=20) as response:
+            assert "nv_inference_count{" in response.read().decode()  # uncompressed when not asked
+        base = two_thread_server.metrics_url.rsplit("/", 1)[0]
+        for url, method, status in ((f"{base}/nope", "GET", 404),
+                                    (two_thread_server.metrics_url, "POST", 405)):
+            with pytest.raises(urllib.error.HTTPError) as refused:
+                urllib.request.urlopen(urllib.request.Request(url, data=b"" if method == "POST"
+                                                              else None, method=method), timeout=20)
+            assert refused.value.code == status
+            assert "/metrics" in refused.value.read().decode()
+    finally:
+        for s in held:
+            s.close()
