@@ -287,7 +287,8 @@ class HttpEndpointImpl final : public HttpEndpoint {
     request.accept_encoding = Header(connection, "Accept-Encoding");
     if (std::optional<std::string> length = Header(connection, "Content-Length")) {
       int64_t declared = 0;
-      if (absl::SimpleAtoi(*length, &declared) && declared > max_body_bytes_) {
+      if (!absl::SimpleAtoi(*length, &declared)) declared = -1;  // libmicrohttpd refuses it anyway
+      if (declared > max_body_bytes_) {
         HttpReply refusal = HttpBodyError(absl::ResourceExhaustedError(absl::StrCat(
             "request body of ", declared, " bytes is larger than the server's limit of ",
             max_body_bytes_, " bytes (grpc.max_message_bytes in server.yaml)")));
