@@ -86,7 +86,7 @@ fi
 }
 
 # The binaries: a build made on this machine, or the bundle carried from the build machine
-# (scripts/gpu_check_engine.sh bundle build -> build/gpu-bundle.tar.gz), whose libraries are put
+# (scripts/gpu_check_engine.sh bundle build -> build/gpu-bundle.tar.xz), whose libraries are put
 # on the path of the Tessera binaries only: perf_analyzer and python3 keep the machine's own.
 # shellcheck source=scripts/gpu_env.sh
 source "$REPO/scripts/gpu_env.sh"

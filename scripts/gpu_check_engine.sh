@@ -11,8 +11,9 @@
 #   the non-CUDA shared libraries they need and the ONNX node tests (for
 #   engine_cuda_conformance_test) and the small models of a zoo (those of at most 4 MiB from
 #   $TESSERA_GPU_ZOO, default BUILD_DIR/zoo: the CI set made by ctest) into BUILD_DIR/gpu-bundle,
-#   packed as BUILD_DIR/gpu-bundle.tar.gz;
-#   fails when that exceeds 64 MiB (the device tool's carry limit). Carry the .tar.gz to the GPU
+#   packed as BUILD_DIR/gpu-bundle.tar.xz;
+#   fails when that and the repository's files exceed 64 MiB (the device tool's carry limit counts
+#   both). Carry the .tar.xz to the GPU
 #   machine at the same place in the repository; the scripts there unpack it.
 #
 #   On the GPU machine, from the repository root:
@@ -89,11 +90,17 @@ if [[ "$MODE" == bundle ]]; then
   du -sh "$BUNDLE"
   ls "$BUNDLE/bin" "$BUNDLE/lib"
   # Carried compressed: the folder (oneDNN alone is ~38 MiB) is over the device tool's limit.
-  tar -czf "$BUILD/gpu-bundle.tar.gz" -C "$BUILD" gpu-bundle
-  kib=$(du -sk "$BUILD/gpu-bundle.tar.gz" | cut -f1)
-  echo "$BUILD/gpu-bundle.tar.gz: $((kib / 1024)) MiB (carry it; the scripts unpack it)"
+  # xz: half gzip's size (35 against 63 MiB with the HTTP endpoint's gnutls), which leaves room
+  # under the limit for the repository the device tool carries too.
+  tar -cf - -C "$BUILD" gpu-bundle | xz -T0 -6 >"$BUILD/gpu-bundle.tar.xz"
+  kib=$(du -sk "$BUILD/gpu-bundle.tar.xz" | cut -f1)
+  tree_kib=$(( $(git -C "$REPO" ls-files -z | (cd "$REPO" && xargs -0 du -cb 2>/dev/null) |
+                 tail -1 | cut -f1) / 1024 ))
+  echo "$BUILD/gpu-bundle.tar.xz: $((kib / 1024)) MiB, with the repository's" \
+       "$((tree_kib / 1024)) MiB (carry it; the scripts unpack it)"
+  kib=$((kib + tree_kib))
   if [[ $kib -gt 65536 ]]; then
-    echo "the bundle is $((kib / 1024)) MiB, over the device tool's 64 MiB carry limit" >&2
+    echo "the bundle and the repository are $((kib / 1024)) MiB, over the device tool's 64 MiB carry limit" >&2
     exit 1
   fi
   exit 0

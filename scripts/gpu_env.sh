@@ -1,7 +1,7 @@
 # Sourced by the scripts that run carried binaries on a GPU machine (scripts/gpu_check_engine.sh,
 # bench/gpu/gpulet_isolation.sh). Defines:
 #
-#   tessera_gpu_unpack BUILD_DIR   extracts BUILD_DIR/gpu-bundle.tar.gz into BUILD_DIR when the
+#   tessera_gpu_unpack BUILD_DIR   extracts BUILD_DIR/gpu-bundle.tar.xz into BUILD_DIR when the
 #                                  gpu-bundle folder is not there (the device tool carries the
 #                                  compressed bundle: the folder is over its 64 MiB limit)
 #   tessera_gpu_build REPO ARG BINARY
@@ -14,9 +14,12 @@
 
 tessera_gpu_unpack() {
   local build="$1"
-  if [[ ! -d "$build/gpu-bundle" && -f "$build/gpu-bundle.tar.gz" ]]; then
-    echo "== unpacking $build/gpu-bundle.tar.gz"
-    tar -xzf "$build/gpu-bundle.tar.gz" -C "$build"
+  if [[ ! -d "$build/gpu-bundle" && -f "$build/gpu-bundle.tar.xz" ]]; then
+    echo "== unpacking $build/gpu-bundle.tar.xz"
+    # Python's tarfile where tar has no xz to call.
+    tar -xJf "$build/gpu-bundle.tar.xz" -C "$build" 2>/dev/null ||
+      python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' \
+        "$build/gpu-bundle.tar.xz" "$build"
   fi
 }
 

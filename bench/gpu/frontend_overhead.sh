@@ -4,9 +4,9 @@
 # the 2-core dev VM; TESSERA_CPUS (a taskset list, e.g. 0,1) pins server, executor and client to
 # those cores, the dev VM's core count on that machine's faster cores.
 #
-#   On the build machine:  scripts/gpu_check_engine.sh bundle build   # -> build/gpu-bundle.tar.gz
+#   On the build machine:  scripts/gpu_check_engine.sh bundle build   # -> build/gpu-bundle.tar.xz
 #   On the GPU machine, from the repository root:
-#     run(carry=["build/gpu-bundle.tar.gz"],
+#     run(carry=["build/gpu-bundle.tar.xz"],
 #         command="TESSERA_CPUS=0,1 bench/gpu/frontend_overhead.sh build --devices cpu --channels 4")
 #
 # Arguments after the build folder go to bench/frontend_overhead.py; the table goes to

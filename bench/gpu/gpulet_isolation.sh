@@ -7,9 +7,9 @@
 # that works.
 #
 #   On the build machine (full build with TESSERA_CUDA, the default):
-#     scripts/gpu_check_engine.sh bundle build     # -> build/gpu-bundle.tar.gz (executor included)
+#     scripts/gpu_check_engine.sh bundle build     # -> build/gpu-bundle.tar.xz (executor included)
 #   On the GPU machine (device tool), from the repository root:
-#     run(carry=["build/gpu-bundle.tar.gz"], command="bench/gpu/gpulet_isolation.sh build")
+#     run(carry=["build/gpu-bundle.tar.xz"], command="bench/gpu/gpulet_isolation.sh build")
 #
 # Models: ResNet-50 and BERT-base (seq 128), exported as FP32 ONNX by bench/gpu/engine_vs_torch.py
 # (--flops-only: no timing) with the machine's python3 and torch, served FP16 by the CUDA backend.

@@ -4,7 +4,7 @@
 # connections (bench/http/stalled_connections_check.py) and 2,000 curl inferences, 64 at once.
 #
 #   On the build machine:  TESSERA_GPU_ZOO=/nonexistent scripts/gpu_check_engine.sh bundle build
-#   On the GPU machine:    run(carry=["build/gpu-bundle.tar.gz"], command="bash bench/gpu/http_smoke.sh")
+#   On the GPU machine:    run(carry=["build/gpu-bundle.tar.xz"], command="bash bench/gpu/http_smoke.sh")
 set -u
 source scripts/gpu_env.sh
 tessera_gpu_build "$PWD" build tessera-server

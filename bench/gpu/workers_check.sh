@@ -6,7 +6,7 @@
 # batch, how many batches came from the input pool, and the executor's input-mirror count.
 #
 #   On the build machine:  scripts/gpu_check_engine.sh bundle build
-#   On the GPU machine:    run(carry=["build/gpu-bundle.tar.gz"], command="bench/gpu/workers_check.sh build")
+#   On the GPU machine:    run(carry=["build/gpu-bundle.tar.xz"], command="bench/gpu/workers_check.sh build")
 #
 # TESSERA_WORKERS_DEVICES=cpu runs the same check without a GPU. Output under $OUT/tessera-workers
 # (or /tmp/...). Exit status 0 when the bench saw no error, every
