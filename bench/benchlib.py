@@ -161,3 +161,24 @@ def write_identity_model(folder, dims, max_batch_size=8, batching=False):
 
 def temp_dir(prefix):
     return Path(tempfile.mkdtemp(prefix=prefix))
+
+
+def identity_tessera_server(build, work, dims, port, batching=False, devices="auto"):
+    """tessera-server (not started) serving write_identity_model's "identity" from work/models, with
+    executors.devices set to `devices` (auto, cpu or gpu)."""
+    write_identity_model(Path(work) / "models" / "identity", dims, batching=batching)
+    config = Path(work) / "server.yaml"
+    config.write_text(f"executors:\n  devices: {devices}\n")
+    find_bin(build, "tessera-executor")
+    return Server("tessera-server",
+                  [find_bin(build, "tessera-server"), "--model-repository", Path(work) / "models",
+                   "--grpc-port", port, "--metrics-port", "0", "--http-port", "-1",
+                   "--model-control-mode", "none", "--config", config], work)
+
+
+def emit(lines, output=None):
+    """Prints a report's lines, and writes them to `output` too when given."""
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if output:
+        Path(output).write_text(text)

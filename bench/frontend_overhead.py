@@ -60,14 +60,8 @@ def main():
 
     build = Path(args.build_dir)
     bench_bin = benchlib.find_bin(build, "tessera-bench")
-    server_bin = benchlib.find_bin(build, "tessera-server")
-    benchlib.find_bin(build, "tessera-executor")
     bare_bin = benchlib.find_bin(build, "tessera-bare-server")
     work = benchlib.temp_dir("tessera-overhead-")
-    repo = work / "models"
-    benchlib.write_identity_model(repo / "identity", args.dims, batching=args.batching)
-    server_config = work / "server.yaml"
-    server_config.write_text(f"executors:\n  devices: {args.devices}\n")
 
     tessera_port, bare_port, async_port = (benchlib.free_port(), benchlib.free_port(),
                                            benchlib.free_port())
@@ -80,11 +74,8 @@ def main():
         "bare-async": benchlib.Server("tessera-bare-server-answer-thread",
                                       [bare_bin, "--grpc-port", async_port, "--model", "identity",
                                        "--dims", *dims, "--answer-thread"], work),
-        "tessera": benchlib.Server("tessera-server",
-                                   [server_bin, "--model-repository", repo, "--grpc-port",
-                                    tessera_port, "--metrics-port", "0", "--http-port", "-1",
-                                    "--model-control-mode", "none", "--config", server_config],
-                                   work),
+        "tessera": benchlib.identity_tessera_server(build, work, args.dims, tessera_port,
+                                                    args.batching, args.devices),
     }
     urls = {"bare": f"127.0.0.1:{bare_port}", "bare-async": f"127.0.0.1:{async_port}",
             "tessera": f"127.0.0.1:{tessera_port}"}
@@ -173,10 +164,7 @@ def main():
     ]
     lines += ["", "Targets (issue 6): throughput >= 0.7x bare, added median latency <= 100 us.", ""]
     lines += [f"- {v}" for v in verdicts]
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if args.output:
-        Path(args.output).write_text(text)
+    benchlib.emit(lines, args.output)
 
 
 if __name__ == "__main__":

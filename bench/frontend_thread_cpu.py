@@ -43,16 +43,16 @@ def thread_times(pid):
 
 def children(pid):
     """Every descendant process of `pid` (executors are the server's children)."""
-    found, todo = [], [pid]
-    while todo:
-        p = todo.pop()
+    found, unvisited = [], [pid]
+    while unvisited:
+        p = unvisited.pop()
         for task in Path(f"/proc/{p}/task").glob("*"):
             try:
                 kids = [int(k) for k in (task / "children").read_text().split()]
             except OSError:
                 continue
             found += kids
-            todo += kids
+            unvisited += kids
     return found
 
 
@@ -71,17 +71,11 @@ def main():
 
     build = Path(args.build_dir)
     bench_bin = benchlib.find_bin(build, "tessera-bench")
-    server_bin = benchlib.find_bin(build, "tessera-server")
     work = benchlib.temp_dir("tessera-thread-cpu-")
-    repo = work / "models"
-    benchlib.write_identity_model(repo / "identity", args.dims, batching=args.batching)
-    (work / "server.yaml").write_text(f"executors:\n  devices: {args.devices}\n")
     port = benchlib.free_port()
     url = f"127.0.0.1:{port}"
-    server = benchlib.Server("tessera-server",
-                             [server_bin, "--model-repository", repo, "--grpc-port", port,
-                              "--metrics-port", "0", "--http-port", "-1", "--model-control-mode",
-                              "none", "--config", work / "server.yaml"], work)
+    server = benchlib.identity_tessera_server(build, work, args.dims, port, args.batching,
+                                              args.devices)
     try:
         server.start()
         benchlib.wait_model(bench_bin, server, url, "identity")
@@ -146,10 +140,7 @@ def main():
     for pid, total in totals.items():
         lines.append(f"- {roles[pid]} ({pid}): {total:.2f} cores, "
                      f"{1e6 * total / rate:.1f} µs per request")
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if args.output:
-        Path(args.output).write_text(text)
+    benchlib.emit(lines, args.output)
 
 
 if __name__ == "__main__":
