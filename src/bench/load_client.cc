@@ -17,6 +17,7 @@
 #include "tessera/common/clock.h"
 #include "tessera/common/data_type.h"
 #include "tessera/common/tensor.h"
+#include "tessera/common/yaml_util.h"
 
 namespace tessera::bench {
 namespace {
@@ -134,7 +135,29 @@ StatusOr<std::unique_ptr<LoadClient>> LoadClient::Create(const Scenario& scenari
   return client;
 }
 
+namespace {
+
+StatusOr<std::shared_ptr<grpc::ChannelCredentials>> Credentials(const ClientTls& tls) {
+  if (!tls.enabled) return grpc::InsecureChannelCredentials();
+  if (tls.private_key.empty() != tls.cert_chain.empty()) {
+    return absl::InvalidArgumentError(
+        "--ssl-grpc-private-key-file and --ssl-grpc-certificate-chain-file go together");
+  }
+  grpc::SslCredentialsOptions options;
+  for (auto [path, pem] : {std::pair{&tls.root_certs, &options.pem_root_certs},
+                           {&tls.private_key, &options.pem_private_key},
+                           {&tls.cert_chain, &options.pem_cert_chain}}) {
+    if (path->empty()) continue;
+    TESSERA_ASSIGN_OR_RETURN(*pem, yaml::ReadFileToString(*path));
+  }
+  return grpc::SslCredentials(options);
+}
+
+}  // namespace
+
 Status LoadClient::Connect(double timeout_s) {
+  TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ChannelCredentials> credentials,
+                           Credentials(scenario_.tls));
   for (int i = 0; i < scenario_.channels; ++i) {
     grpc::ChannelArguments args;
     args.SetMaxReceiveMessageSize(-1);
@@ -142,13 +165,16 @@ Status LoadClient::Connect(double timeout_s) {
     // A channel of its own per index: separate TCP connections rather than one shared subchannel.
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
     args.SetInt("tessera.bench.channel", i);
-    auto channel =
-        grpc::CreateCustomChannel(scenario_.server, grpc::InsecureChannelCredentials(), args);
+    auto channel = grpc::CreateCustomChannel(scenario_.server, credentials, args);
     if (!channel->WaitForConnected(DeadlineIn(timeout_s))) {
       return absl::UnavailableError(
           absl::StrCat("cannot reach the server at ", scenario_.server, " within ", timeout_s,
                        " s (is it running? set the address with --server or `server:` in the "
-                       "scenario)"));
+                       "scenario",
+                       scenario_.tls.enabled
+                           ? "; over TLS: does the server use TLS, and do the root certificates "
+                             "sign its certificate?)"
+                           : "; a TLS server needs --ssl-grpc-use-ssl)"));
     }
     channels_.push_back(channel);
     stubs_.push_back(inference::GRPCInferenceService::NewStub(channel));

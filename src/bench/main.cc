@@ -30,6 +30,7 @@ namespace {
 struct Flags {
   std::string scenario_path;
   std::string server;
+  tessera::bench::ClientTls tls;
   std::vector<std::string> models;
   double rate = -1;
   std::string arrival = "poisson";
@@ -145,6 +146,8 @@ StatusOr<Scenario> BuildScenario(const Flags& f) {
     }
   }
   if (!f.server.empty()) s.server = f.server;
+  s.tls = f.tls;
+  s.tls.enabled = f.tls.enabled || !f.tls.root_certs.empty() || !f.tls.private_key.empty();
   if (f.warmup_s >= 0) s.warmup_s = f.warmup_s;
   if (f.duration_s > 0) s.duration_s = f.duration_s;
   if (f.drain_s >= 0) s.drain_s = f.drain_s;
@@ -223,6 +226,16 @@ int Main(int argc, char** argv) {
       "(docs/bench.md)"};
   app.add_option("-s,--scenario", f.scenario_path, "Scenario YAML file")->check(CLI::ExistingFile);
   app.add_option("-u,--server", f.server, "Server address host:port (overrides the scenario)");
+  app.add_flag("--ssl-grpc-use-ssl", f.tls.enabled, "Connect over TLS (as perf_analyzer)");
+  app.add_option("--ssl-grpc-root-certifications-file", f.tls.root_certs,
+                 "PEM CAs the server's certificate must chain to (default: the system's)")
+      ->check(CLI::ExistingFile);
+  app.add_option("--ssl-grpc-private-key-file", f.tls.private_key,
+                 "PEM client key, for servers that ask for client certificates")
+      ->check(CLI::ExistingFile);
+  app.add_option("--ssl-grpc-certificate-chain-file", f.tls.cert_chain,
+                 "PEM client certificate chain (with --ssl-grpc-private-key-file)")
+      ->check(CLI::ExistingFile);
   app.add_option("-m,--model", f.models, "Model to load (instead of --scenario; repeatable)");
   app.add_option("--rate", f.rate, "Open loop: requests/s per model");
   app.add_option("--arrival", f.arrival, "poisson | uniform | constant | trace")

@@ -46,8 +46,18 @@ struct ModelLoad {
   std::vector<TensorSpec> inputs;                  // empty = from the server's metadata
 };
 
+// TLS to the server (perf_analyzer's --ssl-grpc-* flags): PEM files; an empty root file trusts the
+// system's CAs, a key and chain answer a server that asks for client certificates.
+struct ClientTls {
+  bool enabled = false;
+  std::string root_certs;
+  std::string private_key;
+  std::string cert_chain;
+};
+
 struct Scenario {
   std::string server = "localhost:8001";
+  ClientTls tls;
   LoadMode mode = LoadMode::kOpen;
   uint64_t seed = 1;
   double warmup_s = 2;            // sent but not measured

@@ -29,10 +29,14 @@ constexpr std::array<std::string_view, 10> kSections = {
     "grpc",      "http",     "metrics", "repository", "executors",
     "scheduler", "shutdown", "log",     "trace",      "response_cache"};
 constexpr std::array<std::string_view, 1> kResponseCacheKeys = {"size_bytes"};
-constexpr std::array<std::string_view, 4> kGrpcKeys = {"address", "port", "max_message_bytes",
-                                                       "allow_client_shm"};
-constexpr std::array<std::string_view, 4> kHttpKeys = {"address", "port", "threads",
-                                                       "idle_timeout_s"};
+constexpr std::array<std::string_view, 5> kGrpcKeys = {"address", "port", "max_message_bytes",
+                                                       "allow_client_shm", "tls"};
+constexpr std::array<std::string_view, 5> kHttpKeys = {"address", "port", "threads",
+                                                       "idle_timeout_s", "tls"};
+constexpr std::array<std::string_view, 4> kGrpcTlsKeys = {"cert", "key", "client_ca",
+                                                          "reload_secs"};
+// libmicrohttpd reads its certificate once and does not check client certificates.
+constexpr std::array<std::string_view, 2> kHttpTlsKeys = {"cert", "key"};
 constexpr std::array<std::string_view, 2> kMetricsKeys = {"address", "port"};
 constexpr std::array<std::string_view, 4> kRepositoryKeys = {"path", "control_mode", "poll_secs",
                                                              "auto_complete"};
@@ -69,6 +73,26 @@ Status Section(const YamlMap& root, std::string_view key,
   return read(section);
 }
 
+// A tls section. A certificate needs its key and the other way round; client CAs need both.
+template <size_t N>
+Status TlsSection(const YamlMap& endpoint, const std::array<std::string_view, N>& known_keys,
+                  TlsFiles& tls) {
+  return Section(endpoint, "tls", known_keys, [&](const YamlMap& m) -> Status {
+    TESSERA_RETURN_IF_ERROR(m.GetString("cert", &tls.cert));
+    TESSERA_RETURN_IF_ERROR(m.GetString("key", &tls.key));
+    TESSERA_RETURN_IF_ERROR(m.GetString("client_ca", &tls.client_ca));
+    TESSERA_RETURN_IF_ERROR(m.GetInt("reload_secs", 1, 86400, &tls.reload_secs));
+    auto needs = [&](std::string_view key, std::string_view because) {
+      return yaml::ErrorAt(m.source(), m.KeyLine(because), m.PathOf(key),
+                           absl::StrCat("must be set too when ", m.PathOf(because), " is"));
+    };
+    if (!tls.cert.empty() && tls.key.empty()) return needs("key", "cert");
+    if (tls.cert.empty() && !tls.key.empty()) return needs("cert", "key");
+    if (tls.cert.empty() && !tls.client_ca.empty()) return needs("cert", "client_ca");
+    return absl::OkStatus();
+  });
+}
+
 Status ParseInto(const YAML::Node& doc, std::string_view source, ServerConfig& config) {
   TESSERA_ASSIGN_OR_RETURN(YamlMap root, YamlMap::Create(source, doc, "", kSections));
 
@@ -77,13 +101,15 @@ Status ParseInto(const YAML::Node& doc, std::string_view source, ServerConfig& c
     TESSERA_RETURN_IF_ERROR(m.GetInt("port", 0, kMaxPort, &config.grpc_port));
     TESSERA_RETURN_IF_ERROR(
         m.GetInt("max_message_bytes", 1, kMaxGrpcMessageBytes, &config.max_grpc_message_bytes));
-    return m.GetBool("allow_client_shm", &config.allow_client_shm);
+    TESSERA_RETURN_IF_ERROR(m.GetBool("allow_client_shm", &config.allow_client_shm));
+    return TlsSection(m, kGrpcTlsKeys, config.grpc_tls);
   }));
   TESSERA_RETURN_IF_ERROR(Section(root, "http", kHttpKeys, [&](const YamlMap& m) -> Status {
     TESSERA_RETURN_IF_ERROR(m.GetString("address", &config.http_address));
     TESSERA_RETURN_IF_ERROR(m.GetInt("port", -1, kMaxPort, &config.http_port));
     TESSERA_RETURN_IF_ERROR(m.GetInt("threads", 1, 4096, &config.http_threads));
-    return m.GetInt("idle_timeout_s", 1, 86400, &config.http_idle_timeout_s);
+    TESSERA_RETURN_IF_ERROR(m.GetInt("idle_timeout_s", 1, 86400, &config.http_idle_timeout_s));
+    return TlsSection(m, kHttpTlsKeys, config.http_tls);
   }));
   TESSERA_RETURN_IF_ERROR(Section(root, "metrics", kMetricsKeys, [&](const YamlMap& m) -> Status {
     TESSERA_RETURN_IF_ERROR(m.GetString("address", &config.metrics_address));

@@ -37,6 +37,9 @@ void ExpectDefaults(const ServerConfig& c) {
   EXPECT_EQ(c.http_idle_timeout_s, 30);
   EXPECT_EQ(c.max_grpc_message_bytes, 2147483647);
   EXPECT_FALSE(c.allow_client_shm);
+  EXPECT_FALSE(c.grpc_tls.enabled());
+  EXPECT_FALSE(c.http_tls.enabled());
+  EXPECT_EQ(c.grpc_tls.reload_secs, 60);
   EXPECT_FALSE(c.allow_log_settings);
   EXPECT_EQ(c.model_repository, "configs/models");
   EXPECT_EQ(c.model_control_mode, ModelControlMode::kPoll);
@@ -146,6 +149,36 @@ TEST(ServerConfigTest, UnknownKeys) {
   ExpectError("executors:\n  mps:\n    start: true\n", 3, "executors.mps.start", "unknown key");
   ExpectError("log: { verbose: 1 }\nlog: { verbose: 2 }\n", 2, "log",
               "duplicate key (first at line 1)");
+}
+
+TEST(ServerConfigTest, TlsSections) {
+  StatusOr<ServerConfig> c = ParseServerConfig(R"(
+grpc:
+  tls: { cert: s.pem, key: s.key, client_ca: ca.pem, reload_secs: 5 }
+http:
+  tls: { cert: h.pem, key: h.key }
+)",
+                                               kSource);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->grpc_tls.enabled());
+  EXPECT_EQ(c->grpc_tls.cert, "s.pem");
+  EXPECT_EQ(c->grpc_tls.key, "s.key");
+  EXPECT_EQ(c->grpc_tls.client_ca, "ca.pem");
+  EXPECT_EQ(c->grpc_tls.reload_secs, 5);
+  EXPECT_EQ(c->http_tls.cert, "h.pem");
+  EXPECT_EQ(c->http_tls.key, "h.key");
+
+  ExpectError("grpc:\n  tls:\n    cert: s.pem\n", 3, "grpc.tls.key",
+              "must be set too when grpc.tls.cert is");
+  ExpectError("grpc:\n  tls:\n    key: s.key\n", 3, "grpc.tls.cert",
+              "must be set too when grpc.tls.key is");
+  ExpectError("grpc:\n  tls:\n    client_ca: ca.pem\n", 3, "grpc.tls.cert",
+              "must be set too when grpc.tls.client_ca is");
+  ExpectError("grpc:\n  tls:\n    reload_secs: 0\n", 3, "grpc.tls.reload_secs",
+              "must be 1..86400, got 0");
+  // The HTTP endpoint neither checks client certificates nor reloads its files.
+  ExpectError("http:\n  tls:\n    client_ca: ca.pem\n", 3, "http.tls.client_ca", "unknown key");
+  ExpectError("http:\n  tls:\n    reload_secs: 5\n", 3, "http.tls.reload_secs", "unknown key");
 }
 
 TEST(ServerConfigTest, WrongTypesAndRanges) {

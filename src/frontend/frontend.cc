@@ -9,6 +9,7 @@
 #include "infer_submitter.h"
 #include "spdlog/spdlog.h"
 #include "tessera/common/clock.h"
+#include "tls_files.h"
 
 namespace tessera::frontend {
 namespace {
@@ -81,6 +82,11 @@ class FrontendImpl final : public Frontend {
 };
 
 }  // namespace
+
+Status CheckTlsFiles(const TlsFiles& files, std::string_view what) {
+  if (!files.enabled()) return absl::OkStatus();
+  return ReadTlsFiles(files, what).status();
+}
 
 StatusOr<std::unique_ptr<Frontend>> Frontend::Start(const FrontendOptions& options,
                                                     ServerCore* core) {

@@ -1,6 +1,9 @@
 #include "grpc_endpoint.h"
 
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/security/server_credentials.h>
+#include <grpcpp/security/tls_certificate_provider.h>
+#include <grpcpp/security/tls_credentials_options.h>
 
 #include <algorithm>
 #include <chrono>
@@ -20,6 +23,7 @@
 #include "spdlog/spdlog.h"
 #include "statistics_proto.h"
 #include "tessera/common/utf8.h"
+#include "tls_files.h"
 
 namespace tessera::frontend {
 namespace {
@@ -494,11 +498,32 @@ class GrpcEndpointImpl final : public GrpcEndpoint {
   int port_;
 };
 
+// Plaintext, or TLS from grpc.tls. gRPC's file watcher reads the files again every reload_secs, so
+// a renewed certificate (cert-manager, a mounted Secret) is served without a restart; a renewal
+// caught half-written keeps the previous pair until the next read finds both files consistent.
+StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(const TlsFiles& tls) {
+  if (!tls.enabled()) return grpc::InsecureServerCredentials();
+  TESSERA_RETURN_IF_ERROR(ReadTlsFiles(tls, "grpc.tls").status());
+  auto provider = std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
+      tls.key, tls.cert, tls.client_ca, static_cast<unsigned>(tls.reload_secs));
+  grpc::experimental::TlsServerCredentialsOptions options(provider);
+  options.watch_identity_key_cert_pairs();
+  if (tls.client_ca.empty()) {
+    options.set_cert_request_type(GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+  } else {
+    options.watch_root_certs();
+    options.set_cert_request_type(GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+  }
+  return grpc::experimental::TlsServerCredentials(options);
+}
+
 }  // namespace
 
 StatusOr<std::unique_ptr<GrpcEndpoint>> GrpcEndpoint::Start(const FrontendOptions& options,
                                                             ServerCore* core,
                                                             InferSubmitter* submitter) {
+  TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
+                           Credentials(options.grpc_tls));
   auto service = std::make_unique<InferenceService>(core, options, submitter);
   // grpc.health.v1.Health (Kubernetes' gRPC probes, grpc_health_probe), as Triton serves it:
   // SERVING until the shutdown's drain begins.
@@ -506,7 +531,7 @@ StatusOr<std::unique_ptr<GrpcEndpoint>> GrpcEndpoint::Start(const FrontendOption
   grpc::ServerBuilder builder;
   int selected_port = 0;
   const std::string address = absl::StrCat(options.grpc_address, ":", options.grpc_port);
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &selected_port);
+  builder.AddListeningPort(address, credentials, &selected_port);
   // The default 4 MiB receive limit rejects ordinary image batches (serving-systems.md §2.4).
   const int max_bytes = static_cast<int>(std::min<int64_t>(options.max_message_bytes, INT32_MAX));
   builder.SetMaxReceiveMessageSize(max_bytes);
@@ -520,7 +545,10 @@ StatusOr<std::unique_ptr<GrpcEndpoint>> GrpcEndpoint::Start(const FrontendOption
     return absl::UnavailableError(
         absl::StrCat("cannot listen for gRPC on ", address, " (address in use or not available)"));
   }
-  spdlog::info("KServe v2 gRPC endpoint listening on {}:{}", options.grpc_address, selected_port);
+  spdlog::info("KServe v2 gRPC endpoint listening on {}:{}{}", options.grpc_address, selected_port,
+               !options.grpc_tls.enabled()          ? ""
+               : options.grpc_tls.client_ca.empty() ? " (TLS)"
+                                                    : " (TLS, client certificates required)");
   return std::unique_ptr<GrpcEndpoint>(
       std::make_unique<GrpcEndpointImpl>(std::move(service), std::move(server), selected_port));
 }

@@ -25,6 +25,7 @@
 #include "mhd_listener.h"
 #include "spdlog/spdlog.h"
 #include "tessera/common/thread_name.h"
+#include "tls_files.h"
 
 namespace tessera::frontend {
 namespace {
@@ -168,19 +169,32 @@ class HttpEndpointImpl final : public HttpEndpoint {
     const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
     const unsigned io_threads = std::clamp(cores / 4, 1u, 4u);
     auto fn = [](auto f) { return reinterpret_cast<intptr_t>(f); };
-    StatusOr<MhdListener> listener =
-        StartMhdListener("HTTP", options.http_address, options.http_port,
-                         MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME,
-                         &HttpEndpointImpl::OnRequest, this,
-                         {{MHD_OPTION_NOTIFY_COMPLETED, fn(&HttpEndpointImpl::OnCompleted), this},
-                          {MHD_OPTION_CONNECTION_TIMEOUT, options.http_idle_timeout_s, nullptr},
-                          {MHD_OPTION_CONNECTION_LIMIT, kMaxConnections, nullptr},
-                          {MHD_OPTION_THREAD_POOL_SIZE, io_threads, nullptr},
-                          {MHD_OPTION_UNESCAPE_CALLBACK, fn(&KeepEscapes), nullptr}});
+    unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME;
+    std::vector<MHD_OptionItem> mhd_options = {
+        {MHD_OPTION_NOTIFY_COMPLETED, fn(&HttpEndpointImpl::OnCompleted), this},
+        {MHD_OPTION_CONNECTION_TIMEOUT, options.http_idle_timeout_s, nullptr},
+        {MHD_OPTION_CONNECTION_LIMIT, kMaxConnections, nullptr},
+        {MHD_OPTION_THREAD_POOL_SIZE, io_threads, nullptr},
+        {MHD_OPTION_UNESCAPE_CALLBACK, fn(&KeepEscapes), nullptr}};
+    if (options.http_tls.enabled()) {
+      if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
+        return absl::FailedPreconditionError(
+            "http.tls: this libmicrohttpd was built without TLS (GnuTLS)");
+      }
+      TESSERA_ASSIGN_OR_RETURN(tls_, ReadTlsFiles(options.http_tls, "http.tls"));
+      flags |= MHD_USE_TLS;
+      // Pointers into tls_, which outlives the daemon.
+      mhd_options.push_back({MHD_OPTION_HTTPS_MEM_KEY, 0, tls_.key.data()});
+      mhd_options.push_back({MHD_OPTION_HTTPS_MEM_CERT, 0, tls_.cert_chain.data()});
+    }
+    StatusOr<MhdListener> listener = StartMhdListener(
+        options.http_tls.enabled() ? "HTTPS" : "HTTP", options.http_address, options.http_port,
+        flags, &HttpEndpointImpl::OnRequest, this, std::move(mhd_options));
     if (!listener.ok()) return listener.status();
     daemon_ = listener->daemon;
     port_ = listener->port;
-    spdlog::info("KServe v2 HTTP endpoint listening on {}:{}", options.http_address, port_);
+    spdlog::info("KServe v2 HTTP endpoint listening on {}:{}{}", options.http_address, port_,
+                 options.http_tls.enabled() ? " (TLS)" : "");
     return absl::OkStatus();
   }
 
@@ -429,6 +443,7 @@ class HttpEndpointImpl final : public HttpEndpoint {
   const int64_t max_body_bytes_;
   WorkQueue workers_;
   const std::shared_ptr<Lifeline> lifeline_;
+  TlsPem tls_;  // libmicrohttpd's certificate and key, while the daemon runs
   MHD_Daemon* daemon_ = nullptr;
   int port_ = -1;
   std::mutex mu_;

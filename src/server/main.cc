@@ -105,6 +105,18 @@ int Run(int argc, char** argv) {
       ->check(CLI::IsMember({"OFF", "TIMESTAMPS"}));
   app.add_option("--trace-rate", trace_rate, "Trace one request in this many (default 1000)")
       ->check(CLI::PositiveNumber);
+  // Triton's TLS flags (grpc.tls in server.yaml): a certificate turns TLS on, --grpc-use-ssl only
+  // insists on one; --grpc-root-cert verifies client certificates with --grpc-use-ssl-mutual.
+  bool grpc_use_ssl = false, grpc_use_ssl_mutual = false;
+  std::string grpc_server_cert, grpc_server_key, grpc_root_cert;
+  app.add_flag("--grpc-use-ssl", grpc_use_ssl,
+               "Serve gRPC over TLS (needs a certificate and key: the flags below or grpc.tls)");
+  app.add_flag("--grpc-use-ssl-mutual", grpc_use_ssl_mutual,
+               "Serve gRPC over TLS and require client certificates signed by --grpc-root-cert");
+  app.add_option("--grpc-server-cert", grpc_server_cert, "PEM certificate chain for gRPC's TLS");
+  app.add_option("--grpc-server-key", grpc_server_key, "PEM private key for gRPC's TLS");
+  app.add_option("--grpc-root-cert", grpc_root_cert,
+                 "PEM CA certificates that client certificates must be signed by (mutual TLS)");
   std::string cache_config;
   app.add_option("--cache-config", cache_config,
                  "Response cache for models that enable response_cache: local,size=<bytes> "
@@ -136,6 +148,25 @@ int Run(int argc, char** argv) {
   if (app.count("--trace-file")) config.trace_file = trace_file;
   if (app.count("--trace-level")) config.trace_level = trace_level;
   if (app.count("--trace-rate")) config.trace_rate = trace_rate;
+  if (app.count("--grpc-server-cert")) config.grpc_tls.cert = grpc_server_cert;
+  if (app.count("--grpc-server-key")) config.grpc_tls.key = grpc_server_key;
+  if (grpc_use_ssl_mutual) {
+    if (!grpc_root_cert.empty()) config.grpc_tls.client_ca = grpc_root_cert;
+    if (config.grpc_tls.client_ca.empty()) {
+      std::cerr << "tessera-server: --grpc-use-ssl-mutual needs --grpc-root-cert (or "
+                   "grpc.tls.client_ca in server.yaml)\n";
+      return 2;
+    }
+  } else if (!grpc_root_cert.empty()) {
+    std::cerr << "tessera-server: --grpc-root-cert is only used with --grpc-use-ssl-mutual\n";
+    return 2;
+  }
+  if ((grpc_use_ssl || grpc_use_ssl_mutual || config.grpc_tls.enabled()) &&
+      (config.grpc_tls.cert.empty() || config.grpc_tls.key.empty())) {
+    std::cerr << "tessera-server: gRPC TLS needs both a certificate and a key (--grpc-server-cert "
+                 "and --grpc-server-key, or grpc.tls.cert and grpc.tls.key)\n";
+    return 2;
+  }
   if (app.count("--cache-config")) {
     auto bytes = tessera::ParseCacheConfig(cache_config);
     if (!bytes.ok()) {
@@ -155,6 +186,14 @@ int Run(int argc, char** argv) {
   }
 
   tessera::InitLogging(config.log_verbose, "server");
+  tessera::Status tls = tessera::frontend::CheckTlsFiles(config.grpc_tls, "grpc.tls");
+  if (tls.ok() && config.http_port >= 0) {
+    tls = tessera::frontend::CheckTlsFiles(config.http_tls, "http.tls");
+  }
+  if (!tls.ok()) {
+    spdlog::error("{}", tls.message());
+    return 2;
+  }
   if (!std::filesystem::is_directory(config.model_repository)) {
     spdlog::error("model repository '{}' is not a folder", config.model_repository);
     return 2;
@@ -274,6 +313,8 @@ int Run(int argc, char** argv) {
   frontend_options.http_port = config.http_port;
   frontend_options.http_threads = config.http_threads;
   frontend_options.http_idle_timeout_s = config.http_idle_timeout_s;
+  frontend_options.grpc_tls = config.grpc_tls;
+  frontend_options.http_tls = config.http_tls;
   frontend_options.allow_client_shm = config.allow_client_shm;
   frontend_options.allow_log_settings = config.allow_log_settings;
   frontend_options.trace = {config.trace_level, config.trace_rate, config.trace_count,

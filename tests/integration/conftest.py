@@ -57,7 +57,7 @@ class TesseraServer:
     """One tessera-server process in its own process group (so that its executors die with it)."""
 
     def __init__(self, log_dir, repository=None, mode="poll", poll_secs=None, load_models=(),
-                 config=None, extra_args=(), wait_models=(), command_prefix=()):
+                 config=None, extra_args=(), wait_models=(), command_prefix=(), client_kwargs=None):
         self.log_dir = Path(log_dir)
         self.repository = Path(repository) if repository else None
         self.mode = mode
@@ -67,6 +67,7 @@ class TesseraServer:
         self.extra_args = tuple(extra_args)
         self.wait_models = tuple(wait_models)
         self.command_prefix = tuple(command_prefix)  # e.g. prlimit: it execs the server (same pid)
+        self.client_kwargs = dict(client_kwargs or {})  # e.g. ssl=True, root_certificates=...
         self.proc = None
         self.grpc_port = None
         self.metrics_port = None
@@ -222,11 +223,11 @@ class TesseraServer:
     def client(self):
         """The server's shared client (made anew after a restart)."""
         if self._client is None:
-            self._client = grpcclient.InferenceServerClient(url=self.url)
+            self._client = self.new_client()
         return self._client
 
     def new_client(self):
-        return grpcclient.InferenceServerClient(url=self.url)
+        return grpcclient.InferenceServerClient(url=self.url, **self.client_kwargs)
 
     def log_tail(self, lines=LOG_TAIL_LINES):
         if not self.log_path or not self.log_path.exists():

@@ -11,6 +11,17 @@ namespace tessera {
 
 enum class ModelControlMode { kNone, kPoll, kExplicit };
 
+// TLS for one endpoint, as PEM files (paths relative to the working directory). No certificate =
+// plaintext.
+struct TlsFiles {
+  std::string cert;  // certificate chain, the server's own first
+  std::string key;   // the private key of that first certificate (unencrypted)
+  std::string
+      client_ca;         // CA certificates; set = clients must present one they signed (mutual TLS)
+  int reload_secs = 60;  // the files are read again this often (certificate rotation); gRPC only
+  bool enabled() const { return !cert.empty(); }
+};
+
 struct ServerConfig {
   // Network.
   std::string grpc_address = "0.0.0.0";
@@ -23,6 +34,8 @@ struct ServerConfig {
   int metrics_port = 8002;  // 0 = no metrics endpoint
   int64_t max_grpc_message_bytes = 2147483647;  // INT32_MAX, as Triton and its clients use
   bool allow_client_shm = false;  // the system shared-memory extension (Triton: --allow-client-shm)
+  TlsFiles grpc_tls;              // grpc.tls (Triton: --grpc-use-ssl, --grpc-server-cert, ...)
+  TlsFiles http_tls;              // http.tls: cert and key only (no client certificates)
 
   // Repository.
   std::string model_repository = "configs/models";

@@ -6,7 +6,9 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 
+#include "tessera/common/server_config.h"
 #include "tessera/common/status.h"
 #include "tessera/frontend/server_core.h"
 #include "tessera/frontend/trace_settings.h"
@@ -26,6 +28,10 @@ struct FrontendOptions {
   // An HTTP connection that sends nothing for this long (idle keep-alive, or a request that stops
   // coming) is closed; one waiting for its answer is not.
   int http_idle_timeout_s = 30;
+  // TLS of each endpoint (no certificate = plaintext). gRPC reads its files again every
+  // reload_secs and may ask clients for certificates; HTTP reads them once. /metrics stays plain.
+  TlsFiles grpc_tls;
+  TlsFiles http_tls;
   std::string metrics_address = "0.0.0.0";
   int metrics_port = 8002;  // 0 = no metrics endpoint
   std::string server_version = "0.1.0";
@@ -40,6 +46,11 @@ struct FrontendOptions {
   // response_cache; 0 = no cache.
   uint64_t response_cache_bytes = 0;
 };
+
+// Reads and checks one endpoint's TLS files as its start would (nothing to check when `files` has
+// no certificate), so that a server can refuse to start before it loads models. INVALID_ARGUMENT
+// names the config key (`what` is "grpc.tls" or "http.tls") and the file.
+Status CheckTlsFiles(const TlsFiles& files, std::string_view what);
 
 class Frontend {
  public:

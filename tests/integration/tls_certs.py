@@ -1,0 +1,43 @@
+"""Certificates for the TLS tests, made with the openssl command (Debian's openssl package): a CA
+and leaf certificates it signs, for 127.0.0.1 and localhost."""
+
+import random
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+_EC = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+
+
+@dataclass
+class Pair:
+    cert: Path
+    key: Path
+
+
+def _openssl(*args, stdin=None):
+    subprocess.run(["openssl", *map(str, args)], check=True, capture_output=True, input=stdin)
+
+
+def make_ca(folder, name):
+    folder = Path(folder)
+    pair = Pair(folder / f"{name}.pem", folder / f"{name}.key")
+    _openssl("req", "-x509", *_EC, "-days", "2", "-subj", f"/CN={name}", "-keyout", pair.key,
+             "-out", pair.cert, "-addext", "basicConstraints=critical,CA:TRUE",
+             "-addext", "keyUsage=critical,keyCertSign,cRLSign")
+    return pair
+
+
+def make_leaf(folder, name, ca, usage="serverAuth"):
+    """A certificate signed by `ca` for 127.0.0.1 and localhost; usage serverAuth or clientAuth."""
+    folder = Path(folder)
+    pair = Pair(folder / f"{name}.pem", folder / f"{name}.key")
+    request = folder / f"{name}.csr"
+    extensions = folder / f"{name}.ext"
+    extensions.write_text("basicConstraints=CA:FALSE\n"
+                          "subjectAltName=DNS:localhost,IP:127.0.0.1\n"
+                          f"extendedKeyUsage={usage}\n")
+    _openssl("req", *_EC, "-subj", f"/CN={name}", "-keyout", pair.key, "-out", request)
+    _openssl("x509", "-req", "-in", request, "-CA", ca.cert, "-CAkey", ca.key, "-days", "2",
+             "-set_serial", random.randrange(1, 2**62), "-extfile", extensions, "-out", pair.cert)
+    return pair
