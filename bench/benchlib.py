@@ -103,15 +103,16 @@ class Server:
             self.log.close()
 
 
-def wait_model(bench_bin, server, url, model, timeout=60):
-    """Waits until `model` answers ModelMetadata at `url` (a 1-request tessera-bench run)."""
+def wait_model(bench_bin, server, url, model, timeout=60, extra_args=()):
+    """Waits until `model` answers ModelMetadata at `url` (a 1-request tessera-bench run, with
+    `extra_args` such as the TLS flags)."""
     deadline = time.monotonic() + timeout
     last = ""
     while time.monotonic() < deadline:
         server.check_alive()
         r = subprocess.run([str(bench_bin), "-u", url, "-m", model, "--concurrency-range", "1",
                             "--warmup-s", "0", "--duration-s", "0.05", "--progress", "off",
-                            "--fail-on-error"],
+                            "--fail-on-error", *map(str, extra_args)],
                            capture_output=True, text=True)
         if r.returncode == 0:
             return

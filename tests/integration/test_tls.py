@@ -8,6 +8,9 @@ import json
 import os
 import subprocess
 
+import sys
+from pathlib import Path
+
 import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
@@ -15,7 +18,9 @@ from tritonclient.utils import InferenceServerException
 
 from tessera_testlib import (BIN_DIR, MODELS_DIR, assert_close, assert_mlp_serves,
                              load_reference, wait_until)
-from tls_certs import make_ca, make_leaf
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
+from tls_certs import make_ca, make_leaf  # noqa: E402
 
 
 @pytest.fixture(scope="module")
