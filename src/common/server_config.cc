@@ -29,8 +29,8 @@ constexpr std::array<std::string_view, 10> kSections = {
     "grpc",      "http",     "metrics", "repository", "executors",
     "scheduler", "shutdown", "log",     "trace",      "response_cache"};
 constexpr std::array<std::string_view, 1> kResponseCacheKeys = {"size_bytes"};
-constexpr std::array<std::string_view, 5> kGrpcKeys = {"address", "port", "max_message_bytes",
-                                                       "allow_client_shm", "tls"};
+constexpr std::array<std::string_view, 6> kGrpcKeys = {
+    "address", "port", "max_message_bytes", "max_inflating_bytes", "allow_client_shm", "tls"};
 constexpr std::array<std::string_view, 5> kHttpKeys = {"address", "port", "threads",
                                                        "idle_timeout_s", "tls"};
 constexpr std::array<std::string_view, 4> kGrpcTlsKeys = {"cert", "key", "client_ca",
@@ -101,6 +101,8 @@ Status ParseInto(const YAML::Node& doc, std::string_view source, ServerConfig& c
     TESSERA_RETURN_IF_ERROR(m.GetInt("port", 0, kMaxPort, &config.grpc_port));
     TESSERA_RETURN_IF_ERROR(
         m.GetInt("max_message_bytes", 1, kMaxGrpcMessageBytes, &config.max_grpc_message_bytes));
+    TESSERA_RETURN_IF_ERROR(
+        m.GetInt("max_inflating_bytes", 0, INT64_MAX, &config.max_inflating_bytes));
     TESSERA_RETURN_IF_ERROR(m.GetBool("allow_client_shm", &config.allow_client_shm));
     return TlsSection(m, kGrpcTlsKeys, config.grpc_tls);
   }));

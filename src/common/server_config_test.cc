@@ -37,6 +37,7 @@ void ExpectDefaults(const ServerConfig& c) {
   EXPECT_EQ(c.http_idle_timeout_s, 30);
   EXPECT_EQ(c.max_grpc_message_bytes, 2147483647);
   EXPECT_FALSE(c.allow_client_shm);
+  EXPECT_EQ(c.max_inflating_bytes, 0);
   EXPECT_FALSE(c.grpc_tls.enabled());
   EXPECT_FALSE(c.http_tls.enabled());
   EXPECT_EQ(c.grpc_tls.reload_secs, 60);
@@ -186,6 +187,8 @@ TEST(ServerConfigTest, WrongTypesAndRanges) {
   ExpectError("grpc:\n  port: 70000\n", 2, "grpc.port", "must be 0..65535, got 70000");
   ExpectError("grpc:\n  max_message_bytes: 4294967296\n", 2, "grpc.max_message_bytes",
               "must be 1..2147483647");
+  ExpectError("grpc:\n  max_inflating_bytes: -1\n", 2, "grpc.max_inflating_bytes",
+              "must be >= 0, got -1");
   ExpectError("http:\n  port: -2\n", 2, "http.port", "must be -1..65535, got -2");
   ExpectError("http:\n  threads: 0\n", 2, "http.threads", "must be 1..4096, got 0");
   ExpectError("http:\n  idle_timeout_s: 0\n", 2, "http.idle_timeout_s", "must be 1..86400, got 0");

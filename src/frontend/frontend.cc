@@ -7,6 +7,7 @@
 #include "grpc_endpoint.h"
 #include "http_endpoint.h"
 #include "infer_submitter.h"
+#include "inflate_budget.h"
 #include "spdlog/spdlog.h"
 #include "tessera/common/clock.h"
 #include "tls_files.h"
@@ -16,14 +17,16 @@ namespace {
 
 class FrontendImpl final : public Frontend {
  public:
-  explicit FrontendImpl(std::unique_ptr<InferSubmitter> submitter)
-      : submitter_(std::move(submitter)) {}
+  FrontendImpl(std::unique_ptr<InferSubmitter> submitter, int64_t max_inflating_bytes)
+      : submitter_(std::move(submitter)), inflate_budget_(max_inflating_bytes) {}
   ~FrontendImpl() override { Shutdown(0); }
 
   Status Start(const FrontendOptions& options, ServerCore* core) {
-    TESSERA_ASSIGN_OR_RETURN(grpc_, GrpcEndpoint::Start(options, core, submitter_.get()));
+    TESSERA_ASSIGN_OR_RETURN(
+        grpc_, GrpcEndpoint::Start(options, core, submitter_.get(), &inflate_budget_));
     if (options.http_port >= 0) {
-      TESSERA_ASSIGN_OR_RETURN(http_, HttpEndpoint::Start(options, core, submitter_.get()));
+      TESSERA_ASSIGN_OR_RETURN(
+          http_, HttpEndpoint::Start(options, core, submitter_.get(), &inflate_budget_));
     }
     return absl::OkStatus();
   }
@@ -77,6 +80,7 @@ class FrontendImpl final : public Frontend {
  private:
   // Declared first: destroyed after the endpoints that use it.
   std::unique_ptr<InferSubmitter> submitter_;
+  InflateBudget inflate_budget_;  // shared by the endpoints
   std::unique_ptr<GrpcEndpoint> grpc_;
   std::unique_ptr<HttpEndpoint> http_;
 };
@@ -92,8 +96,10 @@ StatusOr<std::unique_ptr<Frontend>> Frontend::Start(const FrontendOptions& optio
                                                     ServerCore* core) {
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<RequestTracer> tracer,
                            RequestTracer::Create(options.trace));
-  auto frontend = std::make_unique<FrontendImpl>(std::make_unique<InferSubmitter>(
-      core, options.allow_client_shm, std::move(tracer), options.response_cache_bytes));
+  auto frontend = std::make_unique<FrontendImpl>(
+      std::make_unique<InferSubmitter>(core, options.allow_client_shm, std::move(tracer),
+                                       options.response_cache_bytes),
+      options.max_inflating_bytes);
   TESSERA_RETURN_IF_ERROR(frontend->Start(options, core));
   return std::unique_ptr<Frontend>(std::move(frontend));
 }

@@ -71,12 +71,17 @@ using InferenceServiceBase = S::WithCallbackMethod_ServerLive<
 
 class InferenceService final : public InferenceServiceBase {
  public:
-  InferenceService(ServerCore* core, const FrontendOptions& options, InferSubmitter* submitter)
+  InferenceService(ServerCore* core, const FrontendOptions& options, InferSubmitter* submitter,
+                   InflateBudget* inflate_budget)
       : core_(core),
+        inflation_{std::min<int64_t>(options.max_message_bytes, INT32_MAX), inflate_budget},
         version_(options.server_version),
         submitter_(submitter),
         client_shm_(submitter->client_shm()),
         allow_log_settings_(options.allow_log_settings) {}
+
+  // How compressed inference requests are inflated (gRPC's own inflation is off).
+  const RequestInflation& inflation() const { return inflation_; }
 
   // Waits for detached repository-control threads (load/unload) to finish.
   void WaitForBackgroundWork() { background_.Wait(); }
@@ -135,7 +140,8 @@ class InferenceService final : public InferenceServiceBase {
       inference::ModelInferResponse response;
     };
     auto call = std::make_shared<Call>();
-    if (Status parsed = ParseRequestBytes(*request_bytes, &call->request); !parsed.ok()) {
+    if (Status parsed = ParseRequestBytes(*request_bytes, &call->request, inflation_);
+        !parsed.ok()) {
       return FinishNow(context, parsed);
     }
     ServerUnaryReactor* reactor = context->DefaultReactor();
@@ -284,6 +290,7 @@ class InferenceService final : public InferenceServiceBase {
 
  private:
   ServerCore* core_;
+  const RequestInflation inflation_;
   const std::string version_;
   InferSubmitter* const submitter_;
   ClientShmRegistry& client_shm_;  // shared with the HTTP endpoint
@@ -337,7 +344,7 @@ class StreamInferReactor final
       return;
     }
     auto request = std::make_shared<inference::ModelInferRequest>();
-    const Status parsed = ParseRequestBytes(incoming_, request.get());
+    const Status parsed = ParseRequestBytes(incoming_, request.get(), service_->inflation());
     incoming_.Clear();
     auto response = std::make_shared<inference::ModelStreamInferResponse>();
     {
@@ -521,10 +528,11 @@ StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(const TlsFiles& t
 
 StatusOr<std::unique_ptr<GrpcEndpoint>> GrpcEndpoint::Start(const FrontendOptions& options,
                                                             ServerCore* core,
-                                                            InferSubmitter* submitter) {
+                                                            InferSubmitter* submitter,
+                                                            InflateBudget* inflate_budget) {
   TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
                            Credentials(options.grpc_tls));
-  auto service = std::make_unique<InferenceService>(core, options, submitter);
+  auto service = std::make_unique<InferenceService>(core, options, submitter, inflate_budget);
   // grpc.health.v1.Health (Kubernetes' gRPC probes, grpc_health_probe), as Triton serves it:
   // SERVING until the shutdown's drain begins.
   grpc::EnableDefaultHealthCheckService(true);
@@ -536,6 +544,9 @@ StatusOr<std::unique_ptr<GrpcEndpoint>> GrpcEndpoint::Start(const FrontendOption
   const int max_bytes = static_cast<int>(std::min<int64_t>(options.max_message_bytes, INT32_MAX));
   builder.SetMaxReceiveMessageSize(max_bytes);
   builder.SetMaxSendMessageSize(max_bytes);
+  // ModelInfer and ModelStreamInfer inflate compressed requests themselves, bounded
+  // (ParseRequestBytes); gRPC's own inflation is unbounded.
+  builder.AddChannelArgument(GRPC_ARG_ENABLE_PER_MESSAGE_DECOMPRESSION, 0);
   builder.RegisterService(service.get());
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
   interceptors.push_back(MakeMalformedRequestInterceptorFactory());

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "infer_submitter.h"
+#include "inflate_budget.h"
 #include "tessera/common/status.h"
 #include "tessera/frontend/frontend.h"
 
@@ -14,9 +15,11 @@ namespace tessera::frontend {
 
 class GrpcEndpoint {
  public:
-  // Listens on options.grpc_address:grpc_port; `core` and `submitter` must outlive the endpoint.
+  // Listens on options.grpc_address:grpc_port; `core`, `submitter` and `inflate_budget` (what
+  // compressed requests may take while inflated) must outlive the endpoint.
   static StatusOr<std::unique_ptr<GrpcEndpoint>> Start(const FrontendOptions& options,
-                                                       ServerCore* core, InferSubmitter* submitter);
+                                                       ServerCore* core, InferSubmitter* submitter,
+                                                       InflateBudget* inflate_budget);
   virtual ~GrpcEndpoint() = default;
 
   virtual int port() const = 0;

@@ -55,7 +55,9 @@ HttpEncoding ChooseResponseEncoding(const char* accept_encoding) {
   return HttpEncoding::kIdentity;
 }
 
-StatusOr<std::string> Inflate(std::string_view body, HttpEncoding encoding, int64_t max_bytes) {
+StatusOr<std::string> Inflate(std::string_view body, HttpEncoding encoding, int64_t max_bytes,
+                              InflateHold* hold, std::string_view subject,
+                              std::string_view header) {
   if (encoding == HttpEncoding::kIdentity) return std::string(body);
   z_stream stream{};
   if (inflateInit2(&stream, WindowBits(encoding)) != Z_OK) {
@@ -65,10 +67,20 @@ StatusOr<std::string> Inflate(std::string_view body, HttpEncoding encoding, int6
   stream.avail_in = static_cast<uInt>(body.size());
   std::string out;
   int code = Z_OK;
+  bool over_budget = false;
   while (code == Z_OK) {
     if (static_cast<int64_t>(out.size()) > max_bytes) break;
     const size_t used = out.size();
-    out.resize(std::max<size_t>(2 * used, 65536));
+    // Doubling, but never past one byte over the limit: that byte tells a bomb from a body of
+    // exactly max_bytes. The budget is asked before the memory is taken, for the old buffer and
+    // the new one, which both live while it is copied.
+    const size_t room =
+        std::min<size_t>(std::max<size_t>(2 * used, 65536), static_cast<size_t>(max_bytes) + 1);
+    if (hold != nullptr && !hold->GrowTo(static_cast<int64_t>(used + room))) {
+      over_budget = true;
+      break;
+    }
+    out.resize(room);
     stream.next_out = reinterpret_cast<Bytef*>(out.data() + used);
     stream.avail_out = static_cast<uInt>(out.size() - used);
     code = inflate(&stream, Z_NO_FLUSH);
@@ -76,14 +88,24 @@ StatusOr<std::string> Inflate(std::string_view body, HttpEncoding encoding, int6
     if (code == Z_BUF_ERROR && stream.avail_in > 0) code = Z_OK;  // more room needed
   }
   inflateEnd(&stream);
+  const std::string what(subject.data(), subject.size());
+  if (over_budget) {
+    const InflateBudget* budget = hold->budget();
+    return absl::UnavailableError(
+        absl::StrCat("the server is inflating other compressed requests; with this ", what,
+                     " they would take ", "more than its ", budget->limit(),
+                     " bytes for them (grpc.max_inflating_bytes): retry, or "
+                     "send it uncompressed"));
+  }
   if (static_cast<int64_t>(out.size()) > max_bytes) {
     return absl::ResourceExhaustedError(
-        absl::StrCat("request body inflates past the server's limit of ", max_bytes, " bytes"));
+        absl::StrCat(what, " inflates past the server's limit of ", max_bytes, " bytes"));
   }
   if (code != Z_STREAM_END) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "request body is not valid ", EncodingName(encoding), " data (Content-Encoding): ",
-        stream.msg != nullptr ? stream.msg : "it ends before the compressed stream does"));
+        what, " is not valid ", EncodingName(encoding), " data (",
+        std::string(header.data(), header.size()),
+        "): ", stream.msg != nullptr ? stream.msg : "it ends before the compressed stream does"));
   }
   return out;
 }

@@ -36,6 +36,32 @@ TEST(HttpCompressionTest, BadDataAndBombsAreRefused) {
   EXPECT_FALSE(Inflate(packed, HttpEncoding::kDeflate, 1 << 20).ok());
 }
 
+TEST(HttpCompressionTest, InflationStaysWithinItsBudget) {
+  const std::string body(1 << 20, 'a');
+  const std::string packed = Deflate(body, HttpEncoding::kGzip);
+  InflateBudget budget(5 << 19);  // 2.5 MiB: one 1 MiB body (1.5 MiB while it grew), not two
+  {
+    InflateHold first(&budget);
+    auto inflated = Inflate(packed, HttpEncoding::kGzip, 8 << 20, &first);
+    ASSERT_TRUE(inflated.ok()) << inflated.status();
+    EXPECT_EQ(*inflated, body);
+    // The hold keeps the inflated body's memory (and the copy while it grew) until dropped.
+    EXPECT_GE(budget.in_use(), int64_t{1} << 20);
+    EXPECT_LE(budget.in_use(), budget.limit());
+
+    // A second body of the same size finds no room while the first is held.
+    InflateHold second(&budget);
+    auto refused =
+        Inflate(packed, HttpEncoding::kGzip, 8 << 20, &second, "request message", "grpc-encoding");
+    ASSERT_FALSE(refused.ok());
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable);
+    EXPECT_NE(refused.status().message().find("grpc.max_inflating_bytes"), std::string::npos);
+  }
+  EXPECT_EQ(budget.in_use(), 0);  // both holds gave everything back
+  InflateHold again(&budget);
+  EXPECT_TRUE(Inflate(packed, HttpEncoding::kGzip, 8 << 20, &again).ok());
+}
+
 TEST(HttpCompressionTest, HeadersAreRead) {
   EXPECT_EQ(*ParseContentEncoding(nullptr), HttpEncoding::kIdentity);
   EXPECT_EQ(*ParseContentEncoding(" GZIP "), HttpEncoding::kGzip);

@@ -110,6 +110,8 @@ struct Exchange {
   bool dispatched = false;       // handed to the workers
   std::mutex mu;
   std::optional<HttpReply> reply ABSL_GUARDED_BY(mu);  // set once; the connection resumes then
+  // The inflated body's share of the inflate budget, while the body is kept.
+  std::unique_ptr<InflateHold> inflate_hold;
   // An inference's request and answer, kept here until the answer is rendered.
   HttpInferRequest infer;
   inference::ModelInferResponse response;
@@ -152,8 +154,10 @@ size_t KeepEscapes(void*, MHD_Connection*, char* url) { return std::strlen(url);
 
 class HttpEndpointImpl final : public HttpEndpoint {
  public:
-  HttpEndpointImpl(const FrontendOptions& options, ServerCore* core, InferSubmitter* submitter)
+  HttpEndpointImpl(const FrontendOptions& options, ServerCore* core, InferSubmitter* submitter,
+                   InflateBudget* inflate_budget)
       : submitter_(submitter),
+        inflate_budget_(inflate_budget),
         routes_(core, submitter, options.server_version, options.allow_log_settings),
         max_body_bytes_(options.max_message_bytes),
         workers_(std::max(1, options.http_threads)),
@@ -353,7 +357,8 @@ class HttpEndpointImpl final : public HttpEndpoint {
           request.content_encoding ? request.content_encoding->c_str() : nullptr);
       if (!encoding.ok()) {
         reply = HttpError(encoding.status());
-      } else if (*encoding != HttpEncoding::kIdentity && !InflateBody(request, *encoding, &reply)) {
+      } else if (*encoding != HttpEncoding::kIdentity &&
+                 !InflateBody(*exchange, *encoding, &reply)) {
         // `reply` holds the refusal
       } else if (std::optional<ModelPath> model = InferTarget(request)) {
         if (SubmitInference(exchange, *model, &reply)) return;
@@ -367,8 +372,11 @@ class HttpEndpointImpl final : public HttpEndpoint {
     Finish(exchange, std::move(reply));
   }
 
-  bool InflateBody(HttpRequest& request, HttpEncoding encoding, HttpReply* refusal) {
-    StatusOr<std::string> inflated = Inflate(request.body, encoding, max_body_bytes_);
+  bool InflateBody(Exchange& exchange, HttpEncoding encoding, HttpReply* refusal) {
+    HttpRequest& request = exchange.request;
+    exchange.inflate_hold = std::make_unique<InflateHold>(inflate_budget_);
+    StatusOr<std::string> inflated =
+        Inflate(request.body, encoding, max_body_bytes_, exchange.inflate_hold.get());
     if (!inflated.ok()) {
       *refusal = HttpBodyError(inflated.status());
       return false;
@@ -439,6 +447,7 @@ class HttpEndpointImpl final : public HttpEndpoint {
   }
 
   InferSubmitter* const submitter_;
+  InflateBudget* const inflate_budget_;
   HttpRoutes routes_;
   const int64_t max_body_bytes_;
   WorkQueue workers_;
@@ -456,8 +465,9 @@ class HttpEndpointImpl final : public HttpEndpoint {
 
 StatusOr<std::unique_ptr<HttpEndpoint>> HttpEndpoint::Start(const FrontendOptions& options,
                                                             ServerCore* core,
-                                                            InferSubmitter* submitter) {
-  auto endpoint = std::make_unique<HttpEndpointImpl>(options, core, submitter);
+                                                            InferSubmitter* submitter,
+                                                            InflateBudget* inflate_budget) {
+  auto endpoint = std::make_unique<HttpEndpointImpl>(options, core, submitter, inflate_budget);
   TESSERA_RETURN_IF_ERROR(endpoint->Listen(options));
   return std::unique_ptr<HttpEndpoint>(std::move(endpoint));
 }

@@ -15,6 +15,7 @@
 #include <memory>
 
 #include "infer_submitter.h"
+#include "inflate_budget.h"
 #include "tessera/common/status.h"
 #include "tessera/frontend/frontend.h"
 
@@ -22,9 +23,11 @@ namespace tessera::frontend {
 
 class HttpEndpoint {
  public:
-  // Listens on options.http_address:http_port; `core` and `submitter` must outlive the endpoint.
+  // Listens on options.http_address:http_port; `core`, `submitter` and `inflate_budget` (what
+  // compressed bodies may take while inflated) must outlive the endpoint.
   static StatusOr<std::unique_ptr<HttpEndpoint>> Start(const FrontendOptions& options,
-                                                       ServerCore* core, InferSubmitter* submitter);
+                                                       ServerCore* core, InferSubmitter* submitter,
+                                                       InflateBudget* inflate_budget);
   virtual ~HttpEndpoint() = default;
 
   virtual int port() const = 0;

@@ -10,13 +10,29 @@
 #include <memory>
 
 #include "google/protobuf/message.h"
+#include "inflate_budget.h"
 #include "tessera/common/status.h"
 
 namespace tessera::frontend {
 
-// Parses `bytes` (a raw method's request) into `message`. INVALID_ARGUMENT naming the message
-// type and the size when the bytes are not a valid encoding of it.
-Status ParseRequestBytes(const grpc::ByteBuffer& bytes, google::protobuf::Message* message);
+// How a raw method's compressed request may be inflated: to at most `max_bytes`, within `budget`
+// (shared with the other requests being inflated; null = no budget).
+struct RequestInflation {
+  int64_t max_bytes = 0;
+  InflateBudget* budget = nullptr;
+};
+
+// Parses `bytes` (a raw method's request) into `message`, inflating it first when it arrived
+// compressed (grpc-encoding gzip or deflate). INVALID_ARGUMENT naming the message type and the
+// size when the bytes are not a valid encoding of it; Inflate's errors for compressed data that is
+// broken, inflates past max_bytes, or finds the budget full.
+//
+// gRPC's own inflation is off on the server (GRPC_ARG_ENABLE_PER_MESSAGE_DECOMPRESSION): gRPC
+// 1.51 inflates a message whole before it compares its size with the receive limit, so a few
+// megabytes of gzip'd zeros took gigabytes. (The typed methods' requests are still inflated whole,
+// by grpc++'s deserializer.)
+Status ParseRequestBytes(const grpc::ByteBuffer& bytes, google::protobuf::Message* message,
+                         const RequestInflation& inflation);
 
 // Encodes `message` as a raw method's response or stream message.
 Status SerializeToByteBuffer(const google::protobuf::Message& message, grpc::ByteBuffer* bytes);

@@ -309,6 +309,11 @@ int Run(int argc, char** argv) {
   frontend_options.grpc_address = config.grpc_address;
   frontend_options.grpc_port = config.grpc_port;
   frontend_options.max_message_bytes = config.max_grpc_message_bytes;
+  frontend_options.max_inflating_bytes = config.max_inflating_bytes;
+  if (frontend_options.max_inflating_bytes == 0) {
+    frontend_options.max_inflating_bytes =
+        static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE) / 4;
+  }
   frontend_options.http_address = config.http_address;
   frontend_options.http_port = config.http_port;
   frontend_options.http_threads = config.http_threads;

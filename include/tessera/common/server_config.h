@@ -33,6 +33,9 @@ struct ServerConfig {
   std::string metrics_address = "0.0.0.0";
   int metrics_port = 8002;  // 0 = no metrics endpoint
   int64_t max_grpc_message_bytes = 2147483647;  // INT32_MAX, as Triton and its clients use
+  // Memory compressed requests may take at once while inflated (both endpoints); 0 = a quarter of
+  // the machine's memory.
+  int64_t max_inflating_bytes = 0;
   bool allow_client_shm = false;  // the system shared-memory extension (Triton: --allow-client-shm)
   TlsFiles grpc_tls;              // grpc.tls (Triton: --grpc-use-ssl, --grpc-server-cert, ...)
   TlsFiles http_tls;              // http.tls: cert and key only (no client certificates)

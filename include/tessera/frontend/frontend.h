@@ -20,6 +20,9 @@ struct FrontendOptions {
   int grpc_port = 8001;  // 0 = pick a free port (see Frontend::grpc_port())
   // The largest request or answer either endpoint takes or sends.
   int64_t max_message_bytes = 2147483647;
+  // Memory that compressed requests may take, all together, while they are inflated and parsed
+  // (inflate_budget.h); past it one is refused with UNAVAILABLE.
+  int64_t max_inflating_bytes = int64_t{1} << 32;
   std::string http_address = "0.0.0.0";
   int http_port = -1;  // -1 = no HTTP endpoint, 0 = pick a free port (see Frontend::http_port())
   // HTTP requests worked on at once (inflating, parsing, routing, a model load): threads that no
