@@ -131,6 +131,30 @@ def run_bench(bench_bin, args, json_path):
         return json.load(f)
 
 
+def interleaved_closed_loop(bench_bin, servers, urls, args, work, extra_args=None, model="identity"):
+    """Closed-loop runs of `model` at each of args.concurrency, args.repeats times, the servers
+    (name -> Server, urls name -> host:port) taking turns; extra_args: name -> more tessera-bench
+    flags. Returns {(name, concurrency): [overall summary per run]}; a run with errors or
+    unfinished requests stops the benchmark."""
+    results = {}
+    for c in args.concurrency:
+        for r in range(args.repeats):
+            for name, server in servers.items():
+                server.check_alive()
+                report = run_bench(
+                    bench_bin,
+                    ["-u", urls[name], "-m", model, "--concurrency-range", c,
+                     "--warmup-s", args.warmup_s, "--duration-s", args.duration_s,
+                     "--channels", args.channels, "--seed", r + 1,
+                     *((extra_args or {}).get(name, ()))],
+                    Path(work) / f"{name}-c{c}-{r}.json")
+                overall = report["runs"][0]["overall"]
+                if overall["error_count"] or overall["unfinished"]:
+                    die(f"{name} had errors at concurrency {c}: {overall['errors']}")
+                results.setdefault((name, c), []).append(overall)
+    return results
+
+
 def write_identity_model(folder, dims, max_batch_size=8, batching=False):
     """An ONNX Identity model in `folder` (a model repository entry): input/output FP32
     [batch] + dims. Needs the `onnx` package (in the project's .venv)."""

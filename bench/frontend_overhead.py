@@ -79,26 +79,13 @@ def main():
     }
     urls = {"bare": f"127.0.0.1:{bare_port}", "bare-async": f"127.0.0.1:{async_port}",
             "tessera": f"127.0.0.1:{tessera_port}"}
-    results = {}  # (name, concurrency) -> list of overall summaries
     try:
         for s in servers.values():
             s.start()
         for name in names:
             benchlib.wait_model(bench_bin, servers[name], urls[name], "identity")
-        for c in args.concurrency:
-            for r in range(args.repeats):
-                for name in names:
-                    servers[name].check_alive()
-                    report = benchlib.run_bench(
-                        bench_bin,
-                        ["-u", urls[name], "-m", "identity", "--concurrency-range", c,
-                         "--warmup-s", args.warmup_s, "--duration-s", args.duration_s,
-                         "--channels", args.channels, "--seed", r + 1],
-                        work / f"{name}-c{c}-{r}.json")
-                    overall = report["runs"][0]["overall"]
-                    if overall["error_count"] or overall["unfinished"]:
-                        benchlib.die(f"{name} had errors at concurrency {c}: {overall['errors']}")
-                    results.setdefault((name, c), []).append(overall)
+        results = benchlib.interleaved_closed_loop(
+            bench_bin, {name: servers[name] for name in names}, urls, args, work)
     finally:
         for s in servers.values():
             s.stop()

@@ -52,27 +52,14 @@ def main():
     urls = {name: f"127.0.0.1:{ports[name]}" for name in names}
     client_tls = {"plain": [], "tls": ["--ssl-grpc-use-ssl", "--ssl-grpc-root-certifications-file",
                                        str(ca.cert)]}
-    results = {}  # (name, concurrency) -> list of overall summaries
     try:
         for server in servers.values():
             server.start()
         for name in names:
             benchlib.wait_model(bench_bin, servers[name], urls[name], "identity",
                                 extra_args=client_tls[name])
-        for c in args.concurrency:
-            for r in range(args.repeats):
-                for name in names:
-                    servers[name].check_alive()
-                    report = benchlib.run_bench(
-                        bench_bin,
-                        ["-u", urls[name], "-m", "identity", "--concurrency-range", c,
-                         "--warmup-s", args.warmup_s, "--duration-s", args.duration_s,
-                         "--channels", args.channels, "--seed", r + 1, *client_tls[name]],
-                        work / f"{name}-c{c}-{r}.json")
-                    overall = report["runs"][0]["overall"]
-                    if overall["error_count"] or overall["unfinished"]:
-                        benchlib.die(f"{name} had errors at concurrency {c}: {overall['errors']}")
-                    results.setdefault((name, c), []).append(overall)
+        results = benchlib.interleaved_closed_loop(bench_bin, servers, urls, args, work,
+                                                   extra_args=client_tls)
     finally:
         for server in servers.values():
             server.stop()

@@ -29,20 +29,23 @@ def write_config(folder, text):
     return path
 
 
-@pytest.fixture(scope="module")
-def small_limit_server(make_server, tmp_path_factory):
-    config = write_config(tmp_path_factory.mktemp("small-limit"),
-                          "grpc:\n  max_message_bytes: 4194304\n")
+def mlp_server(make_server, folder, grpc_section):
+    """A server of mlp alone, with `grpc_section` (YAML lines) in its server.yaml."""
+    config = write_config(folder, f"grpc:\n  {grpc_section}\n")
     return make_server(repository=MODELS_DIR, mode="explicit", load_models=("mlp",),
                        wait_models=("mlp",), config=config)
+
+
+@pytest.fixture(scope="module")
+def small_limit_server(make_server, tmp_path_factory):
+    return mlp_server(make_server, tmp_path_factory.mktemp("small-limit"),
+                      "max_message_bytes: 4194304")
 
 
 @pytest.fixture(scope="module")
 def small_budget_server(make_server, tmp_path_factory):
-    config = write_config(tmp_path_factory.mktemp("small-budget"),
-                          "grpc:\n  max_inflating_bytes: 8388608\n")
-    return make_server(repository=MODELS_DIR, mode="explicit", load_models=("mlp",),
-                       wait_models=("mlp",), config=config)
+    return mlp_server(make_server, tmp_path_factory.mktemp("small-budget"),
+                      "max_inflating_bytes: 8388608")
 
 
 def mlp_inputs(x):
