@@ -48,26 +48,36 @@ ServerUnaryReactor* FinishNow(CallbackServerContext* context, const Status& stat
 
 class StreamInferReactor;
 
-// ModelInfer and ModelStreamInfer take their requests as bytes and parse them here, so that a
-// malformed one gets a clear answer (malformed_request.h).
-// (GRPCInferenceService::CallbackService with those two raw; the names are gRPC's generated ones.)
+// Every method is served raw: gRPC's own inflation is off
+// (GRPC_ARG_ENABLE_PER_MESSAGE_DECOMPRESSION; gRPC 1.51 inflates a message whole before comparing
+// it with the receive limit), so each request is parsed here by ParseRequestBytes, inflated within
+// grpc.max_message_bytes and the inflate budget when it arrived compressed, and a malformed one is
+// answered with INVALID_ARGUMENT naming its message type. (GRPCInferenceService::CallbackService
+// with every method raw; the names are gRPC's generated ones.)
 using S = inference::GRPCInferenceService;
-using InferenceServiceBase = S::WithCallbackMethod_ServerLive<
-    S::WithCallbackMethod_ServerReady<S::WithCallbackMethod_ModelReady<
-        S::WithCallbackMethod_ServerMetadata<S::WithCallbackMethod_ModelMetadata<
-            S::WithRawCallbackMethod_ModelInfer<S::WithRawCallbackMethod_ModelStreamInfer<
-                S::WithCallbackMethod_ModelConfig<S::WithCallbackMethod_ModelStatistics<
-                    S::WithCallbackMethod_RepositoryIndex<S::WithCallbackMethod_RepositoryModelLoad<
-                        S::WithCallbackMethod_RepositoryModelUnload<
-                            S::WithCallbackMethod_SystemSharedMemoryStatus<
-                                S::WithCallbackMethod_SystemSharedMemoryRegister<
-                                    S::WithCallbackMethod_SystemSharedMemoryUnregister<
-                                        S::WithCallbackMethod_CudaSharedMemoryStatus<
-                                            S::WithCallbackMethod_CudaSharedMemoryRegister<
-                                                S::WithCallbackMethod_CudaSharedMemoryUnregister<
-                                                    S::WithCallbackMethod_TraceSetting<
-                                                        S::WithCallbackMethod_LogSettings<
+using InferenceServiceBase = S::WithRawCallbackMethod_ServerLive<S::WithRawCallbackMethod_ServerReady<
+    S::WithRawCallbackMethod_ModelReady<S::WithRawCallbackMethod_ServerMetadata<
+        S::WithRawCallbackMethod_ModelMetadata<S::WithRawCallbackMethod_ModelInfer<
+            S::WithRawCallbackMethod_ModelStreamInfer<S::WithRawCallbackMethod_ModelConfig<
+                S::WithRawCallbackMethod_ModelStatistics<S::WithRawCallbackMethod_RepositoryIndex<
+                    S::WithRawCallbackMethod_RepositoryModelLoad<
+                        S::WithRawCallbackMethod_RepositoryModelUnload<
+                            S::WithRawCallbackMethod_SystemSharedMemoryStatus<
+                                S::WithRawCallbackMethod_SystemSharedMemoryRegister<
+                                    S::WithRawCallbackMethod_SystemSharedMemoryUnregister<
+                                        S::WithRawCallbackMethod_CudaSharedMemoryStatus<
+                                            S::WithRawCallbackMethod_CudaSharedMemoryRegister<
+                                                S::WithRawCallbackMethod_CudaSharedMemoryUnregister<
+                                                    S::WithRawCallbackMethod_TraceSetting<
+                                                        S::WithRawCallbackMethod_LogSettings<
                                                             S::Service>>>>>>>>>>>>>>>>>>>>;
+
+// The raw unary method `Method`, answered at once by Answer##Method from the parsed request.
+#define TESSERA_UNARY_METHOD(Method)                                                          \
+  ServerUnaryReactor* Method(CallbackServerContext* context, const grpc::ByteBuffer* request, \
+                             grpc::ByteBuffer* response) override {                           \
+    return Unary(context, *request, response, &InferenceService::Answer##Method);             \
+  }
 
 class InferenceService final : public InferenceServiceBase {
  public:
@@ -80,56 +90,41 @@ class InferenceService final : public InferenceServiceBase {
         client_shm_(submitter->client_shm()),
         allow_log_settings_(options.allow_log_settings) {}
 
-  // How compressed inference requests are inflated (gRPC's own inflation is off).
+  // How compressed requests are inflated (gRPC's own inflation is off).
   const RequestInflation& inflation() const { return inflation_; }
 
   // Waits for detached repository-control threads (load/unload) to finish.
   void WaitForBackgroundWork() { background_.Wait(); }
 
-  ServerUnaryReactor* ServerLive(CallbackServerContext* context,
-                                 const inference::ServerLiveRequest*,
-                                 inference::ServerLiveResponse* response) override {
-    response->set_live(true);
-    return FinishNow(context, absl::OkStatus());
-  }
+  TESSERA_UNARY_METHOD(ServerLive)
+  TESSERA_UNARY_METHOD(ServerReady)
+  TESSERA_UNARY_METHOD(ModelReady)
+  TESSERA_UNARY_METHOD(ServerMetadata)
+  TESSERA_UNARY_METHOD(ModelMetadata)
+  TESSERA_UNARY_METHOD(ModelConfig)
+  TESSERA_UNARY_METHOD(ModelStatistics)
+  TESSERA_UNARY_METHOD(RepositoryIndex)
+  TESSERA_UNARY_METHOD(SystemSharedMemoryRegister)
+  TESSERA_UNARY_METHOD(SystemSharedMemoryUnregister)
+  TESSERA_UNARY_METHOD(SystemSharedMemoryStatus)
+  TESSERA_UNARY_METHOD(CudaSharedMemoryRegister)
+  TESSERA_UNARY_METHOD(CudaSharedMemoryUnregister)
+  TESSERA_UNARY_METHOD(CudaSharedMemoryStatus)
+  TESSERA_UNARY_METHOD(LogSettings)
+  TESSERA_UNARY_METHOD(TraceSetting)
 
-  ServerUnaryReactor* ServerReady(CallbackServerContext* context,
-                                  const inference::ServerReadyRequest*,
-                                  inference::ServerReadyResponse* response) override {
-    response->set_ready(core_->IsReady());
-    return FinishNow(context, absl::OkStatus());
+  // Model loads and unloads take seconds: answered from a thread of their own (a gRPC callback
+  // thread must never block on them).
+  ServerUnaryReactor* RepositoryModelLoad(CallbackServerContext* context,
+                                          const grpc::ByteBuffer* request,
+                                          grpc::ByteBuffer* response) override {
+    return InBackground(context, *request, response, &InferenceService::AnswerRepositoryModelLoad);
   }
-
-  ServerUnaryReactor* ModelReady(CallbackServerContext* context,
-                                 const inference::ModelReadyRequest* request,
-                                 inference::ModelReadyResponse* response) override {
-    response->set_ready(core_->GetReadyModel(request->name(), request->version()).ok());
-    return FinishNow(context, absl::OkStatus());
-  }
-
-  ServerUnaryReactor* ServerMetadata(CallbackServerContext* context,
-                                     const inference::ServerMetadataRequest*,
-                                     inference::ServerMetadataResponse* response) override {
-    FillServerMetadata(version_, client_shm_.enabled(), response);
-    return FinishNow(context, absl::OkStatus());
-  }
-
-  ServerUnaryReactor* ModelMetadata(CallbackServerContext* context,
-                                    const inference::ModelMetadataRequest* request,
-                                    inference::ModelMetadataResponse* response) override {
-    auto model = core_->GetReadyModel(request->name(), request->version());
-    if (!model.ok()) return FinishNow(context, model.status());
-    FillModelMetadata(model->name, model->ready_versions, *model->config, response);
-    return FinishNow(context, absl::OkStatus());
-  }
-
-  ServerUnaryReactor* ModelConfig(CallbackServerContext* context,
-                                  const inference::ModelConfigRequest* request,
-                                  inference::ModelConfigResponse* response) override {
-    auto model = core_->GetReadyModel(request->name(), request->version());
-    if (!model.ok()) return FinishNow(context, model.status());
-    *response->mutable_config() = ToTritonModelConfig(*model->config);
-    return FinishNow(context, absl::OkStatus());
+  ServerUnaryReactor* RepositoryModelUnload(CallbackServerContext* context,
+                                            const grpc::ByteBuffer* request,
+                                            grpc::ByteBuffer* response) override {
+    return InBackground(context, *request, response,
+                        &InferenceService::AnswerRepositoryModelUnload);
   }
 
   ServerUnaryReactor* ModelInfer(CallbackServerContext* context,
@@ -183,112 +178,172 @@ class InferenceService final : public InferenceServiceBase {
         [context] { return context->IsCancelled(); });
   }
 
-  ServerUnaryReactor* ModelStatistics(CallbackServerContext* context,
-                                      const inference::ModelStatisticsRequest* request,
-                                      inference::ModelStatisticsResponse* response) override {
-    auto entries = core_->Statistics(request->name(), request->version());
-    if (!entries.ok()) return FinishNow(context, entries.status());
-    for (const ModelStatsEntry& entry : *entries) {
-      FillModelStatistics(entry, response->add_model_stats());
-    }
-    return FinishNow(context, absl::OkStatus());
+ private:
+  // Parses the request, then answers it with `answer` on this thread.
+  template <typename Request, typename Response>
+  ServerUnaryReactor* Unary(CallbackServerContext* context, const grpc::ByteBuffer& request_bytes,
+                            grpc::ByteBuffer* response_bytes,
+                            Status (InferenceService::*answer)(const Request&, Response*)) {
+    Request request;
+    Status status = ParseRequestBytes(request_bytes, &request, inflation_);
+    if (status.ok()) status = Respond(request, response_bytes, answer);
+    return FinishNow(context, status);
   }
 
-  ServerUnaryReactor* RepositoryIndex(CallbackServerContext* context,
-                                      const inference::RepositoryIndexRequest* request,
-                                      inference::RepositoryIndexResponse* response) override {
-    for (const ModelIndexEntry& entry : core_->RepositoryIndex(request->ready())) {
+  // Parses the request, then answers it with `answer` on a thread of its own.
+  template <typename Request, typename Response>
+  ServerUnaryReactor* InBackground(CallbackServerContext* context,
+                                   const grpc::ByteBuffer& request_bytes,
+                                   grpc::ByteBuffer* response_bytes,
+                                   Status (InferenceService::*answer)(const Request&, Response*)) {
+    auto request = std::make_shared<Request>();
+    if (Status parsed = ParseRequestBytes(request_bytes, request.get(), inflation_); !parsed.ok()) {
+      return FinishNow(context, parsed);
+    }
+    // response_bytes lives until the call is finished, which background_ does after this.
+    return background_.Run(context, [this, request, response_bytes, answer] {
+      return ToGrpc(Respond(*request, response_bytes, answer));
+    });
+  }
+
+  // The response that `answer` fills, serialised (a raw method's answer must be, before Finish).
+  template <typename Request, typename Response>
+  Status Respond(const Request& request, grpc::ByteBuffer* response_bytes,
+                 Status (InferenceService::*answer)(const Request&, Response*)) {
+    Response response;
+    TESSERA_RETURN_IF_ERROR((this->*answer)(request, &response));
+    return SerializeToByteBuffer(response, response_bytes);
+  }
+
+  Status AnswerServerLive(const inference::ServerLiveRequest&,
+                          inference::ServerLiveResponse* response) {
+    response->set_live(true);
+    return absl::OkStatus();
+  }
+
+  Status AnswerServerReady(const inference::ServerReadyRequest&,
+                           inference::ServerReadyResponse* response) {
+    response->set_ready(core_->IsReady());
+    return absl::OkStatus();
+  }
+
+  Status AnswerModelReady(const inference::ModelReadyRequest& request,
+                          inference::ModelReadyResponse* response) {
+    response->set_ready(core_->GetReadyModel(request.name(), request.version()).ok());
+    return absl::OkStatus();
+  }
+
+  Status AnswerServerMetadata(const inference::ServerMetadataRequest&,
+                              inference::ServerMetadataResponse* response) {
+    FillServerMetadata(version_, client_shm_.enabled(), response);
+    return absl::OkStatus();
+  }
+
+  Status AnswerModelMetadata(const inference::ModelMetadataRequest& request,
+                             inference::ModelMetadataResponse* response) {
+    TESSERA_ASSIGN_OR_RETURN(auto model, core_->GetReadyModel(request.name(), request.version()));
+    FillModelMetadata(model.name, model.ready_versions, *model.config, response);
+    return absl::OkStatus();
+  }
+
+  Status AnswerModelConfig(const inference::ModelConfigRequest& request,
+                           inference::ModelConfigResponse* response) {
+    TESSERA_ASSIGN_OR_RETURN(auto model, core_->GetReadyModel(request.name(), request.version()));
+    *response->mutable_config() = ToTritonModelConfig(*model.config);
+    return absl::OkStatus();
+  }
+
+  Status AnswerModelStatistics(const inference::ModelStatisticsRequest& request,
+                               inference::ModelStatisticsResponse* response) {
+    TESSERA_ASSIGN_OR_RETURN(auto entries, core_->Statistics(request.name(), request.version()));
+    for (const ModelStatsEntry& entry : entries) {
+      FillModelStatistics(entry, response->add_model_stats());
+    }
+    return absl::OkStatus();
+  }
+
+  Status AnswerRepositoryIndex(const inference::RepositoryIndexRequest& request,
+                               inference::RepositoryIndexResponse* response) {
+    for (const ModelIndexEntry& entry : core_->RepositoryIndex(request.ready())) {
       auto* model = response->add_models();
       model->set_name(CoerceToUtf8(entry.name));  // a folder name: any bytes (proto: UTF-8)
       model->set_version(entry.version);
       model->set_state(entry.state);
       model->set_reason(CoerceToUtf8(entry.reason));
     }
-    return FinishNow(context, absl::OkStatus());
+    return absl::OkStatus();
   }
 
-  ServerUnaryReactor* RepositoryModelLoad(CallbackServerContext* context,
-                                          const inference::RepositoryModelLoadRequest* request,
-                                          inference::RepositoryModelLoadResponse*) override {
-    if (!request->parameters().empty()) {
-      return FinishNow(context,
-                       absl::InvalidArgumentError(absl::StrCat(
-                           "load parameters (such as '", request->parameters().begin()->first,
-                           "') are not supported; edit the repository instead")));
+  Status AnswerRepositoryModelLoad(const inference::RepositoryModelLoadRequest& request,
+                                   inference::RepositoryModelLoadResponse*) {
+    if (!request.parameters().empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("load parameters (such as '",
+                                                     request.parameters().begin()->first,
+                                                     "') are not supported; edit the repository "
+                                                     "instead"));
     }
-    return background_.Run(
-        context, [this, name = request->model_name()] { return ToGrpc(core_->LoadModel(name)); });
+    return core_->LoadModel(request.model_name());
   }
 
-  ServerUnaryReactor* RepositoryModelUnload(CallbackServerContext* context,
-                                            const inference::RepositoryModelUnloadRequest* request,
-                                            inference::RepositoryModelUnloadResponse*) override {
-    return background_.Run(
-        context, [this, name = request->model_name()] { return ToGrpc(core_->UnloadModel(name)); });
+  Status AnswerRepositoryModelUnload(const inference::RepositoryModelUnloadRequest& request,
+                                     inference::RepositoryModelUnloadResponse*) {
+    return core_->UnloadModel(request.model_name());
   }
 
-  ServerUnaryReactor* SystemSharedMemoryRegister(
-      CallbackServerContext* context, const inference::SystemSharedMemoryRegisterRequest* request,
-      inference::SystemSharedMemoryRegisterResponse*) override {
-    return FinishNow(context, client_shm_.Register(request->name(), request->key(),
-                                                   request->offset(), request->byte_size()));
+  Status AnswerSystemSharedMemoryRegister(
+      const inference::SystemSharedMemoryRegisterRequest& request,
+      inference::SystemSharedMemoryRegisterResponse*) {
+    return client_shm_.Register(request.name(), request.key(), request.offset(),
+                                request.byte_size());
   }
 
-  ServerUnaryReactor* SystemSharedMemoryUnregister(
-      CallbackServerContext* context, const inference::SystemSharedMemoryUnregisterRequest* request,
-      inference::SystemSharedMemoryUnregisterResponse*) override {
-    return FinishNow(context, client_shm_.Unregister(request->name()));
+  Status AnswerSystemSharedMemoryUnregister(
+      const inference::SystemSharedMemoryUnregisterRequest& request,
+      inference::SystemSharedMemoryUnregisterResponse*) {
+    return client_shm_.Unregister(request.name());
   }
 
-  ServerUnaryReactor* SystemSharedMemoryStatus(
-      CallbackServerContext* context, const inference::SystemSharedMemoryStatusRequest* request,
-      inference::SystemSharedMemoryStatusResponse* response) override {
-    auto regions = client_shm_.Regions(request->name());
-    if (!regions.ok()) return FinishNow(context, regions.status());
-    for (const auto& region : *regions) {
+  Status AnswerSystemSharedMemoryStatus(const inference::SystemSharedMemoryStatusRequest& request,
+                                        inference::SystemSharedMemoryStatusResponse* response) {
+    TESSERA_ASSIGN_OR_RETURN(auto regions, client_shm_.Regions(request.name()));
+    for (const auto& region : regions) {
       auto& out = (*response->mutable_regions())[region->name];
       out.set_name(region->name);
       out.set_key(region->key);
       out.set_offset(region->offset);
       out.set_byte_size(region->byte_size);
     }
-    return FinishNow(context, absl::OkStatus());
+    return absl::OkStatus();
   }
 
   // CUDA shared memory (a client's cudaIpcMemHandle) needs the GPU-resident input pool to be worth
   // anything; until then a clear answer rather than gRPC's bare UNIMPLEMENTED.
-  ServerUnaryReactor* CudaSharedMemoryRegister(
-      CallbackServerContext* context, const inference::CudaSharedMemoryRegisterRequest*,
-      inference::CudaSharedMemoryRegisterResponse*) override {
-    return FinishNow(context, absl::UnimplementedError(kCudaShmRefusal));
+  Status AnswerCudaSharedMemoryRegister(const inference::CudaSharedMemoryRegisterRequest&,
+                                        inference::CudaSharedMemoryRegisterResponse*) {
+    return absl::UnimplementedError(kCudaShmRefusal);
   }
-  ServerUnaryReactor* CudaSharedMemoryUnregister(
-      CallbackServerContext* context, const inference::CudaSharedMemoryUnregisterRequest*,
-      inference::CudaSharedMemoryUnregisterResponse*) override {
-    return FinishNow(context, absl::UnimplementedError(kCudaShmRefusal));
+  Status AnswerCudaSharedMemoryUnregister(const inference::CudaSharedMemoryUnregisterRequest&,
+                                          inference::CudaSharedMemoryUnregisterResponse*) {
+    return absl::UnimplementedError(kCudaShmRefusal);
   }
-  ServerUnaryReactor* CudaSharedMemoryStatus(CallbackServerContext* context,
-                                             const inference::CudaSharedMemoryStatusRequest*,
-                                             inference::CudaSharedMemoryStatusResponse*) override {
-    return FinishNow(context, absl::UnimplementedError(kCudaShmRefusal));
+  Status AnswerCudaSharedMemoryStatus(const inference::CudaSharedMemoryStatusRequest&,
+                                      inference::CudaSharedMemoryStatusResponse*) {
+    return absl::UnimplementedError(kCudaShmRefusal);
   }
 
   // Triton's log settings, for this server process (executors keep the verbose level they were
   // started with and write to the server's standard error).
-  ServerUnaryReactor* LogSettings(CallbackServerContext* context,
-                                  const inference::LogSettingsRequest* request,
-                                  inference::LogSettingsResponse* response) override {
-    return FinishNow(context, LogSettingsCall(*request, allow_log_settings_, response));
+  Status AnswerLogSettings(const inference::LogSettingsRequest& request,
+                           inference::LogSettingsResponse* response) {
+    return LogSettingsCall(request, allow_log_settings_, response);
   }
 
   // Triton's trace extension at the TIMESTAMPS level: global settings, or one model's.
-  ServerUnaryReactor* TraceSetting(CallbackServerContext* context,
-                                   const inference::TraceSettingRequest* request,
-                                   inference::TraceSettingResponse* response) override {
-    return FinishNow(context, TraceSettingCall(*request, *core_, submitter_->tracer(), response));
+  Status AnswerTraceSetting(const inference::TraceSettingRequest& request,
+                            inference::TraceSettingResponse* response) {
+    return TraceSettingCall(request, *core_, submitter_->tracer(), response);
   }
 
- private:
   ServerCore* core_;
   const RequestInflation inflation_;
   const std::string version_;
@@ -300,6 +355,8 @@ class InferenceService final : public InferenceServiceBase {
   bool streams_closed_ ABSL_GUARDED_BY(streams_mu_) = false;
   BackgroundCalls background_;  // repository loads and unloads
 };
+
+#undef TESSERA_UNARY_METHOD
 
 // One ModelStreamInfer call: every request read is submitted at once (reading goes on while it
 // runs), and each answer is written when it is ready, in completion order (clients match them by
@@ -544,12 +601,12 @@ StatusOr<std::unique_ptr<GrpcEndpoint>> GrpcEndpoint::Start(const FrontendOption
   const int max_bytes = static_cast<int>(std::min<int64_t>(options.max_message_bytes, INT32_MAX));
   builder.SetMaxReceiveMessageSize(max_bytes);
   builder.SetMaxSendMessageSize(max_bytes);
-  // ModelInfer and ModelStreamInfer inflate compressed requests themselves, bounded
-  // (ParseRequestBytes); gRPC's own inflation is unbounded.
+  // Every method inflates compressed requests itself, bounded (ParseRequestBytes); gRPC's own
+  // inflation is unbounded.
   builder.AddChannelArgument(GRPC_ARG_ENABLE_PER_MESSAGE_DECOMPRESSION, 0);
   builder.RegisterService(service.get());
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
-  interceptors.push_back(MakeMalformedRequestInterceptorFactory());
+  interceptors.push_back(MakeUnknownMethodInterceptorFactory());
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || selected_port == 0) {

@@ -4,10 +4,7 @@
 #include <grpcpp/support/proto_buffer_reader.h>
 #include <grpcpp/support/proto_buffer_writer.h>
 
-#include <algorithm>
-#include <iterator>
 #include <string>
-#include <unordered_map>
 #include <unordered_set>
 #include <utility>
 
@@ -38,74 +35,53 @@ namespace {
 
 using grpc::experimental::InterceptionHookPoints;
 
-// Methods served raw: they parse with ParseRequestBytes, and the inference path gets no
-// interceptor.
-constexpr const char* kRawMethods[] = {"ModelInfer", "ModelStreamInfer"};
-
-// Gives gRPC's bare UNIMPLEMENTED (every UNIMPLEMENTED of Tessera's own says why) a code and a
-// message that say what happened.
-class BareUnimplementedInterceptor final : public grpc::experimental::Interceptor {
+// Answers a call to a method the service does not have with UNIMPLEMENTED naming it, where grpc++
+// sends a bare UNIMPLEMENTED with no message.
+class UnknownMethodInterceptor final : public grpc::experimental::Interceptor {
  public:
-  BareUnimplementedInterceptor(grpc::StatusCode code, std::string message)
-      : code_(code), message_(std::move(message)) {}
+  explicit UnknownMethodInterceptor(std::string message) : message_(std::move(message)) {}
 
   void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
     if (methods->QueryInterceptionHookPoint(InterceptionHookPoints::PRE_SEND_STATUS)) {
       const grpc::Status status = methods->GetSendStatus();
       if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED &&
           status.error_message().empty()) {
-        methods->ModifySendStatus(grpc::Status(code_, message_));
+        methods->ModifySendStatus(grpc::Status(grpc::StatusCode::UNIMPLEMENTED, message_));
       }
     }
     methods->Proceed();
   }
 
  private:
-  const grpc::StatusCode code_;
   const std::string message_;
 };
 
-class MalformedRequestInterceptorFactory final
+class UnknownMethodInterceptorFactory final
     : public grpc::experimental::ServerInterceptorFactoryInterface {
  public:
-  MalformedRequestInterceptorFactory() {
+  UnknownMethodInterceptorFactory() {
     const google::protobuf::ServiceDescriptor* service =
         inference::ModelInferRequest::descriptor()->file()->FindServiceByName(
             "GRPCInferenceService");
     service_name_ = service->full_name();
     for (int i = 0; i < service->method_count(); ++i) {
-      const google::protobuf::MethodDescriptor* method = service->method(i);
-      const std::string path = absl::StrCat("/", service_name_, "/", method->name());
-      if (std::find(std::begin(kRawMethods), std::end(kRawMethods), method->name()) !=
-          std::end(kRawMethods)) {
-        raw_paths_.insert(path);
-        continue;
-      }
-      messages_.emplace(path, absl::StrCat("malformed ", method->name(),
-                                           " request: the bytes received are not a valid "
-                                           "encoding of ",
-                                           method->input_type()->full_name()));
+      known_paths_.insert(absl::StrCat("/", service_name_, "/", service->method(i)->name()));
     }
   }
 
-  // Called on gRPC's threads, concurrently: reads the maps only.
+  // Called on gRPC's threads, concurrently: reads the set only. The service's own methods get no
+  // interceptor, so they pay nothing for it.
   grpc::experimental::Interceptor* CreateServerInterceptor(
       grpc::experimental::ServerRpcInfo* info) override {
-    auto found = messages_.find(info->method());
-    if (found != messages_.end()) {
-      return new BareUnimplementedInterceptor(grpc::StatusCode::INVALID_ARGUMENT, found->second);
-    }
-    if (raw_paths_.count(info->method()) != 0) return nullptr;
-    return new BareUnimplementedInterceptor(
-        grpc::StatusCode::UNIMPLEMENTED,
-        absl::StrCat("unknown method '", info->method(), "': this server serves ", service_name_,
-                     " (KServe v2)"));
+    if (known_paths_.count(info->method()) != 0) return nullptr;
+    return new UnknownMethodInterceptor(absl::StrCat("unknown method '", info->method(),
+                                                     "': this server serves ", service_name_,
+                                                     " (KServe v2)"));
   }
 
  private:
   std::string service_name_;
-  std::unordered_map<std::string, std::string> messages_;  // method path -> error message
-  std::unordered_set<std::string> raw_paths_;
+  std::unordered_set<std::string> known_paths_;
 };
 
 }  // namespace
@@ -158,8 +134,8 @@ Status SerializeToByteBuffer(const google::protobuf::Message& message, grpc::Byt
 }
 
 std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>
-MakeMalformedRequestInterceptorFactory() {
-  return std::make_unique<MalformedRequestInterceptorFactory>();
+MakeUnknownMethodInterceptorFactory() {
+  return std::make_unique<UnknownMethodInterceptorFactory>();
 }
 
 }  // namespace tessera::frontend

@@ -1,7 +1,7 @@
 // Requests whose bytes are not the protobuf message the method takes. grpc++'s callback API answers
 // them with a bare UNIMPLEMENTED (no message) for a unary call and ends a stream's reading as if
-// the client had closed it, dropping what follows; Tessera answers INVALID_ARGUMENT naming the
-// method and the message type instead, and a stream goes on.
+// the client had closed it, dropping what follows. Tessera serves every method raw and parses here
+// instead: INVALID_ARGUMENT naming the message type, and a stream goes on.
 #pragma once
 
 #include <grpcpp/grpcpp.h>
@@ -29,19 +29,17 @@ struct RequestInflation {
 //
 // gRPC's own inflation is off on the server (GRPC_ARG_ENABLE_PER_MESSAGE_DECOMPRESSION): gRPC
 // 1.51 inflates a message whole before it compares its size with the receive limit, so a few
-// megabytes of gzip'd zeros took gigabytes. (The typed methods' requests are still inflated whole,
-// by grpc++'s deserializer.)
+// megabytes of gzip'd zeros took gigabytes. With it off, grpc++'s generated (typed) methods would
+// take compressed bytes for the message itself, which is why none is served typed.
 Status ParseRequestBytes(const grpc::ByteBuffer& bytes, google::protobuf::Message* message,
                          const RequestInflation& inflation);
 
 // Encodes `message` as a raw method's response or stream message.
 Status SerializeToByteBuffer(const google::protobuf::Message& message, grpc::ByteBuffer* bytes);
 
-// For the typed methods of inference.GRPCInferenceService: turns the bare UNIMPLEMENTED that
-// grpc++ sends for a request it could not parse into INVALID_ARGUMENT naming the method and its
-// request type; for a method the service does not have, UNIMPLEMENTED naming it. Methods served
-// raw (parsed by ParseRequestBytes) get no interceptor, so the inference path pays nothing for it.
+// Answers a call to a method inference.GRPCInferenceService does not have with UNIMPLEMENTED
+// naming it, where grpc++ sends a bare UNIMPLEMENTED. The service's own methods get no interceptor.
 std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>
-MakeMalformedRequestInterceptorFactory();
+MakeUnknownMethodInterceptorFactory();
 
 }  // namespace tessera::frontend

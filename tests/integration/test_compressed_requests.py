@@ -144,13 +144,66 @@ def test_compressed_requests_past_the_inflate_budget_are_refused(small_budget_se
     assert_mlp_serves(small_budget_server.client())
 
 
+def padded(message, pad_bytes):
+    """`message` encoded with an unknown field of `pad_bytes` zeros after it (parsers skip it), so
+    that gRPC compresses it: it sends a message uncompressed when gzip would not make it smaller."""
+    pad = bytes(pad_bytes)
+    tag = (999 << 3) | 2  # field 999, length-delimited
+    return message.SerializeToString() + varint(tag) + varint(len(pad)) + pad
+
+
+def varint(value):
+    out = bytearray()
+    while True:
+        byte, value = value & 0x7F, value >> 7
+        out.append(byte | (0x80 if value else 0))
+        if not value:
+            return bytes(out)
+
+
+def typed_call(channel, method, response_type):
+    return channel.unary_unary(f"/inference.GRPCInferenceService/{method}",
+                               request_serializer=lambda b: b,
+                               response_deserializer=response_type.FromString)
+
+
 def test_compressed_requests_to_typed_methods_are_answered(small_limit_server):
-    """The typed methods (metadata, config, repository, ...) are inflated by grpc++ itself."""
-    channel = grpc.insecure_channel(small_limit_server.url)
-    call = channel.unary_unary("/inference.GRPCInferenceService/ModelMetadata",
-                               request_serializer=lambda b: b, response_deserializer=lambda b: b)
-    request = service_pb2.ModelMetadataRequest(name="mlp").SerializeToString()
-    answer = service_pb2.ModelMetadataResponse.FromString(
-        call(request, compression=grpc.Compression.Gzip, timeout=30))
+    """Every method inflates a compressed request, not only inference: with gRPC's inflation off,
+    ModelMetadata once took the compressed bytes for the message and answered "malformed"."""
+    channel = grpc.insecure_channel(small_limit_server.url, compression=grpc.Compression.Gzip)
+    metadata = typed_call(channel, "ModelMetadata", service_pb2.ModelMetadataResponse)(
+        padded(service_pb2.ModelMetadataRequest(name="mlp"), 4096), timeout=30)
+    assert metadata.name == "mlp" and metadata.inputs[0].name == INPUT_NAME
+    config = typed_call(channel, "ModelConfig", service_pb2.ModelConfigResponse)(
+        padded(service_pb2.ModelConfigRequest(name="mlp"), 4096), timeout=30)
+    assert config.config.name == "mlp"
+    live = typed_call(channel, "ServerLive", service_pb2.ServerLiveResponse)(
+        padded(service_pb2.ServerLiveRequest(), 4096), timeout=30)
+    assert live.live
+    index = typed_call(channel, "RepositoryIndex", service_pb2.RepositoryIndexResponse)(
+        padded(service_pb2.RepositoryIndexRequest(ready=True), 4096), timeout=30)
+    assert [m.name for m in index.models] == ["mlp"]
+    with pytest.raises(grpc.RpcError) as unknown:  # the request was read: its name is quoted
+        typed_call(channel, "ModelMetadata", service_pb2.ModelMetadataResponse)(
+            padded(service_pb2.ModelMetadataRequest(name="no_such_model"), 4096), timeout=30)
+    assert unknown.value.code() == grpc.StatusCode.NOT_FOUND, unknown.value
+    assert "no_such_model" in unknown.value.details()
     channel.close()
-    assert answer.name == "mlp" and answer.inputs[0].name == INPUT_NAME
+
+
+def test_a_typed_request_inflating_past_the_limit_is_refused_without_inflating_it(
+        small_limit_server):
+    """The same bound as for inference: 128 MiB of zeros after a ModelConfig request."""
+    payload = padded(service_pb2.ModelConfigRequest(name="mlp"), 128 << 20)
+    before = peak_resident_bytes(small_limit_server.proc.pid)
+    channel = grpc.insecure_channel(small_limit_server.url,
+                                    options=[("grpc.max_send_message_length", -1)])
+    with pytest.raises(grpc.RpcError) as refused:
+        typed_call(channel, "ModelConfig", service_pb2.ModelConfigResponse)(
+            payload, compression=grpc.Compression.Gzip, timeout=60)
+    channel.close()
+    assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, refused.value
+    assert "inflates past the server's limit of 4194304 bytes" in refused.value.details()
+    grown = peak_resident_bytes(small_limit_server.proc.pid) - before
+    assert grown < 48 << 20, f"the server's peak memory grew by {grown >> 20} MiB"
+    assert_mlp_serves(small_limit_server.client())
