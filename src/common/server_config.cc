@@ -33,10 +33,7 @@ constexpr std::array<std::string_view, 6> kGrpcKeys = {
     "address", "port", "max_message_bytes", "max_inflating_bytes", "allow_client_shm", "tls"};
 constexpr std::array<std::string_view, 5> kHttpKeys = {"address", "port", "threads",
                                                        "idle_timeout_s", "tls"};
-constexpr std::array<std::string_view, 4> kGrpcTlsKeys = {"cert", "key", "client_ca",
-                                                          "reload_secs"};
-// libmicrohttpd reads its certificate once and does not check client certificates.
-constexpr std::array<std::string_view, 2> kHttpTlsKeys = {"cert", "key"};
+constexpr std::array<std::string_view, 4> kTlsKeys = {"cert", "key", "client_ca", "reload_secs"};
 constexpr std::array<std::string_view, 2> kMetricsKeys = {"address", "port"};
 constexpr std::array<std::string_view, 4> kRepositoryKeys = {"path", "control_mode", "poll_secs",
                                                              "auto_complete"};
@@ -74,8 +71,7 @@ Status Section(const YamlMap& root, std::string_view key,
 }
 
 // A tls section. A certificate needs its key and the other way round; client CAs need both.
-template <size_t N>
-Status TlsSection(const YamlMap& endpoint, const std::array<std::string_view, N>& known_keys,
+Status TlsSection(const YamlMap& endpoint, const std::array<std::string_view, 4>& known_keys,
                   TlsFiles& tls) {
   return Section(endpoint, "tls", known_keys, [&](const YamlMap& m) -> Status {
     TESSERA_RETURN_IF_ERROR(m.GetString("cert", &tls.cert));
@@ -104,14 +100,14 @@ Status ParseInto(const YAML::Node& doc, std::string_view source, ServerConfig& c
     TESSERA_RETURN_IF_ERROR(
         m.GetInt("max_inflating_bytes", 0, INT64_MAX, &config.max_inflating_bytes));
     TESSERA_RETURN_IF_ERROR(m.GetBool("allow_client_shm", &config.allow_client_shm));
-    return TlsSection(m, kGrpcTlsKeys, config.grpc_tls);
+    return TlsSection(m, kTlsKeys, config.grpc_tls);
   }));
   TESSERA_RETURN_IF_ERROR(Section(root, "http", kHttpKeys, [&](const YamlMap& m) -> Status {
     TESSERA_RETURN_IF_ERROR(m.GetString("address", &config.http_address));
     TESSERA_RETURN_IF_ERROR(m.GetInt("port", -1, kMaxPort, &config.http_port));
     TESSERA_RETURN_IF_ERROR(m.GetInt("threads", 1, 4096, &config.http_threads));
     TESSERA_RETURN_IF_ERROR(m.GetInt("idle_timeout_s", 1, 86400, &config.http_idle_timeout_s));
-    return TlsSection(m, kHttpTlsKeys, config.http_tls);
+    return TlsSection(m, kTlsKeys, config.http_tls);
   }));
   TESSERA_RETURN_IF_ERROR(Section(root, "metrics", kMetricsKeys, [&](const YamlMap& m) -> Status {
     TESSERA_RETURN_IF_ERROR(m.GetString("address", &config.metrics_address));

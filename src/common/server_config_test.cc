@@ -157,7 +157,7 @@ TEST(ServerConfigTest, TlsSections) {
 grpc:
   tls: { cert: s.pem, key: s.key, client_ca: ca.pem, reload_secs: 5 }
 http:
-  tls: { cert: h.pem, key: h.key }
+  tls: { cert: h.pem, key: h.key, client_ca: hca.pem }
 )",
                                                kSource);
   ASSERT_TRUE(c.ok()) << c.status();
@@ -168,6 +168,8 @@ http:
   EXPECT_EQ(c->grpc_tls.reload_secs, 5);
   EXPECT_EQ(c->http_tls.cert, "h.pem");
   EXPECT_EQ(c->http_tls.key, "h.key");
+  EXPECT_EQ(c->http_tls.client_ca, "hca.pem");
+  EXPECT_EQ(c->http_tls.reload_secs, 60);
 
   ExpectError("grpc:\n  tls:\n    cert: s.pem\n", 3, "grpc.tls.key",
               "must be set too when grpc.tls.cert is");
@@ -177,9 +179,10 @@ http:
               "must be set too when grpc.tls.client_ca is");
   ExpectError("grpc:\n  tls:\n    reload_secs: 0\n", 3, "grpc.tls.reload_secs",
               "must be 1..86400, got 0");
-  // The HTTP endpoint neither checks client certificates nor reloads its files.
-  ExpectError("http:\n  tls:\n    client_ca: ca.pem\n", 3, "http.tls.client_ca", "unknown key");
-  ExpectError("http:\n  tls:\n    reload_secs: 5\n", 3, "http.tls.reload_secs", "unknown key");
+  ExpectError("http:\n  tls:\n    client_ca: ca.pem\n", 3, "http.tls.cert",
+              "must be set too when http.tls.client_ca is");
+  ExpectError("http:\n  tls:\n    reload_secs: 0\n", 3, "http.tls.reload_secs",
+              "must be 1..86400, got 0");
 }
 
 TEST(ServerConfigTest, WrongTypesAndRanges) {

@@ -22,10 +22,10 @@
 #include "http_compression.h"
 #include "http_json.h"
 #include "http_routes.h"
+#include "http_tls.h"
 #include "mhd_listener.h"
 #include "spdlog/spdlog.h"
 #include "tessera/common/thread_name.h"
-#include "tls_files.h"
 
 namespace tessera::frontend {
 namespace {
@@ -185,11 +185,10 @@ class HttpEndpointImpl final : public HttpEndpoint {
         return absl::FailedPreconditionError(
             "http.tls: this libmicrohttpd was built without TLS (GnuTLS)");
       }
-      TESSERA_ASSIGN_OR_RETURN(tls_, ReadTlsFiles(options.http_tls, "http.tls"));
+      TESSERA_ASSIGN_OR_RETURN(tls_, HttpTls::Start(options.http_tls));
       flags |= MHD_USE_TLS;
-      // Pointers into tls_, which outlives the daemon.
-      mhd_options.push_back({MHD_OPTION_HTTPS_MEM_KEY, 0, tls_.key.data()});
-      mhd_options.push_back({MHD_OPTION_HTTPS_MEM_CERT, 0, tls_.cert_chain.data()});
+      // They point into tls_, which outlives the daemon.
+      for (const MHD_OptionItem& item : tls_->MhdOptions()) mhd_options.push_back(item);
     }
     StatusOr<MhdListener> listener = StartMhdListener(
         options.http_tls.enabled() ? "HTTPS" : "HTTP", options.http_address, options.http_port,
@@ -198,7 +197,9 @@ class HttpEndpointImpl final : public HttpEndpoint {
     daemon_ = listener->daemon;
     port_ = listener->port;
     spdlog::info("KServe v2 HTTP endpoint listening on {}:{}{}", options.http_address, port_,
-                 options.http_tls.enabled() ? " (TLS)" : "");
+                 !options.http_tls.enabled()          ? ""
+                 : options.http_tls.client_ca.empty() ? " (TLS)"
+                                                      : " (TLS, client certificates required)");
     return absl::OkStatus();
   }
 
@@ -255,6 +256,8 @@ class HttpEndpointImpl final : public HttpEndpoint {
                     const char* upload_data, size_t* upload_data_size, void** closure) {
     auto* held = static_cast<ExchangePtr*>(*closure);
     if (held == nullptr) {
+      // A TLS connection libmicrohttpd did not notify has not been held to client_ca.
+      if (tls_ != nullptr && !tls_->Prepared(connection)) return MHD_NO;
       auto exchange = std::make_shared<Exchange>();
       *closure = new ExchangePtr(exchange);
       return Start(connection, url, method, *exchange);
@@ -452,7 +455,7 @@ class HttpEndpointImpl final : public HttpEndpoint {
   const int64_t max_body_bytes_;
   WorkQueue workers_;
   const std::shared_ptr<Lifeline> lifeline_;
-  TlsPem tls_;  // libmicrohttpd's certificate and key, while the daemon runs
+  std::unique_ptr<HttpTls> tls_;  // set before the daemon starts; outlives it
   MHD_Daemon* daemon_ = nullptr;
   int port_ = -1;
   std::mutex mu_;

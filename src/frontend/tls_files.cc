@@ -113,4 +113,16 @@ StatusOr<TlsPem> ReadTlsFiles(const TlsFiles& files, std::string_view what) {
   return pem;
 }
 
+std::string TlsFilesSnapshot(const TlsFiles& files) {
+  std::string snapshot;
+  for (const std::string* path : {&files.cert, &files.key, &files.client_ca}) {
+    StatusOr<std::string> bytes =
+        path->empty() ? StatusOr<std::string>(std::string()) : ReadFile(*path, "");
+    // The sizes keep "ab" + "c" apart from "a" + "bc"; an unreadable file's size is -1.
+    const int64_t size = bytes.ok() ? static_cast<int64_t>(bytes->size()) : -1;
+    absl::StrAppend(&snapshot, size, ":", bytes.value_or(""), ";");
+  }
+  return snapshot;
+}
+
 }  // namespace tessera::frontend

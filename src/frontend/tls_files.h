@@ -23,4 +23,9 @@ struct TlsPem {
 // an outage of every endpoint.
 StatusOr<TlsPem> ReadTlsFiles(const TlsFiles& files, std::string_view what);
 
+// The files' bytes as they are now, unchecked: a reload compares two snapshots to tell a renewal
+// (and reads and checks the files with ReadTlsFiles only then, so an expired certificate is not
+// warned about again at every read).
+std::string TlsFilesSnapshot(const TlsFiles& files);
+
 }  // namespace tessera::frontend

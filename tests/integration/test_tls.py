@@ -6,8 +6,8 @@ served without a restart; and a wrong TLS file stops the start with the key and 
 import http.client
 import json
 import os
+import ssl
 import subprocess
-
 import sys
 from pathlib import Path
 
@@ -168,6 +168,83 @@ def test_renewed_certificate_is_served_without_restart(make_server, certs, tmp_p
     assert_mlp_serves(grpcclient.InferenceServerClient(url=server.url, **grpc_kwargs(second_ca)))
 
 
+def https_get(url, ca, client=None, path="/v2/health/ready"):
+    """GET over HTTPS trusting `ca`, presenting `client`'s certificate if given; the status."""
+    context = ssl.create_default_context(cafile=str(ca.cert))
+    if client is not None:
+        context.load_cert_chain(str(client.cert), str(client.key))
+    host, port = url.split(":")
+    connection = http.client.HTTPSConnection(host, int(port), context=context, timeout=5)
+    try:
+        connection.request("GET", path)
+        response = connection.getresponse()
+        response.read()
+        return response.status
+    finally:
+        connection.close()
+
+
+def https_refused(url, ca, client=None):
+    """True when the TLS handshake (or the first read after it, in TLS 1.3) fails."""
+    try:
+        https_get(url, ca, client)
+    except (http.client.HTTPException, OSError):
+        return True
+    return False
+
+
+def test_https_mutual_tls_requires_a_client_certificate_of_its_ca(make_server, certs):
+    server, client = certs["server"], certs["client"]
+    config = write_config(certs["folder"],
+                          (f"http:\n  tls: {{cert: {server.cert}, key: {server.key}, "
+                           f"client_ca: {certs['client_ca'].cert}}}\n"))
+    mutual = make_server(repository=MODELS_DIR, mode="explicit", load_models=("mlp",),
+                         wait_models=("mlp",), config=config)
+    assert "(TLS, client certificates required)" in mutual.log_path.read_text()
+    http_client = httpclient.InferenceServerClient(
+        mutual.http_url, ssl=True, ssl_options={"ca_certs": str(certs["ca"].cert),
+                                                "certfile": str(client.cert),
+                                                "keyfile": str(client.key)})
+    x, y = load_reference("mlp")
+    inputs = [httpclient.InferInput("input", list(x.shape), "FP32")]
+    inputs[0].set_data_from_numpy(x)
+    assert_close(http_client.infer("mlp", inputs).as_numpy("output"), y, "mlp over mutual HTTPS")
+    http_client.close()
+
+    assert https_refused(mutual.http_url, certs["ca"])
+    assert https_refused(mutual.http_url, certs["ca"], certs["stranger"])
+    # A client certificate with the server's own CA is a stranger too: client_ca alone is trusted.
+    assert https_refused(mutual.http_url, certs["ca"], server)
+    assert https_get(mutual.http_url, certs["ca"], client) == 200
+    assert_mlp_serves(mutual.client())
+
+
+def test_renewed_https_certificate_is_served_without_restart(make_server, tmp_path):
+    first_ca = make_ca(tmp_path, "first-ca")
+    first = make_leaf(tmp_path, "first", first_ca)
+    cert, key = tmp_path / "live.pem", tmp_path / "live.key"
+    os.replace(first.cert, cert)
+    os.replace(first.key, key)
+    config = write_config(tmp_path, f"http:\n  tls: {{cert: {cert}, key: {key}, reload_secs: 1}}\n")
+    server = make_server(repository=MODELS_DIR, mode="explicit", load_models=("mlp",),
+                         wait_models=("mlp",), config=config)
+    assert https_get(server.http_url, first_ca) == 200
+
+    # Half a renewal (a new certificate beside the old key) is not served: the old one stays.
+    second_ca = make_ca(tmp_path, "second-ca")
+    second = make_leaf(tmp_path, "second", second_ca)
+    os.replace(second.cert, cert)
+    wait_until(lambda: "the previous certificate is served on" in server.log_path.read_text(),
+               timeout=20, interval=0.5, what="the half renewal refused")
+    assert https_get(server.http_url, first_ca) == 200
+
+    os.replace(second.key, key)
+    wait_until(lambda: not https_refused(server.http_url, second_ca), timeout=20, interval=0.5,
+               what="the renewed HTTPS certificate served")
+    assert https_refused(server.http_url, first_ca)
+    assert https_get(server.http_url, second_ca, path="/v2/models/mlp/ready") == 200
+
+
 def start_fails(*args, config=None):
     """Runs tessera-server with TLS settings that must stop its start; returns its output."""
     command = [str(BIN_DIR / "tessera-server"), "--model-repository", str(MODELS_DIR), "--grpc-port", "0",
@@ -219,3 +296,8 @@ def test_wrong_tls_files_stop_the_start(certs, tmp_path):
                                 f"http:\n  tls: {{cert: {server.cert}, key: {other.key}}}\n")
     out = start_fails(config=http_bad_key)
     assert f"http.tls.key: {other.key} is not the key of the first certificate" in out
+    http_bad_ca = write_config(tmp_path,
+                               (f"http:\n  tls: {{cert: {server.cert}, key: {server.key}, "
+                                f"client_ca: {not_pem}}}\n"))
+    out = start_fails(config=http_bad_ca)
+    assert f"http.tls.client_ca: {not_pem} holds no PEM certificate" in out

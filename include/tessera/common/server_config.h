@@ -18,7 +18,7 @@ struct TlsFiles {
   std::string key;   // the private key of that first certificate (unencrypted)
   std::string
       client_ca;         // CA certificates; set = clients must present one they signed (mutual TLS)
-  int reload_secs = 60;  // the files are read again this often (certificate rotation); gRPC only
+  int reload_secs = 60;  // the files are read again this often (certificate rotation)
   bool enabled() const { return !cert.empty(); }
 };
 
@@ -38,7 +38,7 @@ struct ServerConfig {
   int64_t max_inflating_bytes = 0;
   bool allow_client_shm = false;  // the system shared-memory extension (Triton: --allow-client-shm)
   TlsFiles grpc_tls;              // grpc.tls (Triton: --grpc-use-ssl, --grpc-server-cert, ...)
-  TlsFiles http_tls;              // http.tls: cert and key only (no client certificates)
+  TlsFiles http_tls;              // http.tls
 
   // Repository.
   std::string model_repository = "configs/models";
