@@ -3,7 +3,9 @@
 #include <array>
 #include <cstdint>
 #include <exception>
+#include <optional>
 #include <string_view>
+#include <utility>
 
 #include "absl/strings/numbers.h"
 #include "tessera/common/yaml_util.h"
@@ -29,10 +31,17 @@ constexpr std::array<std::string_view, 10> kSections = {
     "grpc",      "http",     "metrics", "repository", "executors",
     "scheduler", "shutdown", "log",     "trace",      "response_cache"};
 constexpr std::array<std::string_view, 1> kResponseCacheKeys = {"size_bytes"};
-constexpr std::array<std::string_view, 6> kGrpcKeys = {
-    "address", "port", "max_message_bytes", "max_inflating_bytes", "allow_client_shm", "tls"};
-constexpr std::array<std::string_view, 5> kHttpKeys = {"address", "port", "threads",
-                                                       "idle_timeout_s", "tls"};
+constexpr std::array<std::string_view, 7> kGrpcKeys = {
+    "address",          "port", "max_message_bytes", "max_inflating_bytes",
+    "allow_client_shm", "tls",  "restricted"};
+constexpr std::array<std::string_view, 6> kHttpKeys = {"address",        "port", "threads",
+                                                       "idle_timeout_s", "tls",  "restricted"};
+constexpr std::array<std::string_view, 4> kRestrictedKeys = {"apis", "header", "value",
+                                                             "value_file"};
+// In ApiGroup's order.
+constexpr std::array<std::string_view, kApiGroupCount> kApiGroupNames = {
+    "health",           "metadata",   "inference", "shared-memory", "model-config",
+    "model-repository", "statistics", "trace",     "logging"};
 constexpr std::array<std::string_view, 4> kTlsKeys = {"cert", "key", "client_ca", "reload_secs"};
 constexpr std::array<std::string_view, 2> kMetricsKeys = {"address", "port"};
 constexpr std::array<std::string_view, 4> kRepositoryKeys = {"path", "control_mode", "poll_secs",
@@ -89,6 +98,105 @@ Status TlsSection(const YamlMap& endpoint, const std::array<std::string_view, 4>
   });
 }
 
+std::optional<ApiGroup> ApiGroupNamed(std::string_view name) {
+  for (int i = 0; i < kApiGroupCount; ++i) {
+    if (kApiGroupNames[i] == name) return static_cast<ApiGroup>(i);
+  }
+  return std::nullopt;
+}
+
+// Why `header` cannot name a restriction's header, or "" when it can (then lower-cased): both
+// endpoints must match it, so it is an HTTP token that gRPC also takes as a metadata key.
+std::string HeaderProblem(std::string& header) {
+  if (header.empty()) return "is empty";
+  for (char& c : header) {
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+    const bool allowed =
+        (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.';
+    if (!allowed) {
+      return absl::StrCat("\"", header, "\" is not a header name (letters, digits, '-', '_', '.')");
+    }
+  }
+  return "";
+}
+
+// Why `value` cannot be a header's value, or "". The value itself is never put in a message.
+std::string ValueProblem(std::string_view value) {
+  if (value.empty()) return "is empty";
+  for (char c : value) {
+    // What a gRPC metadata value (not -bin) and an HTTP header value can both carry.
+    if (c < 0x20 || c > 0x7e) return "holds a character other than printable ASCII";
+  }
+  if (value.front() == ' ' || value.back() == ' ') {
+    return "starts or ends with a space (HTTP drops it)";
+  }
+  return "";
+}
+
+// An endpoint's optional `restricted` list of {apis, header, value | value_file}.
+Status RestrictedSection(const YamlMap& endpoint, std::vector<RestrictedApis>& groups) {
+  std::optional<YAML::Node> node = endpoint.Get("restricted");
+  if (!node) return absl::OkStatus();
+  const std::string_view source = endpoint.source();
+  const std::string path = endpoint.PathOf("restricted");
+  TESSERA_ASSIGN_OR_RETURN(std::vector<YAML::Node> entries, yaml::ReadList(source, *node, path));
+  groups.clear();
+  for (size_t i = 0; i < entries.size(); ++i) {
+    TESSERA_ASSIGN_OR_RETURN(
+        YamlMap m, YamlMap::Create(source, entries[i], yaml::IndexPath(path, i), kRestrictedKeys));
+    RestrictedApis group;
+    std::optional<YAML::Node> apis = m.Get("apis");
+    if (!apis) return m.Missing("apis");
+    TESSERA_ASSIGN_OR_RETURN(std::vector<YAML::Node> names,
+                             yaml::ReadList(source, *apis, m.PathOf("apis")));
+    if (names.empty()) {
+      return yaml::ErrorAt(source, m.KeyLine("apis"), m.PathOf("apis"), "lists no API");
+    }
+    for (size_t j = 0; j < names.size(); ++j) {
+      TESSERA_ASSIGN_OR_RETURN(
+          std::string name,
+          yaml::ReadEnum(source, names[j], yaml::IndexPath(m.PathOf("apis"), j), kApiGroupNames));
+      group.apis.push_back(*ApiGroupNamed(name));
+    }
+    if (!m.Has("header")) return m.Missing("header");
+    TESSERA_RETURN_IF_ERROR(m.GetString("header", &group.header));
+    if (std::string problem = HeaderProblem(group.header); !problem.empty()) {
+      return yaml::ErrorAt(source, m.KeyLine("header"), m.PathOf("header"), problem);
+    }
+    // value_file: a mounted Secret, so that the value is not in the config itself.
+    if (m.Has("value") == m.Has("value_file")) {
+      return yaml::ErrorAt(source, m.line(), m.path(), "needs one of value and value_file");
+    }
+    std::string_view value_key = m.Has("value") ? "value" : "value_file";
+    if (m.Has("value")) {
+      TESSERA_RETURN_IF_ERROR(m.GetString("value", &group.value));
+    } else {
+      std::string file;
+      TESSERA_RETURN_IF_ERROR(m.GetString("value_file", &file));
+      StatusOr<std::string> text = yaml::ReadFileToString(file);
+      if (!text.ok()) {
+        const absl::string_view why = text.status().message();
+        return yaml::ErrorAt(source, m.KeyLine(value_key), m.PathOf(value_key),
+                             std::string_view(why.data(), why.size()));
+      }
+      group.value = *std::move(text);
+      // A file written by `echo` or an editor ends with a newline that is not part of the value.
+      while (!group.value.empty() && (group.value.back() == '\n' || group.value.back() == '\r')) {
+        group.value.pop_back();
+      }
+    }
+    if (std::string problem = ValueProblem(group.value); !problem.empty()) {
+      return yaml::ErrorAt(source, m.KeyLine(value_key), m.PathOf(value_key), problem);
+    }
+    groups.push_back(std::move(group));
+  }
+  if (Status overlap = CheckRestrictedApis(groups, path); !overlap.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        yaml::AsAbsl(source), ":", endpoint.KeyLine("restricted"), ": ", overlap.message()));
+  }
+  return absl::OkStatus();
+}
+
 Status ParseInto(const YAML::Node& doc, std::string_view source, ServerConfig& config) {
   TESSERA_ASSIGN_OR_RETURN(YamlMap root, YamlMap::Create(source, doc, "", kSections));
 
@@ -100,6 +208,7 @@ Status ParseInto(const YAML::Node& doc, std::string_view source, ServerConfig& c
     TESSERA_RETURN_IF_ERROR(
         m.GetInt("max_inflating_bytes", 0, INT64_MAX, &config.max_inflating_bytes));
     TESSERA_RETURN_IF_ERROR(m.GetBool("allow_client_shm", &config.allow_client_shm));
+    TESSERA_RETURN_IF_ERROR(RestrictedSection(m, config.grpc_restricted));
     return TlsSection(m, kTlsKeys, config.grpc_tls);
   }));
   TESSERA_RETURN_IF_ERROR(Section(root, "http", kHttpKeys, [&](const YamlMap& m) -> Status {
@@ -107,6 +216,7 @@ Status ParseInto(const YAML::Node& doc, std::string_view source, ServerConfig& c
     TESSERA_RETURN_IF_ERROR(m.GetInt("port", -1, kMaxPort, &config.http_port));
     TESSERA_RETURN_IF_ERROR(m.GetInt("threads", 1, 4096, &config.http_threads));
     TESSERA_RETURN_IF_ERROR(m.GetInt("idle_timeout_s", 1, 86400, &config.http_idle_timeout_s));
+    TESSERA_RETURN_IF_ERROR(RestrictedSection(m, config.http_restricted));
     return TlsSection(m, kTlsKeys, config.http_tls);
   }));
   TESSERA_RETURN_IF_ERROR(Section(root, "metrics", kMetricsKeys, [&](const YamlMap& m) -> Status {
@@ -208,6 +318,59 @@ StatusOr<ModelControlMode> ParseModelControlMode(std::string_view text) {
   return absl::InvalidArgumentError(absl::StrCat("model control mode must be one of ",
                                                  yaml::JoinNames(kControlModes), ", got \"",
                                                  yaml::AsAbsl(text), "\""));
+}
+
+std::string_view ApiGroupName(ApiGroup group) {
+  const int index = static_cast<int>(group);
+  return index >= 0 && index < kApiGroupCount ? kApiGroupNames[index] : "unknown";
+}
+
+StatusOr<RestrictedApis> ParseRestrictedApisFlag(std::string_view text, std::string_view flag) {
+  // The text after '=' is a secret: messages quote only what comes before it.
+  const size_t colon = text.find(':');
+  const size_t equals = colon == std::string_view::npos ? colon : text.find('=', colon + 1);
+  auto bad = [&](std::string_view reason) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        yaml::AsAbsl(flag), " \"", yaml::AsAbsl(text.substr(0, std::min(equals, text.size()))),
+        equals == std::string_view::npos ? "" : "=...", "\": ", yaml::AsAbsl(reason),
+        " (expected <api>,<api>,...:<header>=<value>; the APIs: ", yaml::JoinNames(kApiGroupNames),
+        ")"));
+  };
+  if (colon == std::string_view::npos) return bad("no ':' after the APIs");
+  if (equals == std::string_view::npos) return bad("no '=' between the header and its value");
+  RestrictedApis group;
+  for (std::string_view rest = text.substr(0, colon);;) {
+    const size_t comma = rest.find(',');
+    const std::string_view name = rest.substr(0, comma);
+    std::optional<ApiGroup> api = ApiGroupNamed(name);
+    if (!api) return bad(absl::StrCat("unknown API \"", yaml::AsAbsl(name), "\""));
+    group.apis.push_back(*api);
+    if (comma == std::string_view::npos) break;
+    rest.remove_prefix(comma + 1);
+  }
+  group.header = std::string(text.substr(colon + 1, equals - colon - 1));
+  if (std::string problem = HeaderProblem(group.header); !problem.empty()) {
+    return bad(absl::StrCat("the header ", problem));
+  }
+  group.value = std::string(text.substr(equals + 1));
+  if (std::string problem = ValueProblem(group.value); !problem.empty()) {
+    return bad(absl::StrCat("the value ", problem));
+  }
+  return group;
+}
+
+Status CheckRestrictedApis(const std::vector<RestrictedApis>& groups, std::string_view what) {
+  std::array<bool, kApiGroupCount> seen{};
+  for (const RestrictedApis& group : groups) {
+    for (ApiGroup api : group.apis) {
+      if (std::exchange(seen[static_cast<int>(api)], true)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            yaml::AsAbsl(what), ": ", yaml::AsAbsl(ApiGroupName(api)),
+            " is restricted twice; an API takes one header (and one group may list it only once)"));
+      }
+    }
+  }
+  return absl::OkStatus();
 }
 
 StatusOr<ServerConfig> ParseServerConfig(const std::string& yaml_text, const std::string& source) {

@@ -10,7 +10,9 @@ namespace tessera {
 namespace {
 
 using ::testing::AllOf;
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr char kSource[] = "configs/server.yaml";
 
@@ -183,6 +185,78 @@ http:
               "must be set too when http.tls.client_ca is");
   ExpectError("http:\n  tls:\n    reload_secs: 0\n", 3, "http.tls.reload_secs",
               "must be 1..86400, got 0");
+}
+
+TEST(ServerConfigTest, RestrictedSections) {
+  const std::string secret = ::testing::TempDir() + "/restricted-value";
+  std::ofstream(secret) << "from-a-file\r\n";
+  StatusOr<ServerConfig> c = ParseServerConfig(R"(
+grpc:
+  restricted:
+    - { apis: [model-repository, logging], header: Admin-Key, value: "a:b=c" }
+    - { apis: [inference], header: infer_key, value_file: )" +
+                                                   secret + R"( }
+)",
+                                               kSource);
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_EQ(c->grpc_restricted.size(), 2u);
+  EXPECT_THAT(c->grpc_restricted[0].apis,
+              ElementsAre(ApiGroup::kModelRepository, ApiGroup::kLogging));
+  EXPECT_EQ(c->grpc_restricted[0].header, "admin-key");  // lower-cased
+  EXPECT_EQ(c->grpc_restricted[0].value, "a:b=c");
+  EXPECT_THAT(c->grpc_restricted[1].apis, ElementsAre(ApiGroup::kInference));
+  EXPECT_EQ(c->grpc_restricted[1].value, "from-a-file");  // the line end dropped
+  EXPECT_TRUE(c->http_restricted.empty());
+
+  ExpectError("http:\n  restricted:\n    - {header: k, value: v}\n", 3, "http.restricted[0]",
+              "missing");
+  ExpectError("http:\n  restricted:\n    - {apis: [], header: k, value: v}\n", 3,
+              "http.restricted[0].apis", "lists no API");
+  ExpectError("http:\n  restricted:\n    - {apis: [admin], header: k, value: v}\n", 3,
+              "http.restricted[0].apis[0]", "expected one of health, metadata, inference");
+  ExpectError("http:\n  restricted:\n    - {apis: [trace], header: \"a b\", value: v}\n", 3,
+              "http.restricted[0].header", "\"a b\" is not a header name");
+  ExpectError("http:\n  restricted:\n    - {apis: [trace], header: k}\n", 3, "http.restricted[0]",
+              "needs one of value and value_file");
+  ExpectError("http:\n  restricted:\n    - {apis: [trace], header: k, value: \"caf\xc3\xa9\"}\n", 3,
+              "http.restricted[0].value", "holds a character other than printable ASCII");
+  ExpectError("http:\n  restricted:\n    - {apis: [trace], header: k, value: v, extra: 1}\n", 3,
+              "http.restricted[0].extra", "unknown key");
+  StatusOr<ServerConfig> twice = ParseServerConfig(
+      "grpc:\n  restricted:\n    - {apis: [trace, logging], header: a, value: v}\n"
+      "    - {apis: [logging], header: b, value: w}\n",
+      kSource);
+  EXPECT_THAT(twice.status().message(),
+              HasSubstr("configs/server.yaml:2: grpc.restricted: logging is restricted twice"));
+}
+
+TEST(ServerConfigTest, RestrictedApisFlag) {
+  StatusOr<RestrictedApis> group =
+      ParseRestrictedApisFlag("shared-memory,statistics:X-Admin=k=v:1", "--http-restricted-api");
+  ASSERT_TRUE(group.ok()) << group.status();
+  EXPECT_THAT(group->apis, ElementsAre(ApiGroup::kSharedMemory, ApiGroup::kStatistics));
+  EXPECT_EQ(group->header, "x-admin");
+  EXPECT_EQ(group->value, "k=v:1");
+
+  auto message = [](std::string_view text) {
+    return std::string(ParseRestrictedApisFlag(text, "--f").status().message());
+  };
+  EXPECT_THAT(message("inference"), HasSubstr("--f \"inference\": no ':' after the APIs"));
+  EXPECT_THAT(message("inference:k"), HasSubstr("no '=' between the header and its value"));
+  EXPECT_THAT(message("inference,,trace:k=v"), HasSubstr("unknown API \"\""));
+  EXPECT_THAT(message(":k=v"), HasSubstr("unknown API \"\""));
+  EXPECT_THAT(message("inference:=v"), HasSubstr("the header is empty"));
+  EXPECT_THAT(message("inference:k=\x01"), HasSubstr("the value holds a character"));
+  EXPECT_THAT(message("inference: k=v"), HasSubstr("the header \" k\" is not a header name"));
+  EXPECT_THAT(message("inference:k= v"), HasSubstr("the value starts or ends with a space"));
+  // The value is a secret: never in a message.
+  EXPECT_THAT(message("bogus:k=TOPSECRET"),
+              AllOf(HasSubstr("\"bogus:k=...\""), Not(HasSubstr("TOPSECRET"))));
+
+  EXPECT_TRUE(CheckRestrictedApis({*group}, "--f").ok());
+  EXPECT_THAT(CheckRestrictedApis({*group, *group}, "--f").message(),
+              HasSubstr("--f: shared-memory is restricted twice"));
+  EXPECT_EQ(ApiGroupName(ApiGroup::kModelRepository), "model-repository");
 }
 
 TEST(ServerConfigTest, WrongTypesAndRanges) {

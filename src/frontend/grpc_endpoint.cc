@@ -13,6 +13,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "api_access.h"
 #include "background_calls.h"
 #include "client_shm.h"
 #include "config_proto.h"
@@ -73,10 +74,11 @@ using InferenceServiceBase = S::WithRawCallbackMethod_ServerLive<S::WithRawCallb
                                                             S::Service>>>>>>>>>>>>>>>>>>>>;
 
 // The raw unary method `Method`, answered at once by Answer##Method from the parsed request.
-#define TESSERA_UNARY_METHOD(Method)                                                          \
-  ServerUnaryReactor* Method(CallbackServerContext* context, const grpc::ByteBuffer* request, \
-                             grpc::ByteBuffer* response) override {                           \
-    return Unary(context, *request, response, &InferenceService::Answer##Method);             \
+// `Api` is its ApiGroup, for grpc.restricted.
+#define TESSERA_UNARY_METHOD(Method, Api)                                                        \
+  ServerUnaryReactor* Method(CallbackServerContext* context, const grpc::ByteBuffer* request,    \
+                             grpc::ByteBuffer* response) override {                              \
+    return Unary(context, ApiGroup::Api, *request, response, &InferenceService::Answer##Method); \
   }
 
 class InferenceService final : public InferenceServiceBase {
@@ -88,7 +90,8 @@ class InferenceService final : public InferenceServiceBase {
         version_(options.server_version),
         submitter_(submitter),
         client_shm_(submitter->client_shm()),
-        allow_log_settings_(options.allow_log_settings) {}
+        allow_log_settings_(options.allow_log_settings),
+        access_(options.grpc_restricted, "triton-grpc-protocol-") {}
 
   // How compressed requests are inflated (gRPC's own inflation is off).
   const RequestInflation& inflation() const { return inflation_; }
@@ -96,22 +99,22 @@ class InferenceService final : public InferenceServiceBase {
   // Waits for detached repository-control threads (load/unload) to finish.
   void WaitForBackgroundWork() { background_.Wait(); }
 
-  TESSERA_UNARY_METHOD(ServerLive)
-  TESSERA_UNARY_METHOD(ServerReady)
-  TESSERA_UNARY_METHOD(ModelReady)
-  TESSERA_UNARY_METHOD(ServerMetadata)
-  TESSERA_UNARY_METHOD(ModelMetadata)
-  TESSERA_UNARY_METHOD(ModelConfig)
-  TESSERA_UNARY_METHOD(ModelStatistics)
-  TESSERA_UNARY_METHOD(RepositoryIndex)
-  TESSERA_UNARY_METHOD(SystemSharedMemoryRegister)
-  TESSERA_UNARY_METHOD(SystemSharedMemoryUnregister)
-  TESSERA_UNARY_METHOD(SystemSharedMemoryStatus)
-  TESSERA_UNARY_METHOD(CudaSharedMemoryRegister)
-  TESSERA_UNARY_METHOD(CudaSharedMemoryUnregister)
-  TESSERA_UNARY_METHOD(CudaSharedMemoryStatus)
-  TESSERA_UNARY_METHOD(LogSettings)
-  TESSERA_UNARY_METHOD(TraceSetting)
+  TESSERA_UNARY_METHOD(ServerLive, kHealth)
+  TESSERA_UNARY_METHOD(ServerReady, kHealth)
+  TESSERA_UNARY_METHOD(ModelReady, kHealth)
+  TESSERA_UNARY_METHOD(ServerMetadata, kMetadata)
+  TESSERA_UNARY_METHOD(ModelMetadata, kMetadata)
+  TESSERA_UNARY_METHOD(ModelConfig, kModelConfig)
+  TESSERA_UNARY_METHOD(ModelStatistics, kStatistics)
+  TESSERA_UNARY_METHOD(RepositoryIndex, kModelRepository)
+  TESSERA_UNARY_METHOD(SystemSharedMemoryRegister, kSharedMemory)
+  TESSERA_UNARY_METHOD(SystemSharedMemoryUnregister, kSharedMemory)
+  TESSERA_UNARY_METHOD(SystemSharedMemoryStatus, kSharedMemory)
+  TESSERA_UNARY_METHOD(CudaSharedMemoryRegister, kSharedMemory)
+  TESSERA_UNARY_METHOD(CudaSharedMemoryUnregister, kSharedMemory)
+  TESSERA_UNARY_METHOD(CudaSharedMemoryStatus, kSharedMemory)
+  TESSERA_UNARY_METHOD(LogSettings, kLogging)
+  TESSERA_UNARY_METHOD(TraceSetting, kTrace)
 
   // Model loads and unloads take seconds: answered from a thread of their own (a gRPC callback
   // thread must never block on them).
@@ -134,6 +137,9 @@ class InferenceService final : public InferenceServiceBase {
       inference::ModelInferRequest request;
       inference::ModelInferResponse response;
     };
+    if (Status allowed = Allowed(context, ApiGroup::kInference); !allowed.ok()) {
+      return FinishNow(context, allowed);
+    }
     auto call = std::make_shared<Call>();
     if (Status parsed = ParseRequestBytes(*request_bytes, &call->request, inflation_);
         !parsed.ok()) {
@@ -168,6 +174,16 @@ class InferenceService final : public InferenceServiceBase {
   // Ends every open stream with the shutdown refusal, each once its answers are written.
   void CloseStreams();
 
+  // OK, or PERMISSION_DENIED when grpc.restricted restricts `api` and the call lacks its header.
+  Status Allowed(CallbackServerContext* context, ApiGroup api) const {
+    const std::string* header = access_.HeaderOf(api);
+    if (header == nullptr) return absl::OkStatus();
+    const auto& metadata = context->client_metadata();
+    const auto sent = metadata.find(grpc::string_ref(*header));
+    if (sent == metadata.end()) return access_.Check(api, std::nullopt);
+    return access_.Check(api, std::string_view(sent->second.data(), sent->second.size()));
+  }
+
   // One inference (a ModelInfer call, or one request of a stream): InferSubmitter::Submit, with
   // `finish` given a gRPC status and the call's cancellation dropping the request while queued.
   void Submit(const inference::ModelInferRequest& request, inference::ModelInferResponse* response,
@@ -181,11 +197,12 @@ class InferenceService final : public InferenceServiceBase {
  private:
   // Parses the request, then answers it with `answer` on this thread.
   template <typename Request, typename Response>
-  ServerUnaryReactor* Unary(CallbackServerContext* context, const grpc::ByteBuffer& request_bytes,
-                            grpc::ByteBuffer* response_bytes,
+  ServerUnaryReactor* Unary(CallbackServerContext* context, ApiGroup api,
+                            const grpc::ByteBuffer& request_bytes, grpc::ByteBuffer* response_bytes,
                             Status (InferenceService::*answer)(const Request&, Response*)) {
     Request request;
-    Status status = ParseRequestBytes(request_bytes, &request, inflation_);
+    Status status = Allowed(context, api);
+    if (status.ok()) status = ParseRequestBytes(request_bytes, &request, inflation_);
     if (status.ok()) status = Respond(request, response_bytes, answer);
     return FinishNow(context, status);
   }
@@ -196,6 +213,10 @@ class InferenceService final : public InferenceServiceBase {
                                    const grpc::ByteBuffer& request_bytes,
                                    grpc::ByteBuffer* response_bytes,
                                    Status (InferenceService::*answer)(const Request&, Response*)) {
+    // Loads and unloads are the repository's only methods in the background.
+    if (Status allowed = Allowed(context, ApiGroup::kModelRepository); !allowed.ok()) {
+      return FinishNow(context, allowed);
+    }
     auto request = std::make_shared<Request>();
     if (Status parsed = ParseRequestBytes(request_bytes, request.get(), inflation_); !parsed.ok()) {
       return FinishNow(context, parsed);
@@ -350,6 +371,7 @@ class InferenceService final : public InferenceServiceBase {
   InferSubmitter* const submitter_;
   ClientShmRegistry& client_shm_;  // shared with the HTTP endpoint
   const bool allow_log_settings_;
+  const ApiAccess access_;  // grpc.restricted
   std::mutex streams_mu_;
   std::set<StreamInferReactor*> streams_ ABSL_GUARDED_BY(streams_mu_);
   bool streams_closed_ ABSL_GUARDED_BY(streams_mu_) = false;
@@ -373,6 +395,14 @@ class StreamInferReactor final
  public:
   StreamInferReactor(InferenceService* service, CallbackServerContext* context)
       : service_(service), context_(context) {
+    if (Status allowed = service_->Allowed(context, ApiGroup::kInference); !allowed.ok()) {
+      {
+        std::lock_guard lock(mu_);
+        finished_ = true;
+      }
+      Finish(ToGrpc(allowed));  // never added to the service's streams
+      return;
+    }
     if (!service_->AddStream(this) && BeginClose(ShuttingDownStatus())) {
       Finish(ShuttingDownStatus());
       return;

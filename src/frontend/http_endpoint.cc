@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "api_access.h"
 #include "http_compression.h"
 #include "http_json.h"
 #include "http_routes.h"
@@ -160,6 +161,7 @@ class HttpEndpointImpl final : public HttpEndpoint {
         inflate_budget_(inflate_budget),
         routes_(core, submitter, options.server_version, options.allow_log_settings),
         max_body_bytes_(options.max_message_bytes),
+        access_(options.http_restricted, ""),
         workers_(std::max(1, options.http_threads)),
         lifeline_(std::make_shared<Lifeline>()) {
     std::lock_guard lock(lifeline_->mu);
@@ -178,8 +180,9 @@ class HttpEndpointImpl final : public HttpEndpoint {
         {MHD_OPTION_NOTIFY_COMPLETED, fn(&HttpEndpointImpl::OnCompleted), this},
         {MHD_OPTION_CONNECTION_TIMEOUT, options.http_idle_timeout_s, nullptr},
         {MHD_OPTION_CONNECTION_LIMIT, kMaxConnections, nullptr},
-        {MHD_OPTION_THREAD_POOL_SIZE, io_threads, nullptr},
         {MHD_OPTION_UNESCAPE_CALLBACK, fn(&KeepEscapes), nullptr}};
+    // A pool of one is no pool: libmicrohttpd warns about it on stderr.
+    if (io_threads > 1) mhd_options.push_back({MHD_OPTION_THREAD_POOL_SIZE, io_threads, nullptr});
     if (options.http_tls.enabled()) {
       if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
         return absl::FailedPreconditionError(
@@ -306,6 +309,16 @@ class HttpEndpointImpl final : public HttpEndpoint {
     request.json_length = Header(connection, "Inference-Header-Content-Length");
     request.content_encoding = Header(connection, "Content-Encoding");
     request.accept_encoding = Header(connection, "Accept-Encoding");
+    // Before the body is read: a client without the header cannot make the server buffer it.
+    if (std::optional<ApiGroup> api = HttpApiGroup(request.path)) {
+      if (const std::string* header = access_.HeaderOf(*api)) {
+        std::optional<std::string> sent = Header(connection, header->c_str());
+        if (Status allowed = access_.Check(*api, sent); !allowed.ok()) {
+          HttpReply refusal = HttpError(allowed);
+          return Answer(connection, request, refusal);
+        }
+      }
+    }
     if (std::optional<std::string> length = Header(connection, "Content-Length")) {
       int64_t declared = 0;
       if (!absl::SimpleAtoi(*length, &declared)) declared = -1;  // libmicrohttpd refuses it anyway
@@ -453,6 +466,7 @@ class HttpEndpointImpl final : public HttpEndpoint {
   InflateBudget* const inflate_budget_;
   HttpRoutes routes_;
   const int64_t max_body_bytes_;
+  const ApiAccess access_;  // http.restricted
   WorkQueue workers_;
   const std::shared_ptr<Lifeline> lifeline_;
   std::unique_ptr<HttpTls> tls_;  // set before the daemon starts; outlives it

@@ -97,6 +97,29 @@ std::optional<ModelPath> InferTarget(const HttpRequest& request) {
   return model;
 }
 
+std::optional<ApiGroup> HttpApiGroup(const std::vector<std::string>& path) {
+  if (path.empty() || path[0] != "v2") return std::nullopt;
+  if (path.size() == 1) return ApiGroup::kMetadata;
+  const std::string& group = path[1];
+  if (group == "health") return ApiGroup::kHealth;
+  if (group == "repository") return ApiGroup::kModelRepository;
+  if (group == "systemsharedmemory" || group == "cudasharedmemory") return ApiGroup::kSharedMemory;
+  if (group == "logging") return ApiGroup::kLogging;
+  if (group == "trace") return ApiGroup::kTrace;
+  if (group != "models") return std::nullopt;
+  // As Route tells them apart.
+  if (path.size() == 3 && path[2] == "stats") return ApiGroup::kStatistics;
+  if (path.size() == 5 && path[3] == "trace" && path[4] == "setting") return ApiGroup::kTrace;
+  std::optional<ModelPath> model = ParseModelPath(path);
+  if (!model) return std::nullopt;
+  if (model->action.empty()) return ApiGroup::kMetadata;
+  if (model->action == "ready") return ApiGroup::kHealth;
+  if (model->action == "config") return ApiGroup::kModelConfig;
+  if (model->action == "stats") return ApiGroup::kStatistics;
+  if (model->action == "infer") return ApiGroup::kInference;
+  return std::nullopt;
+}
+
 HttpReply HttpRoutes::Route(const HttpRequest& request) {
   const std::string& method = request.method;
   const std::vector<std::string>& path = request.path;

@@ -14,6 +14,7 @@
 #include "http_compression.h"
 #include "infer_submitter.h"
 #include "nlohmann/json.hpp"
+#include "tessera/common/server_config.h"
 #include "tessera/common/status.h"
 #include "tessera/frontend/server_core.h"
 
@@ -54,6 +55,10 @@ HttpReply HttpBodyError(const Status& status);
 // The model of an inference request (POST /v2/models/<name>[/versions/<v>]/infer); nullopt for
 // any other request, Route's.
 std::optional<ModelPath> InferTarget(const HttpRequest& request);
+
+// The API group of a request path, for http.restricted (api_access.h); nullopt for a path no
+// route answers.
+std::optional<ApiGroup> HttpApiGroup(const std::vector<std::string>& path);
 
 class HttpRoutes {
  public:

@@ -15,6 +15,7 @@
 #include <iostream>
 #include <mutex>
 #include <thread>
+#include <tuple>
 
 #include "control_loop.h"
 #include "executor_pool.h"
@@ -117,6 +118,16 @@ int Run(int argc, char** argv) {
   app.add_option("--grpc-server-key", grpc_server_key, "PEM private key for gRPC's TLS");
   app.add_option("--grpc-root-cert", grpc_root_cert,
                  "PEM CA certificates that client certificates must be signed by (mutual TLS)");
+  // Triton's access restriction (grpc.restricted / http.restricted in server.yaml); repeatable.
+  std::vector<std::string> grpc_restricted, http_restricted;
+  app.add_option("--grpc-restricted-protocol", grpc_restricted,
+                 "<api>,<api>,...:<header>=<value>: only gRPC calls with metadata "
+                 "triton-grpc-protocol-<header>: <value> may use these APIs (health, metadata, "
+                 "inference, shared-memory, model-config, model-repository, statistics, trace, "
+                 "logging)");
+  app.add_option("--http-restricted-api", http_restricted,
+                 "<api>,<api>,...:<header>=<value>: only HTTP requests with the header "
+                 "<header>: <value> may use these APIs");
   std::string cache_config;
   app.add_option("--cache-config", cache_config,
                  "Response cache for models that enable response_cache: local,size=<bytes> "
@@ -166,6 +177,24 @@ int Run(int argc, char** argv) {
     std::cerr << "tessera-server: gRPC TLS needs both a certificate and a key (--grpc-server-cert "
                  "and --grpc-server-key, or grpc.tls.cert and grpc.tls.key)\n";
     return 2;
+  }
+  for (auto [flag, texts, groups] :
+       {std::tuple("--grpc-restricted-protocol", &grpc_restricted, &config.grpc_restricted),
+        std::tuple("--http-restricted-api", &http_restricted, &config.http_restricted)}) {
+    if (texts->empty()) continue;
+    groups->clear();  // the flags replace the file's groups
+    for (const std::string& text : *texts) {
+      auto group = tessera::ParseRestrictedApisFlag(text, flag);
+      if (!group.ok()) {
+        std::cerr << "tessera-server: " << group.status().message() << "\n";
+        return 2;
+      }
+      groups->push_back(*std::move(group));
+    }
+    if (tessera::Status overlap = tessera::CheckRestrictedApis(*groups, flag); !overlap.ok()) {
+      std::cerr << "tessera-server: " << overlap.message() << "\n";
+      return 2;
+    }
   }
   if (app.count("--cache-config")) {
     auto bytes = tessera::ParseCacheConfig(cache_config);
@@ -320,6 +349,8 @@ int Run(int argc, char** argv) {
   frontend_options.http_idle_timeout_s = config.http_idle_timeout_s;
   frontend_options.grpc_tls = config.grpc_tls;
   frontend_options.http_tls = config.http_tls;
+  frontend_options.grpc_restricted = config.grpc_restricted;
+  frontend_options.http_restricted = config.http_restricted;
   frontend_options.allow_client_shm = config.allow_client_shm;
   frontend_options.allow_log_settings = config.allow_log_settings;
   frontend_options.trace = {config.trace_level, config.trace_rate, config.trace_count,

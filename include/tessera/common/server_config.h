@@ -4,6 +4,8 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "tessera/common/status.h"
 
@@ -20,6 +22,32 @@ struct TlsFiles {
       client_ca;         // CA certificates; set = clients must present one they signed (mutual TLS)
   int reload_secs = 60;  // the files are read again this often (certificate rotation)
   bool enabled() const { return !cert.empty(); }
+};
+
+// The API groups an endpoint can restrict to clients that send a header (Triton's
+// --grpc-restricted-protocol and --http-restricted-api, with its names: health, metadata,
+// inference, shared-memory, model-config, model-repository, statistics, trace, logging).
+enum class ApiGroup {
+  kHealth,
+  kMetadata,
+  kInference,
+  kSharedMemory,
+  kModelConfig,
+  kModelRepository,
+  kStatistics,
+  kTrace,
+  kLogging,
+};
+inline constexpr int kApiGroupCount = 9;
+std::string_view ApiGroupName(ApiGroup group);
+
+// Requests to `apis` must carry the header `header` with `value`. On gRPC the header (metadata
+// key) is triton-grpc-protocol-<header>, as Triton names it. `header` is lower case (HTTP header
+// names are case-insensitive, gRPC metadata keys lower case).
+struct RestrictedApis {
+  std::vector<ApiGroup> apis;
+  std::string header;
+  std::string value;
 };
 
 struct ServerConfig {
@@ -39,6 +67,9 @@ struct ServerConfig {
   bool allow_client_shm = false;  // the system shared-memory extension (Triton: --allow-client-shm)
   TlsFiles grpc_tls;              // grpc.tls (Triton: --grpc-use-ssl, --grpc-server-cert, ...)
   TlsFiles http_tls;              // http.tls
+  // grpc.restricted / http.restricted: an API appears in one group at most; the rest are open.
+  std::vector<RestrictedApis> grpc_restricted;
+  std::vector<RestrictedApis> http_restricted;
 
   // Repository.
   std::string model_repository = "configs/models";
@@ -106,6 +137,13 @@ std::string_view ModelControlModeName(ModelControlMode mode);
 StatusOr<ModelControlMode> ParseModelControlMode(std::string_view text);
 // The byte size in tritonserver's --cache-config value "local,size=<bytes>".
 StatusOr<int64_t> ParseCacheConfig(std::string_view text);
+
+// Triton's "<api>,<api>,...:<header>=<value>" (--grpc-restricted-protocol, --http-restricted-api);
+// `flag` names the flag in messages.
+StatusOr<RestrictedApis> ParseRestrictedApisFlag(std::string_view text, std::string_view flag);
+// The groups of one endpoint: INVALID_ARGUMENT when an API is in two of them (`what` names the
+// endpoint's setting).
+Status CheckRestrictedApis(const std::vector<RestrictedApis>& groups, std::string_view what);
 
 // Parses server YAML text; `source` names the file in error messages.
 StatusOr<ServerConfig> ParseServerConfig(const std::string& yaml_text, const std::string& source);

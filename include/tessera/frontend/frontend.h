@@ -35,6 +35,9 @@ struct FrontendOptions {
   // reload_secs and may ask clients for certificates; HTTP reads them once. /metrics stays plain.
   TlsFiles grpc_tls;
   TlsFiles http_tls;
+  // APIs only clients sending a header may call (api_access.h); the others are open.
+  std::vector<RestrictedApis> grpc_restricted;
+  std::vector<RestrictedApis> http_restricted;
   std::string metrics_address = "0.0.0.0";
   int metrics_port = 8002;  // 0 = no metrics endpoint
   std::string server_version = "0.1.0";
