@@ -124,10 +124,12 @@ int Run(int argc, char** argv) {
                  "<api>,<api>,...:<header>=<value>: only gRPC calls with metadata "
                  "triton-grpc-protocol-<header>: <value> may use these APIs (health, metadata, "
                  "inference, shared-memory, model-config, model-repository, statistics, trace, "
-                 "logging)");
+                 "logging)")
+      ->allow_extra_args(false);  // one group per flag, as Triton's
   app.add_option("--http-restricted-api", http_restricted,
                  "<api>,<api>,...:<header>=<value>: only HTTP requests with the header "
-                 "<header>: <value> may use these APIs");
+                 "<header>: <value> may use these APIs")
+      ->allow_extra_args(false);
   std::string cache_config;
   app.add_option("--cache-config", cache_config,
                  "Response cache for models that enable response_cache: local,size=<bytes> "
