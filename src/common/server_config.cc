@@ -80,9 +80,8 @@ Status Section(const YamlMap& root, std::string_view key,
 }
 
 // A tls section. A certificate needs its key and the other way round; client CAs need both.
-Status TlsSection(const YamlMap& endpoint, const std::array<std::string_view, 4>& known_keys,
-                  TlsFiles& tls) {
-  return Section(endpoint, "tls", known_keys, [&](const YamlMap& m) -> Status {
+Status TlsSection(const YamlMap& endpoint, TlsFiles& tls) {
+  return Section(endpoint, "tls", kTlsKeys, [&](const YamlMap& m) -> Status {
     TESSERA_RETURN_IF_ERROR(m.GetString("cert", &tls.cert));
     TESSERA_RETURN_IF_ERROR(m.GetString("key", &tls.key));
     TESSERA_RETURN_IF_ERROR(m.GetString("client_ca", &tls.client_ca));
@@ -209,7 +208,7 @@ Status ParseInto(const YAML::Node& doc, std::string_view source, ServerConfig& c
         m.GetInt("max_inflating_bytes", 0, INT64_MAX, &config.max_inflating_bytes));
     TESSERA_RETURN_IF_ERROR(m.GetBool("allow_client_shm", &config.allow_client_shm));
     TESSERA_RETURN_IF_ERROR(RestrictedSection(m, config.grpc_restricted));
-    return TlsSection(m, kTlsKeys, config.grpc_tls);
+    return TlsSection(m, config.grpc_tls);
   }));
   TESSERA_RETURN_IF_ERROR(Section(root, "http", kHttpKeys, [&](const YamlMap& m) -> Status {
     TESSERA_RETURN_IF_ERROR(m.GetString("address", &config.http_address));
@@ -217,7 +216,7 @@ Status ParseInto(const YAML::Node& doc, std::string_view source, ServerConfig& c
     TESSERA_RETURN_IF_ERROR(m.GetInt("threads", 1, 4096, &config.http_threads));
     TESSERA_RETURN_IF_ERROR(m.GetInt("idle_timeout_s", 1, 86400, &config.http_idle_timeout_s));
     TESSERA_RETURN_IF_ERROR(RestrictedSection(m, config.http_restricted));
-    return TlsSection(m, kTlsKeys, config.http_tls);
+    return TlsSection(m, config.http_tls);
   }));
   TESSERA_RETURN_IF_ERROR(Section(root, "metrics", kMetricsKeys, [&](const YamlMap& m) -> Status {
     TESSERA_RETURN_IF_ERROR(m.GetString("address", &config.metrics_address));

@@ -2,6 +2,7 @@
 
 import os
 import re
+import subprocess
 import threading
 import time
 import urllib.request
@@ -129,6 +130,21 @@ def assert_mlp_serves(client, model="mlp"):
     """The server still answers a correct mlp request (used after every error case)."""
     x, y = load_reference("mlp")
     assert_close(infer_output(client, model, x), y, f"{model} after an error")
+
+
+def start_fails(*args, config=None):
+    """Runs tessera-server with settings that must stop its start (exit code 2, before any
+    endpoint listens); returns its output."""
+    command = [str(BIN_DIR / "tessera-server"), "--model-repository", str(MODELS_DIR),
+               "--grpc-port", "0", "--metrics-port", "-1", "--http-port", "0", *map(str, args)]
+    if config is not None:
+        command += ["--config", str(config)]
+    run = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                         timeout=30)
+    output = run.stdout + run.stderr
+    assert run.returncode == 2, output
+    assert "listening" not in output, output
+    return output
 
 
 def wait_until(predicate, timeout, interval=0.1, what="condition"):

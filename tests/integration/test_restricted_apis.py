@@ -8,15 +8,14 @@ import http.client
 import json
 import queue
 import socket
-import subprocess
 
 import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
-from tessera_testlib import (BIN_DIR, MODELS_DIR, assert_close, assert_mlp_serves, expect_error,
-                             infer_output, load_reference, make_input)
+from tessera_testlib import (MODELS_DIR, assert_close, assert_mlp_serves, expect_error,
+                             infer_output, load_reference, make_input, start_fails)
 
 ADMIN_VALUE = "admin-s3cret-value"
 ADMIN_APIS = ["model-repository", "model-config", "statistics", "shared-memory", "trace",
@@ -173,17 +172,6 @@ def test_inference_restricted_by_flags(make_server):
     answer = http.infer("mlp", inputs, headers={"infer-key": "abc=1"})
     assert_close(answer.as_numpy("output"), y, "mlp over HTTP with the header")
     http.close()
-
-
-def start_fails(*args):
-    command = [str(BIN_DIR / "tessera-server"), "--model-repository", str(MODELS_DIR),
-               "--grpc-port", "0", "--metrics-port", "-1", "--http-port", "0", *map(str, args)]
-    run = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                         timeout=30)
-    output = run.stdout + run.stderr
-    assert run.returncode == 2, output
-    assert "listening" not in output, output
-    return output
 
 
 def test_wrong_restrictions_stop_the_start(tmp_path):

@@ -17,7 +17,7 @@ import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
 from tessera_testlib import (BIN_DIR, MODELS_DIR, assert_close, assert_mlp_serves,
-                             load_reference, wait_until)
+                             load_reference, start_fails, wait_until)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
 from tls_certs import make_ca, make_leaf  # noqa: E402
@@ -142,21 +142,25 @@ def test_mutual_tls_requires_a_client_certificate_of_its_ca(make_server, certs):
     assert_mlp_serves(mutual.client())
 
 
-def test_renewed_certificate_is_served_without_restart(make_server, certs, tmp_path):
-    first_ca = make_ca(tmp_path, "first-ca")
-    first = make_leaf(tmp_path, "first", first_ca)
+def live_pair(tmp_path, name):
+    """A CA named `name` and a certificate and key it signed, at live.pem and live.key in
+    `tmp_path`, where a renewal replaces them; returns (ca, cert path, key path)."""
+    ca = make_ca(tmp_path, f"{name}-ca")
+    leaf = make_leaf(tmp_path, name, ca)
     cert, key = tmp_path / "live.pem", tmp_path / "live.key"
-    os.replace(first.cert, cert)
-    os.replace(first.key, key)
+    os.replace(leaf.cert, cert)  # as a mounted Secret changes: each file replaced whole
+    os.replace(leaf.key, key)
+    return ca, cert, key
+
+
+def test_renewed_certificate_is_served_without_restart(make_server, certs, tmp_path):
+    first_ca, cert, key = live_pair(tmp_path, "first")
     config = write_config(tmp_path, f"grpc:\n  tls: {{cert: {cert}, key: {key}, reload_secs: 1}}\n")
     server = make_server(repository=MODELS_DIR, mode="explicit", load_models=("mlp",),
                          wait_models=("mlp",), config=config, client_kwargs=grpc_kwargs(first_ca))
     assert_mlp_serves(server.client())
 
-    second_ca = make_ca(tmp_path, "second-ca")
-    second = make_leaf(tmp_path, "second", second_ca)
-    os.replace(second.cert, cert)  # as a mounted Secret changes: each file replaced whole
-    os.replace(second.key, key)
+    second_ca, _, _ = live_pair(tmp_path, "second")
 
     def second_ca_trusted():
         return not refused(lambda: grpcclient.InferenceServerClient(
@@ -220,11 +224,7 @@ def test_https_mutual_tls_requires_a_client_certificate_of_its_ca(make_server, c
 
 
 def test_renewed_https_certificate_is_served_without_restart(make_server, tmp_path):
-    first_ca = make_ca(tmp_path, "first-ca")
-    first = make_leaf(tmp_path, "first", first_ca)
-    cert, key = tmp_path / "live.pem", tmp_path / "live.key"
-    os.replace(first.cert, cert)
-    os.replace(first.key, key)
+    first_ca, cert, key = live_pair(tmp_path, "first")
     config = write_config(tmp_path, f"http:\n  tls: {{cert: {cert}, key: {key}, reload_secs: 1}}\n")
     server = make_server(repository=MODELS_DIR, mode="explicit", load_models=("mlp",),
                          wait_models=("mlp",), config=config)
@@ -243,20 +243,6 @@ def test_renewed_https_certificate_is_served_without_restart(make_server, tmp_pa
                what="the renewed HTTPS certificate served")
     assert https_refused(server.http_url, first_ca)
     assert https_get(server.http_url, second_ca, path="/v2/models/mlp/ready") == 200
-
-
-def start_fails(*args, config=None):
-    """Runs tessera-server with TLS settings that must stop its start; returns its output."""
-    command = [str(BIN_DIR / "tessera-server"), "--model-repository", str(MODELS_DIR), "--grpc-port", "0",
-               "--metrics-port", "-1", "--http-port", "0", *map(str, args)]
-    if config is not None:
-        command += ["--config", str(config)]
-    run = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                         timeout=30)
-    output = run.stdout + run.stderr
-    assert run.returncode == 2, output
-    assert "listening" not in output, output
-    return output
 
 
 def test_wrong_tls_files_stop_the_start(certs, tmp_path):
