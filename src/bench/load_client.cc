@@ -14,6 +14,7 @@
 #include <unordered_set>
 
 #include "grpcpp/grpcpp.h"
+#include "tessera/common/bytes_tensor.h"
 #include "tessera/common/clock.h"
 #include "tessera/common/data_type.h"
 #include "tessera/common/tensor.h"
@@ -40,6 +41,21 @@ void SleepUntilNs(int64_t monotonic_ns) {
 
 std::string Describe(const grpc::Status& s) {
   return absl::StrCat(OutcomeCodeName(s.error_code()), ": ", s.error_message());
+}
+
+// `count` random BYTES elements, serialized: each kRandomStringLength lowercase letters and
+// digits (perf_analyzer also sends random strings of one length, --string-length).
+constexpr size_t kRandomStringLength = 16;
+std::string RandomStrings(int64_t count, std::mt19937_64& rng) {
+  static constexpr char kAlphabet[] = "abcdefghijklmnopqrstuvwxyz0123456789";
+  std::uniform_int_distribution<size_t> pick(0, sizeof(kAlphabet) - 2);
+  std::string bytes;
+  std::string element(kRandomStringLength, ' ');
+  for (int64_t i = 0; i < count; ++i) {
+    for (char& c : element) c = kAlphabet[pick(rng)];
+    AppendBytesElement(element, &bytes);
+  }
+  return bytes;
 }
 
 // Fills `bytes` for one input: zeros, or random values of `type` (floats in [0, 1), integers in
@@ -242,20 +258,25 @@ Status LoadClient::Prepare() {
     int64_t total_bytes = 0;
     for (const TensorSpec& spec : inputs) {
       std::optional<DataType> type = DataTypeFromWireName(spec.datatype);
-      if (!type || DataTypeByteSize(*type) == 0) {
+      if (!type || (DataTypeByteSize(*type) == 0 && *type != DataType::kString)) {
         return absl::InvalidArgumentError(absl::StrCat("model \"", m.name, "\": input \"",
                                                        spec.name, "\" has datatype ", spec.datatype,
                                                        ", which the bench cannot fill"));
       }
       // The shape comes from the server's metadata or the scenario: checked before allocating.
-      std::optional<uint64_t> size = DenseByteSize(spec.shape, DataTypeByteSize(*type));
+      const bool bytes_tensor = *type == DataType::kString;
+      // BYTES zeros are empty strings: a 4-byte zero length per element.
+      std::optional<uint64_t> size =
+          DenseByteSize(spec.shape, bytes_tensor ? kBytesLengthPrefix : DataTypeByteSize(*type));
       if (!size || *size > static_cast<uint64_t>(INT32_MAX)) {
         return absl::InvalidArgumentError(absl::StrCat(
             "model \"", m.name, "\": input \"", spec.name, "\" of shape ",
             ShapeToString(spec.shape), " is larger than the 2 GiB a gRPC message can carry"));
       }
       std::string bytes(*size, '\0');
-      if (m.fill == InputFill::kRandom) {
+      if (m.fill == InputFill::kRandom && bytes_tensor) {
+        bytes = RandomStrings(ElementCount(spec.shape), rng);
+      } else if (m.fill == InputFill::kRandom) {
         FillRandom(*type, bytes, rng);
       } else if (m.fill == InputFill::kFiles) {
         auto it = m.input_files.find(spec.name);
@@ -267,7 +288,11 @@ Status LoadClient::Prepare() {
         if (!in) return absl::NotFoundError(absl::StrCat("cannot open input file ", it->second));
         std::stringstream buffer;
         buffer << in.rdbuf();
-        if (buffer.str().size() != bytes.size()) {
+        if (bytes_tensor) {  // the file holds the serialized elements, as on the wire
+          TESSERA_RETURN_IF_ERROR(CheckBytesElements(
+              absl::StrCat("input file ", it->second, " for BYTES input \"", spec.name, "\""),
+              buffer.str().data(), buffer.str().size(), ElementCount(spec.shape)));
+        } else if (buffer.str().size() != bytes.size()) {
           return absl::InvalidArgumentError(absl::StrCat(
               "input file ", it->second, " has ", buffer.str().size(), " bytes; input \"",
               spec.name, "\" of model \"", m.name, "\" needs ", bytes.size()));

@@ -12,6 +12,7 @@
 
 #include "executor/executor_instance.h"
 #include "spdlog/spdlog.h"
+#include "tessera/common/bytes_tensor.h"
 #include "tessera/common/thread_name.h"
 
 namespace tessera::executor {
@@ -23,24 +24,32 @@ uint64_t NowNs() {
                                    .count());
 }
 
-// Byte size of a dense tensor, or an error naming it; overflow-checked because the shape comes
+// Element count of an input, or an error naming it; overflow-checked because the shape comes
 // from another process.
-StatusOr<uint64_t> DenseByteSize(const ipc::BatchTensor& t) {
-  const auto dtype = static_cast<DataType>(t.data_type());
-  const uint64_t element_bytes = DataTypeByteSize(dtype);
-  if (element_bytes == 0) {
-    return absl::InvalidArgumentError(absl::StrCat("input '", t.name(), "': data type ",
-                                                   t.data_type(), " has no fixed element size"));
-  }
-  uint64_t bytes = element_bytes;
+StatusOr<uint64_t> CheckedElementCount(const ipc::BatchTensor& t) {
+  uint64_t count = 1;
   for (int64_t d : t.shape()) {
     if (d < 0) {
       return absl::InvalidArgumentError(
           absl::StrCat("input '", t.name(), "': negative dim ", d, " in its shape"));
     }
-    if (__builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes)) {
+    if (__builtin_mul_overflow(count, static_cast<uint64_t>(d), &count)) {
       return absl::InvalidArgumentError(absl::StrCat("input '", t.name(), "': shape too large"));
     }
+  }
+  return count;
+}
+
+// Byte size of a dense tensor, or an error naming it.
+StatusOr<uint64_t> DenseByteSize(const ipc::BatchTensor& t) {
+  const uint64_t element_bytes = DataTypeByteSize(static_cast<DataType>(t.data_type()));
+  if (element_bytes == 0) {
+    return absl::InvalidArgumentError(absl::StrCat("input '", t.name(), "': data type ",
+                                                   t.data_type(), " has no fixed element size"));
+  }
+  TESSERA_ASSIGN_OR_RETURN(uint64_t bytes, CheckedElementCount(t));
+  if (__builtin_mul_overflow(bytes, element_bytes, &bytes)) {
+    return absl::InvalidArgumentError(absl::StrCat("input '", t.name(), "': shape too large"));
   }
   return bytes;
 }
@@ -333,9 +342,12 @@ ipc::BatchResult Executor::RunBatch(Instance& instance, const ipc::InferBatch& i
   views.reserve(infer.inputs_size());
   const uint64_t ring_bytes = input_ring_->size();
   for (const ipc::BatchTensor& t : infer.inputs()) {
-    StatusOr<uint64_t> expected = DenseByteSize(t);
+    // BYTES inputs are serialized elements of any size (tessera/common/bytes_tensor.h): their
+    // count is checked once the range is known to lie in the ring.
+    const bool bytes_tensor = t.data_type() == static_cast<int>(DataType::kString);
+    StatusOr<uint64_t> expected = bytes_tensor ? CheckedElementCount(t) : DenseByteSize(t);
     if (!expected.ok()) return fail(expected.status());
-    if (t.byte_size() != *expected) {
+    if (!bytes_tensor && t.byte_size() != *expected) {
       return fail(absl::InvalidArgumentError(absl::StrCat(
           "input '", t.name(), "': byte_size ", t.byte_size(), " does not match shape ",
           ShapeToString(Shape(t.shape().begin(), t.shape().end())), " (", *expected, " bytes)")));
@@ -344,6 +356,12 @@ ipc::BatchResult Executor::RunBatch(Instance& instance, const ipc::InferBatch& i
       return fail(absl::OutOfRangeError(
           absl::StrCat("input '", t.name(), "': bytes [", t.offset(), ", +", t.byte_size(),
                        ") lie outside the input ring of ", ring_bytes, " bytes")));
+    }
+    if (bytes_tensor) {
+      Status elements = CheckBytesElements(absl::StrCat("input '", t.name(), "'"),
+                                           input_ring_->data() + t.offset(), t.byte_size(),
+                                           static_cast<int64_t>(*expected));
+      if (!elements.ok()) return fail(elements);
     }
     views.push_back(TensorView{t.name(), static_cast<DataType>(t.data_type()),
                                Shape(t.shape().begin(), t.shape().end()),

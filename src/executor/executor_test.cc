@@ -370,9 +370,25 @@ TEST_F(ExecutorTest, BadInputsAreErrorResultsAndTheExecutorKeepsServing) {
   negative_dim.mutable_infer()->mutable_inputs(0)->set_shape(0, -2);
   EXPECT_FALSE(Infer(negative_dim).ok());
 
-  ipc::ControlMessage bad_type = InferMessage(5, "fake/1", 0, 2);
-  bad_type.mutable_infer()->mutable_inputs(0)->set_data_type(static_cast<int>(DataType::kString));
-  EXPECT_FALSE(Infer(bad_type).ok());
+  // BYTES: serialized elements whose count must match the shape ([2, 4] needs 8), whatever
+  // their size; the bytes are read only once they are known to lie in the ring.
+  const char three_strings[] = "\x01\0\0\0a\x02\0\0\0bc\0\0\0\0";
+  std::memcpy(input_->data() + 1024, three_strings, sizeof(three_strings) - 1);
+  ipc::ControlMessage few_strings = InferMessage(5, "fake/1", 1024, 2);
+  few_strings.mutable_infer()->mutable_inputs(0)->set_data_type(
+      static_cast<int>(DataType::kString));
+  few_strings.mutable_infer()->mutable_inputs(0)->set_byte_size(sizeof(three_strings) - 1);
+  r = Infer(few_strings);
+  EXPECT_FALSE(r.ok());
+  EXPECT_NE(r.error().find("input 'x': 15 bytes of BYTES data hold 3 elements, the shape needs 8"),
+            std::string::npos)
+      << r.error();
+  few_strings.mutable_infer()->mutable_inputs(0)->set_byte_size(14);  // cuts the last prefix
+  r = Infer(few_strings);
+  EXPECT_NE(r.error().find("its 4-byte length is cut off"), std::string::npos) << r.error();
+  few_strings.mutable_infer()->mutable_inputs(0)->set_offset(4096 - 4);  // runs past the ring
+  r = Infer(few_strings);
+  EXPECT_NE(r.error().find("outside the input ring"), std::string::npos) << r.error();
 
   r = Infer(InferMessage(6, "fake/1", 0, 2, {"nope"}));
   EXPECT_FALSE(r.ok());

@@ -7,6 +7,7 @@
 
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
+#include "tessera/common/bytes_tensor.h"
 #include "tessera/ipc/guarded_copy.h"
 
 namespace tessera::frontend {
@@ -40,6 +41,14 @@ StatusOr<std::string> PackTypedContents(const std::string& input_name, DataType 
     case DataType::kInt64: return PackRepeated<int64_t, int64_t>(contents.int64_contents(), count);
     case DataType::kFp32: return PackRepeated<float, float>(contents.fp32_contents(), count);
     case DataType::kFp64: return PackRepeated<double, double>(contents.fp64_contents(), count);
+    case DataType::kString: {  // into the serialized form every later stage reads
+      std::string bytes;
+      for (const std::string& element : contents.bytes_contents()) {
+        AppendBytesElement(element, &bytes);
+      }
+      *count = contents.bytes_contents_size();
+      return bytes;
+    }
     default:
       // The protocol allows FP16/BF16 only as raw bytes (serving-systems.md §2.2).
       return absl::InvalidArgumentError(
@@ -192,10 +201,6 @@ StatusOr<std::unique_ptr<dispatch::Request>> BuildDispatchRequest(
           "input '", tensor.name, "': datatype ", input.datatype(), " does not match the model's ",
           std::string(DataTypeToWireName(tensor.data_type))));
     }
-    if (*dtype == DataType::kString) {
-      return absl::UnimplementedError(
-          absl::StrCat("input '", tensor.name, "': BYTES tensors are not supported yet"));
-    }
     Shape shape(input.shape().begin(), input.shape().end());
     TESSERA_RETURN_IF_ERROR(CheckShape(tensor, shape, config.max_batch_size));
     if (config.max_batch_size > 0) {
@@ -207,7 +212,11 @@ StatusOr<std::unique_ptr<dispatch::Request>> BuildDispatchRequest(
       batch_size = shape[0];
     }
 
-    const std::optional<uint64_t> dense_bytes = DenseByteSize(shape, DataTypeByteSize(*dtype));
+    // A BYTES tensor's size follows from its elements' lengths; its element count is checked
+    // once its bytes are known (CheckBytesElements below).
+    const bool bytes_tensor = *dtype == DataType::kString;
+    const std::optional<uint64_t> dense_bytes =
+        DenseByteSize(shape, bytes_tensor ? 1 : DataTypeByteSize(*dtype));
     if (!dense_bytes) {
       return absl::InvalidArgumentError(absl::StrCat("input '", tensor.name, "': shape ",
                                                      ShapeToString(shape), " of ",
@@ -220,7 +229,7 @@ StatusOr<std::unique_ptr<dispatch::Request>> BuildDispatchRequest(
     TESSERA_ASSIGN_OR_RETURN(std::optional<ClientShmSlice> slice,
                              shm->SliceFor(what, input.parameters()));
     if (slice) {
-      if (slice->byte_size != expected_bytes) {
+      if (!bytes_tensor && slice->byte_size != expected_bytes) {
         return absl::InvalidArgumentError(absl::StrCat(
             what, ": shared_memory_byte_size is ", slice->byte_size, ", but shape ",
             ShapeToString(shape), " of ", input.datatype(), " needs ", expected_bytes));
@@ -234,9 +243,18 @@ StatusOr<std::unique_ptr<dispatch::Request>> BuildDispatchRequest(
       data = copy.get();
       byte_size = slice->byte_size;
       storage->shm_input_copies.push_back(std::move(copy));
+      if (bytes_tensor) {
+        TESSERA_RETURN_IF_ERROR(CheckBytesElements(
+            absl::StrCat(what, " (shared-memory region '", slice->region->name, "')"), data,
+            byte_size, ElementCount(shape)));
+      }
     } else if (raw) {
       const std::string& bytes = wire.raw_input_contents(raw_index[wire_index[k]]);
-      if (bytes.size() != expected_bytes) {
+      if (bytes_tensor) {
+        TESSERA_RETURN_IF_ERROR(CheckBytesElements(absl::StrCat(what, ": raw_input_contents"),
+                                                   bytes.data(), bytes.size(),
+                                                   ElementCount(shape)));
+      } else if (bytes.size() != expected_bytes) {
         return absl::InvalidArgumentError(absl::StrCat(
             "input '", tensor.name, "': raw_input_contents has ", bytes.size(),
             " bytes, but shape ", ShapeToString(shape), " of ", input.datatype(), " needs ",
@@ -248,7 +266,8 @@ StatusOr<std::unique_ptr<dispatch::Request>> BuildDispatchRequest(
       size_t count = 0;
       TESSERA_ASSIGN_OR_RETURN(std::string packed,
                                PackTypedContents(tensor.name, *dtype, input.contents(), &count));
-      if (packed.size() != expected_bytes) {
+      if (bytes_tensor ? static_cast<int64_t>(count) != ElementCount(shape)
+                       : packed.size() != expected_bytes) {
         return absl::InvalidArgumentError(absl::StrCat(
             "input '", tensor.name, "': contents hold ", count, " elements, but shape ",
             ShapeToString(shape), " needs ", ElementCount(shape)));

@@ -38,7 +38,8 @@ struct RequestStorage {
 };
 
 // Validates `wire` against `config` and builds the request (without `done` / `arrival_ns`).
-// Errors are INVALID_ARGUMENT (UNIMPLEMENTED for BYTES tensors; NOT_FOUND or PERMISSION_DENIED
+// BYTES inputs stay in their serialized form (tessera/common/bytes_tensor.h), their element count
+// checked against the shape. Errors are INVALID_ARGUMENT (NOT_FOUND or PERMISSION_DENIED
 // for a shared-memory region that is not registered or not allowed). Inputs come from
 // raw_input_contents, typed contents or a region of `shm` (null: none is registered). The views
 // point into `wire` and `storage`, which must outlive the request.

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tessera/common/bytes_tensor.h"
+
 namespace tessera::frontend {
 namespace {
 
@@ -77,6 +79,60 @@ TEST(InferRequestTest, RejectsWrongDtypeShapeBytesAndBatch) {
   ExpectInvalid(Build(RawRequest("FP32", {1, 4}, 15), MlpConfig()), "has 15 bytes");
   ExpectInvalid(Build(RawRequest("FP32", {9, 4}, 144), MlpConfig()), "batch size 9");
   ExpectInvalid(Build(RawRequest("FP32", {0, 4}, 0), MlpConfig()), "batch size 0");
+}
+
+repository::ModelConfig TextConfig() {
+  repository::ModelConfig config;
+  config.name = "text";
+  config.max_batch_size = 4;
+  config.inputs = {{"input", DataType::kString, {2}}};
+  config.outputs = {{"output", DataType::kString, {2}}};
+  return config;
+}
+
+std::string Strings(const std::vector<std::string>& elements) {
+  std::string bytes;
+  for (const std::string& e : elements) AppendBytesElement(e, &bytes);
+  return bytes;
+}
+
+TEST(InferRequestTest, BytesInputsKeepTheirSerializedFormAndElementCountIsChecked) {
+  auto wire = RawRequest("BYTES", {2, 2}, 0);
+  *wire.mutable_raw_input_contents(0) = Strings({"", "a", "bcd", std::string("\0", 1)});
+  RequestStorage storage;
+  auto request = BuildDispatchRequest(wire, TextConfig(), &storage);
+  ASSERT_TRUE(request.ok()) << request.status();
+  EXPECT_EQ((*request)->batch_size, 2);
+  EXPECT_EQ((*request)->inputs[0].data, wire.raw_input_contents(0).data());
+  EXPECT_EQ((*request)->inputs[0].byte_size, 4u * 4 + 0 + 1 + 3 + 1);
+
+  *wire.mutable_raw_input_contents(0) = Strings({"a", "b", "c"});
+  ExpectInvalid(Build(wire, TextConfig()),
+                "input 'input': raw_input_contents: 15 bytes of BYTES data hold 3 elements, the "
+                "shape needs 4");
+  wire.mutable_raw_input_contents(0)->append("\x09\0\0\0abc", 7);
+  ExpectInvalid(Build(wire, TextConfig()), "BYTES element 3 says it has 9 bytes but only 3 follow");
+  ExpectInvalid(Build(RawRequest("FP32", {1, 2}, 8), TextConfig()),
+                "datatype FP32 does not match the model's BYTES");
+}
+
+TEST(InferRequestTest, TypedBytesContentsAreSerialized) {
+  inference::ModelInferRequest wire;
+  auto* input = wire.add_inputs();
+  input->set_name("input");
+  input->set_datatype("BYTES");
+  input->add_shape(1);
+  input->add_shape(2);
+  input->mutable_contents()->add_bytes_contents("xy");
+  input->mutable_contents()->add_bytes_contents("");
+  RequestStorage storage;
+  auto request = BuildDispatchRequest(wire, TextConfig(), &storage);
+  ASSERT_TRUE(request.ok()) << request.status();
+  const TensorView& view = (*request)->inputs[0];
+  EXPECT_EQ(std::string(static_cast<const char*>(view.data), view.byte_size), Strings({"xy", ""}));
+
+  input->mutable_contents()->add_bytes_contents("z");
+  ExpectInvalid(Build(wire, TextConfig()), "contents hold 3 elements, but shape [1, 2] needs 2");
 }
 
 TEST(InferRequestTest, RejectsMissingUnknownAndDuplicateTensors) {

@@ -111,7 +111,7 @@ StatusOr<SequenceControl> ReadControl(std::string_view source, const YAML::Node&
         kCorrelationIdTypes.end()) {
       return yaml::ErrorAt(source, *type, c.PathOf("data_type"),
                            "expected TYPE_UINT64, TYPE_INT64, TYPE_UINT32 or TYPE_INT32 (string "
-                           "correlation IDs are not supported: BYTES tensors are not)");
+                           "correlation IDs are not supported)");
     }
     return control;
   }

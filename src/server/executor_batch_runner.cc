@@ -4,6 +4,7 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "tessera/common/bytes_tensor.h"
 #include "tessera/common/data_type.h"
 
 namespace tessera::server {
@@ -112,7 +113,10 @@ Status RunWarmUpBatch(ExecutorProcess& process, const std::string& instance_key,
   std::vector<uint64_t> sizes;
   for (const WarmUpInput& input : inputs) {
     // Checked before anything is allocated: the dims come from a config or a model file.
-    std::optional<uint64_t> bytes = DenseByteSize(input.shape, DataTypeByteSize(input.data_type));
+    // A BYTES input's zeros are empty strings: each element its 4-byte zero length.
+    std::optional<uint64_t> bytes = DenseByteSize(
+        input.shape, input.data_type == DataType::kString ? kBytesLengthPrefix
+                                                          : DataTypeByteSize(input.data_type));
     if (!bytes || __builtin_add_overflow(total_bytes, *bytes, &total_bytes) ||
         total_bytes > process.gather_capacity_bytes()) {
       return absl::ResourceExhaustedError(absl::StrCat(

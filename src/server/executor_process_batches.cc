@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "executor_process.h"
+#include "tessera/common/bytes_tensor.h"
 #include "tessera/common/clock.h"
 #include "tessera/common/data_type.h"
 
@@ -283,6 +284,26 @@ StatusOr<std::vector<dispatch::Response>> ExecutorProcess::FinishBatch(
     }
     const uint64_t row_bytes =
         pending.batched && pending.total_rows > 0 ? output.byte_size() / static_cast<uint64_t>(pending.total_rows) : 0;
+    // A BYTES output's rows differ in size: request i's rows run between element boundaries.
+    std::vector<size_t> element_offsets;
+    int64_t elements_per_row = 0;
+    if (pending.batched && output.data_type() == static_cast<int>(DataType::kString)) {
+      StatusOr<std::vector<size_t>> offsets =
+          BytesElementOffsets(out_base + output.offset(), output.byte_size());
+      const int64_t elements = ElementCount(shape);
+      if (offsets.ok() && static_cast<int64_t>(offsets->size()) - 1 != elements) {
+        offsets = absl::InvalidArgumentError(
+            absl::StrCat("holds ", offsets->size() - 1, " elements for ", elements));
+      }
+      if (!offsets.ok()) {
+        split_status = absl::InternalError(
+            absl::StrCat(Describe(), " returned BYTES output '", output.name(), "' of shape ",
+                         ShapeToString(shape), " that ", offsets.status().message()));
+        break;
+      }
+      element_offsets = std::move(*offsets);
+      elements_per_row = pending.total_rows > 0 ? elements / pending.total_rows : 0;
+    }
     int64_t row_begin = 0;
     for (size_t i = 0; i < pending.requests.size(); ++i) {
       const dispatch::Request* request = pending.requests[i];
@@ -292,8 +313,14 @@ StatusOr<std::vector<dispatch::Response>> ExecutorProcess::FinishBatch(
       tensor.shape = shape;
       if (pending.batched && !tensor.shape.empty()) {
         tensor.shape[0] = request->batch_size;
-        tensor.bytes.assign(out_base + output.offset() + row_begin * row_bytes,
-                            request->batch_size * row_bytes);
+        if (!element_offsets.empty()) {
+          const size_t begin = element_offsets[row_begin * elements_per_row];
+          const size_t end = element_offsets[(row_begin + request->batch_size) * elements_per_row];
+          tensor.bytes.assign(out_base + output.offset() + begin, end - begin);
+        } else {
+          tensor.bytes.assign(out_base + output.offset() + row_begin * row_bytes,
+                              request->batch_size * row_bytes);
+        }
       } else {
         tensor.bytes.assign(out_base + output.offset(), output.byte_size());
       }

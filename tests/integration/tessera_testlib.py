@@ -132,6 +132,15 @@ def assert_mlp_serves(client, model="mlp"):
     assert_close(infer_output(client, model, x), y, f"{model} after an error")
 
 
+def run_bench(*args, timeout=60):
+    """Runs tessera-bench without its progress line; the CompletedProcess, text captured."""
+    bench = BIN_DIR / "tessera-bench"
+    if not bench.is_file():
+        pytest.fail(f"{bench} not found: build the target tessera-bench", pytrace=False)
+    return subprocess.run([str(bench), "--progress", "off", *map(str, args)],
+                          capture_output=True, text=True, timeout=timeout)
+
+
 def start_fails(*args, config=None):
     """Runs tessera-server with settings that must stop its start (exit code 2, before any
     endpoint listens); returns its output."""

@@ -5,13 +5,10 @@ were none, and count the unknown model's requests as NOT_FOUND (never hide them)
 naming the problem."""
 
 import json
-import subprocess
 
 import pytest
 
-from tessera_testlib import BIN_DIR, model_stats
-
-BENCH_BIN = BIN_DIR / "tessera-bench"
+from tessera_testlib import model_stats, run_bench
 
 SCENARIO = """\
 warmup_s: 0.5
@@ -34,13 +31,6 @@ models:
     inputs:
       - {name: input, datatype: FP32, shape: [1, 64]}
 """
-
-
-def run_bench(*args, timeout=60):
-    if not BENCH_BIN.is_file():
-        pytest.fail(f"{BENCH_BIN} not found: build the target tessera-bench", pytrace=False)
-    return subprocess.run([str(BENCH_BIN), "--progress", "off", *map(str, args)],
-                          capture_output=True, text=True, timeout=timeout)
 
 
 def test_report_counts_every_request_and_shows_server_errors(server, client, tmp_path):

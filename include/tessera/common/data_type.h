@@ -1,5 +1,6 @@
 // Tensor element types, numbered as Triton's inference.DataType (model_config.proto) so a config's
-// `data_type: TYPE_FP32` and the wire enum map one to one. BYTES/STRING tensors are not served yet.
+// `data_type: TYPE_FP32` and the wire enum map one to one. BYTES/STRING tensors have no element
+// size; their one serialized form is tessera/common/bytes_tensor.h's.
 #pragma once
 
 #include <cstddef>
