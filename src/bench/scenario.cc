@@ -23,9 +23,9 @@ constexpr std::array<std::string_view, 3> kTensorKeys = {"name", "datatype", "sh
 constexpr std::array<std::string_view, 2> kModes = {"open", "closed"};
 constexpr std::array<std::string_view, 4> kArrivals = {"poisson", "uniform", "constant", "trace"};
 constexpr std::array<std::string_view, 3> kFills = {"random", "zeros", "files"};
-constexpr std::array<std::string_view, 13> kDatatypes = {
+constexpr std::array<std::string_view, 14> kDatatypes = {
     "BOOL",  "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16",
-    "INT32", "INT64", "FP16",   "FP32",   "FP64",   "BF16"};
+    "INT32", "INT64", "FP16",   "FP32",   "FP64",   "BF16", "BYTES"};
 
 constexpr double kMaxRate = 1e7;
 constexpr double kMaxSeconds = 7 * 24 * 3600.0;

@@ -5,6 +5,8 @@
 // (memory_planner.h) is cached, and later Runs with those shapes place kernel outputs in one
 // reused arena. Graph outputs are in the arena too, live to the end and are copied into the
 // returned Tensors; graph inputs stay caller-owned, weights stay in graph_.
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -13,18 +15,18 @@
 #include <mutex>
 #include <unordered_set>
 
-#include <sys/stat.h>
-
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/base/thread_annotations.h"
 #include "engine/cpu/ops.h"
 #include "engine/graph.h"
 #include "engine/graph_passes.h"
 #include "engine/memory_planner.h"
 #include "engine/onnx_import.h"
+#include "engine/string_tensor.h"
 #include "engine/thread_pool.h"
 #include "spdlog/spdlog.h"
+#include "tessera/common/bytes_tensor.h"
 #include "tessera/engine/engine.h"
 #ifdef TESSERA_HAVE_CUDA
 #include "engine/cuda/cuda_model.h"
@@ -149,13 +151,17 @@ class CpuModel final : public Model {
       return absl::ResourceExhaustedError("out of memory allocating activations");
     }
   }
-  Status ValidateInputs(const std::vector<TensorView>& views, std::vector<Value>* slots) const;
+  // Binds the inputs to their slots; STRING inputs' strings are copied into `strings`.
+  Status ValidateInputs(const std::vector<TensorView>& views, std::vector<Value>* slots,
+                        StringArena* strings) const;
   Status RunImpl(const std::vector<TensorView>& inputs, std::vector<Tensor>* outputs,
                  std::vector<LayerTiming>* timings);
   // Interprets the nodes on `slots` (graph inputs already set). With `plan`, kernel outputs go to
-  // `arena` at the planned offsets; with `recording`, what a plan needs is written there.
+  // `arena` at the planned offsets; with `recording`, what a plan needs is written there. Kernels
+  // put the strings they make in `strings`.
   Status Execute(std::vector<Value>* slots, ThreadPool* pool, const ActivationPlan* plan,
-                 std::byte* arena, Recording* recording, std::vector<LayerTiming>* timings) const;
+                 std::byte* arena, Recording* recording, std::vector<LayerTiming>* timings,
+                 StringArena* strings) const;
   Status CopyOutputs(const std::vector<Value>& slots, std::vector<Tensor>* outputs) const;
   StatusOr<std::shared_ptr<const ActivationPlan>> BuildPlan(const Recording& recording) const;
   std::vector<Shape> InputShapes(const std::vector<Value>& slots) const;
@@ -185,8 +191,8 @@ class CpuModel final : public Model {
       ABSL_GUARDED_BY(plans_mu_);
 };
 
-Status CpuModel::ValidateInputs(const std::vector<TensorView>& views,
-                                std::vector<Value>* slots) const {
+Status CpuModel::ValidateInputs(const std::vector<TensorView>& views, std::vector<Value>* slots,
+                                StringArena* strings) const {
   std::vector<bool> seen(graph_.inputs.size(), false);
   for (const TensorView& view : views) {
     size_t index = 0;
@@ -218,6 +224,12 @@ Status CpuModel::ValidateInputs(const std::vector<TensorView>& views,
                                                      ShapeToString(view.shape), ", expected ",
                                                      ShapeToString(info.shape),
                                                      " (-1 = any size)"));
+    }
+    if (view.dtype == DataType::kString) {  // serialized (bytes_tensor.h), so no fixed size
+      TESSERA_ASSIGN_OR_RETURN((*slots)[graph_.input_ids[index]],
+                               BindStrings(absl::StrCat("input \"", view.name, "\""), view.shape,
+                                           view.data, view.byte_size, strings));
+      continue;
     }
     const size_t expected_bytes =
         static_cast<size_t>(ElementCount(view.shape)) * DataTypeByteSize(view.dtype);
@@ -257,10 +269,11 @@ bool ElementwiseOnChannelsLast(const cpu::Inputs& inputs) {
 }  // namespace
 
 Status CpuModel::Execute(std::vector<Value>* slots, ThreadPool* pool, const ActivationPlan* plan,
-                         std::byte* arena, Recording* recording,
-                         std::vector<LayerTiming>* timings) const {
+                         std::byte* arena, Recording* recording, std::vector<LayerTiming>* timings,
+                         StringArena* strings) const {
   cpu::OpContext ctx;
   ctx.pool = pool;
+  ctx.strings = strings;
   ctx.onednn = onednn_ && cpu::UsingOneDnn();
   cpu::Inputs node_inputs;
   cpu::Inputs original_inputs;  // node_inputs before any layout conversion
@@ -297,6 +310,9 @@ Status CpuModel::Execute(std::vector<Value>* slots, ThreadPool* pool, const Acti
           v = &converted.back();
         }
       }
+    }
+    if (Status refused = cpu::RefuseStrings(*ops_[n], node.op_type, node_inputs); !refused.ok()) {
+      return Prefixed(refused, node.Describe(graph_.value_names));
     }
     ctx.state = states_[n].get();
     node_outputs.assign(node.outputs.size(), Value());
@@ -378,6 +394,11 @@ Status CpuModel::CopyOutputs(const std::vector<Value>& slots, std::vector<Tensor
     tensor.name = info.name;
     tensor.dtype = row_major.dtype();
     tensor.shape = row_major.shape();
+    if (row_major.dtype() == DataType::kString) {
+      SerializeStrings(row_major, &tensor.bytes);
+      outputs->push_back(std::move(tensor));
+      continue;
+    }
     const auto* data = row_major.data<std::byte>();
     tensor.bytes.assign(data, data + row_major.byte_size());
     outputs->push_back(std::move(tensor));
@@ -439,10 +460,12 @@ void CpuModel::StorePlan(const std::vector<Shape>& key,
 
 Status CpuModel::RunImpl(const std::vector<TensorView>& inputs, std::vector<Tensor>* outputs,
                          std::vector<LayerTiming>* timings) {
+  StringArena strings;  // declared before `slots`: outlives every Value that points into it
   std::vector<Value> slots(graph_.value_names.size());
-  TESSERA_RETURN_IF_ERROR(ValidateInputs(inputs, &slots));
+  TESSERA_RETURN_IF_ERROR(ValidateInputs(inputs, &slots, &strings));
   if (!plan_memory_) {
-    TESSERA_RETURN_IF_ERROR(Execute(&slots, pool_.get(), nullptr, nullptr, nullptr, timings));
+    TESSERA_RETURN_IF_ERROR(
+        Execute(&slots, pool_.get(), nullptr, nullptr, nullptr, timings, &strings));
     return CopyOutputs(slots, outputs);
   }
   const std::vector<Shape> key = InputShapes(slots);
@@ -450,7 +473,8 @@ Status CpuModel::RunImpl(const std::vector<TensorView>& inputs, std::vector<Tens
   if (plan == nullptr) {
     // First Run with these shapes: run on fresh allocations, learning the sizes to plan from.
     Recording recording(slots.size());
-    TESSERA_RETURN_IF_ERROR(Execute(&slots, pool_.get(), nullptr, nullptr, &recording, timings));
+    TESSERA_RETURN_IF_ERROR(
+        Execute(&slots, pool_.get(), nullptr, nullptr, &recording, timings, &strings));
     TESSERA_RETURN_IF_ERROR(CopyOutputs(slots, outputs));
     TESSERA_ASSIGN_OR_RETURN(plan, BuildPlan(recording));
     StorePlan(key, std::move(plan));
@@ -460,8 +484,8 @@ Status CpuModel::RunImpl(const std::vector<TensorView>& inputs, std::vector<Tens
     arena_ = Value();  // free the old arena before allocating the larger one
     arena_ = Value::Allocate(DataType::kUint8, {static_cast<int64_t>(plan->arena_bytes)});
   }
-  TESSERA_RETURN_IF_ERROR(Execute(&slots, pool_.get(), plan.get(),
-                                  arena_.mutable_data<std::byte>(), nullptr, timings));
+  TESSERA_RETURN_IF_ERROR(Execute(&slots, pool_.get(), plan.get(), arena_.mutable_data<std::byte>(),
+                                  nullptr, timings, &strings));
   return CopyOutputs(slots, outputs);
 }
 
@@ -482,22 +506,26 @@ StatusOr<MemoryPlanInfo> CpuModel::PlanMemory(int64_t batch) const {
     for (int64_t& d : t.shape) {
       if (d < 0) d = batch;
     }
-    t.bytes.assign(static_cast<size_t>(ElementCount(t.shape)) * DataTypeByteSize(t.dtype),
-                   std::byte{0});
+    // Zero bytes are zeros, or for STRING empty strings (each a zero 4-byte length).
+    const size_t element_bytes =
+        t.dtype == DataType::kString ? kBytesLengthPrefix : DataTypeByteSize(t.dtype);
+    t.bytes.assign(static_cast<size_t>(ElementCount(t.shape)) * element_bytes, std::byte{0});
     tensors.push_back(std::move(t));
   }
   std::vector<TensorView> views;
   for (Tensor& t : tensors) views.push_back(t.View());
   std::shared_ptr<const ActivationPlan> plan;
   try {
+    StringArena strings;
     std::vector<Value> slots(graph_.value_names.size());
-    TESSERA_RETURN_IF_ERROR(ValidateInputs(views, &slots));
+    TESSERA_RETURN_IF_ERROR(ValidateInputs(views, &slots, &strings));
     const std::vector<Shape> key = InputShapes(slots);
     plan = FindPlan(key);
     if (plan == nullptr) {
       // Single-threaded (null pool) and arena-free, so it cannot disturb a concurrent Run.
       Recording recording(slots.size());
-      TESSERA_RETURN_IF_ERROR(Execute(&slots, nullptr, nullptr, nullptr, &recording, nullptr));
+      TESSERA_RETURN_IF_ERROR(
+          Execute(&slots, nullptr, nullptr, nullptr, &recording, nullptr, &strings));
       TESSERA_ASSIGN_OR_RETURN(plan, BuildPlan(recording));
       StorePlan(key, plan);
     }
@@ -563,6 +591,8 @@ StatusOr<Graph> PrepareGraph(const std::string& path) {
   }
   StatusOr<PassSummary> passes = RunGraphPasses(&graph);
   if (!passes.ok()) return Prefixed(passes.status(), path);
+  // Typed now: a STRING value reaching a kernel without string support is refused at load.
+  if (Status strings = cpu::CheckStringUse(graph); !strings.ok()) return Prefixed(strings, path);
   spdlog::info("{}: graph passes: {}", path, passes->ToString());
   return graph;
 }

@@ -65,6 +65,13 @@ inline Attribute IntsAttr(std::vector<int64_t> ints) {
   return a;
 }
 
+inline Attribute StringsAttr(std::vector<std::string> strings) {
+  Attribute a;
+  a.kind = Attribute::Kind::kStrings;
+  a.strings = std::move(strings);
+  return a;
+}
+
 inline Attribute StringAttr(std::string s) {
   Attribute a;
   a.kind = Attribute::Kind::kString;
@@ -83,7 +90,11 @@ inline StatusOr<std::vector<Value>> RunOpN(const std::string& op_type, const Inp
   node.opset = opset;
   node.attributes = std::move(attrs);
   std::vector<Value> outputs(num_outputs);
+  // Strings kernels make live as long as the test process: results may be checked at leisure.
+  static StringArena* strings = new StringArena();
   OpContext ctx{pool};
+  ctx.strings = strings;
+  TESSERA_RETURN_IF_ERROR(RefuseStrings(*def, op_type, inputs));  // as the CPU model does
   TESSERA_RETURN_IF_ERROR(def->run(ctx, node, inputs, &outputs));
   return outputs;
 }

@@ -1,6 +1,7 @@
 #include "engine/graph.h"
 
 #include "absl/strings/str_cat.h"
+#include "engine/string_tensor.h"
 
 namespace tessera::engine {
 
@@ -30,6 +31,12 @@ std::string Attributes::GetString(const std::string& name, std::string fallback)
   return a != nullptr && a->kind == Attribute::Kind::kString ? a->s : fallback;
 }
 
+std::vector<std::string> Attributes::GetStrings(const std::string& name) const {
+  const Attribute* a = Find(name);
+  return a != nullptr && a->kind == Attribute::Kind::kStrings ? a->strings
+                                                              : std::vector<std::string>();
+}
+
 std::string Node::Describe(const std::vector<std::string>& value_names) const {
   if (!name.empty()) return absl::StrCat("node \"", name, "\" (", op_type, ")");
   std::string first_output = outputs.empty() ? "" : value_names[outputs[0]];
@@ -49,9 +56,28 @@ int Graph::AddValue(const std::string& name) {
 uint64_t Graph::ConstantBytes() const {
   uint64_t bytes = 0;
   for (const auto& c : constants) {
-    if (c.has_value()) bytes += c->byte_size();
+    if (!c.has_value()) continue;
+    bytes += c->byte_size();
+    if (c->dtype() != DataType::kString) continue;
+    for (int64_t i = 0; i < c->num_elements(); ++i) bytes += StringAt(*c, i).size();
   }
   return bytes;
+}
+
+std::optional<std::string> FindStringTensor(const Graph& graph) {
+  for (const TensorInfo& info : graph.inputs) {
+    if (info.dtype == DataType::kString) return info.name;
+  }
+  for (const TensorInfo& info : graph.outputs) {
+    if (info.dtype == DataType::kString) return info.name;
+  }
+  for (size_t id = 0; id < graph.value_names.size(); ++id) {
+    const bool constant =
+        graph.constants[id].has_value() && graph.constants[id]->dtype() == DataType::kString;
+    const bool typed = id < graph.dtypes.size() && graph.dtypes[id] == DataType::kString;
+    if (constant || typed) return graph.value_names[id];
+  }
+  return std::nullopt;
 }
 
 }  // namespace tessera::engine

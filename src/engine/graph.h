@@ -17,13 +17,14 @@ namespace tessera::engine {
 
 // One node attribute; which members are meaningful depends on `kind`.
 struct Attribute {
-  enum class Kind { kInt, kFloat, kInts, kFloats, kString, kTensor };
+  enum class Kind { kInt, kFloat, kInts, kFloats, kString, kStrings, kTensor };
   Kind kind = Kind::kInt;
   int64_t i = 0;
   float f = 0;
   std::vector<int64_t> ints;
   std::vector<float> floats;
   std::string s;
+  std::vector<std::string> strings;
   Value tensor;
 };
 
@@ -38,6 +39,7 @@ class Attributes {
   float GetFloat(const std::string& name, float fallback) const;
   std::vector<int64_t> GetInts(const std::string& name, std::vector<int64_t> fallback = {}) const;
   std::string GetString(const std::string& name, std::string fallback = "") const;
+  std::vector<std::string> GetStrings(const std::string& name) const;  // empty when absent
 
   const std::map<std::string, Attribute>& all() const { return map_; }
 
@@ -49,8 +51,10 @@ inline constexpr int kNoValue = -1;  // an omitted optional input
 
 struct Node {
   std::string name;     // as in the model file; may be empty
-  std::string op_type;  // ONNX op type, default domain
-  int opset = 0;        // the model's default-domain opset (semantics differ across versions)
+  // ONNX op type. Default domain: as in the file ("Conv"); ai.onnx.ml: prefixed with the domain
+  // ("ai.onnx.ml.LabelEncoder"), so one name space serves both. No other domain is imported.
+  std::string op_type;
+  int opset = 0;  // the model's opset of the node's domain (semantics differ across versions)
   Attributes attributes;
   std::vector<int> inputs;   // value ids; kNoValue for an omitted optional input
   std::vector<int> outputs;  // value ids
@@ -73,7 +77,8 @@ struct Graph {
   std::vector<bool> input_rank_known;  // false when the file declares no shape for the input
   std::vector<int> output_ids;
   std::vector<TensorInfo> outputs;
-  int opset = 0;
+  int opset = 0;     // default domain
+  int ml_opset = 0;  // ai.onnx.ml; 0 when the model imports none
 
   // Filled by InferShapes (graph_passes.h), indexed by value id: the static shape (dims as above;
   // nullopt = rank unknown) and dtype (kInvalid = unknown). Never wrong, possibly incomplete.
@@ -87,7 +92,15 @@ struct Graph {
   // Adds a value (not constant, shape unknown) and returns its id.
   int AddValue(const std::string& name);
   bool IsConstant(int id) const { return id >= 0 && constants[id].has_value(); }
+  // Bytes of the constants (a STRING constant: its handles and its strings' bytes).
   uint64_t ConstantBytes() const;
 };
+
+// The domain prefix of ai.onnx.ml op types in Node::op_type.
+inline constexpr char kMlDomainPrefix[] = "ai.onnx.ml.";
+
+// The name of some STRING (BYTES) tensor of the graph (input, output, constant, or a value
+// InferShapes typed kString), or nullopt when there is none: for backends without string kernels.
+std::optional<std::string> FindStringTensor(const Graph& graph);
 
 }  // namespace tessera::engine

@@ -125,6 +125,8 @@ std::string PassSummary::ToString() const {
 StatusOr<int> FoldConstants(Graph* graph) {
   std::vector<Node> remaining;
   cpu::OpContext ctx;  // single-threaded: folded subgraphs are small
+  StringArena strings;  // only until the folded STRING values own their strings (below)
+  ctx.strings = &strings;
   int folded = 0;
   for (Node& node : graph->nodes) {
     bool foldable = true;
@@ -145,12 +147,16 @@ StatusOr<int> FoldConstants(Graph* graph) {
       continue;
     }
     std::vector<Value> outputs(node.outputs.size());
-    Status status = op->run(ctx, node, inputs, &outputs);
+    Status status = cpu::RefuseStrings(*op, node.op_type, inputs);
+    if (status.ok()) status = op->run(ctx, node, inputs, &outputs);
     if (!status.ok()) {
       return Status(status.code(),
                     absl::StrCat(node.Describe(graph->value_names), ": ", status.message()));
     }
-    for (size_t i = 0; i < outputs.size(); ++i) graph->constants[node.outputs[i]] = outputs[i];
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      if (outputs[i].dtype() == DataType::kString) outputs[i] = OwnStrings(outputs[i]);
+      graph->constants[node.outputs[i]] = outputs[i];
+    }
     ++folded;
   }
   graph->nodes = std::move(remaining);

@@ -14,6 +14,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "engine/string_tensor.h"
 #include "onnx/onnx_pb.h"
 
 namespace tessera::engine {
@@ -23,17 +24,35 @@ namespace {
 // Below 7 only ops whose semantics never changed are run; the model check rejects the others.
 constexpr int64_t kMinOpset = 1;
 constexpr int64_t kMaxOpset = 18;
+// The ai.onnx.ml opsets (ONNX 1.16 defines 1..5); each kernel reads the node's opset itself.
+constexpr int64_t kMaxMlOpset = 5;
+constexpr char kMlDomain[] = "ai.onnx.ml";
+
+// A STRING tensor's string_data (ONNX keeps strings there, never in raw_data).
+StatusOr<Value> StringValueFromTensorProto(const onnx::TensorProto& proto, const std::string& what,
+                                           Shape shape) {
+  if (proto.data_location() == onnx::TensorProto::EXTERNAL) {
+    return absl::UnimplementedError(absl::StrCat(what, ": STRING tensors in external data"));
+  }
+  const std::optional<uint64_t> count = DenseByteSize(shape, 1);
+  if (!count || *count != static_cast<uint64_t>(proto.string_data_size())) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " has ", proto.string_data_size(),
+                                                   " strings for shape ", ShapeToString(shape)));
+  }
+  return MakeStringValue(std::move(shape), std::vector<std::string>(proto.string_data().begin(),
+                                                                    proto.string_data().end()));
+}
 
 StatusOr<DataType> FromOnnxType(int32_t elem_type, const std::string& what) {
   const std::optional<DataType> type = DataTypeFromOnnxElementType(elem_type);
   if (type == DataType::kFp32 || type == DataType::kInt64 || type == DataType::kInt32 ||
-      type == DataType::kBool || type == DataType::kUint8) {
+      type == DataType::kBool || type == DataType::kUint8 || type == DataType::kString) {
     return *type;
   }
   return absl::UnimplementedError(absl::StrCat(
       what, " has element type ",
       onnx::TensorProto::DataType_Name(static_cast<onnx::TensorProto::DataType>(elem_type)),
-      "; only FLOAT, INT64, INT32, UINT8 and BOOL are supported",
+      "; only FLOAT, INT64, INT32, UINT8, BOOL and STRING are supported",
       elem_type == onnx::TensorProto::FLOAT16
           ? " (export the model in FP32; FP16 weights are not supported by the CPU engine)"
           : ""));
@@ -116,6 +135,7 @@ StatusOr<Value> ValueFromTensorProto(const onnx::TensorProto& proto, const std::
   for (int64_t d : shape) {
     if (d < 0) return absl::InvalidArgumentError(absl::StrCat(what, " has a negative dim"));
   }
+  if (dtype == DataType::kString) return StringValueFromTensorProto(proto, what, std::move(shape));
   // Every size is checked against the data the file holds before anything is allocated: corrupt
   // dims could ask for terabytes.
   const size_t element_bytes = DataTypeByteSize(dtype);
@@ -206,6 +226,10 @@ Status ConvertAttributes(const onnx::NodeProto& proto, const std::string& model_
         out.kind = Attribute::Kind::kString;
         out.s = a.s();
         break;
+      case onnx::AttributeProto::STRINGS:
+        out.kind = Attribute::Kind::kStrings;
+        out.strings.assign(a.strings().begin(), a.strings().end());
+        break;
       case onnx::AttributeProto::TENSOR: {
         out.kind = Attribute::Kind::kTensor;
         TESSERA_ASSIGN_OR_RETURN(out.tensor, ValueFromTensorProto(a.t(), model_dir));
@@ -232,6 +256,7 @@ StatusOr<Graph> ConvertModel(const onnx::ModelProto& model, const OpSupportFn& i
   Graph graph;
   for (const auto& opset : model.opset_import()) {
     if (opset.domain().empty() || opset.domain() == "ai.onnx") graph.opset = opset.version();
+    if (opset.domain() == kMlDomain) graph.ml_opset = static_cast<int>(opset.version());
   }
   if (graph.opset == 0) return absl::InvalidArgumentError("the model imports no ONNX opset");
   if (graph.opset < kMinOpset || graph.opset > kMaxOpset) {
@@ -267,15 +292,21 @@ StatusOr<Graph> ConvertModel(const onnx::ModelProto& model, const OpSupportFn& i
   for (int i = 0; i < g.node_size(); ++i) {
     const onnx::NodeProto& proto = g.node(i);
     const bool default_domain = proto.domain().empty() || proto.domain() == "ai.onnx";
-    if (!default_domain || !is_supported(proto.op_type())) {
-      std::string op = default_domain ? proto.op_type()
-                                      : absl::StrCat(proto.domain(), ".", proto.op_type());
+    const bool ml_domain = proto.domain() == kMlDomain;
+    // graph.h Node::op_type: ai.onnx.ml ops carry their domain, so one table holds every kernel.
+    const std::string op =
+        default_domain ? proto.op_type() : absl::StrCat(proto.domain(), ".", proto.op_type());
+    if ((!default_domain && !ml_domain) || !is_supported(op)) {
       unsupported.push_back(absl::StrCat(op, " (", NodeLabel(proto, i), ")"));
+    } else if (ml_domain && (graph.ml_opset < 1 || graph.ml_opset > kMaxMlOpset)) {
+      return absl::UnimplementedError(absl::StrCat(
+          NodeLabel(proto, i), " (", op, "): the model imports ai.onnx.ml opset ", graph.ml_opset,
+          graph.ml_opset == 0 ? " (none)" : "", "; supported: 1..", kMaxMlOpset));
     }
     Node node;
     node.name = proto.name();
-    node.op_type = proto.op_type();
-    node.opset = graph.opset;
+    node.op_type = op;
+    node.opset = ml_domain ? graph.ml_opset : static_cast<int>(graph.opset);
     Status status = ConvertAttributes(proto, model_dir, &node.attributes);
     if (!status.ok()) {
       return Status(status.code(), absl::StrCat(NodeLabel(proto, i), " (", proto.op_type(),
@@ -383,6 +414,10 @@ StatusOr<Tensor> ReadTensorProtoFile(const std::string& path) {
   tensor.name = proto.name();
   tensor.dtype = value->dtype();
   tensor.shape = value->shape();
+  if (value->dtype() == DataType::kString) {
+    SerializeStrings(*value, &tensor.bytes);  // the engine interface's BYTES form
+    return tensor;
+  }
   const auto* data = value->data<std::byte>();
   tensor.bytes.assign(data, data + value->byte_size());
   return tensor;

@@ -13,6 +13,8 @@
 
 namespace tessera::engine {
 
+// Asked with graph.h Node::op_type: "Conv", or "ai.onnx.ml.LabelEncoder" for the ai.onnx.ml
+// domain. Nodes of any other domain are unsupported without asking.
 using OpSupportFn = std::function<bool(const std::string& op_type)>;
 
 // Reads and converts the model at `path`. Errors name the path:
@@ -29,8 +31,9 @@ StatusOr<Graph> ImportOnnxModel(const std::string& path, const OpSupportFn& is_s
 StatusOr<Graph> ImportOnnxModelBytes(const std::string& bytes, const std::string& source,
                                      const OpSupportFn& is_supported);
 
-// Reads one serialized onnx.TensorProto (the libonnx-testdata `input_0.pb` format). FLOAT and
-// INT64 only; the tensor's own name becomes the Tensor's name.
+// Reads one serialized onnx.TensorProto (the libonnx-testdata `input_0.pb` format), of the
+// dtypes the importer takes; a STRING tensor's bytes are in the BYTES serialized form
+// (tessera/common/bytes_tensor.h). The tensor's own name becomes the Tensor's name.
 StatusOr<Tensor> ReadTensorProtoFile(const std::string& path);
 
 }  // namespace tessera::engine

@@ -121,6 +121,12 @@ inline std::string RunCase(const fs::path& dir, const std::string& data_set = "t
         return "output " + std::to_string(i) + " is " + ShapeToString(outputs[i].shape) +
                ", expected " + ShapeToString(expected->shape);
       }
+      if (expected->dtype == DataType::kString) {  // both serialized (bytes_tensor.h): exact
+        if (expected->bytes != outputs[i].bytes) {
+          return "output " + std::to_string(i) + ": the strings differ";
+        }
+        continue;
+      }
       const int64_t count = ElementCount(expected->shape);
       for (int64_t k = 0; k < count; ++k) {
         const double a = ElementAsDouble(outputs[i], k);

@@ -228,6 +228,22 @@ std::optional<Shape> ReshapeShape(const Node& node, const Analysis& a) {
   return out;
 }
 
+// LabelEncoder's output type: that of its values_* (opset 1: the other of STRING and INT64).
+DataType LabelEncoderOutputType(const Node& node, DataType input) {
+  const Attributes& attrs = node.attributes;
+  if (node.opset < 2) {
+    return input == DataType::kString  ? DataType::kInt64
+           : input == DataType::kInt64 ? DataType::kString
+                                       : DataType::kInvalid;
+  }
+  if (attrs.Has("values_strings")) return DataType::kString;
+  if (attrs.Has("values_int64s")) return DataType::kInt64;
+  if (attrs.Has("values_floats")) return DataType::kFp32;
+  const Attribute* t = attrs.Find("values_tensor");
+  return t != nullptr && t->kind == Attribute::Kind::kTensor ? t->tensor.dtype()
+                                                             : DataType::kInvalid;
+}
+
 // The element type of output 0 of an op whose shape InferNode does not compute, by ONNX's type
 // constraints; kInvalid where it depends on more than the inputs' types (Cast's `to`, say).
 DataType UnshapedOutputType(const Node& node, const Analysis& a, DataType first_input) {
@@ -276,6 +292,8 @@ DataType UnshapedOutputType(const Node& node, const Analysis& a, DataType first_
   if (op == "Where" && node.inputs.size() > 1 && node.inputs[1] != kNoValue) {
     return a.dtypes[node.inputs[1]];
   }
+  if (op == "StringNormalizer") return DataType::kString;
+  if (op == "ai.onnx.ml.LabelEncoder") return LabelEncoderOutputType(node, first_input);
   return DataType::kInvalid;
 }
 
@@ -445,7 +463,10 @@ void InferNode(const Node& node, Analysis* a) {
   } else if (op == "Cast") {
     out = x;
     const int64_t to = attrs.GetInt("to", 0);  // onnx.TensorProto.DataType
-    dtype = to == 1 ? DataType::kFp32 : to == 7 ? DataType::kInt64 : DataType::kInvalid;
+    dtype = to == 1   ? DataType::kFp32
+            : to == 7 ? DataType::kInt64
+            : to == 8 ? DataType::kString
+                      : DataType::kInvalid;
   } else if (op == "Slice") {
     auto spec = x ? SliceSpecOf(node, *a, x->size()) : std::nullopt;
     if (spec) {

@@ -47,6 +47,12 @@ Value Value::Borrow(DataType dtype, Shape shape, void* data) {
   return v;
 }
 
+Value Value::Adopt(DataType dtype, Shape shape, std::shared_ptr<void> owner, void* data) {
+  Value v = Borrow(dtype, std::move(shape), data);
+  v.storage_ = std::move(owner);
+  return v;
+}
+
 Value Value::Reshaped(Shape shape) const {
   Value v = *this;
   v.shape_ = std::move(shape);

@@ -3,6 +3,8 @@
 // Storage is reference counted so Reshape/Flatten/Identity can alias their input without a copy,
 // and so weights (graph constants) are shared by every Run without copying. A Value handed to a
 // kernel as input is never written; kernels allocate fresh outputs (or alias inputs read-only).
+// A kString (BYTES) value's elements are 8-byte handles to strings held elsewhere, not the strings
+// themselves (engine/string_tensor.h says who owns them).
 // Thread-safety: a Value is a plain value type; concurrent reads of shared storage are fine.
 #pragma once
 
@@ -22,6 +24,12 @@ namespace tessera::engine {
 // model converts such values back to row-major before any other kernel reads them.
 enum class Layout { kRowMajor, kChannelsLast };
 
+// Bytes per element of a Value of `dtype`. DataTypeByteSize except for kString, whose elements
+// are 8-byte handles (string_tensor.h) so that kernels moving elements by size move strings too.
+inline size_t ElementSize(DataType dtype) {
+  return dtype == DataType::kString ? sizeof(void*) : DataTypeByteSize(dtype);
+}
+
 class Value {
  public:
   Value() = default;
@@ -32,6 +40,8 @@ class Value {
   static Value Zeros(DataType dtype, Shape shape);
   // A non-owning view of caller memory; the caller keeps `data` alive while the Value is used.
   static Value Borrow(DataType dtype, Shape shape, void* data);
+  // A view of `data` that keeps `owner` (whatever holds `data`) alive as long as any copy lives.
+  static Value Adopt(DataType dtype, Shape shape, std::shared_ptr<void> owner, void* data);
 
   // The same bytes seen with another shape (element count must match; checked by the caller).
   // Only meaningful for row-major values.
@@ -48,7 +58,7 @@ class Value {
   int rank() const { return static_cast<int>(shape_.size()); }
   int64_t dim(int i) const { return shape_[i]; }
   int64_t num_elements() const { return num_elements_; }
-  size_t byte_size() const { return static_cast<size_t>(num_elements_) * DataTypeByteSize(dtype_); }
+  size_t byte_size() const { return static_cast<size_t>(num_elements_) * ElementSize(dtype_); }
   bool defined() const { return dtype_ != DataType::kInvalid; }
   Layout layout() const { return layout_; }
   bool channels_last() const { return layout_ == Layout::kChannelsLast; }

@@ -155,7 +155,7 @@ Status RunGatherElements(const OpContext& ctx, const Node& node, const Inputs& i
   const int64_t axis_stride = strides[axis];
   strides[axis] = 0;
   Value y = ctx.NewOutput(0, data->dtype(), indices->shape());
-  ForElementSize(DataTypeByteSize(data->dtype()), [&](auto* tag) {
+  ForElementSize(ElementSize(data->dtype()), [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     const T* src = data->data<T>();
     T* dst = y.mutable_data<T>();
@@ -198,7 +198,7 @@ Status RunGatherND(const OpContext& ctx, const Node& node, const Inputs& inputs,
   Shape out_shape(indices->shape().begin(), indices->shape().end() - 1);
   out_shape.insert(out_shape.end(), data->shape().begin() + b + m, data->shape().end());
   // With m = 0 the tuple count is not bounded by the (empty) indices, only by the output.
-  const size_t elem = DataTypeByteSize(data->dtype());
+  const size_t elem = ElementSize(data->dtype());
   TESSERA_RETURN_IF_ERROR(CheckAllocatable(out_shape, elem));
   Value y = ctx.NewOutput(0, data->dtype(), out_shape);
   if (y.num_elements() == 0 && m == 0) {

@@ -27,7 +27,7 @@ void TransposeBatched(const T* src, T* dst, int64_t batch, int64_t rows, int64_t
 }
 
 void Transpose(const Value& src, Value* dst, int64_t batch, int64_t rows, int64_t cols) {
-  switch (DataTypeByteSize(src.dtype())) {
+  switch (ElementSize(src.dtype())) {
     case 1:
       TransposeBatched(src.data<uint8_t>(), dst->mutable_data<uint8_t>(), batch, rows, cols);
       break;

@@ -53,7 +53,7 @@ StatusOr<int64_t> BlockSize(const Node& node, const Value& x) {
 
 Status RunTile(const OpContext& ctx, const Node&, const Inputs& inputs,
                std::vector<Value>* outputs) {
-  TESSERA_ASSIGN_OR_RETURN(const Value* x, RequireInput(inputs, 0, "input", kAnyType));
+  TESSERA_ASSIGN_OR_RETURN(const Value* x, RequireInput(inputs, 0, "input", kMovableTypes));
   TESSERA_ASSIGN_OR_RETURN(const Value* repeats_value,
                            RequireInput(inputs, 1, "repeats", {DataType::kInt64}));
   const int rank = x->rank();
@@ -76,7 +76,7 @@ Status RunTile(const OpContext& ctx, const Node&, const Inputs& inputs,
     }
     out_shape[d] = *dim;
   }
-  const size_t elem = DataTypeByteSize(x->dtype());
+  const size_t elem = ElementSize(x->dtype());
   TESSERA_RETURN_IF_ERROR(CheckAllocatable(out_shape, elem));
   Value y = ctx.NewOutput(0, x->dtype(), out_shape);
   const auto* src = static_cast<const std::byte*>(x->raw());
@@ -131,7 +131,7 @@ Status RunOneHot(const OpContext& ctx, const Node& node, const Inputs& inputs,
   TESSERA_ASSIGN_OR_RETURN(int axis, NormalizeAxis(node.attributes.GetInt("axis", -1), rank + 1));
   Shape out_shape = indices->shape();
   out_shape.insert(out_shape.begin() + axis, *depth);
-  const size_t elem = DataTypeByteSize(values->dtype());
+  const size_t elem = ElementSize(values->dtype());
   TESSERA_RETURN_IF_ERROR(CheckAllocatable(out_shape, elem));
   int64_t outer = 1, inner = 1;
   for (int d = 0; d < axis; ++d) outer *= indices->dim(d);
@@ -231,7 +231,7 @@ Status RunEyeLike(const OpContext& ctx, const Node& node, const Inputs& inputs,
 
 Status RunSize(const OpContext& ctx, const Node&, const Inputs& inputs,
                std::vector<Value>* outputs) {
-  TESSERA_ASSIGN_OR_RETURN(const Value* x, RequireInput(inputs, 0, "data", kAnyType));
+  TESSERA_ASSIGN_OR_RETURN(const Value* x, RequireInput(inputs, 0, "data", kMovableTypes));
   Value y = ctx.NewOutput(0, DataType::kInt64, {});
   y.mutable_data<int64_t>()[0] = x->num_elements();
   (*outputs)[0] = std::move(y);
@@ -264,14 +264,14 @@ Status RunDepthToSpace(const OpContext& ctx, const Node& node, const Inputs& inp
         absl::StrCat(DescribeValue(*x), " times blocksize ", b, " overflows"));
   }
   const Shape out_shape = {n, oc, *out_h, *out_w};
-  TESSERA_RETURN_IF_ERROR(CheckAllocatable(out_shape, DataTypeByteSize(x->dtype())));
+  TESSERA_RETURN_IF_ERROR(CheckAllocatable(out_shape, ElementSize(x->dtype())));
   Value y = ctx.NewOutput(0, x->dtype(), out_shape);
   if (y.num_elements() == 0) {
     (*outputs)[0] = std::move(y);
     return absl::OkStatus();
   }
   const int64_t rows = n * oc * *out_h, ow = *out_w;
-  ForElementSize(DataTypeByteSize(x->dtype()), [&](auto* tag) {
+  ForElementSize(ElementSize(x->dtype()), [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     const T* src = x->data<T>();
     T* dst = y.mutable_data<T>();
@@ -310,14 +310,14 @@ Status RunSpaceToDepth(const OpContext& ctx, const Node& node, const Inputs& inp
         absl::StrCat(DescribeValue(*x), " times blocksize ", b, " squared overflows"));
   }
   const Shape out_shape = {n, *out_c, oh, ow};
-  TESSERA_RETURN_IF_ERROR(CheckAllocatable(out_shape, DataTypeByteSize(x->dtype())));
+  TESSERA_RETURN_IF_ERROR(CheckAllocatable(out_shape, ElementSize(x->dtype())));
   Value y = ctx.NewOutput(0, x->dtype(), out_shape);
   if (y.num_elements() == 0) {
     (*outputs)[0] = std::move(y);
     return absl::OkStatus();
   }
   const int64_t rows = n * *out_c * oh;
-  ForElementSize(DataTypeByteSize(x->dtype()), [&](auto* tag) {
+  ForElementSize(ElementSize(x->dtype()), [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     const T* src = x->data<T>();
     T* dst = y.mutable_data<T>();
@@ -372,7 +372,7 @@ Status RunCompress(const OpContext& ctx, const Node& node, const Inputs& inputs,
   Shape out_shape = shape;
   out_shape[axis] = static_cast<int64_t>(selected.size());
   Value y = ctx.NewOutput(0, x->dtype(), out_shape);
-  const size_t slice = static_cast<size_t>(inner) * DataTypeByteSize(x->dtype());
+  const size_t slice = static_cast<size_t>(inner) * ElementSize(x->dtype());
   const auto* src = static_cast<const std::byte*>(x->raw());
   auto* dst = y.mutable_data<std::byte>();
   for (int64_t o = 0; o < outer && y.num_elements() > 0; ++o) {

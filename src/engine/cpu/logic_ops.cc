@@ -1,6 +1,7 @@
 // Comparisons, boolean logic, Where, Cast and CastLike: what PyTorch exports for attention masks
 // (masked_fill becomes Where on a BOOL condition) and for dtype changes in shape arithmetic.
-// BOOL is stored one byte per element, 0 or 1.
+// BOOL is stored one byte per element, 0 or 1. Equal and Cast hand STRING operands to
+// string_ops.cc and string_cast.cc; Where selects string handles like any 8-byte element.
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -78,10 +79,12 @@ StatusOr<DataType> CastTarget(int64_t to) {
       return DataType::kBool;
     case 2:
       return DataType::kUint8;
+    case 8:
+      return DataType::kString;
     default:
       return absl::UnimplementedError(
           absl::StrCat("Cast to ONNX type ", to,
-                       " is not supported (only FLOAT, INT32, INT64, UINT8 and BOOL)"));
+                       " is not supported (only FLOAT, INT32, INT64, UINT8, BOOL and STRING)"));
   }
 }
 
@@ -141,6 +144,10 @@ void CastFrom(const From* in, const Value& y, ThreadPool* pool) {
 
 Status RunEqual(const OpContext& ctx, const Node&, const Inputs& inputs,
                 std::vector<Value>* outputs) {
+  if (inputs.size() == 2 && inputs[0] != nullptr && inputs[0]->dtype() == DataType::kString) {
+    TESSERA_ASSIGN_OR_RETURN(const Value* b, RequireInput(inputs, 1, "B", {DataType::kString}));
+    return RunStringEqual(ctx, *inputs[0], *b, outputs);
+  }
   return RunCompare(ctx, inputs, outputs, [](auto a, auto b) { return a == b; });
 }
 
@@ -193,7 +200,7 @@ Status RunWhere(const OpContext& ctx, const Node&, const Inputs& inputs,
                 std::vector<Value>* outputs) {
   TESSERA_ASSIGN_OR_RETURN(const Value* cond,
                            RequireInput(inputs, 0, "condition", {DataType::kBool}));
-  TESSERA_ASSIGN_OR_RETURN(const Value* x, RequireInput(inputs, 1, "X", kComparable));
+  TESSERA_ASSIGN_OR_RETURN(const Value* x, RequireInput(inputs, 1, "X", kMovableTypes));
   TESSERA_ASSIGN_OR_RETURN(const Value* y, RequireInput(inputs, 2, "Y", {x->dtype()}));
   TESSERA_ASSIGN_OR_RETURN(Shape xy, BroadcastShapes(x->shape(), y->shape()));
   TESSERA_ASSIGN_OR_RETURN(Shape shape, BroadcastShapes(cond->shape(), xy));
@@ -223,7 +230,12 @@ Status RunWhere(const OpContext& ctx, const Node&, const Inputs& inputs,
                        }
                      });
   };
-  ForElementType(x->dtype(), run);
+  // Where only selects: string handles move as 8-byte elements.
+  if (x->dtype() == DataType::kString) {
+    run(static_cast<uint64_t*>(nullptr));
+  } else {
+    ForElementType(x->dtype(), run);
+  }
   (*outputs)[0] = std::move(out);
   return absl::OkStatus();
 }
@@ -236,10 +248,13 @@ Status CheckCast(const Node& node, const Graph&) {
 namespace {
 
 // Output 0 = x converted to `to`; shared by Cast and CastLike.
-void CastTo(const OpContext& ctx, const Value* x, DataType to, std::vector<Value>* outputs) {
+Status CastTo(const OpContext& ctx, const Value* x, DataType to, std::vector<Value>* outputs) {
   if (to == x->dtype()) {
     (*outputs)[0] = *x;  // no-op cast: share storage
-    return;
+    return absl::OkStatus();
+  }
+  if (to == DataType::kString || x->dtype() == DataType::kString) {
+    return CastStrings(ctx, *x, to, outputs);
   }
   Value y = ctx.NewOutput(0, to, x->shape());
   switch (x->dtype()) {
@@ -257,25 +272,25 @@ void CastTo(const OpContext& ctx, const Value* x, DataType to, std::vector<Value
       break;
   }
   (*outputs)[0] = std::move(y);
+  return absl::OkStatus();
 }
 
 }  // namespace
 
 Status RunCast(const OpContext& ctx, const Node& node, const Inputs& inputs,
                std::vector<Value>* outputs) {
-  TESSERA_ASSIGN_OR_RETURN(const Value* x, RequireInput(inputs, 0, "input", kComparable));
+  TESSERA_ASSIGN_OR_RETURN(const Value* x, RequireInput(inputs, 0, "input", kMovableTypes));
   StatusOr<DataType> to = CastTarget(node.attributes.GetInt("to", 0));
   if (!to.ok()) return absl::InvalidArgumentError(to.status().message());
-  CastTo(ctx, x, *to, outputs);
-  return absl::OkStatus();
+  return CastTo(ctx, x, *to, outputs);
 }
 
 Status RunCastLike(const OpContext& ctx, const Node&, const Inputs& inputs,
                    std::vector<Value>* outputs) {
-  TESSERA_ASSIGN_OR_RETURN(const Value* x, RequireInput(inputs, 0, "input", kComparable));
-  TESSERA_ASSIGN_OR_RETURN(const Value* like, RequireInput(inputs, 1, "target_type", kComparable));
-  CastTo(ctx, x, like->dtype(), outputs);
-  return absl::OkStatus();
+  TESSERA_ASSIGN_OR_RETURN(const Value* x, RequireInput(inputs, 0, "input", kMovableTypes));
+  TESSERA_ASSIGN_OR_RETURN(const Value* like,
+                           RequireInput(inputs, 1, "target_type", kMovableTypes));
+  return CastTo(ctx, x, like->dtype(), outputs);
 }
 
 }  // namespace tessera::engine::cpu

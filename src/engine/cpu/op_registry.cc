@@ -141,7 +141,18 @@ const std::map<std::string, OpDef>& Registry(bool onednn) {
         {"Upsample", {RunResize, CheckResize}},
         {"Where", {RunWhere}},
         {"Xor", {RunXor}},
+        {"StringNormalizer", {RunStringNormalizer, CheckStringNormalizer}},
+        {std::string(kMlDomainPrefix) + "LabelEncoder",
+         {RunLabelEncoder, CheckLabelEncoder, LayoutSupport::kRowMajorOnly, MakeLabelEncoderState}},
     };
+    // The kernels that take STRING inputs: data movement (by element size, so string handles
+    // move like any 8-byte element), comparison and conversion, and the text ops.
+    for (const char* op : {"Cast", "CastLike", "Concat", "Equal", "Expand", "Flatten", "Gather",
+                           "Identity", "Reshape", "Shape", "Size", "Slice", "Split", "Squeeze",
+                           "StringNormalizer", "Tile", "Transpose", "Unsqueeze", "Where"}) {
+      r->at(op).strings = true;
+    }
+    r->at(std::string(kMlDomainPrefix) + "LabelEncoder").strings = true;
     return r;
   }();
   static const std::map<std::string, OpDef>* with_onednn = [] {
@@ -166,7 +177,7 @@ Value OpContext::NewOutput(size_t index, DataType dtype, Shape shape) const {
   }
   if (planned_outputs != nullptr && index < planned_outputs->size()) {
     const Value& slot = (*planned_outputs)[index];
-    const size_t bytes = static_cast<size_t>(ElementCount(shape)) * DataTypeByteSize(dtype);
+    const size_t bytes = static_cast<size_t>(ElementCount(shape)) * ElementSize(dtype);
     // A size mismatch (the shapes changed against the plan) falls back to a fresh allocation:
     // the planned bytes simply stay unused, other values are unaffected.
     if (slot.defined() && slot.byte_size() == bytes && bytes > 0) {
@@ -186,6 +197,37 @@ std::vector<std::string> SupportedOps() {
   std::vector<std::string> ops;
   for (const auto& [name, def] : Registry(false)) ops.push_back(name);
   return ops;
+}
+
+Status RefuseStrings(const OpDef& op, const std::string& op_type, const Inputs& inputs) {
+  if (op.strings) return absl::OkStatus();
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (inputs[i] != nullptr && inputs[i]->dtype() == DataType::kString) {
+      return absl::InvalidArgumentError(absl::StrCat("input ", i, " is a BYTES (string) tensor; ",
+                                                     op_type, " does not take string tensors"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+Status CheckStringUse(const Graph& graph) {
+  std::vector<std::string> problems;
+  for (const Node& node : graph.nodes) {
+    const OpDef* op = FindOp(node.op_type, /*onednn=*/false);
+    if (op == nullptr || op->strings) continue;
+    for (int id : node.inputs) {
+      if (id == kNoValue || static_cast<size_t>(id) >= graph.dtypes.size() ||
+          graph.dtypes[id] != DataType::kString) {
+        continue;
+      }
+      problems.push_back(
+          absl::StrCat(node.Describe(graph.value_names), " reads \"", graph.value_names[id], "\""));
+      break;
+    }
+  }
+  if (problems.empty()) return absl::OkStatus();
+  return absl::UnimplementedError(absl::StrCat(
+      "BYTES (string) tensors reach ops that do not take them: ", absl::StrJoin(problems, "; ")));
 }
 
 StatusOr<Shape> BroadcastShapes(const Shape& a, const Shape& b) {

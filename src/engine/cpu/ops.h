@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "engine/graph.h"
+#include "engine/string_tensor.h"
 #include "engine/thread_pool.h"
 #include "engine/value.h"
 #include "tessera/common/status.h"
@@ -56,6 +57,11 @@ void Softmax(const float* input, int64_t outer, int64_t axis_len, int64_t inner,
 
 using Inputs = std::vector<const Value*>;
 
+// Every dtype a Value may have: what the data-movement kernels that take strings accept.
+inline constexpr std::initializer_list<DataType> kMovableTypes = {
+    DataType::kFp32, DataType::kInt64, DataType::kInt32,
+    DataType::kBool, DataType::kUint8, DataType::kString};
+
 // Numpy broadcasting of two shapes, or INVALID_ARGUMENT.
 StatusOr<Shape> BroadcastShapes(const Shape& a, const Shape& b);
 // Maps a possibly negative axis into [0, rank), or INVALID_ARGUMENT.
@@ -96,6 +102,9 @@ struct OpContext {
   ThreadPool* pool = nullptr;  // null = run on the calling thread
   KernelState* state = nullptr;  // the node's OpDef::make_state result; null when there is none
   bool onednn = false;  // GEMMs through oneDNN's sgemm (ModelOptions::onednn in a oneDNN build)
+  // Where kernels put the strings they make (string_tensor.h); outlives every Value of the Run.
+  // Set by every caller that may run a kernel on STRING values; kernels fail cleanly without it.
+  StringArena* strings = nullptr;
   // Memory planner hooks, both optional (null = every output is a fresh allocation).
   // planned_outputs: per node output, a view of its planned arena bytes (undefined = none).
   const std::vector<Value>* planned_outputs = nullptr;
@@ -133,10 +142,21 @@ struct OpDef {
   CheckFn check = nullptr;  // optional
   LayoutSupport layout = LayoutSupport::kRowMajorOnly;
   MakeStateFn make_state = nullptr;  // optional
+  // Whether the kernel takes STRING inputs (checks where it does). Every other kernel is refused
+  // them before it runs (RefuseStrings), so numeric kernels never see string handles.
+  bool strings = false;
 };
 
-// The kernel for an ONNX default-domain op type, or null when the op is not supported. With
-// `onednn` (and a build with oneDNN) the oneDNN kernels replace the own ones where they exist.
+// OK unless `op` does not take strings and one of `inputs` is STRING: INVALID_ARGUMENT naming the
+// input and the op (the caller prefixes the node).
+Status RefuseStrings(const OpDef& op, const std::string& op_type, const Inputs& inputs);
+// The same at load, by the dtypes InferShapes found (graph.h Graph::dtypes): UNIMPLEMENTED listing
+// every node that would get a STRING input its kernel does not take.
+Status CheckStringUse(const Graph& graph);
+
+// The kernel for an op type (graph.h Node::op_type, ai.onnx.ml ops prefixed), or null when the op
+// is not supported. With `onednn` (and a build with oneDNN) the oneDNN kernels replace the own
+// ones where they exist.
 const OpDef* FindOp(const std::string& op_type, bool onednn = true);
 // Every supported op type, sorted.
 std::vector<std::string> SupportedOps();
@@ -319,5 +339,16 @@ Status CheckDepthToSpace(const Node&, const Graph&);
 Status RunDepthToSpace(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
 Status RunSpaceToDepth(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
 Status RunCompress(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+// string_cast.cc: Cast to and from STRING (called by RunCast and RunCastLike for output 0)
+Status CastStrings(const OpContext&, const Value& x, DataType to, std::vector<Value>* outputs);
+// string_ops.cc: Equal on strings (called by RunEqual), StringNormalizer
+Status RunStringEqual(const OpContext&, const Value& a, const Value& b,
+                      std::vector<Value>* outputs);
+Status CheckStringNormalizer(const Node&, const Graph&);
+Status RunStringNormalizer(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+// label_encoder.cc: ai.onnx.ml.LabelEncoder
+Status CheckLabelEncoder(const Node&, const Graph&);
+std::unique_ptr<KernelState> MakeLabelEncoderState(const Node&, const Graph&);
+Status RunLabelEncoder(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
 
 }  // namespace tessera::engine::cpu

@@ -205,7 +205,7 @@ void InterpolateAxis(const Value& src, int axis, const AxisTaps& taps, float ext
   for (int d = axis + 1; d < src.rank(); ++d) inner *= in_shape[d];
   const int64_t in_len = in_shape[axis];
   const int64_t out_len = dst.dim(axis);
-  const size_t elem = DataTypeByteSize(src.dtype());
+  const size_t elem = ElementSize(src.dtype());
   const auto* in = static_cast<const std::byte*>(src.raw());
   auto* out = dst.mutable_data<std::byte>();
   const bool fp32 = src.dtype() == DataType::kFp32;

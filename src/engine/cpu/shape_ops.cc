@@ -11,9 +11,8 @@
 namespace tessera::engine::cpu {
 namespace {
 
-constexpr std::initializer_list<DataType> kAnyType = {DataType::kFp32, DataType::kInt64,
-                                                     DataType::kInt32, DataType::kBool,
-                                                     DataType::kUint8};
+// Every op here moves elements by size or only reads the shape, so strings too (OpDef::strings).
+constexpr std::initializer_list<DataType> kAnyType = kMovableTypes;
 
 Value Int64Vector(const std::vector<int64_t>& values) {
   Value v = Value::Allocate(DataType::kInt64, {static_cast<int64_t>(values.size())});
@@ -173,7 +172,7 @@ Status RunGather(const OpContext& ctx, const Node& node, const Inputs& inputs,
   int64_t outer = 1, inner = 1;
   for (int d = 0; d < axis; ++d) outer *= data->dim(d);
   for (int d = axis + 1; d < data->rank(); ++d) inner *= data->dim(d);
-  const size_t elem = DataTypeByteSize(data->dtype());
+  const size_t elem = ElementSize(data->dtype());
   const size_t slice = static_cast<size_t>(inner) * elem;
   Value y = ctx.NewOutput(0, data->dtype(), out_shape);
   const auto* src = static_cast<const std::byte*>(data->raw());
@@ -261,7 +260,7 @@ Status RunConcat(const OpContext& ctx, const Node& node, const Inputs& inputs,
   int64_t outer = 1, inner = 1;
   for (int d = 0; d < axis; ++d) outer *= out_shape[d];
   for (int d = axis + 1; d < first->rank(); ++d) inner *= out_shape[d];
-  const size_t elem = DataTypeByteSize(first->dtype());
+  const size_t elem = ElementSize(first->dtype());
   Value y = ctx.NewOutput(0, first->dtype(), out_shape);
   auto* dst = y.mutable_data<std::byte>();
   const size_t out_row = static_cast<size_t>(out_shape[axis] * inner) * elem;
@@ -360,7 +359,7 @@ Status RunTranspose(const OpContext& ctx, const Node& node, const Inputs& inputs
   for (int d = 0; d < rank; ++d) out_shape[d] = x->dim(perm[d]);
   Value y = ctx.NewOutput(0, x->dtype(), out_shape);
   if (x->num_elements() > 0) {
-    switch (DataTypeByteSize(x->dtype())) {
+    switch (ElementSize(x->dtype())) {
       case 1:
         TransposeLoop(x->data<uint8_t>(), x->shape(), perm, y.mutable_data<uint8_t>(), ctx.pool);
         break;

@@ -83,7 +83,7 @@ std::vector<int64_t> ContiguousStrides(const Shape& shape) {
 
 Status RunSlice(const OpContext& ctx, const Node& node, const Inputs& inputs,
                 std::vector<Value>* outputs) {
-  TESSERA_ASSIGN_OR_RETURN(const Value* x, RequireInput(inputs, 0, "data", kAnyType));
+  TESSERA_ASSIGN_OR_RETURN(const Value* x, RequireInput(inputs, 0, "data", kMovableTypes));
   std::vector<int64_t> starts, ends, axes, steps;
   if (node.opset < 10) {
     starts = node.attributes.GetInts("starts");
@@ -149,7 +149,7 @@ Status RunSlice(const OpContext& ctx, const Node& node, const Inputs& inputs,
     strides[d] = step[d] * in_strides[d];
   }
   Value y = ctx.NewOutput(0, x->dtype(), out_shape);
-  const size_t elem = DataTypeByteSize(x->dtype());
+  const size_t elem = ElementSize(x->dtype());
   StridedCopy(static_cast<const std::byte*>(x->raw()) + offset * static_cast<int64_t>(elem),
               out_shape, strides, elem, y.mutable_data<std::byte>(), ctx.pool);
   (*outputs)[0] = std::move(y);
@@ -158,7 +158,7 @@ Status RunSlice(const OpContext& ctx, const Node& node, const Inputs& inputs,
 
 Status RunSplit(const OpContext& ctx, const Node& node, const Inputs& inputs,
                 std::vector<Value>* outputs) {
-  TESSERA_ASSIGN_OR_RETURN(const Value* x, RequireInput(inputs, 0, "input", kAnyType));
+  TESSERA_ASSIGN_OR_RETURN(const Value* x, RequireInput(inputs, 0, "input", kMovableTypes));
   if (x->rank() == 0) return absl::InvalidArgumentError("Split of a scalar");
   TESSERA_ASSIGN_OR_RETURN(int axis, NormalizeAxis(node.attributes.GetInt("axis", 0), x->rank()));
   const int64_t dim = x->dim(axis);
@@ -194,7 +194,7 @@ Status RunSplit(const OpContext& ctx, const Node& node, const Inputs& inputs,
   int64_t outer = 1, inner = 1;
   for (int d = 0; d < axis; ++d) outer *= x->dim(d);
   for (int d = axis + 1; d < x->rank(); ++d) inner *= x->dim(d);
-  const size_t elem = DataTypeByteSize(x->dtype());
+  const size_t elem = ElementSize(x->dtype());
   const auto* src = static_cast<const std::byte*>(x->raw());
   int64_t offset = 0;
   for (int64_t p = 0; p < parts; ++p) {
@@ -215,7 +215,7 @@ Status RunSplit(const OpContext& ctx, const Node& node, const Inputs& inputs,
 
 Status RunExpand(const OpContext& ctx, const Node&, const Inputs& inputs,
                  std::vector<Value>* outputs) {
-  TESSERA_ASSIGN_OR_RETURN(const Value* x, RequireInput(inputs, 0, "input", kAnyType));
+  TESSERA_ASSIGN_OR_RETURN(const Value* x, RequireInput(inputs, 0, "input", kMovableTypes));
   TESSERA_ASSIGN_OR_RETURN(const Value* shape_value,
                            RequireInput(inputs, 1, "shape", {DataType::kInt64}));
   TESSERA_ASSIGN_OR_RETURN(std::vector<int64_t> requested, IndexValues(*shape_value, "shape"));
@@ -229,7 +229,7 @@ Status RunExpand(const OpContext& ctx, const Node&, const Inputs& inputs,
   }
   Value y = ctx.NewOutput(0, x->dtype(), out_shape);
   StridedCopy(static_cast<const std::byte*>(x->raw()), out_shape,
-              BroadcastStrides(x->shape(), out_shape), DataTypeByteSize(x->dtype()),
+              BroadcastStrides(x->shape(), out_shape), ElementSize(x->dtype()),
               y.mutable_data<std::byte>(), ctx.pool);
   (*outputs)[0] = std::move(y);
   return absl::OkStatus();
@@ -252,7 +252,7 @@ Status RunConstantOfShape(const OpContext& ctx, const Node& node, const Inputs& 
     fill = a->tensor;
   }
   Value y = ctx.NewOutput(0, fill.dtype(), Shape(dims));
-  const size_t elem = DataTypeByteSize(fill.dtype());
+  const size_t elem = ElementSize(fill.dtype());
   auto* dst = y.mutable_data<std::byte>();
   for (int64_t i = 0; i < y.num_elements(); ++i) std::memcpy(dst + i * elem, fill.raw(), elem);
   (*outputs)[0] = std::move(y);
@@ -351,7 +351,7 @@ Status RunPad(const OpContext& ctx, const Node& node, const Inputs& inputs,
       return absl::InvalidArgumentError("reflect pads must be smaller than the dim");
     }
   }
-  const size_t elem = DataTypeByteSize(x->dtype());
+  const size_t elem = ElementSize(x->dtype());
   // The pad value as raw bytes of x's type.
   alignas(8) std::byte fill[8] = {};
   if (node.opset >= 11 && inputs.size() > 2 && inputs[2] != nullptr) {
@@ -413,7 +413,7 @@ Status RunTrilu(const OpContext& ctx, const Node& node, const Inputs& inputs,
   const bool upper = node.attributes.GetInt("upper", 1) != 0;
   const int64_t rows = x->dim(x->rank() - 2), cols = x->dim(x->rank() - 1);
   const int64_t matrices = rows * cols == 0 ? 0 : x->num_elements() / (rows * cols);
-  const size_t elem = DataTypeByteSize(x->dtype());
+  const size_t elem = ElementSize(x->dtype());
   Value y = ctx.NewOutput(0, x->dtype(), x->shape());
   const auto* src = static_cast<const std::byte*>(x->raw());
   auto* dst = y.mutable_data<std::byte>();

@@ -422,6 +422,8 @@ int CudaDeviceCount() {
 }
 
 StatusOr<std::unique_ptr<Model>> LoadCudaModel(Graph graph, const ModelOptions& options) {
+  // Before touching the device: the answer does not depend on it.
+  TESSERA_RETURN_IF_ERROR(cuda::RefuseStringTensors(graph));
   int count = 0;
   const cudaError_t error = cudaGetDeviceCount(&count);
   if (error != cudaSuccess || count == 0) {

@@ -44,6 +44,15 @@ class ModelBuilder {
         ->set_elem_type(onnx::TensorProto::INT64);
     return *this;
   }
+  ModelBuilder& StringInput(const std::string& name, const Shape& shape) {
+    Input(name, shape);
+    graph()
+        ->mutable_input(graph()->input_size() - 1)
+        ->mutable_type()
+        ->mutable_tensor_type()
+        ->set_elem_type(onnx::TensorProto::STRING);
+    return *this;
+  }
   ModelBuilder& Output(const std::string& name,
                        onnx::TensorProto::DataType type = onnx::TensorProto::FLOAT) {
     auto* out = graph()->add_output();

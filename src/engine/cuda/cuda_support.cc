@@ -123,6 +123,14 @@ Status PlanNodes(const Graph& graph, const NodePlacement& placement, const Devic
   return absl::OkStatus();
 }
 
+Status RefuseStringTensors(const Graph& graph) {
+  if (std::optional<std::string> name = FindStringTensor(graph)) {
+    return absl::UnimplementedError(absl::StrCat("the model has BYTES (string) tensor '", *name,
+                                                 "'; string tensors run on the CPU backend only"));
+  }
+  return absl::OkStatus();
+}
+
 void PrepareCudaGraph(Graph* graph) {
   // The CPU model's epilogue fusions (graph_passes.h) pay here too: a MatMul's bias Add and GELU
   // become one pass over the product, a Conv's residual Add and Relu go into the convolution's
@@ -142,6 +150,7 @@ namespace tessera::engine {
 
 Status CheckCudaSupport(Graph graph, const std::vector<Shape>* input_shapes,
                         std::vector<Shape>* output_shapes) {
+  TESSERA_RETURN_IF_ERROR(cuda::RefuseStringTensors(graph));
   cuda::PrepareCudaGraph(&graph);
   TESSERA_ASSIGN_OR_RETURN(cuda::NodePlacement placement, cuda::PlaceNodes(graph));
   if (input_shapes == nullptr) return absl::OkStatus();

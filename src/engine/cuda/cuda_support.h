@@ -39,6 +39,10 @@ struct NodePlans {
 Status PlanNodes(const Graph& graph, const NodePlacement& placement, const Device& device,
                  const std::vector<Shape>& input_shapes, NodePlans* plans);
 
+// UNIMPLEMENTED naming a STRING (BYTES) tensor of the graph, if it has one: the CUDA backend has
+// no string kernels, and such models run on the CPU backend (engine/string_tensor.h).
+Status RefuseStringTensors(const Graph& graph);
+
 // The graph passes the CUDA backend applies before placing (the epilogue fusions; see
 // cuda_model.cc). TESSERA_CUDA_EPILOGUES=0 leaves them out.
 void PrepareCudaGraph(Graph* graph);

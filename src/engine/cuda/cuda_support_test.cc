@@ -166,5 +166,17 @@ TEST(CudaSupportTest, FileErrorsComeFirst) {
   EXPECT_THAT(Message(status), AllOf(HasSubstr("no_such_model.onnx"), Not(HasSubstr("CUDA"))));
 }
 
+TEST(CudaSupportTest, RefusesStringTensorsNamingThem) {
+  ModelBuilder b(13);
+  b.StringInput("text", {-1}).Output("same", onnx::TensorProto::STRING);
+  b.Node("Identity", {"text"}, {"same"});
+  const std::string path = b.Write("support_strings");
+  const Status status = CheckCuda(path);
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(Message(status),
+              AllOf(HasSubstr("BYTES (string) tensor 'text'"), HasSubstr("CPU backend only")));
+  EXPECT_TRUE(CheckBackendSupport(path, Backend::kCpu).ok());
+}
+
 }  // namespace
 }  // namespace tessera::engine
