@@ -1,7 +1,8 @@
 """Triton's own load generator, perf_analyzer (its PyPI binary, unchanged), measures Tessera over gRPC
 in each of its inference modes (sync, async, streaming, system shared memory, batches, request
-rate), and over HTTP (its default protocol): every request must succeed, and the server-side statistics it reads (ModelStatistics) must
-account for every request it sent.
+rate), over HTTP (its default protocol), and with random strings to a BYTES model: every request
+must succeed, and the server-side statistics it reads (ModelStatistics) must account for every
+request it sent.
 
 perf_analyzer is fetched by scripts/install_deps.sh (scripts/fetch_perf_analyzer.sh); on Debian 12 it
 runs on Debian 13's C runtime, which that script puts beside it.
@@ -18,6 +19,7 @@ import pytest
 
 from conftest import MODELS_DIR, require_bundled_models
 from tessera_testlib import SOURCE_DIR, model_stats
+from test_bytes_tensors import labels_model, save
 
 PERF_ANALYZER = Path(os.environ.get("TESSERA_PERF_ANALYZER",
                                     SOURCE_DIR / ".cache" / "perf_analyzer" / "bin" / "perf_analyzer"))
@@ -197,3 +199,24 @@ def test_response_cache_hits_are_reported(perf_analyzer, composite_server, tmp_p
     assert not misses or misses[-1] <= 2, out
     stats = model_stats(composite_server.client(), "mlp_cached").inference_stats
     assert stats.cache_hit.count > 0 and 0 < stats.cache_miss.count <= 2, stats
+
+
+@pytest.fixture(scope="module")
+def strings_server(make_server, tmp_path_factory):
+    """A model with a BYTES input and BYTES and INT64 outputs (StringNormalizer, LabelEncoder)."""
+    repo = tmp_path_factory.mktemp("pa_strings") / "models"
+    save(labels_model(), repo, "str_labels")
+    return make_server(repository=repo, mode="none", wait_models=["str_labels"])
+
+
+@pytest.mark.parametrize("protocol, args", [
+    ("grpc", ("-b", "2", "--concurrency-range", "2")),
+    ("http", ("--concurrency-range", "2")),
+    ("http", ("--input-tensor-format", "json", "--output-tensor-format", "json")),
+])
+def test_random_strings_to_a_bytes_model(perf_analyzer, strings_server, tmp_path, protocol, args):
+    # perf_analyzer fills BYTES inputs with random strings (--string-length, 128 by default).
+    out, rows = run_perf_analyzer(perf_analyzer, strings_server, tmp_path, "str_labels", *args,
+                                  protocol=protocol)
+    batch = int(args[1]) if args[0] == "-b" else 1
+    assert_all_served(out, rows, levels=1, batch=batch)
