@@ -65,6 +65,13 @@ inline Attribute IntsAttr(std::vector<int64_t> ints) {
   return a;
 }
 
+inline Attribute FloatsAttr(std::vector<float> floats) {
+  Attribute a;
+  a.kind = Attribute::Kind::kFloats;
+  a.floats = std::move(floats);
+  return a;
+}
+
 inline Attribute StringsAttr(std::vector<std::string> strings) {
   Attribute a;
   a.kind = Attribute::Kind::kStrings;

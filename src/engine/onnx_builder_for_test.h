@@ -21,13 +21,25 @@ class OnnxBuilderForTest {
     graph_->set_name("onednn_test");
   }
 
-  void Input(const std::string& name, std::vector<int64_t> dims) {
-    SetInfo(graph_->add_input(), name, dims);
+  // Replaces the default-domain opset (13); with `ml_opset` > 0 also imports ai.onnx.ml.
+  void Opsets(int opset, int ml_opset = 0) {
+    model_.mutable_opset_import(0)->set_version(opset);
+    if (ml_opset > 0) {
+      auto* ml = model_.add_opset_import();
+      ml->set_domain("ai.onnx.ml");
+      ml->set_version(ml_opset);
+    }
   }
-  void Output(const std::string& name) {
+
+  // A graph input; a negative dim is the symbolic "batch".
+  void Input(const std::string& name, std::vector<int64_t> dims,
+             int elem_type = onnx::TensorProto::FLOAT) {
+    SetInfo(graph_->add_input(), name, dims, elem_type);
+  }
+  void Output(const std::string& name, int elem_type = onnx::TensorProto::FLOAT) {
     auto* info = graph_->add_output();
     info->set_name(name);
-    info->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+    info->mutable_type()->mutable_tensor_type()->set_elem_type(elem_type);
   }
   // A constant FP32 tensor of seeded random values (scaled to keep activations O(1)).
   void Weight(const std::string& name, std::vector<int64_t> dims, float scale) {
@@ -49,6 +61,14 @@ class OnnxBuilderForTest {
     for (int64_t d : dims) t->add_dims(d);
     for (float v : values) t->add_float_data(v);
   }
+  void StringConstant(const std::string& name, std::vector<int64_t> dims,
+                      std::vector<std::string> values) {
+    auto* t = graph_->add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::STRING);
+    for (int64_t d : dims) t->add_dims(d);
+    for (const std::string& v : values) t->add_string_data(v);
+  }
   void Int64Constant(const std::string& name, std::vector<int64_t> values) {
     auto* t = graph_->add_initializer();
     t->set_name(name);
@@ -57,9 +77,10 @@ class OnnxBuilderForTest {
     for (int64_t v : values) t->add_int64_data(v);
   }
   onnx::NodeProto* Node(const std::string& op, std::vector<std::string> inputs,
-                        std::vector<std::string> outputs) {
+                        std::vector<std::string> outputs, const std::string& domain = "") {
     auto* node = graph_->add_node();
     node->set_op_type(op);
+    node->set_domain(domain);
     node->set_name(outputs[0] + "_node");
     for (const auto& in : inputs) node->add_input(in);
     for (const auto& out : outputs) node->add_output(out);
@@ -70,6 +91,19 @@ class OnnxBuilderForTest {
     a->set_name(name);
     a->set_type(onnx::AttributeProto::INTS);
     for (int64_t v : values) a->add_ints(v);
+  }
+  static void String(onnx::NodeProto* node, const std::string& name, const std::string& value) {
+    auto* a = node->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::STRING);
+    a->set_s(value);
+  }
+  static void Strings(onnx::NodeProto* node, const std::string& name,
+                      std::vector<std::string> values) {
+    auto* a = node->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::STRINGS);
+    for (const auto& v : values) a->add_strings(v);
   }
   static void Int(onnx::NodeProto* node, const std::string& name, int64_t value) {
     auto* a = node->add_attribute();
@@ -87,10 +121,10 @@ class OnnxBuilderForTest {
 
  private:
   static void SetInfo(onnx::ValueInfoProto* info, const std::string& name,
-                      const std::vector<int64_t>& dims) {
+                      const std::vector<int64_t>& dims, int elem_type) {
     info->set_name(name);
     auto* tensor = info->mutable_type()->mutable_tensor_type();
-    tensor->set_elem_type(onnx::TensorProto::FLOAT);
+    tensor->set_elem_type(elem_type);
     for (int64_t d : dims) {
       auto* dim = tensor->mutable_shape()->add_dim();
       if (d < 0) {

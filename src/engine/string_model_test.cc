@@ -1,10 +1,10 @@
 // STRING (BYTES) tensors end to end: models with STRING inputs, outputs, initializers and Constant
 // nodes loaded with LoadOnnxModel and run with serialized inputs (tessera/common/bytes_tensor.h),
 // with and without the memory plan; the load-time refusals (numeric ops on strings, other ML ops).
-#include <fstream>
 #include <string>
 #include <vector>
 
+#include "engine/onnx_builder_for_test.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "onnx/onnx_pb.h"
@@ -20,102 +20,10 @@ using ::testing::HasSubstr;
 
 std::string Message(const Status& status) { return std::string(status.message()); }
 
-// A small ONNX model written by hand: typed graph inputs/outputs, nodes of any domain.
-class StringModelBuilder {
- public:
-  explicit StringModelBuilder(int ml_opset = 2, int opset = 17) {
-    model_.set_ir_version(8);
-    model_.add_opset_import()->set_version(opset);
-    if (ml_opset > 0) {
-      auto* ml = model_.add_opset_import();
-      ml->set_domain("ai.onnx.ml");
-      ml->set_version(ml_opset);
-    }
-    graph_ = model_.mutable_graph();
-    graph_->set_name("strings");
-  }
-  void Input(const std::string& name, int elem_type, std::vector<int64_t> dims) {
-    Info(graph_->add_input(), name, elem_type, dims);
-  }
-  void Output(const std::string& name, int elem_type) {
-    Info(graph_->add_output(), name, elem_type, {});
-  }
-  void StringInit(const std::string& name, std::vector<int64_t> dims,
-                  std::vector<std::string> values) {
-    auto* t = graph_->add_initializer();
-    t->set_name(name);
-    t->set_data_type(onnx::TensorProto::STRING);
-    for (int64_t d : dims) t->add_dims(d);
-    for (const std::string& v : values) t->add_string_data(v);
-  }
-  void Int64Init(const std::string& name, std::vector<int64_t> values) {
-    auto* t = graph_->add_initializer();
-    t->set_name(name);
-    t->set_data_type(onnx::TensorProto::INT64);
-    t->add_dims(static_cast<int64_t>(values.size()));
-    for (int64_t v : values) t->add_int64_data(v);
-  }
-  onnx::NodeProto* Node(const std::string& op, std::vector<std::string> inputs,
-                        std::vector<std::string> outputs, const std::string& domain = "") {
-    auto* node = graph_->add_node();
-    node->set_op_type(op);
-    node->set_domain(domain);
-    node->set_name(outputs[0] + "_node");
-    for (const auto& in : inputs) node->add_input(in);
-    for (const auto& out : outputs) node->add_output(out);
-    return node;
-  }
-  static void Strings(onnx::NodeProto* node, const std::string& name,
-                      std::vector<std::string> values) {
-    auto* a = node->add_attribute();
-    a->set_name(name);
-    a->set_type(onnx::AttributeProto::STRINGS);
-    for (const auto& v : values) a->add_strings(v);
-  }
-  static void Ints(onnx::NodeProto* node, const std::string& name, std::vector<int64_t> values) {
-    auto* a = node->add_attribute();
-    a->set_name(name);
-    a->set_type(onnx::AttributeProto::INTS);
-    for (int64_t v : values) a->add_ints(v);
-  }
-  static void Int(onnx::NodeProto* node, const std::string& name, int64_t value) {
-    auto* a = node->add_attribute();
-    a->set_name(name);
-    a->set_type(onnx::AttributeProto::INT);
-    a->set_i(value);
-  }
-  static void String(onnx::NodeProto* node, const std::string& name, const std::string& value) {
-    auto* a = node->add_attribute();
-    a->set_name(name);
-    a->set_type(onnx::AttributeProto::STRING);
-    a->set_s(value);
-  }
-  std::string Write(const std::string& file) {
-    const std::string path = ::testing::TempDir() + "/" + file + ".onnx";
-    std::ofstream out(path, std::ios::binary);
-    model_.SerializeToOstream(&out);
-    return path;
-  }
-
- private:
-  static void Info(onnx::ValueInfoProto* info, const std::string& name, int elem_type,
-                   const std::vector<int64_t>& dims) {
-    info->set_name(name);
-    auto* tensor = info->mutable_type()->mutable_tensor_type();
-    tensor->set_elem_type(elem_type);
-    for (int64_t d : dims) {
-      auto* dim = tensor->mutable_shape()->add_dim();
-      if (d < 0) {
-        dim->set_dim_param("batch");
-      } else {
-        dim->set_dim_value(d);
-      }
-    }
-  }
-
-  onnx::ModelProto model_;
-  onnx::GraphProto* graph_ = nullptr;
-};
+// The models below import the default domain at opset 17 and, where they use LabelEncoder,
+// ai.onnx.ml at opset 2.
+constexpr int kOpset = 17;
+constexpr int kMlOpset = 2;
 
 constexpr int kString = onnx::TensorProto::STRING;
 constexpr int kInt64 = onnx::TensorProto::INT64;
@@ -159,19 +67,20 @@ std::unique_ptr<Model> Load(const std::string& path, bool plan_memory = true) {
 
 // text [N] -> LabelEncoder -> ids (INT64) -> LabelEncoder -> label (STRING).
 std::string WriteVocabModel() {
-  StringModelBuilder b;
-  b.Input("text", kString, {-1});
+  OnnxBuilderForTest b;
+  b.Opsets(kOpset, kMlOpset);
+  b.Input("text", {-1}, kString);
   b.Output("ids", kInt64);
   b.Output("label", kString);
   auto* encode = b.Node("LabelEncoder", {"text"}, {"ids"}, "ai.onnx.ml");
-  StringModelBuilder::Strings(encode, "keys_strings", {"cat", "dog", "bird"});
-  StringModelBuilder::Ints(encode, "values_int64s", {0, 1, 2});
-  StringModelBuilder::Int(encode, "default_int64", -1);
+  OnnxBuilderForTest::Strings(encode, "keys_strings", {"cat", "dog", "bird"});
+  OnnxBuilderForTest::Ints(encode, "values_int64s", {0, 1, 2});
+  OnnxBuilderForTest::Int(encode, "default_int64", -1);
   auto* decode = b.Node("LabelEncoder", {"ids"}, {"label"}, "ai.onnx.ml");
-  StringModelBuilder::Ints(decode, "keys_int64s", {0, 1, 2});
-  StringModelBuilder::Strings(decode, "values_strings", {"CAT", "DOG", ""});
-  StringModelBuilder::String(decode, "default_string", "unknown");
-  return b.Write("vocab");
+  OnnxBuilderForTest::Ints(decode, "keys_int64s", {0, 1, 2});
+  OnnxBuilderForTest::Strings(decode, "values_strings", {"CAT", "DOG", ""});
+  OnnxBuilderForTest::String(decode, "default_string", "unknown");
+  return b.Write("vocab.onnx");
 }
 
 TEST(StringModelTest, LabelEncodersRoundTripWithAndWithoutAPlan) {
@@ -228,14 +137,15 @@ TEST(StringModelTest, MalformedSerializedInputIsInvalidArgumentNamingIt) {
 }
 
 TEST(StringModelTest, NormalizerThenIdentity) {
-  StringModelBuilder b(/*ml_opset=*/0);
-  b.Input("words", kString, {1, -1});
+  OnnxBuilderForTest b;
+  b.Opsets(kOpset);
+  b.Input("words", {1, -1}, kString);
   b.Output("clean", kString);
   auto* norm = b.Node("StringNormalizer", {"words"}, {"norm"});
-  StringModelBuilder::String(norm, "case_change_action", "LOWER");
-  StringModelBuilder::Strings(norm, "stopwords", {"a", "the"});
+  OnnxBuilderForTest::String(norm, "case_change_action", "LOWER");
+  OnnxBuilderForTest::Strings(norm, "stopwords", {"a", "the"});
   b.Node("Identity", {"norm"}, {"clean"});
-  auto model = Load(b.Write("normalizer"));
+  auto model = Load(b.Write("normalizer.onnx"));
   ASSERT_NE(model, nullptr);
   Tensor input = Texts("words", {1, 5}, {"The", "Cat", "sat", "ON", "A"});
   std::vector<Tensor> outputs;
@@ -245,14 +155,15 @@ TEST(StringModelTest, NormalizerThenIdentity) {
 }
 
 TEST(StringModelTest, StringConstantsGatherConcatEqualAndCast) {
-  StringModelBuilder b(/*ml_opset=*/0);
-  b.Input("ids", kInt64, {-1});
-  b.Input("text", kString, {-1});
-  b.Input("digits", kString, {-1});
+  OnnxBuilderForTest b;
+  b.Opsets(kOpset);
+  b.Input("ids", {-1}, kInt64);
+  b.Input("text", {-1}, kString);
+  b.Input("digits", {-1}, kString);
   b.Output("words", kString);
   b.Output("same", onnx::TensorProto::BOOL);
   b.Output("numbers", kFloat);
-  b.StringInit("vocab", {3}, {"zero", "one", "two"});
+  b.StringConstant("vocab", {3}, {"zero", "one", "two"});
   b.Node("Gather", {"vocab", "ids"}, {"picked"});
   // A Constant node with a STRING tensor value.
   auto* constant = b.Node("Constant", {}, {"suffix"});
@@ -262,11 +173,11 @@ TEST(StringModelTest, StringConstantsGatherConcatEqualAndCast) {
   value->mutable_t()->set_data_type(onnx::TensorProto::STRING);
   value->mutable_t()->add_dims(1);
   value->mutable_t()->add_string_data("end");
-  StringModelBuilder::Int(b.Node("Concat", {"picked", "suffix"}, {"words"}), "axis", 0);
+  OnnxBuilderForTest::Int(b.Node("Concat", {"picked", "suffix"}, {"words"}), "axis", 0);
   b.Node("Equal", {"text", "picked"}, {"same"});
   auto* cast = b.Node("Cast", {"digits"}, {"numbers"});
-  StringModelBuilder::Int(cast, "to", onnx::TensorProto::FLOAT);
-  auto model = Load(b.Write("constants"));
+  OnnxBuilderForTest::Int(cast, "to", onnx::TensorProto::FLOAT);
+  auto model = Load(b.Write("constants.onnx"));
   ASSERT_NE(model, nullptr);
   Tensor ids;
   ids.name = "ids";
@@ -291,20 +202,21 @@ TEST(StringModelTest, StringConstantsGatherConcatEqualAndCast) {
 }
 
 TEST(StringModelTest, StringSubgraphsOnConstantsAreFoldedAtLoad) {
-  StringModelBuilder b;
-  b.Input("x", kInt64, {-1});
+  OnnxBuilderForTest b;
+  b.Opsets(kOpset, kMlOpset);
+  b.Input("x", {-1}, kInt64);
   b.Output("y", kString);
-  b.StringInit("names", {2}, {"Ada", "Bob"});
+  b.StringConstant("names", {2}, {"Ada", "Bob"});
   auto* upper = b.Node("StringNormalizer", {"names"}, {"upper"});
-  StringModelBuilder::String(upper, "case_change_action", "UPPER");
+  OnnxBuilderForTest::String(upper, "case_change_action", "UPPER");
   auto* ids = b.Node("LabelEncoder", {"upper"}, {"ids"}, "ai.onnx.ml");
-  StringModelBuilder::Strings(ids, "keys_strings", {"BOB"});
-  StringModelBuilder::Ints(ids, "values_int64s", {1});
+  OnnxBuilderForTest::Strings(ids, "keys_strings", {"BOB"});
+  OnnxBuilderForTest::Ints(ids, "values_int64s", {1});
   auto* back = b.Node("LabelEncoder", {"ids"}, {"labels"}, "ai.onnx.ml");
-  StringModelBuilder::Ints(back, "keys_int64s", {1, -1});
-  StringModelBuilder::Strings(back, "values_strings", {"known", "stranger"});
+  OnnxBuilderForTest::Ints(back, "keys_int64s", {1, -1});
+  OnnxBuilderForTest::Strings(back, "values_strings", {"known", "stranger"});
   b.Node("Gather", {"labels", "x"}, {"y"});
-  auto model = Load(b.Write("folded"));
+  auto model = Load(b.Write("folded.onnx"));
   ASSERT_NE(model, nullptr);
   EXPECT_GT(model->weight_bytes(), 0u);
   Tensor x;
@@ -320,11 +232,12 @@ TEST(StringModelTest, StringSubgraphsOnConstantsAreFoldedAtLoad) {
 }
 
 TEST(StringModelTest, NumericOpsOnStringsAreRefusedAtLoad) {
-  StringModelBuilder b(/*ml_opset=*/0);
-  b.Input("text", kString, {-1});
+  OnnxBuilderForTest b;
+  b.Opsets(kOpset);
+  b.Input("text", {-1}, kString);
   b.Output("y", kString);
   b.Node("Add", {"text", "text"}, {"y"});
-  const auto model = LoadOnnxModel(b.Write("add_strings"), {});
+  const auto model = LoadOnnxModel(b.Write("add_strings.onnx"), {});
   ASSERT_FALSE(model.ok());
   EXPECT_EQ(model.status().code(), absl::StatusCode::kUnimplemented);
   EXPECT_THAT(Message(model.status()),
@@ -332,30 +245,33 @@ TEST(StringModelTest, NumericOpsOnStringsAreRefusedAtLoad) {
 }
 
 TEST(StringModelTest, OnlyTheImplementedMlOpsAreImported) {
-  StringModelBuilder b;
-  b.Input("x", kFloat, {-1});
+  OnnxBuilderForTest b;
+  b.Opsets(kOpset, kMlOpset);
+  b.Input("x", {-1}, kFloat);
   b.Output("y", kFloat);
   b.Node("Binarizer", {"x"}, {"y"}, "ai.onnx.ml");
-  auto model = LoadOnnxModel(b.Write("binarizer"), {});
+  auto model = LoadOnnxModel(b.Write("binarizer.onnx"), {});
   ASSERT_FALSE(model.ok());
   EXPECT_EQ(model.status().code(), absl::StatusCode::kUnimplemented);
   EXPECT_THAT(Message(model.status()), HasSubstr("unsupported operators: ai.onnx.ml.Binarizer"));
 
-  StringModelBuilder no_ml(/*ml_opset=*/0);
-  no_ml.Input("text", kString, {-1});
+  OnnxBuilderForTest no_ml;
+  no_ml.Opsets(kOpset);
+  no_ml.Input("text", {-1}, kString);
   no_ml.Output("ids", kInt64);
   auto* encode = no_ml.Node("LabelEncoder", {"text"}, {"ids"}, "ai.onnx.ml");
-  StringModelBuilder::Strings(encode, "keys_strings", {"a"});
-  StringModelBuilder::Ints(encode, "values_int64s", {1});
-  model = LoadOnnxModel(no_ml.Write("no_ml_opset"), {});
+  OnnxBuilderForTest::Strings(encode, "keys_strings", {"a"});
+  OnnxBuilderForTest::Ints(encode, "values_int64s", {1});
+  model = LoadOnnxModel(no_ml.Write("no_ml_opset.onnx"), {});
   ASSERT_FALSE(model.ok());
   EXPECT_THAT(Message(model.status()), HasSubstr("ai.onnx.ml opset 0"));
 
-  StringModelBuilder default_domain(/*ml_opset=*/2);
-  default_domain.Input("text", kString, {-1});
+  OnnxBuilderForTest default_domain;
+  default_domain.Opsets(kOpset, kMlOpset);
+  default_domain.Input("text", {-1}, kString);
   default_domain.Output("ids", kInt64);
   default_domain.Node("LabelEncoder", {"text"}, {"ids"});  // not in the default domain
-  model = LoadOnnxModel(default_domain.Write("default_domain_label_encoder"), {});
+  model = LoadOnnxModel(default_domain.Write("default_domain_label_encoder.onnx"), {});
   ASSERT_FALSE(model.ok());
   EXPECT_THAT(Message(model.status()), HasSubstr("unsupported operators: LabelEncoder"));
 }

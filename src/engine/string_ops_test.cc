@@ -28,13 +28,6 @@ std::vector<std::string> Texts(const Value& v) {
   return out;
 }
 
-Attribute FloatsAttr(std::vector<float> floats) {
-  Attribute a;
-  a.kind = Attribute::Kind::kFloats;
-  a.floats = std::move(floats);
-  return a;
-}
-
 std::string Message(const Status& status) { return std::string(status.message()); }
 
 Attributes Attrs(std::initializer_list<std::pair<std::string, Attribute>> list) {
