@@ -22,10 +22,11 @@ class ModelBuilder {
     model_.add_opset_import()->set_version(opset);
   }
   // A FLOAT graph input; -1 dims are dynamic.
-  ModelBuilder& Input(const std::string& name, const Shape& shape) {
+  ModelBuilder& Input(const std::string& name, const Shape& shape,
+                      onnx::TensorProto::DataType type = onnx::TensorProto::FLOAT) {
     auto* t = graph()->add_input()->mutable_type()->mutable_tensor_type();
     graph()->mutable_input(graph()->input_size() - 1)->set_name(name);
-    t->set_elem_type(onnx::TensorProto::FLOAT);
+    t->set_elem_type(type);
     for (int64_t d : shape) {
       auto* dim = t->mutable_shape()->add_dim();
       if (d >= 0)
@@ -36,22 +37,7 @@ class ModelBuilder {
     return *this;
   }
   ModelBuilder& IntInput(const std::string& name, const Shape& shape) {
-    Input(name, shape);
-    graph()
-        ->mutable_input(graph()->input_size() - 1)
-        ->mutable_type()
-        ->mutable_tensor_type()
-        ->set_elem_type(onnx::TensorProto::INT64);
-    return *this;
-  }
-  ModelBuilder& StringInput(const std::string& name, const Shape& shape) {
-    Input(name, shape);
-    graph()
-        ->mutable_input(graph()->input_size() - 1)
-        ->mutable_type()
-        ->mutable_tensor_type()
-        ->set_elem_type(onnx::TensorProto::STRING);
-    return *this;
+    return Input(name, shape, onnx::TensorProto::INT64);
   }
   ModelBuilder& Output(const std::string& name,
                        onnx::TensorProto::DataType type = onnx::TensorProto::FLOAT) {

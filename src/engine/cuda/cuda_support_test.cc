@@ -168,7 +168,7 @@ TEST(CudaSupportTest, FileErrorsComeFirst) {
 
 TEST(CudaSupportTest, RefusesStringTensorsNamingThem) {
   ModelBuilder b(13);
-  b.StringInput("text", {-1}).Output("same", onnx::TensorProto::STRING);
+  b.Input("text", {-1}, onnx::TensorProto::STRING).Output("same", onnx::TensorProto::STRING);
   b.Node("Identity", {"text"}, {"same"});
   const std::string path = b.Write("support_strings");
   const Status status = CheckCuda(path);
