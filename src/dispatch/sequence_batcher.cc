@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "tessera/common/bytes_tensor.h"
 
 namespace tessera::dispatch {
 namespace {
@@ -31,9 +32,16 @@ std::string FlagBytes(const SequenceControl& control, bool on) {
   }
 }
 
-// The correlation ID in the CORRID input's type; Enqueue has checked that it fits.
-std::string IdBytes(DataType type, uint64_t id) {
+// The correlation ID in the CORRID input's type; Enqueue has checked that it fits. A TYPE_STRING
+// CORRID gets a string ID as it is and a numeric one as its decimal text, as one BYTES element.
+std::string IdBytes(DataType type, const SequenceFlags& flags) {
+  const uint64_t id = flags.id;
   switch (type) {
+    case DataType::kString: {
+      std::string bytes;
+      AppendBytesElement(flags.id_text.empty() ? absl::StrCat(id) : flags.id_text, &bytes);
+      return bytes;
+    }
     case DataType::kInt64:
       return BytesOf(static_cast<int64_t>(id));
     case DataType::kUint32:
@@ -100,6 +108,7 @@ Status SequenceBatcher::Enqueue(std::unique_ptr<Request>&& request, const Sequen
   }
   for (const SequenceControl& control : options_.controls) {
     if (control.kind != SequenceControl::Kind::kCorrelationId) continue;
+    if (control.data_type == DataType::kString) continue;  // takes any ID (IdBytes)
     if (!flags.id_text.empty()) {
       return absl::InvalidArgumentError(absl::StrCat(
           "sequence ", flags.IdString(), " to model '", model, "': the model's CORRID input '",
@@ -163,7 +172,7 @@ std::shared_ptr<SequenceBatcher::AddedInputs> SequenceBatcher::MakeAddedInputs(
         added->buffers.push_back(FlagBytes(control, true));  // every row holds a request
         break;
       case SequenceControl::Kind::kCorrelationId:
-        added->buffers.push_back(IdBytes(control.data_type, flags.id));
+        added->buffers.push_back(IdBytes(control.data_type, flags));
         break;
     }
     std::string& bytes = added->buffers.back();

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <future>
@@ -9,6 +10,7 @@
 #include <thread>
 
 #include "model_queue_test_requests.h"
+#include "tessera/common/bytes_tensor.h"
 
 namespace tessera::dispatch {
 namespace {
@@ -46,10 +48,16 @@ class AccumulatorRunnerForTest : public BatchRunner {
       EXPECT_EQ(state->shape, (Shape{1, 1}));
       int32_t start_value;
       std::memcpy(&start_value, start->data, 4);
-      uint64_t id;
-      std::memcpy(&id, corrid->data, 8);
       starts.push_back(start_value);
-      ids.push_back(id);
+      if (corrid->dtype == DataType::kString) {  // one serialized BYTES element
+        auto text = SplitBytesElements(corrid->data, corrid->byte_size);
+        EXPECT_TRUE(text.ok() && text->size() == 1) << corrid->byte_size;
+        if (text.ok() && text->size() == 1) id_texts.emplace_back(text->front());
+      } else {
+        uint64_t id;
+        std::memcpy(&id, corrid->data, 8);
+        ids.push_back(id);
+      }
       const float y = FloatAt(x->data) + FloatAt(state->data);
       Response response;
       std::string bytes(4, '\0');
@@ -69,6 +77,7 @@ class AccumulatorRunnerForTest : public BatchRunner {
   std::vector<size_t> batch_sizes;
   std::vector<int32_t> starts;
   std::vector<uint64_t> ids;
+  std::vector<std::string> id_texts;  // a TYPE_STRING CORRID's values
 };
 
 class ManualClockForTest : public Clock {
@@ -78,7 +87,8 @@ class ManualClockForTest : public Clock {
 };
 
 struct Accumulator {
-  explicit Accumulator(uint64_t max_queue_delay_ns = 0, const Clock* clock = nullptr) {
+  explicit Accumulator(uint64_t max_queue_delay_ns = 0, const Clock* clock = nullptr,
+                       DataType corrid_type = DataType::kUint64) {
     auto owned = std::make_unique<AccumulatorRunnerForTest>();
     runner = owned.get();
     std::vector<std::unique_ptr<BatchRunner>> runners;
@@ -92,7 +102,7 @@ struct Accumulator {
     options.idle_timeout_ns = 5'000'000'000;
     options.controls.push_back({"START", SequenceControl::Kind::kStart, DataType::kInt32, 0, 1});
     options.controls.push_back(
-        {"CORRID", SequenceControl::Kind::kCorrelationId, DataType::kUint64, 0, 1});
+        {"CORRID", SequenceControl::Kind::kCorrelationId, corrid_type, 0, 1});
     options.states.push_back({"state_in", "state_out", DataType::kFp32, {1}});
     options.outputs = {"y"};
     batcher = std::make_shared<SequenceBatcher>(options, queue, stats, clock);
@@ -197,6 +207,23 @@ TEST(SequenceBatcherTest, RefusesRequestsWithoutIdOrStartOrWithSeveralRows) {
   EXPECT_EQ(text_id.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(text_id.message().find("CORRID"), std::string::npos) << text_id;
   EXPECT_EQ(acc.batcher->active_sequences(), 0u);
+}
+
+TEST(SequenceBatcherTest, AStringCorridGetsStringIdsAsTheyAreAndNumbersAsText) {
+  Accumulator acc(0, nullptr, DataType::kString);
+  std::vector<Submitted> steps(3);
+  SequenceFlags text = Flags(0, true);
+  text.id_text = "user-7";
+  ASSERT_TRUE(acc.batcher->Enqueue(Step(steps[0]), text).ok());
+  ASSERT_TRUE(acc.batcher->Enqueue(Step(steps[1]), Flags(42, true)).ok());
+  text.start = false;
+  ASSERT_TRUE(acc.batcher->Enqueue(Step(steps[2]), text).ok());
+  for (Submitted& step : steps) ASSERT_TRUE(step.promise.get_future().get().ok());
+  std::lock_guard lock(acc.runner->mu);
+  std::vector<std::string> seen = acc.runner->id_texts;
+  std::sort(seen.begin(), seen.end());  // the two sequences may share a batch in either order
+  EXPECT_EQ(seen, (std::vector<std::string>{"42", "user-7", "user-7"}));
+  EXPECT_EQ(acc.batcher->active_sequences(), 2u);
 }
 
 TEST(SequenceBatcherTest, RequestsQueuedAfterEndNeedANewStart) {

@@ -32,8 +32,8 @@ constexpr std::array<std::string_view, 7> kStateKeys = {
     "use_growable_memory"};
 constexpr std::array<std::string_view, 5> kInitialStateKeys = {"name", "data_type", "dims",
                                                                "zero_data", "data_file"};
-constexpr std::array<DataType, 4> kCorrelationIdTypes = {DataType::kUint64, DataType::kInt64,
-                                                         DataType::kUint32, DataType::kInt32};
+constexpr std::array<DataType, 5> kCorrelationIdTypes = {
+    DataType::kUint64, DataType::kInt64, DataType::kUint32, DataType::kInt32, DataType::kString};
 
 bool Named(const std::vector<TensorConfig>& tensors, const std::string& name) {
   return std::any_of(tensors.begin(), tensors.end(),
@@ -110,8 +110,8 @@ StatusOr<SequenceControl> ReadControl(std::string_view source, const YAML::Node&
     if (std::find(kCorrelationIdTypes.begin(), kCorrelationIdTypes.end(), control.data_type) ==
         kCorrelationIdTypes.end()) {
       return yaml::ErrorAt(source, *type, c.PathOf("data_type"),
-                           "expected TYPE_UINT64, TYPE_INT64, TYPE_UINT32 or TYPE_INT32 (string "
-                           "correlation IDs are not supported)");
+                           "expected TYPE_UINT64, TYPE_INT64, TYPE_UINT32, TYPE_INT32 or "
+                           "TYPE_STRING");
     }
     return control;
   }

@@ -105,6 +105,15 @@ TEST(SequenceConfigTest, YamlAndPbtxtReadTheSame) {
   ExpectTheAccumulator(*pbtxt);
 }
 
+TEST(SequenceConfigTest, StringCorrelationIdsAreBytesControls) {
+  std::string text = kYaml;
+  text.replace(text.find("TYPE_UINT64"), 11, "TYPE_STRING");
+  StatusOr<ModelConfig> c = ParseModelConfig(text, "acc/config.yaml", "acc");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->sequence_batching.controls[3].data_type, DataType::kString);
+  EXPECT_EQ(ModelFileInputs(*c)[4].data_type, DataType::kString);  // what the model file declares
+}
+
 TEST(SequenceConfigTest, DefaultsAreTritons) {
   StatusOr<ModelConfig> c = ParseTritonModelConfig(
       "name: \"s\"\nmax_batch_size: 2\nsequence_batching { }\n", "s/config.pbtxt", "s");
@@ -149,8 +158,8 @@ TEST(SequenceConfigTest, RefusesWhatItCannotServe) {
                   "exactly one control");
   ExpectYamlError("CONTROL_SEQUENCE_READY", "CONTROL_SEQUENCE_START", "a second control");
   ExpectYamlError("CONTROL_SEQUENCE_READY", "CONTROL_SEQUENCE_BEGIN", "CONTROL_SEQUENCE_START");
-  ExpectYamlError("data_type: TYPE_UINT64", "data_type: TYPE_STRING",
-                  "string correlation IDs are not supported");
+  ExpectYamlError("data_type: TYPE_UINT64", "data_type: TYPE_FP32",
+                  "expected TYPE_UINT64, TYPE_INT64, TYPE_UINT32, TYPE_INT32 or TYPE_STRING");
   ExpectYamlError("- name: READY", "- name: INPUT", "is also a config input");
   ExpectYamlError("- name: READY", "- name: START", "is also sequence_batching.control_input[0]");
   ExpectYamlError("output_name: STATE_OUT", "output_name: OUTPUT", "is also a config output");

@@ -25,7 +25,7 @@ output [
   {{ name: "START_SEEN" data_type: TYPE_FP32 dims: [ 1 ] }},
   {{ name: "END_SEEN" data_type: TYPE_FP32 dims: [ 1 ] }},
   {{ name: "READY_SEEN" data_type: TYPE_FP32 dims: [ 1 ] }},
-  {{ name: "CORRID_SEEN" data_type: TYPE_FP32 dims: [ 1 ] }}
+  {{ name: "CORRID_SEEN" data_type: {seen_type} dims: [ 1 ] }}
 ]
 sequence_batching {{
   max_sequence_idle_microseconds: {idle_us}
@@ -34,7 +34,7 @@ sequence_batching {{
     {{ name: "START" control [ {{ kind: CONTROL_SEQUENCE_START int32_false_true: [ 0, 1 ] }} ] }},
     {{ name: "END" control [ {{ kind: CONTROL_SEQUENCE_END fp32_false_true: [ 0, 1 ] }} ] }},
     {{ name: "READY" control [ {{ kind: CONTROL_SEQUENCE_READY bool_false_true: [ false, true ] }} ] }},
-    {{ name: "CORRID" control [ {{ kind: CONTROL_SEQUENCE_CORRID data_type: TYPE_INT64 }} ] }}
+    {{ name: "CORRID" control [ {{ kind: CONTROL_SEQUENCE_CORRID data_type: {corrid_type} }} ] }}
   ]
   state [
     {{
@@ -49,21 +49,25 @@ sequence_batching {{
 """
 
 
-def save_accumulator(repo, name, idle_us=5_000_000):
-    """OUTPUT = INPUT + STATE_IN, STATE_OUT = OUTPUT, and each control input echoed as FP32."""
+def save_accumulator(repo, name, idle_us=5_000_000, text_ids=False):
+    """OUTPUT = INPUT + STATE_IN, STATE_OUT = OUTPUT, and each control input echoed as FP32; with
+    `text_ids` the CORRID is TYPE_STRING and echoed as it is."""
     def info(n, t):
         return onnx.helper.make_tensor_value_info(n, t, ["batch", 1])
     fp32, i32, i64 = onnx.TensorProto.FLOAT, onnx.TensorProto.INT32, onnx.TensorProto.INT64
+    corrid = onnx.TensorProto.STRING if text_ids else i64
     inputs = [info("INPUT", fp32), info("START", i32), info("END", fp32),
-              info("READY", onnx.TensorProto.BOOL), info("CORRID", i64), info("STATE_IN", fp32)]
+              info("READY", onnx.TensorProto.BOOL), info("CORRID", corrid), info("STATE_IN", fp32)]
     outputs = [info(n, fp32) for n in
-               ("OUTPUT", "STATE_OUT", "START_SEEN", "END_SEEN", "READY_SEEN", "CORRID_SEEN")]
+               ("OUTPUT", "STATE_OUT", "START_SEEN", "END_SEEN", "READY_SEEN")]
+    outputs.append(info("CORRID_SEEN", corrid if text_ids else fp32))
     nodes = [
         onnx.helper.make_node("Add", ["INPUT", "STATE_IN"], ["OUTPUT"]),
         onnx.helper.make_node("Identity", ["OUTPUT"], ["STATE_OUT"]),
         onnx.helper.make_node("Cast", ["START"], ["START_SEEN"], to=fp32),
         onnx.helper.make_node("Identity", ["END"], ["END_SEEN"]),
         onnx.helper.make_node("Cast", ["READY"], ["READY_SEEN"], to=fp32),
+        onnx.helper.make_node("Identity", ["CORRID"], ["CORRID_SEEN"]) if text_ids else
         onnx.helper.make_node("Cast", ["CORRID"], ["CORRID_SEEN"], to=fp32),
     ]
     model = onnx.helper.make_model(onnx.helper.make_graph(nodes, name, inputs, outputs),
@@ -71,7 +75,9 @@ def save_accumulator(repo, name, idle_us=5_000_000):
     model.ir_version = 8
     (repo / name / "1").mkdir(parents=True, exist_ok=True)
     onnx.save(model, str(repo / name / "1" / "model.onnx"))
-    (repo / name / "config.pbtxt").write_text(ACCUMULATOR.format(name=name, idle_us=idle_us))
+    (repo / name / "config.pbtxt").write_text(ACCUMULATOR.format(
+        name=name, idle_us=idle_us, corrid_type="TYPE_STRING" if text_ids else "TYPE_INT64",
+        seen_type="TYPE_STRING" if text_ids else "TYPE_FP32"))
 
 
 @pytest.fixture(scope="module")
@@ -79,8 +85,9 @@ def server(make_server, tmp_path_factory):
     repo = copy_repository(tmp_path_factory.mktemp("sequence") / "models")
     save_accumulator(repo, "accumulate")
     save_accumulator(repo, "accumulate_short_idle", idle_us=1_000_000)
-    return make_server(repository=repo, mode="poll",
-                       wait_models=["mlp", "accumulate", "accumulate_short_idle"])
+    save_accumulator(repo, "accumulate_text_id", text_ids=True)
+    return make_server(repository=repo, mode="poll", wait_models=[
+        "mlp", "accumulate", "accumulate_short_idle", "accumulate_text_id"])
 
 
 def step(client, model, value, sequence_id, start=False, end=False):
@@ -173,6 +180,29 @@ def test_many_sequences_at_once_keep_their_states_and_share_batches(server):
     assert requests == sequences * steps
     # Requests of different sequences share batches (the 2 ms queue delay gathers them).
     assert executions < requests, (executions, requests)
+
+
+def test_a_string_corrid_sees_string_ids_and_numbers_as_text(server):
+    client = server.client()
+
+    def text_step(value, sequence_id, start=False):
+        x = np.array([[value]], dtype=np.float32)
+        result = client.infer("accumulate_text_id", [make_input(x, name="INPUT")],
+                              sequence_id=sequence_id, sequence_start=start)
+        return float(result.as_numpy("OUTPUT")[0, 0]), result.as_numpy("CORRID_SEEN")[0, 0]
+
+    # Sent together so that the sequences' rows may share a batch: each keeps its own state and
+    # sees its own ID, whatever the lengths of the others.
+    with concurrent.futures.ThreadPoolExecutor(3) as pool:
+        firsts = list(pool.map(lambda a: text_step(*a), [(1.0, "user-a", True),
+                                                         (10.0, "a-much-longer-user-id", True),
+                                                         (100.0, 7, True)]))
+    assert firsts == [(1.0, b"user-a"), (10.0, b"a-much-longer-user-id"), (100.0, b"7")]
+    assert text_step(2.0, "user-a") == (3.0, b"user-a")
+    assert text_step(20.0, "a-much-longer-user-id") == (30.0, b"a-much-longer-user-id")
+    # The number 7 and the string "7" are two sequences (as in Triton); the model sees "7" for both.
+    assert text_step(5.0, "7", start=True) == (5.0, b"7")
+    assert text_step(1.0, 7) == (101.0, b"7")
 
 
 def test_an_idle_sequence_is_released(server):
