@@ -4,6 +4,7 @@ dynamic batching splits variable-length answers back to their requests, and malf
 is refused naming the input while the server keeps serving."""
 import concurrent.futures
 import json
+import queue
 
 import numpy as np
 import onnx
@@ -90,6 +91,16 @@ def upper_model():
                        onnx.helper.make_tensor("column", int64, [2], [-1, 1])])
 
 
+CACHED_CONFIG = """name: "str_cached"
+platform: "onnxruntime_onnx"
+max_batch_size: 4
+input [ { name: "text" data_type: TYPE_STRING dims: [ 1 ] } ]
+output [ { name: "id" data_type: TYPE_INT64 dims: [ 1 ] },
+         { name: "label" data_type: TYPE_STRING dims: [ 1 ] } ]
+response_cache { enable: true }
+"""
+
+
 # Labels, then upper case: a BYTES tensor passed from one step to the next.
 PIPELINE = """name: "str_pipeline"
 platform: "ensemble"
@@ -115,6 +126,8 @@ def repo(tmp_path_factory):
     # No config: completed from the model file, STRING tensors as TYPE_STRING.
     save(labels_model(), repo, "str_labels")
     save(upper_model(), repo, "str_upper")
+    save(labels_model(), repo, "str_cached")
+    (repo / "str_cached" / "config.pbtxt").write_text(CACHED_CONFIG)
     (repo / "str_pipeline" / "1").mkdir(parents=True)
     (repo / "str_pipeline" / "config.pbtxt").write_text(PIPELINE)
     return repo
@@ -123,8 +136,9 @@ def repo(tmp_path_factory):
 @pytest.fixture(scope="module")
 def server(make_server, repo):
     return make_server(repository=repo, mode="poll", poll_secs=1,
-                       extra_args=["--allow-client-shm"],
-                       wait_models=["str_echo", "str_labels", "str_upper", "str_pipeline"])
+                       extra_args=["--allow-client-shm", "--cache-config", "local,size=1048576"],
+                       wait_models=["str_echo", "str_labels", "str_upper", "str_pipeline",
+                                    "str_cached"])
 
 
 @pytest.fixture(scope="module")
@@ -178,6 +192,36 @@ def test_an_ensemble_passes_strings_between_steps(client):
     words = np.array([["dog"], ["Fish"]], dtype=np.object_)
     result = client.infer("str_pipeline", [bytes_input("TEXT", words)])
     assert result.as_numpy("SHOUT").tolist() == [[b"DOG"], [b"UNKNOWN"]]
+
+
+def test_the_response_cache_keys_on_the_strings(client):
+    def label(word):
+        result = client.infer("str_cached", [bytes_input("text", [[word]])])
+        return result.as_numpy("label")[0, 0]
+
+    before = model_stats(client, "str_cached").inference_stats
+    assert [label(w) for w in ("Cat", "cat", "Cat", "dog", "cat")] == [
+        b"Cat", b"Cat", b"Cat", b"Dog", b"Cat"]
+    after = model_stats(client, "str_cached").inference_stats
+    assert after.cache_miss.count - before.cache_miss.count == 3  # "Cat", "cat", "dog"
+    assert after.cache_hit.count - before.cache_hit.count == 2
+
+
+def test_strings_over_a_stream(client):
+    answers = queue.Queue()
+    client.start_stream(callback=lambda result, error: answers.put((result, error)))
+    try:
+        for k, word in enumerate(["bird", "x" * 300, "DOG"]):
+            client.async_stream_infer("str_labels", [bytes_input("text", [[word]])],
+                                      request_id=str(k))
+        got = {}
+        for _ in range(3):
+            result, error = answers.get(timeout=30)
+            assert error is None, error
+            got[result.get_response().id] = result.as_numpy("label")[0, 0]
+    finally:
+        client.stop_stream()
+    assert got == {"0": b"Bird", "1": b"unknown", "2": b"Dog"}
 
 
 def test_http_json_and_binary_strings(server):
