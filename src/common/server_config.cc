@@ -44,8 +44,8 @@ constexpr std::array<std::string_view, kApiGroupCount> kApiGroupNames = {
     "model-repository", "statistics", "trace",     "logging"};
 constexpr std::array<std::string_view, 4> kTlsKeys = {"cert", "key", "client_ca", "reload_secs"};
 constexpr std::array<std::string_view, 2> kMetricsKeys = {"address", "port"};
-constexpr std::array<std::string_view, 4> kRepositoryKeys = {"path", "control_mode", "poll_secs",
-                                                             "auto_complete"};
+constexpr std::array<std::string_view, 6> kRepositoryKeys = {
+    "path", "control_mode", "poll_secs", "auto_complete", "exit_on_error", "strict_readiness"};
 constexpr std::array<std::string_view, 12> kExecutorKeys = {"binary",
                                                             "devices",
                                                             "cpu_executors",
@@ -230,7 +230,9 @@ Status ParseInto(const YAML::Node& doc, std::string_view source, ServerConfig& c
         // Cannot fail: GetEnum admitted only known names.
         config.model_control_mode = ParseModelControlMode(mode).value_or(config.model_control_mode);
         TESSERA_RETURN_IF_ERROR(m.GetInt("poll_secs", 1, INT32_MAX, &config.repository_poll_secs));
-        return m.GetBool("auto_complete", &config.auto_complete_config);
+        TESSERA_RETURN_IF_ERROR(m.GetBool("auto_complete", &config.auto_complete_config));
+        TESSERA_RETURN_IF_ERROR(m.GetBool("exit_on_error", &config.exit_on_error));
+        return m.GetBool("strict_readiness", &config.strict_readiness);
       }));
   TESSERA_RETURN_IF_ERROR(
       Section(root, "executors", kExecutorKeys, [&](const YamlMap& m) -> Status {

@@ -47,6 +47,8 @@ void ExpectDefaults(const ServerConfig& c) {
   EXPECT_EQ(c.model_repository, "configs/models");
   EXPECT_EQ(c.model_control_mode, ModelControlMode::kPoll);
   EXPECT_TRUE(c.auto_complete_config);
+  EXPECT_FALSE(c.exit_on_error);
+  EXPECT_FALSE(c.strict_readiness);
   EXPECT_EQ(c.repository_poll_secs, 5);
   EXPECT_EQ(c.executor_binary, "");
   EXPECT_EQ(c.devices, "auto");
@@ -86,7 +88,8 @@ TEST(ServerConfigTest, EveryKeyOverrides) {
 grpc: { address: 127.0.0.1, port: 9001, max_message_bytes: 1048576, allow_client_shm: true }
 metrics: { address: "::1", port: 0 }
 http: { address: 127.0.0.2, port: -1, threads: 8, idle_timeout_s: 5 }
-repository: { path: /models, control_mode: explicit, poll_secs: 2, auto_complete: false }
+repository: { path: /models, control_mode: explicit, poll_secs: 2, auto_complete: false,
+              exit_on_error: true, strict_readiness: true }
 executors:
   binary: /opt/tessera/bin/tessera-executor
   devices: cpu
@@ -118,6 +121,8 @@ log: { verbose: 2, allow_settings_rpc: true }
   EXPECT_EQ(c->model_repository, "/models");
   EXPECT_EQ(c->model_control_mode, ModelControlMode::kExplicit);
   EXPECT_FALSE(c->auto_complete_config);
+  EXPECT_TRUE(c->exit_on_error);
+  EXPECT_TRUE(c->strict_readiness);
   EXPECT_EQ(c->repository_poll_secs, 2);
   EXPECT_EQ(c->executor_binary, "/opt/tessera/bin/tessera-executor");
   EXPECT_EQ(c->devices, "cpu");

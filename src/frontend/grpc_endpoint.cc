@@ -244,7 +244,7 @@ class InferenceService final : public InferenceServiceBase {
 
   Status AnswerServerReady(const inference::ServerReadyRequest&,
                            inference::ServerReadyResponse* response) {
-    response->set_ready(core_->IsReady());
+    response->set_ready(core_->HealthReady());
     return absl::OkStatus();
   }
 

@@ -142,7 +142,7 @@ HttpReply HttpRoutes::Route(const HttpRequest& request) {
   if (group == "health" && path.size() == 3 && (path[2] == "live" || path[2] == "ready")) {
     if (auto e = only("GET")) return *e;
     // As Triton: the answer is the status code; the body is empty.
-    return {path[2] == "live" || core_->IsReady() ? 200 : 400, "", std::nullopt};
+    return {path[2] == "live" || core_->HealthReady() ? 200 : 400, "", std::nullopt};
   }
   if (group == "models" && path.size() == 3 && path[2] == "stats") {
     if (auto e = only("GET")) return *e;

@@ -17,6 +17,7 @@
 #include <thread>
 #include <tuple>
 
+#include "absl/strings/str_join.h"
 #include "control_loop.h"
 #include "executor_pool.h"
 #include "model_manager.h"
@@ -27,6 +28,7 @@
 #include "tessera/frontend/frontend.h"
 #include "tessera/frontend/metrics.h"
 #include "tessera/partition/partition.h"
+#include "triton_flags.h"
 
 namespace {
 
@@ -134,7 +136,13 @@ int Run(int argc, char** argv) {
   app.add_option("--cache-config", cache_config,
                  "Response cache for models that enable response_cache: local,size=<bytes> "
                  "(as tritonserver's flag)");
-  CLI11_PARSE(app, argc, argv);
+  tessera::server::TritonFlags triton_flags(&app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help exits 0; a flag's bad value is a wrong setting like any other: exit code 2.
+    return app.exit(e) == 0 ? 0 : 2;
+  }
 
   ServerConfig config;
   if (!config_path.empty()) {
@@ -206,6 +214,13 @@ int Run(int argc, char** argv) {
     }
     config.response_cache_bytes = *bytes;
   }
+  tessera::LogSettingsUpdate start_log;
+  std::vector<std::string> unused_flags;
+  if (tessera::Status applied = triton_flags.Apply(&config, &start_log, &unused_flags);
+      !applied.ok()) {
+    std::cerr << "tessera-server: " << applied.message() << "\n";
+    return 2;
+  }
   if (config.trace_level != "OFF" && config.trace_file.empty()) {
     std::cerr << "tessera-server: --trace-level " << config.trace_level
               << " needs --trace-file (or trace.file in server.yaml)\n";
@@ -217,6 +232,11 @@ int Run(int argc, char** argv) {
   }
 
   tessera::InitLogging(config.log_verbose, "server");
+  if (tessera::Status logging = tessera::UpdateLogSettings(start_log); !logging.ok()) {
+    spdlog::error("{}", logging.message());
+    return 2;
+  }
+  for (const std::string& line : unused_flags) spdlog::info("{}", line);
   tessera::Status tls = tessera::frontend::CheckTlsFiles(config.grpc_tls, "grpc.tls");
   if (tls.ok() && config.http_port >= 0) {
     tls = tessera::frontend::CheckTlsFiles(config.http_tls, "http.tls");
@@ -315,8 +335,16 @@ int Run(int argc, char** argv) {
   manager_options.drain_timeout_ms = int64_t{config.shutdown_drain_secs} * 1000;
   manager_options.slo_drop = config.scheduler_slo_drop;
   manager_options.response_cache = config.response_cache_bytes > 0;
+  manager_options.strict_readiness = config.strict_readiness;
   tessera::server::ModelManager manager(manager_options, pool->get());
-  manager.LoadAtStartup(load_models);
+  const std::vector<std::string> failed = manager.LoadAtStartup(load_models);
+  if (config.exit_on_error && !failed.empty()) {
+    spdlog::error(
+        "exiting: {} model(s) failed to load at start and exit_on_error is set "
+        "(--exit-on-error=false or repository.exit_on_error: false serves the others): {}",
+        failed.size(), absl::StrJoin(failed, "; "));
+    return 1;
+  }
 
   std::unique_ptr<tessera::server::ControlLoop> control;
   if (config.scheduler_policy != "triton") {

@@ -4,7 +4,6 @@
 #include <chrono>
 #include <set>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "ensemble_runner.h"
@@ -13,23 +12,19 @@
 #include "tessera/repository/model_completion.h"
 
 namespace tessera::server {
-namespace {
-
-}  // namespace
 
 ModelManager::ModelManager(ModelManagerOptions options, ExecutorPool* pool)
     : options_(std::move(options)), pool_(pool) {}
 
 ModelManager::~ModelManager() { UnloadAll(); }
 
-bool ModelManager::IsReady() const { return ready_.load(); }
-
 void ModelManager::SetState(const std::string& name, const std::string& state,
-                            const std::string& reason) {
+                            const std::string& reason, bool load_failed) {
   std::lock_guard lock(mu_);
   ModelRecord& record = models_[name];
   record.state = state;
   record.reason = reason;
+  record.load_failed = load_failed;
 }
 
 std::shared_ptr<ModelManager::LoadedVersion> ModelManager::NewLoadedVersion(
@@ -338,7 +333,7 @@ Status ModelManager::LoadLocked(const std::string& name, const repository::Model
       SetState(name, "READY", absl::StrCat("reload failed, still serving the previous version: ",
                                            status.message()));
     } else {
-      SetState(name, "UNAVAILABLE", std::string(status.message()));
+      SetState(name, "UNAVAILABLE", std::string(status.message()), /*load_failed=*/true);
     }
     return status;
   };
@@ -386,6 +381,7 @@ Status ModelManager::LoadLocked(const std::string& name, const repository::Model
     record.versions = std::move(fresh);
     record.state = "READY";
     record.reason.clear();
+    record.load_failed = false;
     record.fingerprint = entry.fingerprint;
   }
   std::vector<int64_t> numbers(entry.selected_versions.begin(), entry.selected_versions.end());
@@ -408,18 +404,22 @@ Status ModelManager::UnloadLocked(const std::string& name, const std::string& wh
     old.swap(it->second.versions);
     it->second.state = "UNAVAILABLE";
     it->second.reason = why;
+    it->second.load_failed = false;  // unloaded on purpose
   }
   Retire(std::move(old), why);
   spdlog::info("model '{}' unloaded ({})", name, why);
   return absl::OkStatus();
 }
 
-void ModelManager::LoadAtStartup(const std::vector<std::string>& explicit_models) {
+std::vector<std::string> ModelManager::LoadAtStartup(
+    const std::vector<std::string>& explicit_models) {
   std::lock_guard lifecycle(lifecycle_mu_);
+  std::vector<std::string> failed;
   auto scan = repository::ScanRepository(options_.repository_root);
   if (!scan.ok()) {
     spdlog::error("cannot read the model repository: {}", scan.status().message());
-    return;
+    failed.push_back(absl::StrCat("the repository: ", scan.status().message()));
+    return failed;
   }
   std::set<std::string> wanted(explicit_models.begin(), explicit_models.end());
   const bool all = options_.control_mode != ModelControlMode::kExplicit || wanted.count("*");
@@ -427,14 +427,19 @@ void ModelManager::LoadAtStartup(const std::vector<std::string>& explicit_models
   for (bool ensembles : {false, true}) {
     for (const repository::ModelEntry& entry : scan->models) {
       if (IsEnsembleEntry(entry) != ensembles) continue;
-      if (all || wanted.erase(entry.name)) LoadLocked(entry.name, &entry).IgnoreError();
+      if (!all && !wanted.erase(entry.name)) continue;
+      if (Status loaded = LoadLocked(entry.name, &entry); !loaded.ok()) {
+        failed.push_back(absl::StrCat(entry.name, ": ", loaded.message()));
+      }
     }
   }
   wanted.erase("*");
   for (const std::string& name : wanted) {
     spdlog::error("--load-model {}: no such model in {}", name, options_.repository_root);
+    failed.push_back(absl::StrCat(name, ": no such model (--load-model)"));
   }
   last_scan_ = std::move(scan).value();
+  return failed;
 }
 
 void ModelManager::PollOnce() {
@@ -545,136 +550,6 @@ void ModelManager::UnloadAll() {
     }
   }
   for (const std::string& name : names) UnloadLocked(name, "server shutting down").IgnoreError();
-}
-
-StatusOr<frontend::ReadyModel> ModelManager::GetReadyModel(const std::string& name,
-                                                           const std::string& version) const {
-  int64_t wanted = -1;
-  if (!version.empty() && (!absl::SimpleAtoi(version, &wanted) || wanted < 0)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("model version '", version, "' is not a version number"));
-  }
-  std::lock_guard lock(mu_);
-  auto it = models_.find(name);
-  if (it == models_.end()) {
-    return absl::NotFoundError(absl::StrCat("unknown model '", name, "'"));
-  }
-  const ModelRecord& record = it->second;
-  if (record.versions.empty()) {
-    return absl::UnavailableError(absl::StrCat("model '", name, "' is not ready (", record.state,
-                                               record.reason.empty() ? "" : ": ", record.reason,
-                                               ")"));
-  }
-  auto chosen = wanted < 0 ? std::prev(record.versions.end()) : record.versions.find(wanted);
-  if (chosen == record.versions.end()) {
-    std::vector<int64_t> ready;
-    for (const auto& [number, v] : record.versions) ready.push_back(number);
-    return absl::NotFoundError(absl::StrCat("model '", name, "' has no ready version ", wanted,
-                                            " (ready: ", absl::StrJoin(ready, ", "), ")"));
-  }
-  frontend::ReadyModel model;
-  model.name = name;
-  model.version = chosen->first;
-  for (const auto& [number, v] : record.versions) model.ready_versions.push_back(number);
-  model.config = chosen->second->config;
-  model.queue = chosen->second->queue;
-  model.sequences = chosen->second->sequences;
-  model.load_id = chosen->second->load_id;
-  model.stats = chosen->second->stats;
-  return model;
-}
-
-std::vector<ServedModel> ModelManager::ServedModels() const {
-  std::lock_guard lock(mu_);
-  std::vector<ServedModel> served;
-  for (const auto& [name, record] : models_) {
-    if (record.versions.empty()) continue;
-    const LoadedVersion& latest = *record.versions.rbegin()->second;
-    if (latest.config->is_ensemble()) continue;  // no instances of its own to plan
-    ServedModel model;
-    model.name = name;
-    model.version = latest.version;
-    model.model_path = latest.model_path;
-    model.config = latest.config;
-    model.queue = latest.queue;
-    model.stats_by_version.reserve(record.versions.size());
-    for (const auto& [number, version] : record.versions) {
-      model.stats_by_version.push_back(version->stats);
-    }
-    for (const Instance& instance : latest.instances) {
-      model.base_lane.runners.push_back(
-          std::make_shared<ExecutorBatchRunner>(pool_, instance.slot, instance.key, latest.config));
-    }
-    model.base_lane.plan.label = "instances";
-    const std::vector<int>& sizes = latest.config->worker_batch_sizes;
-    if (!sizes.empty() && sizes.size() == latest.instances.size()) {
-      model.base_lane.worker_batch_sizes.assign(sizes.begin(), sizes.end());
-      model.base_lane.plan.label = absl::StrCat("workers ", absl::StrJoin(sizes, "/"));
-    }
-    served.push_back(std::move(model));
-  }
-  return served;
-}
-
-void ModelManager::SetPlanNotes(std::map<std::string, std::string> notes) {
-  std::lock_guard lock(mu_);
-  plan_notes_ = std::move(notes);
-}
-
-std::vector<frontend::ModelIndexEntry> ModelManager::RepositoryIndex(bool ready_only) const {
-  std::set<std::string> names;
-  if (auto scan = repository::ScanRepository(options_.repository_root); scan.ok()) {
-    for (const auto& entry : scan->models) names.insert(entry.name);
-  }
-  std::lock_guard lock(mu_);
-  for (const auto& [name, record] : models_) names.insert(name);
-  std::vector<frontend::ModelIndexEntry> index;
-  for (const std::string& name : names) {
-    auto it = models_.find(name);
-    if (it == models_.end()) {
-      if (!ready_only) index.push_back({name, "", "UNAVAILABLE", "not loaded"});
-      continue;
-    }
-    const ModelRecord& record = it->second;
-    if (record.versions.empty()) {
-      if (!ready_only) index.push_back({name, "", record.state, record.reason});
-      continue;
-    }
-    auto note = plan_notes_.find(name);
-    std::string reason = record.reason;
-    if (note != plan_notes_.end()) {
-      reason = reason.empty() ? note->second : absl::StrCat(reason, "; ", note->second);
-    }
-    for (const auto& [number, version] : record.versions) {
-      index.push_back({name, absl::StrCat(number), "READY", reason});
-    }
-  }
-  return index;
-}
-
-StatusOr<std::vector<frontend::ModelStatsEntry>> ModelManager::Statistics(
-    const std::string& name, const std::string& version) const {
-  int64_t wanted = -1;
-  if (!version.empty() && !absl::SimpleAtoi(version, &wanted)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("model version '", version, "' is not a version number"));
-  }
-  std::lock_guard lock(mu_);
-  if (!name.empty() && !models_.count(name)) {
-    return absl::NotFoundError(absl::StrCat("unknown model '", name, "'"));
-  }
-  std::vector<frontend::ModelStatsEntry> entries;
-  for (const auto& [model_name, record] : models_) {
-    if (!name.empty() && model_name != name) continue;
-    for (const auto& [number, loaded] : record.versions) {
-      if (wanted >= 0 && number != wanted) continue;
-      entries.push_back({model_name, number, loaded->stats});
-    }
-  }
-  if (!name.empty() && wanted >= 0 && entries.empty()) {
-    return absl::NotFoundError(absl::StrCat("model '", name, "' has no ready version ", wanted));
-  }
-  return entries;
 }
 
 }  // namespace tessera::server

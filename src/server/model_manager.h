@@ -32,6 +32,9 @@ struct ModelManagerOptions {
   // gets a warning at load.
   bool response_cache = false;
   bool auto_complete_config = true;  // false: a config without input/output fails the load
+  // HealthReady only while no model asked for is loading or has failed its load (Triton's
+  // --strict-readiness); false: ready from start to shutdown.
+  bool strict_readiness = false;
 };
 
 // A model as the control loop sees it: its newest ready version, the queue serving it, and the
@@ -52,8 +55,10 @@ class ModelManager final : public frontend::ServerCore {
   ~ModelManager() override;
 
   // Loads every model of the repository (modes none and poll) or the named ones (explicit;
-  // "*" = all). A model that fails is logged and marked UNAVAILABLE; others still load.
-  void LoadAtStartup(const std::vector<std::string>& explicit_models);
+  // "*" = all). A model that fails is logged and marked UNAVAILABLE; others still load. Returns
+  // what failed, one line per model ("m: why"; an unreadable repository or an unknown
+  // --load-model name counts too), for --exit-on-error.
+  std::vector<std::string> LoadAtStartup(const std::vector<std::string>& explicit_models);
 
   // One repository poll: loads added and changed models, unloads removed ones.
   void PollOnce();
@@ -71,6 +76,7 @@ class ModelManager final : public frontend::ServerCore {
 
   // frontend::ServerCore
   bool IsReady() const override;
+  bool HealthReady() const override;
   StatusOr<frontend::ReadyModel> GetReadyModel(const std::string& name,
                                                const std::string& version) const override;
   std::vector<frontend::ModelIndexEntry> RepositoryIndex(bool ready_only) const override;
@@ -100,6 +106,7 @@ class ModelManager final : public frontend::ServerCore {
     std::string reason;
     VersionMap versions;   // the ready versions
     uint64_t fingerprint = 0;
+    bool load_failed = false;  // the last load failed and no version serves (strict readiness)
   };
 
   Status LoadLocked(const std::string& name, const repository::ModelEntry* scanned)
@@ -132,7 +139,9 @@ class ModelManager final : public frontend::ServerCore {
   // A model that cannot run those batches fails its load here (the error names the batch and
   // the model's own message) instead of becoming READY and failing every request.
   Status WarmUpInstances(const LoadedVersion& loaded, bool sized);
-  void SetState(const std::string& name, const std::string& state, const std::string& reason);
+  // `load_failed`: the state comes from a failed load that left nothing serving.
+  void SetState(const std::string& name, const std::string& state, const std::string& reason,
+                bool load_failed = false);
 
   const ModelManagerOptions options_;
   ExecutorPool* const pool_;

@@ -78,6 +78,13 @@ struct ServerConfig {
   // A model config without input/output (or no config file) is completed from the model file, as
   // in Triton; false refuses such models (Triton: --disable-auto-complete-config).
   bool auto_complete_config = true;
+  // A model that fails to load at start ends the server (exit code 1) rather than leaving it
+  // serving the others (Triton: --exit-on-error, default true there).
+  bool exit_on_error = false;
+  // The server is ready (ServerReady, /v2/health/ready) only while every model it was asked to
+  // load is ready: none failed its load or is loading (Triton: --strict-readiness, default true
+  // there).
+  bool strict_readiness = false;
 
   // Executors.
   std::string executor_binary;  // empty = tessera-executor beside the server binary

@@ -53,6 +53,9 @@ class ServerCore {
 
   // False once shutdown has begun: new inference is refused, in-flight work drains.
   virtual bool IsReady() const = 0;
+  // What ServerReady and /v2/health/ready answer: IsReady, and with strict readiness also every
+  // model asked for ready. A server not ready in this sense still serves the models it has.
+  virtual bool HealthReady() const { return IsReady(); }
 
   // `version` "" = the latest ready version. NOT_FOUND for an unknown model or version,
   // UNAVAILABLE (with the reason) for a known one that is not ready, INVALID_ARGUMENT for a

@@ -1,0 +1,142 @@
+#include "triton_flags.h"
+
+#include <array>
+#include <string_view>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace tessera::server {
+namespace {
+
+constexpr char kGroup[] = "tritonserver flags";
+
+// Triton flags for its own machinery, which Tessera does not have: each is accepted with any
+// value and named in the log. Repeatable, as several of Triton's are (--backend-config).
+constexpr std::array<std::string_view, 17> kUnusedFlags = {
+    "--pinned-memory-pool-byte-size",
+    "--cuda-memory-pool-byte-size",
+    "--cuda-virtual-address-size",
+    "--model-load-thread-count",
+    "--model-load-retry-count",
+    "--backend-directory",
+    "--backend-config",
+    "--repoagent-directory",
+    "--min-supported-compute-capability",
+    "--buffer-manager-thread-count",
+    "--host-policy",
+    "--id",
+    "--grpc-infer-allocation-pool-size",
+    "--metrics-interval-ms",
+    "--allow-gpu-metrics",
+    "--allow-cpu-metrics",
+    "--http-header-forward-pattern",
+};
+
+}  // namespace
+
+TritonFlags::TritonFlags(CLI::App* app) : app_(app) {
+  app->add_option("--exit-timeout-secs", exit_timeout_secs_,
+                  "Seconds a shutdown waits for running requests (shutdown.drain_secs)")
+      ->check(CLI::NonNegativeNumber)
+      ->group(kGroup);
+  app->add_option("--strict-model-config", strict_model_config_,
+                  "true: refuse configs without input/output instead of completing them (as "
+                  "--disable-auto-complete-config)")
+      ->group(kGroup);
+  app->add_option("--exit-on-error", exit_on_error_,
+                  "true: exit (code 1) when a model fails to load at start "
+                  "(repository.exit_on_error; Tessera's default is false)")
+      ->group(kGroup);
+  app->add_option("--strict-readiness", strict_readiness_,
+                  "true: the server is ready only while every model it was asked to load is "
+                  "(repository.strict_readiness; Tessera's default is false)")
+      ->group(kGroup);
+  app->add_option("--allow-grpc", allow_grpc_, "true only: the gRPC endpoint is always on")
+      ->group(kGroup);
+  app->add_option("--allow-http", allow_http_, "false: no HTTP endpoint (as --http-port -1)")
+      ->group(kGroup);
+  app->add_option("--allow-metrics", allow_metrics_, "false: no /metrics endpoint")->group(kGroup);
+  app->add_option("--grpc-address", grpc_address_, "Interface of the gRPC endpoint")->group(kGroup);
+  app->add_option("--http-address", http_address_, "Interface of the HTTP endpoint")->group(kGroup);
+  app->add_option("--metrics-address", metrics_address_, "Interface of /metrics")->group(kGroup);
+  app->add_option("--http-thread-count", http_thread_count_, "HTTP requests worked on at once")
+      ->check(CLI::Range(1, 4096))
+      ->group(kGroup);
+  app->add_option("--response-cache-byte-size", response_cache_byte_size_,
+                  "Response cache size (Triton's older form of --cache-config local,size=N)")
+      ->check(CLI::NonNegativeNumber)
+      ->group(kGroup);
+  app->add_option("--log-info", log_info_, "Write info lines")->group(kGroup);
+  app->add_option("--log-warning", log_warning_, "Write warning lines")->group(kGroup);
+  app->add_option("--log-error", log_error_, "Write error lines")->group(kGroup);
+  app->add_option("--log-format", log_format_, "default or ISO8601")
+      ->check(CLI::IsMember({"default", "ISO8601"}))
+      ->group(kGroup);
+  app->add_option("--log-file", log_file_, "Append the server's log lines to this file")
+      ->group(kGroup);
+  // Sized once: CLI11 keeps pointers to the vectors.
+  unused_.resize(kUnusedFlags.size());
+  for (size_t i = 0; i < kUnusedFlags.size(); ++i) {
+    unused_[i].first = std::string(kUnusedFlags[i]);
+    app->add_option(unused_[i].first, unused_[i].second, "Triton tuning flag; not used here")
+        ->allow_extra_args(false)
+        ->group(kGroup);
+  }
+}
+
+Status TritonFlags::Apply(ServerConfig* config, LogSettingsUpdate* log,
+                          std::vector<std::string>* ignored) const {
+  if (Given("--allow-grpc") && !allow_grpc_) {
+    return absl::InvalidArgumentError(
+        "--allow-grpc=false: tessera-server always serves the gRPC endpoint");
+  }
+  if (Given("--strict-model-config")) {
+    if (!strict_model_config_ && app_->count("--disable-auto-complete-config") > 0) {
+      return absl::InvalidArgumentError(
+          "--strict-model-config=false contradicts --disable-auto-complete-config");
+    }
+    config->auto_complete_config = !strict_model_config_;
+  }
+  if (Given("--allow-http") && !allow_http_) {
+    if (app_->count("--http-port") > 0) {
+      return absl::InvalidArgumentError("--allow-http=false contradicts --http-port");
+    }
+    config->http_port = -1;
+  }
+  if (Given("--allow-metrics") && !allow_metrics_) {
+    if (app_->count("--metrics-port") > 0) {
+      return absl::InvalidArgumentError("--allow-metrics=false contradicts --metrics-port");
+    }
+    config->metrics_port = 0;
+  }
+  if (Given("--response-cache-byte-size")) {
+    if (app_->count("--cache-config") > 0) {
+      return absl::InvalidArgumentError(
+          "--response-cache-byte-size and --cache-config both size the response cache: give one");
+    }
+    config->response_cache_bytes = response_cache_byte_size_;
+  }
+  if (Given("--exit-timeout-secs")) config->shutdown_drain_secs = exit_timeout_secs_;
+  if (Given("--exit-on-error")) config->exit_on_error = exit_on_error_;
+  if (Given("--strict-readiness")) config->strict_readiness = strict_readiness_;
+  if (Given("--grpc-address")) config->grpc_address = grpc_address_;
+  if (Given("--http-address")) config->http_address = http_address_;
+  if (Given("--metrics-address")) config->metrics_address = metrics_address_;
+  if (Given("--http-thread-count")) config->http_threads = http_thread_count_;
+
+  if (Given("--log-info")) log->info = log_info_;
+  if (Given("--log-warning")) log->warning = log_warning_;
+  if (Given("--log-error")) log->error = log_error_;
+  if (Given("--log-format")) log->format = log_format_;
+  if (Given("--log-file")) log->file = log_file_;
+
+  for (const auto& [flag, values] : unused_) {
+    if (values.empty()) continue;
+    ignored->push_back(absl::StrCat(flag, " ", absl::StrJoin(values, " "),
+                                    ": not used (Triton tuning with no counterpart here)"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace tessera::server

@@ -1,0 +1,111 @@
+#include "triton_flags.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace tessera::server {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+struct Parsed {
+  ServerConfig config;
+  LogSettingsUpdate log;
+  std::vector<std::string> ignored;
+  Status status;
+};
+
+// Parses `args` with the Triton flags beside the tessera-server flags they are checked against.
+Parsed Parse(std::vector<std::string> args) {
+  CLI::App app;
+  int port = 0;
+  std::string cache;
+  bool disable = false;
+  app.add_option("--http-port", port);
+  app.add_option("--metrics-port", port);
+  app.add_option("--cache-config", cache);
+  app.add_flag("--disable-auto-complete-config", disable);
+  TritonFlags flags(&app);
+  args.insert(args.begin(), "tessera-server");
+  std::vector<const char*> argv;
+  for (const std::string& a : args) argv.push_back(a.c_str());
+  Parsed parsed;
+  try {
+    app.parse(static_cast<int>(argv.size()), argv.data());
+  } catch (const CLI::ParseError& e) {
+    parsed.status = absl::InvalidArgumentError(e.what());
+    return parsed;
+  }
+  parsed.status = flags.Apply(&parsed.config, &parsed.log, &parsed.ignored);
+  return parsed;
+}
+
+TEST(TritonFlagsTest, ATritonLaunchLineMapsOntoTheServerSettings) {
+  Parsed p =
+      Parse({"--strict-model-config=true", "--exit-timeout-secs", "7", "--allow-http=false",
+             "--allow-metrics", "false", "--grpc-address=127.0.0.1", "--http-thread-count", "16",
+             "--exit-on-error=true", "--strict-readiness=1", "--response-cache-byte-size", "4096",
+             "--log-format", "ISO8601", "--log-info=false", "--log-file", "/tmp/t.log"});
+  ASSERT_TRUE(p.status.ok()) << p.status;
+  EXPECT_FALSE(p.config.auto_complete_config);
+  EXPECT_EQ(p.config.shutdown_drain_secs, 7);
+  EXPECT_EQ(p.config.http_port, -1);
+  EXPECT_EQ(p.config.metrics_port, 0);
+  EXPECT_EQ(p.config.grpc_address, "127.0.0.1");
+  EXPECT_EQ(p.config.http_threads, 16);
+  EXPECT_TRUE(p.config.exit_on_error);
+  EXPECT_TRUE(p.config.strict_readiness);
+  EXPECT_EQ(p.config.response_cache_bytes, 4096);
+  EXPECT_EQ(p.log.format, "ISO8601");
+  EXPECT_EQ(p.log.info, false);
+  EXPECT_FALSE(p.log.warning.has_value());
+  EXPECT_EQ(p.log.file, "/tmp/t.log");
+  EXPECT_TRUE(p.ignored.empty());
+}
+
+TEST(TritonFlagsTest, FlagsNotGivenLeaveTheConfigAlone) {
+  Parsed p = Parse({});
+  ASSERT_TRUE(p.status.ok()) << p.status;
+  const ServerConfig defaults;
+  EXPECT_EQ(p.config.auto_complete_config, defaults.auto_complete_config);
+  EXPECT_EQ(p.config.http_port, defaults.http_port);
+  EXPECT_EQ(p.config.shutdown_drain_secs, defaults.shutdown_drain_secs);
+  EXPECT_FALSE(p.config.exit_on_error);
+  EXPECT_FALSE(p.log.info.has_value());
+  EXPECT_FALSE(p.log.file.has_value());
+}
+
+TEST(TritonFlagsTest, TuningFlagsAreAcceptedAndNamedAsUnused) {
+  Parsed p = Parse({"--pinned-memory-pool-byte-size=268435456", "--backend-config",
+                    "onnxruntime,default-max-batch-size=8", "--backend-config=python,x=1",
+                    "--model-load-thread-count", "4"});
+  ASSERT_TRUE(p.status.ok()) << p.status;
+  EXPECT_THAT(p.ignored,
+              ElementsAre(HasSubstr("--pinned-memory-pool-byte-size 268435456: not used"),
+                          HasSubstr("--model-load-thread-count 4: not used"),
+                          HasSubstr("--backend-config onnxruntime,default-max-batch-size=8 "
+                                    "python,x=1: not used")));
+}
+
+TEST(TritonFlagsTest, ValuesThatCannotBeHonouredAreErrorsNamingTheFlag) {
+  EXPECT_THAT(std::string(Parse({"--allow-grpc=false"}).status.message()),
+              HasSubstr("--allow-grpc=false"));
+  EXPECT_TRUE(Parse({"--allow-grpc=true"}).status.ok());
+  EXPECT_THAT(std::string(Parse({"--strict-model-config=false", "--disable-auto-complete-config"})
+                              .status.message()),
+              HasSubstr("contradicts --disable-auto-complete-config"));
+  EXPECT_THAT(std::string(Parse({"--allow-http=false", "--http-port", "8000"}).status.message()),
+              HasSubstr("--allow-http=false contradicts --http-port"));
+  EXPECT_THAT(
+      std::string(
+          Parse({"--response-cache-byte-size=1", "--cache-config=local,size=2"}).status.message()),
+      HasSubstr("give one"));
+  // Parsed by CLI11 itself: the message names the flag and the value.
+  EXPECT_THAT(std::string(Parse({"--allow-http=maybe"}).status.message()), HasSubstr("maybe"));
+  EXPECT_THAT(std::string(Parse({"--log-format=json"}).status.message()), HasSubstr("json"));
+  EXPECT_FALSE(Parse({"--exit-timeout-secs=-1"}).status.ok());
+}
+
+}  // namespace
+}  // namespace tessera::server

@@ -1,0 +1,83 @@
+"""tritonserver's own command-line flags: a Triton launch line starts tessera-server unchanged.
+Flags with a Tessera meaning take effect (log format and file, --exit-on-error,
+--strict-readiness), Triton's tuning flags are accepted and named in the log as unused, and
+values that cannot be honoured stop the start naming the flag."""
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import copy_repository
+from tessera_testlib import (BIN_DIR, MODELS_DIR, assert_mlp_serves, model_ready, start_fails,
+                             wait_until)
+
+
+def add_broken_model(repo, name="broken"):
+    folder = repo / name
+    shutil.copytree(repo / "mlp", folder)
+    (folder / "config.yaml").write_text(f"name: {name}\nmax_batch_size: [8\n")  # bad YAML
+    return folder
+
+
+def test_a_triton_launch_line_serves(make_server, tmp_path):
+    log_file = tmp_path / "server.log"
+    server = make_server(repository=MODELS_DIR, mode="none", wait_models=["mlp"], extra_args=[
+        "--strict-model-config=false", "--exit-timeout-secs", "5", "--log-format", "ISO8601",
+        "--log-file", str(log_file), "--pinned-memory-pool-byte-size=268435456",
+        "--cuda-memory-pool-byte-size", "0:67108864", "--backend-config",
+        "onnxruntime,default-max-batch-size=8", "--model-load-thread-count", "2",
+        "--exit-on-error=false", "--strict-readiness=false", "--allow-grpc=true"])
+    assert_mlp_serves(server.client())
+    text = log_file.read_text()
+    assert "--pinned-memory-pool-byte-size 268435456: not used" in text, text
+    assert "--backend-config onnxruntime,default-max-batch-size=8: not used" in text, text
+    # ISO8601: UTC timestamps ending in Z.
+    first = text.splitlines()[0]
+    assert first[:4].isdigit() and "Z" in first.split()[0], first
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--allow-grpc=false"], "--allow-grpc=false: tessera-server always serves"),
+    (["--allow-metrics=false"], "--allow-metrics=false contradicts --metrics-port"),
+    (["--log-format", "json"], "json"),
+    (["--allow-http", "perhaps"], "perhaps"),
+])
+def test_values_that_cannot_be_honoured_stop_the_start(args, message):
+    out = start_fails(*args)
+    assert message in out, out
+
+
+def test_exit_on_error_ends_the_start_naming_the_model(tmp_path):
+    repo = copy_repository(tmp_path / "models")
+    add_broken_model(repo)
+    command = [str(BIN_DIR / "tessera-server"), "--model-repository", str(repo),
+               "--grpc-port", "0", "--http-port", "-1", "--metrics-port", "-1",
+               "--model-control-mode", "none", "--exit-on-error=true"]
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=120,
+                          stdin=subprocess.DEVNULL)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1, out
+    assert "1 model(s) failed to load at start" in out and "broken:" in out, out
+    assert "listening" not in out, out  # no endpoint was opened
+
+
+def test_strict_readiness_follows_the_models(make_server, tmp_path):
+    repo = copy_repository(tmp_path / "models")
+    strict = make_server(repository=repo, mode="poll", poll_secs=1, wait_models=["mlp"],
+                         extra_args=["--strict-readiness=true"])
+    lenient = make_server(repository=repo, mode="poll", poll_secs=1, wait_models=["mlp"])
+    strict_client, lenient_client = strict.client(), lenient.client()
+    assert strict_client.is_server_ready()
+
+    folder = add_broken_model(repo)
+    wait_until(lambda: not strict_client.is_server_ready(), 30,
+               what="the strict server to turn unready after a model failed its load")
+    assert not model_ready(strict_client, "broken")
+    assert_mlp_serves(strict_client)  # unready is a signal, not a refusal
+    wait_until(lambda: "broken" in {m.name for m in lenient_client.get_model_repository_index()
+                                    .models if m.reason}, 30, what="the lenient server's poll")
+    assert lenient_client.is_server_ready()
+
+    shutil.rmtree(folder)
+    wait_until(strict_client.is_server_ready, 30,
+               what="the strict server to be ready once the broken model is gone")
