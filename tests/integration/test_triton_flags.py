@@ -4,12 +4,22 @@ Flags with a Tessera meaning take effect (log format and file, --exit-on-error,
 values that cannot be honoured stop the start naming the flag."""
 import shutil
 import subprocess
+import urllib.error
+import urllib.request
 
 import pytest
 
 from conftest import copy_repository
 from tessera_testlib import (BIN_DIR, MODELS_DIR, assert_mlp_serves, model_ready, start_fails,
                              wait_until)
+
+
+def http_status(url):
+    try:
+        with urllib.request.urlopen(url, timeout=10) as answer:
+            return answer.status
+    except urllib.error.HTTPError as e:
+        return e.code
 
 
 def add_broken_model(repo, name="broken"):
@@ -73,6 +83,8 @@ def test_strict_readiness_follows_the_models(make_server, tmp_path):
     wait_until(lambda: not strict_client.is_server_ready(), 30,
                what="the strict server to turn unready after a model failed its load")
     assert not model_ready(strict_client, "broken")
+    assert http_status(f"http://{strict.http_url}/v2/health/ready") == 400
+    assert http_status(f"http://{strict.http_url}/v2/health/live") == 200
     assert_mlp_serves(strict_client)  # unready is a signal, not a refusal
     wait_until(lambda: "broken" in {m.name for m in lenient_client.get_model_repository_index()
                                     .models if m.reason}, 30, what="the lenient server's poll")
