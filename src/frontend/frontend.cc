@@ -22,6 +22,7 @@ class FrontendImpl final : public Frontend {
   ~FrontendImpl() override { Shutdown(0); }
 
   Status Start(const FrontendOptions& options, ServerCore* core) {
+    core_ = core;
     TESSERA_ASSIGN_OR_RETURN(
         grpc_, GrpcEndpoint::Start(options, core, submitter_.get(), &inflate_budget_));
     if (options.http_port >= 0) {
@@ -36,6 +37,10 @@ class FrontendImpl final : public Frontend {
 
   void StopServing() override {
     if (grpc_) grpc_->StopServing();
+  }
+
+  void RefreshHealth() override {
+    if (grpc_) grpc_->SetHealth(core_->HealthReady());
   }
 
   void RefuseUntilQuiet(int64_t quiet_ms, int64_t max_ms) override {
@@ -81,6 +86,7 @@ class FrontendImpl final : public Frontend {
   // Declared first: destroyed after the endpoints that use it.
   std::unique_ptr<InferSubmitter> submitter_;
   InflateBudget inflate_budget_;  // shared by the endpoints
+  ServerCore* core_ = nullptr;
   std::unique_ptr<GrpcEndpoint> grpc_;
   std::unique_ptr<HttpEndpoint> http_;
 };

@@ -572,13 +572,27 @@ class GrpcEndpointImpl final : public GrpcEndpoint {
   int port() const override { return port_; }
 
   void StopServing() override {
+    std::lock_guard lock(health_mu_);
+    stopped_serving_ = true;
     if (server_ && server_->GetHealthCheckService() != nullptr) {
       server_->GetHealthCheckService()->SetServingStatus(false);
     }
   }
 
+  void SetHealth(bool serving) override {
+    std::lock_guard lock(health_mu_);
+    if (stopped_serving_) return;
+    if (server_ && server_->GetHealthCheckService() != nullptr) {
+      server_->GetHealthCheckService()->SetServingStatus(serving);
+    }
+  }
+
   void Shutdown(int64_t deadline_ms) override {
     if (!server_) return;
+    {
+      std::lock_guard lock(health_mu_);  // no SetHealth on a server going away
+      stopped_serving_ = true;
+    }
     service_->CloseStreams();
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(deadline_ms));
     service_->WaitForBackgroundWork();
@@ -590,6 +604,8 @@ class GrpcEndpointImpl final : public GrpcEndpoint {
   std::unique_ptr<InferenceService> service_;
   std::unique_ptr<grpc::Server> server_;
   int port_;
+  std::mutex health_mu_;
+  bool stopped_serving_ = false;  // guarded by health_mu_
 };
 
 // Plaintext, or TLS from grpc.tls. gRPC's file watcher reads the files again every reload_secs, so
@@ -621,7 +637,8 @@ StatusOr<std::unique_ptr<GrpcEndpoint>> GrpcEndpoint::Start(const FrontendOption
                            Credentials(options.grpc_tls));
   auto service = std::make_unique<InferenceService>(core, options, submitter, inflate_budget);
   // grpc.health.v1.Health (Kubernetes' gRPC probes, grpc_health_probe), as Triton serves it:
-  // SERVING until the shutdown's drain begins.
+  // SERVING while ServerCore::HealthReady (Frontend::RefreshHealth), NOT_SERVING from the
+  // shutdown's drain on.
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   int selected_port = 0;

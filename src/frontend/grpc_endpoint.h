@@ -25,6 +25,9 @@ class GrpcEndpoint {
   virtual int port() const = 0;
   // grpc.health.v1.Health answers NOT_SERVING from now on (the shutdown's drain has begun).
   virtual void StopServing() = 0;
+  // grpc.health.v1.Health answers SERVING or NOT_SERVING (ServerCore::HealthReady); ignored once
+  // StopServing was called.
+  virtual void SetHealth(bool serving) = 0;
   // Ends open streams with the shutdown refusal, stops accepting new RPCs, waits up to
   // `deadline_ms` for running ones, then cancels the rest.
   virtual void Shutdown(int64_t deadline_ms) = 0;

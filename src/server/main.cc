@@ -17,6 +17,7 @@
 #include <thread>
 #include <tuple>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_join.h"
 #include "control_loop.h"
 #include "executor_pool.h"
@@ -392,6 +393,12 @@ int Run(int argc, char** argv) {
     spdlog::error("{}", frontend.status().message());
     return 1;
   }
+  // grpc.health.v1.Health follows strict readiness as ServerReady does.
+  manager.SetHealthListener([f = frontend->get()] { f->RefreshHealth(); });
+  // Whichever way Run returns, no call reaches the frontend once it is gone (it is destroyed
+  // before the manager, whose unloads notify).
+  absl::Cleanup forget_health = [&manager] { manager.SetHealthListener(nullptr); };
+  (*frontend)->RefreshHealth();
   std::unique_ptr<tessera::frontend::MetricsEndpoint> metrics;
   if (config.metrics_port > 0) {
     auto server_metrics = [c = control.get(), p = pool->get()] {

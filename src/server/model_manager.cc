@@ -20,11 +20,14 @@ ModelManager::~ModelManager() { UnloadAll(); }
 
 void ModelManager::SetState(const std::string& name, const std::string& state,
                             const std::string& reason, bool load_failed) {
-  std::lock_guard lock(mu_);
-  ModelRecord& record = models_[name];
-  record.state = state;
-  record.reason = reason;
-  record.load_failed = load_failed;
+  {
+    std::lock_guard lock(mu_);
+    ModelRecord& record = models_[name];
+    record.state = state;
+    record.reason = reason;
+    record.load_failed = load_failed;
+  }
+  NotifyHealth();
 }
 
 std::shared_ptr<ModelManager::LoadedVersion> ModelManager::NewLoadedVersion(
@@ -384,6 +387,7 @@ Status ModelManager::LoadLocked(const std::string& name, const repository::Model
     record.load_failed = false;
     record.fingerprint = entry.fingerprint;
   }
+  NotifyHealth();
   std::vector<int64_t> numbers(entry.selected_versions.begin(), entry.selected_versions.end());
   spdlog::info("model '{}' ready, version(s) {}{}", name, absl::StrJoin(numbers, ", "),
                old.empty() ? "" : " (replacing the previous load)");
@@ -406,6 +410,7 @@ Status ModelManager::UnloadLocked(const std::string& name, const std::string& wh
     it->second.reason = why;
     it->second.load_failed = false;  // unloaded on purpose
   }
+  NotifyHealth();
   Retire(std::move(old), why);
   spdlog::info("model '{}' unloaded ({})", name, why);
   return absl::OkStatus();

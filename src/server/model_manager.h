@@ -7,6 +7,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -77,6 +78,10 @@ class ModelManager final : public frontend::ServerCore {
   // frontend::ServerCore
   bool IsReady() const override;
   bool HealthReady() const override;
+  // Called (on the thread that changed it, never under the manager's locks) whenever HealthReady
+  // may have changed, with strict readiness on; null = none. Setting waits for a call under way,
+  // so none comes after SetHealthListener(nullptr) returns.
+  void SetHealthListener(std::function<void()> listener);
   StatusOr<frontend::ReadyModel> GetReadyModel(const std::string& name,
                                                const std::string& version) const override;
   std::vector<frontend::ModelIndexEntry> RepositoryIndex(bool ready_only) const override;
@@ -139,6 +144,7 @@ class ModelManager final : public frontend::ServerCore {
   // A model that cannot run those batches fails its load here (the error names the batch and
   // the model's own message) instead of becoming READY and failing every request.
   Status WarmUpInstances(const LoadedVersion& loaded, bool sized);
+  void NotifyHealth();
   // `load_failed`: the state comes from a failed load that left nothing serving.
   void SetState(const std::string& name, const std::string& state, const std::string& reason,
                 bool load_failed = false);
@@ -146,6 +152,8 @@ class ModelManager final : public frontend::ServerCore {
   const ModelManagerOptions options_;
   ExecutorPool* const pool_;
   std::atomic<bool> ready_{true};
+  std::mutex health_mu_;  // held while the listener runs
+  std::function<void()> health_listener_ ABSL_GUARDED_BY(health_mu_);
   std::atomic<uint64_t> next_instance_id_{1};
   std::atomic<uint64_t> next_load_id_{1};
   std::atomic<uint32_t> next_slot_{0};  // round-robin placement; wraps harmlessly

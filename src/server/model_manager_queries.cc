@@ -22,6 +22,17 @@ bool ModelManager::HealthReady() const {
   return true;
 }
 
+void ModelManager::SetHealthListener(std::function<void()> listener) {
+  std::lock_guard lock(health_mu_);
+  health_listener_ = std::move(listener);
+}
+
+void ModelManager::NotifyHealth() {
+  if (!options_.strict_readiness) return;  // HealthReady then changes only at shutdown
+  std::lock_guard lock(health_mu_);
+  if (health_listener_) health_listener_();
+}
+
 StatusOr<frontend::ReadyModel> ModelManager::GetReadyModel(const std::string& name,
                                                            const std::string& version) const {
   int64_t wanted = -1;

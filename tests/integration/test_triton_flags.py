@@ -1,12 +1,13 @@
 """tritonserver's own command-line flags: a Triton launch line starts tessera-server unchanged.
 Flags with a Tessera meaning take effect (log format and file, --exit-on-error,
---strict-readiness), Triton's tuning flags are accepted and named in the log as unused, and
+--strict-readiness over ServerReady, /v2/health/ready and grpc.health.v1), Triton's tuning flags are accepted and named in the log as unused, and
 values that cannot be honoured stop the start naming the flag."""
 import shutil
 import subprocess
 import urllib.error
 import urllib.request
 
+import grpc
 import pytest
 
 from conftest import copy_repository
@@ -20,6 +21,15 @@ def http_status(url):
             return answer.status
     except urllib.error.HTTPError as e:
         return e.code
+
+
+def grpc_health(server):
+    """grpc.health.v1.Health/Check for the server (""): True for SERVING, False for NOT_SERVING."""
+    with grpc.insecure_channel(server.url) as channel:
+        check = channel.unary_unary("/grpc.health.v1.Health/Check")
+        answer = check(b"", timeout=10)  # an empty HealthCheckRequest; status is field 1
+    assert answer in (b"\x08\x01", b"\x08\x02"), answer
+    return answer == b"\x08\x01"
 
 
 def add_broken_model(repo, name="broken"):
@@ -77,7 +87,7 @@ def test_strict_readiness_follows_the_models(make_server, tmp_path):
                          extra_args=["--strict-readiness=true"])
     lenient = make_server(repository=repo, mode="poll", poll_secs=1, wait_models=["mlp"])
     strict_client, lenient_client = strict.client(), lenient.client()
-    assert strict_client.is_server_ready()
+    assert strict_client.is_server_ready() and grpc_health(strict)
 
     folder = add_broken_model(repo)
     wait_until(lambda: not strict_client.is_server_ready(), 30,
@@ -85,11 +95,13 @@ def test_strict_readiness_follows_the_models(make_server, tmp_path):
     assert not model_ready(strict_client, "broken")
     assert http_status(f"http://{strict.http_url}/v2/health/ready") == 400
     assert http_status(f"http://{strict.http_url}/v2/health/live") == 200
+    assert not grpc_health(strict)
     assert_mlp_serves(strict_client)  # unready is a signal, not a refusal
     wait_until(lambda: "broken" in {m.name for m in lenient_client.get_model_repository_index()
                                     .models if m.reason}, 30, what="the lenient server's poll")
-    assert lenient_client.is_server_ready()
+    assert lenient_client.is_server_ready() and grpc_health(lenient)
 
     shutil.rmtree(folder)
     wait_until(strict_client.is_server_ready, 30,
                what="the strict server to be ready once the broken model is gone")
+    assert grpc_health(strict)

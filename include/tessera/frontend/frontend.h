@@ -68,8 +68,11 @@ class Frontend {
   virtual int grpc_port() const = 0;
   virtual int http_port() const = 0;  // -1 when there is no HTTP endpoint
   // For a shutdown, when the drain begins: grpc.health.v1.Health answers NOT_SERVING from now on
-  // (ServerReady and HTTP's /v2/health/ready follow ServerCore::IsReady by themselves).
+  // (ServerReady and HTTP's /v2/health/ready follow ServerCore::HealthReady by themselves).
   virtual void StopServing() = 0;
+  // grpc.health.v1.Health takes ServerCore::HealthReady's answer now; for the core to call when
+  // that answer may have changed (strict readiness: a model loaded, failed or unloaded).
+  virtual void RefreshHealth() = 0;
   // For a shutdown, once the server refuses new requests (ServerCore::IsReady false): returns when
   // no ModelInfer call has arrived for `quiet_ms`, or after `max_ms`. Calls already on the wire
   // then get the refusal, not a transport-level cancel from Shutdown. Logs how many were refused.
