@@ -184,8 +184,9 @@ void FillServerMetadata(const std::string& version, bool client_shm,
                         inference::ServerMetadataResponse* response) {
   response->set_name("tessera");
   response->set_version(version);
-  for (const char* extension : {"model_repository", "model_configuration", "binary_tensor_data",
-                                "statistics", "classification", "sequence"}) {
+  for (const char* extension :
+       {"model_repository", "model_repository(unload_dependents)", "model_configuration",
+        "binary_tensor_data", "statistics", "classification", "sequence"}) {
     response->add_extensions(extension);
   }
   if (client_shm) response->add_extensions("system_shared_memory");

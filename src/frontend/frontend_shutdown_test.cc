@@ -60,8 +60,10 @@ class FakeShuttingDownCoreForTest : public ServerCore {
     return model_;
   }
   std::vector<ModelIndexEntry> RepositoryIndex(bool) const override { return {}; }
-  Status LoadModel(const std::string&) override { return absl::UnimplementedError("fake"); }
-  Status UnloadModel(const std::string&) override { return absl::UnimplementedError("fake"); }
+  Status LoadModel(const std::string&, const LoadOverrides&) override {
+    return absl::UnimplementedError("fake");
+  }
+  Status UnloadModel(const std::string&, bool) override { return absl::UnimplementedError("fake"); }
   StatusOr<std::vector<ModelStatsEntry>> Statistics(const std::string&,
                                                     const std::string&) const override {
     return std::vector<ModelStatsEntry>{};

@@ -18,6 +18,7 @@
 #include "client_shm.h"
 #include "config_proto.h"
 #include "inference/grpc_service.grpc.pb.h"
+#include "load_parameters.h"
 #include "malformed_request.h"
 #include "request_tracer.h"
 #include "settings_calls.h"
@@ -297,18 +298,14 @@ class InferenceService final : public InferenceServiceBase {
 
   Status AnswerRepositoryModelLoad(const inference::RepositoryModelLoadRequest& request,
                                    inference::RepositoryModelLoadResponse*) {
-    if (!request.parameters().empty()) {
-      return absl::InvalidArgumentError(absl::StrCat("load parameters (such as '",
-                                                     request.parameters().begin()->first,
-                                                     "') are not supported; edit the repository "
-                                                     "instead"));
-    }
-    return core_->LoadModel(request.model_name());
+    TESSERA_ASSIGN_OR_RETURN(LoadOverrides overrides, LoadOverridesFromGrpc(request.parameters()));
+    return core_->LoadModel(request.model_name(), overrides);
   }
 
   Status AnswerRepositoryModelUnload(const inference::RepositoryModelUnloadRequest& request,
                                      inference::RepositoryModelUnloadResponse*) {
-    return core_->UnloadModel(request.model_name());
+    TESSERA_ASSIGN_OR_RETURN(bool dependents, UnloadDependentsFromGrpc(request.parameters()));
+    return core_->UnloadModel(request.model_name(), dependents);
   }
 
   Status AnswerSystemSharedMemoryRegister(

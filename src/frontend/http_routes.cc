@@ -9,6 +9,7 @@
 #include "config_proto.h"
 #include "http_json.h"
 #include "http_settings.h"
+#include "load_parameters.h"
 #include "settings_calls.h"
 #include "statistics_proto.h"
 
@@ -263,13 +264,16 @@ HttpReply HttpRoutes::RouteRepository(const HttpRequest& request) {
     }
     return Json(models);
   }
+  const auto params = body->find("parameters");
+  const json parameters = params == body->end() ? json::object() : *params;
+  Status done;
   if (path[4] == "load") {
-    if (auto params = body->find("parameters");
-        params != body->end() && !(params->is_object() && params->empty())) {
-      return HttpError(400, "load parameters are not supported; edit the repository instead");
-    }
+    StatusOr<LoadOverrides> overrides = LoadOverridesFromJson(parameters);
+    done = overrides.ok() ? core_->LoadModel(path[3], *overrides) : overrides.status();
+  } else {
+    StatusOr<bool> dependents = UnloadDependentsFromJson(parameters);
+    done = dependents.ok() ? core_->UnloadModel(path[3], *dependents) : dependents.status();
   }
-  const Status done = path[4] == "load" ? core_->LoadModel(path[3]) : core_->UnloadModel(path[3]);
   return done.ok() ? HttpReply{200, "", std::nullopt} : HttpError(done);
 }
 

@@ -436,12 +436,13 @@ Status ParseInto(const YAML::Node& doc, std::string_view source, const std::stri
     config.platform = text;
   }
   // Triton configs often name the backend instead of the platform; the ONNX Runtime one is the only
-  // backend whose models Tessera runs.
+  // backend whose models Tessera runs. "tessera" is what Tessera's own ModelConfig answers say, so
+  // a config read back from the server loads again unchanged.
   if (std::optional<YAML::Node> backend = root.Get("backend")) {
     TESSERA_ASSIGN_OR_RETURN(std::string text, yaml::ReadString(source, *backend, "backend"));
-    if (text != "onnxruntime") {
+    if (text != "onnxruntime" && text != "tessera") {
       return yaml::ErrorAt(source, *backend, "backend",
-                           absl::StrCat("expected onnxruntime, got \"", text, "\""));
+                           absl::StrCat("expected onnxruntime or tessera, got \"", text, "\""));
     }
   }
 

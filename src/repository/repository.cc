@@ -108,8 +108,12 @@ StatusOr<ModelConfig> ReadLabels(const fs::path& dir, const std::string& name, M
   return config;
 }
 
-// Reads the model folder; never fails (problems are recorded in the entry).
-ModelEntry ScanModelFolder(const fs::path& dir, const std::string& name) {
+ModelEntry FinishScan(const fs::path& dir, ModelEntry entry, Fnv1a& hash);
+
+// Reads the model folder; never fails (problems are recorded in the entry). With `config_json`
+// the config comes from it and the folder's config file is not read.
+ModelEntry ScanModelFolder(const fs::path& dir, const std::string& name,
+                           const std::string* config_json = nullptr) {
   ModelEntry entry;
   entry.name = name;
   entry.path = dir.string();
@@ -124,13 +128,19 @@ ModelEntry ScanModelFolder(const fs::path& dir, const std::string& name) {
     return entry;
   }
 
+  Fnv1a hash;
+  if (config_json != nullptr) {
+    hash.Add(std::string_view("<config from a load request>"));
+    hash.Add(*config_json);
+    entry.config = ParseTritonJsonModelConfig(*config_json, std::string(kLoadRequestConfig), name);
+    return FinishScan(dir, std::move(entry), hash);
+  }
   // config.yaml, or Triton's config.pbtxt so a Triton repository is served unchanged; never both,
   // since which one wins would be a guess.
   const std::string yaml_path = (dir / kConfigFileName).string();
   const std::string pbtxt_path = (dir / kTritonConfigFileName).string();
   StatusOr<std::string> yaml_text = yaml::ReadFileToString(yaml_path);
   StatusOr<std::string> pbtxt_text = yaml::ReadFileToString(pbtxt_path);
-  Fnv1a hash;
   if (yaml_text.ok() && pbtxt_text.ok()) {
     entry.config = absl::InvalidArgumentError(absl::StrCat(
         "model '", name, "': both ", yaml::AsAbsl(kConfigFileName), " and ",
@@ -164,6 +174,13 @@ ModelEntry ScanModelFolder(const fs::path& dir, const std::string& name) {
     hash.Add(*pbtxt_text);
     entry.config = ParseTritonModelConfig(*pbtxt_text, pbtxt_path, name);
   }
+  return FinishScan(dir, std::move(entry), hash);
+}
+
+// The rest of a folder's scan once its config is parsed (or failed): labels, versions and the
+// fingerprint.
+ModelEntry FinishScan(const fs::path& dir, ModelEntry entry, Fnv1a& hash) {
+  const std::string& name = entry.name;
   if (entry.config.ok()) {
     entry.config = ReadLabels(dir, name, std::move(entry.config).value(), hash);
   }
@@ -269,11 +286,17 @@ StatusOr<RepositorySnapshot> ScanRepository(const std::string& root) {
   return snapshot;
 }
 
-StatusOr<ModelEntry> ScanModel(const std::string& root, const std::string& name) {
-  if (name.empty() || IsHidden(name) || name.find('/') != std::string::npos) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("'", name, "' is not a model name (a plain, non-hidden folder name)"));
+Status CheckModelName(const std::string& name) {
+  if (name.empty() || IsHidden(name) || name.find('/') != std::string::npos ||
+      name.find('\0') != std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "'", CoerceToUtf8(name), "' is not a model name (a plain, non-hidden folder name)"));
   }
+  return absl::OkStatus();
+}
+
+StatusOr<ModelEntry> ScanModel(const std::string& root, const std::string& name) {
+  TESSERA_RETURN_IF_ERROR(CheckModelName(name));
   std::error_code ec;
   if (!fs::is_directory(root, ec)) {
     return absl::NotFoundError(absl::StrCat("model repository '", root, "' does not exist"));
@@ -284,6 +307,16 @@ StatusOr<ModelEntry> ScanModel(const std::string& root, const std::string& name)
         absl::StrCat("model '", name, "' not found in repository '", root, "'"));
   }
   return ScanModelFolder(dir, name);
+}
+
+StatusOr<ModelEntry> ScanModelFolderWithConfig(const std::string& dir, const std::string& name,
+                                               const std::string& config_json) {
+  TESSERA_RETURN_IF_ERROR(CheckModelName(name));
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) {
+    return absl::NotFoundError(absl::StrCat("model folder '", dir, "' does not exist"));
+  }
+  return ScanModelFolder(dir, name, &config_json);
 }
 
 Status CheckServable(const ModelEntry& entry) {

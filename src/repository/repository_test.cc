@@ -239,6 +239,39 @@ instance_group [ { kind: KIND_CPU } ]
               HasSubstr((root_ / "triton_mlp" / "config.pbtxt").string() + ":7:"));
 }
 
+TEST_F(RepositoryTest, ALoadRequestsConfigReplacesTheFoldersConfigFile) {
+  AddModel("m", {1, 2});  // config.yaml: max_batch_size 4, latest version
+  const std::string json = R"({"max_batch_size": 2, "version_policy": {"all": {}},
+    "input": [{"name": "x", "data_type": "TYPE_FP32", "dims": [4]}],
+    "output": [{"name": "y", "data_type": "TYPE_FP32", "dims": [2],
+                "label_filename": "labels.txt"}]})";
+  Write("m/labels.txt", "a\nb\n");
+  StatusOr<ModelEntry> entry = ScanModelFolderWithConfig((root_ / "m").string(), "m", json);
+  ASSERT_TRUE(entry.ok()) << entry.status();
+  ASSERT_TRUE(entry->config.ok()) << entry->config.status();
+  EXPECT_EQ(entry->config->name, "m");
+  EXPECT_EQ(entry->config->max_batch_size, 2);
+  EXPECT_THAT(entry->selected_versions, ElementsAre(1, 2));
+  ASSERT_NE(entry->config->outputs[0].labels, nullptr);  // read from the folder
+  EXPECT_THAT(*entry->config->outputs[0].labels, ElementsAre("a", "b"));
+  EXPECT_TRUE(CheckServable(*entry).ok());
+  StatusOr<ModelEntry> from_file = ScanModel(root(), "m");
+  ASSERT_TRUE(from_file.ok());
+  EXPECT_NE(from_file->fingerprint, entry->fingerprint);
+
+  // A broken one is the entry's error, naming the request rather than a file.
+  StatusOr<ModelEntry> broken =
+      ScanModelFolderWithConfig((root_ / "m").string(), "m", R"({"max_batch_size": -1})");
+  ASSERT_TRUE(broken.ok()) << broken.status();
+  ASSERT_FALSE(broken->config.ok());
+  EXPECT_THAT(std::string(broken->config.status().message()),
+              HasSubstr("the load request's 'config': max_batch_size"));
+  EXPECT_EQ(ScanModelFolderWithConfig((root_ / "none").string(), "m", "{}").status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(ScanModelFolderWithConfig((root_ / "m").string(), "../m", "{}").status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST_F(RepositoryTest, LabelFilesAreReadWithTheConfig) {
   const std::string config =
       "name: labelled\ninput: [{name: x, data_type: TYPE_FP32, dims: [3]}]\n"

@@ -6,6 +6,7 @@
 // config.pbtxt line it came from, which puts the right line into every error.
 #include <google/protobuf/io/tokenizer.h>
 #include <google/protobuf/text_format.h>
+#include <google/protobuf/util/json_util.h>
 
 #include <algorithm>
 #include <cctype>
@@ -19,6 +20,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "inference/model_config.pb.h"
+#include "nlohmann/json.hpp"
 #include "tessera/repository/model_config.h"
 #include "triton_config_writer.h"
 
@@ -471,6 +473,48 @@ Status MapLines(const Status& status, const std::string& source, const YamlWrite
   return Status(status.code(), message);
 }
 
+// The JSON form of BlankWholeBlocks: the same blocks, by either of protobuf's JSON names, are
+// emptied (kept present, so they are refused or noted as in config.pbtxt).
+void BlankWholeBlocksInJson(nlohmann::json& config) {
+  auto blank = [](nlohmann::json& object, const char* field, const char* json_name) {
+    for (const char* key : {field, json_name}) {
+      auto it = object.find(key);
+      if (it == object.end()) continue;
+      if (it->is_array()) {
+        for (nlohmann::json& element : *it) element = nlohmann::json::object();
+      } else if (it->is_object()) {
+        *it = nlohmann::json::object();
+      }  // anything else is left for protobuf's parser to refuse
+    }
+  };
+  blank(config, "optimization", "optimization");
+  blank(config, "model_operations", "modelOperations");
+  blank(config, "batch_input", "batchInput");
+  blank(config, "batch_output", "batchOutput");
+  blank(config, "model_repository_agents", "modelRepositoryAgents");
+  blank(config, "model_metrics", "modelMetrics");
+  for (const char* groups : {"instance_group", "instanceGroup"}) {
+    auto it = config.find(groups);
+    if (it == config.end() || !it->is_array()) continue;
+    for (nlohmann::json& group : *it) {
+      if (group.is_object()) blank(group, "secondary_devices", "secondaryDevices");
+    }
+  }
+}
+
+// "<source>:<line>: ..." -> "<source>: ...": the lines of text printed from JSON mean nothing to
+// whoever wrote the JSON; the field path in the message says where.
+std::string DropLine(std::string message, const std::string& source) {
+  const std::string prefix = absl::StrCat(source, ":");
+  if (!message.starts_with(prefix)) return message;
+  size_t end = prefix.size();
+  while (end < message.size() && std::isdigit(static_cast<unsigned char>(message[end]))) ++end;
+  if (end > prefix.size() && end < message.size() && message[end] == ':') {
+    message.erase(prefix.size() - 1, end - prefix.size() + 1);
+  }
+  return message;
+}
+
 }  // namespace
 
 StatusOr<ModelConfig> ParseTritonModelConfig(const std::string& pbtxt, const std::string& source,
@@ -529,6 +573,36 @@ StatusOr<ModelConfig> ParseTritonModelConfig(const std::string& pbtxt, const std
   if (!parsed.ok()) return MapLines(parsed.status(), source, yaml);
   parsed->notes = std::move(reading.notes);
   return parsed;
+}
+
+StatusOr<ModelConfig> ParseTritonJsonModelConfig(const std::string& json, const std::string& source,
+                                                 const std::string& expected_name) {
+  nlohmann::json tree = nlohmann::json::parse(json, nullptr, /*allow_exceptions=*/false);
+  if (tree.is_discarded() || !tree.is_object()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        source,
+        ": not a JSON object (Triton's ModelConfig as JSON, e.g. {\"max_batch_size\": 8})"));
+  }
+  BlankWholeBlocksInJson(tree);
+  inference::ModelConfig config;
+  google::protobuf::util::JsonParseOptions options;
+  options.ignore_unknown_fields = false;  // a misspelt field is an error, as in config.pbtxt
+  const auto parsed = google::protobuf::util::JsonStringToMessage(tree.dump(), &config, options);
+  if (!parsed.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        source,
+        ": not a ModelConfig: ", std::string(parsed.message().data(), parsed.message().size())));
+  }
+  std::string text;
+  if (!TextFormat::PrintToString(config, &text)) {
+    return absl::InternalError(absl::StrCat(source, ": cannot print the config as text"));
+  }
+  StatusOr<ModelConfig> result = ParseTritonModelConfig(text, source, expected_name);
+  if (!result.ok()) {
+    return Status(result.status().code(), DropLine(std::string(result.status().message()), source));
+  }
+  for (std::string& note : result->notes) note = DropLine(std::move(note), source);
+  return result;
 }
 
 }  // namespace tessera::repository

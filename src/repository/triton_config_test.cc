@@ -10,10 +10,13 @@
 namespace tessera::repository {
 namespace {
 
+using ::testing::AllOf;
+using ::testing::Contains;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::SizeIs;
+using ::testing::StartsWith;
 
 constexpr char kSource[] = "models/mlp/config.pbtxt";
 
@@ -188,7 +191,7 @@ TEST(TritonConfigTest, ChecksAreTheYamlReadersWithPbtxtLines) {
   EXPECT_EQ(ErrorOf("name: \"other\"\n"),
             "models/mlp/config.pbtxt:1: name: \"other\" does not match the model folder \"mlp\"");
   EXPECT_EQ(ErrorOf(Minimal("\nbackend: \"pytorch\"\n")),
-            "models/mlp/config.pbtxt:6: backend: expected onnxruntime, got \"pytorch\"");
+            "models/mlp/config.pbtxt:6: backend: expected onnxruntime or tessera, got \"pytorch\"");
   EXPECT_THAT(ErrorOf(Minimal("instance_group { kind: KIND_MODEL }\n")),
               HasSubstr("models/mlp/config.pbtxt:5: instance_group[0].kind: expected one of "
                         "KIND_AUTO, KIND_GPU, KIND_CPU, got \"KIND_MODEL\""));
@@ -375,6 +378,80 @@ TEST(TritonConfigTest, MangledTextNeverCrashes) {
     }
   }
   EXPECT_GT(errors, 100);
+}
+
+// A load request's "config": Triton's ModelConfig as JSON, through the same checks.
+constexpr char kJsonSource[] = "the load request's 'config'";
+
+TEST(TritonJsonConfigTest, ReadsWhatTheTextFormReads) {
+  // Field names as protobuf prints them (int64 as strings) and as people write them.
+  StatusOr<ModelConfig> c = ParseTritonJsonModelConfig(R"({
+    "name": "mlp", "platform": "onnxruntime_onnx", "maxBatchSize": 8,
+    "input": [{"name": "input", "data_type": "TYPE_FP32", "dims": ["64"]}],
+    "output": [{"name": "output", "data_type": "TYPE_FP32", "dims": [10]}],
+    "dynamic_batching": {"max_queue_delay_microseconds": "500", "preferred_batch_size": [4]},
+    "instance_group": [{"count": 2, "kind": "KIND_CPU"}],
+    "parameters": {"slo_ms": {"string_value": "20"}}})",
+                                                       kJsonSource, "mlp");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->max_batch_size, 8);
+  ASSERT_THAT(c->inputs, SizeIs(1));
+  EXPECT_EQ(c->inputs[0].dims, Shape({64}));
+  EXPECT_EQ(c->outputs[0].dims, Shape({10}));
+  EXPECT_TRUE(c->dynamic_batching.enabled);
+  EXPECT_EQ(c->dynamic_batching.max_queue_delay_microseconds, 500u);
+  EXPECT_THAT(c->dynamic_batching.preferred_batch_sizes, ElementsAre(4));
+  ASSERT_THAT(c->instance_groups, SizeIs(1));
+  EXPECT_EQ(c->instance_groups[0].count, 2);
+  EXPECT_EQ(c->instance_groups[0].kind, InstanceKind::kCpu);
+  EXPECT_DOUBLE_EQ(c->slo_ms, 20.0);
+}
+
+TEST(TritonJsonConfigTest, EmptyObjectIsAConfigToComplete) {
+  StatusOr<ModelConfig> c = ParseTritonJsonModelConfig("{}", kJsonSource, "mlp");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->name, "mlp");
+  EXPECT_THAT(c->inputs, IsEmpty());
+}
+
+TEST(TritonJsonConfigTest, ErrorsNameTheSourceAndFieldWithoutALine) {
+  auto error = [](const std::string& json) {
+    StatusOr<ModelConfig> c = ParseTritonJsonModelConfig(json, kJsonSource, "mlp");
+    EXPECT_FALSE(c.ok()) << json;
+    EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument) << json;
+    return std::string(c.status().message());
+  };
+  EXPECT_THAT(error("not json"), HasSubstr("the load request's 'config': not a JSON object"));
+  EXPECT_THAT(error("[1, 2]"), HasSubstr("not a JSON object"));
+  EXPECT_THAT(error(R"({"max_batch_sise": 8})"),
+              AllOf(HasSubstr("the load request's 'config': not a ModelConfig"),
+                    HasSubstr("max_batch_sise")));
+  EXPECT_THAT(error(R"({"max_batch_size": "eight"})"), HasSubstr("not a ModelConfig"));
+  EXPECT_EQ(error(R"({"input": [{"name": "input", "data_type": "TYPE_FP32", "dims": [0]}]})"),
+            "the load request's 'config': input[0].dims[0]: must be > 0, or -1 for a variable "
+            "size, got 0");
+  EXPECT_THAT(error(R"({"name": "other"})"),
+              AllOf(HasSubstr("the load request's 'config': name"), HasSubstr("other")));
+}
+
+TEST(TritonJsonConfigTest, WholeBlocksAreRefusedOrNotedAsInTheTextForm) {
+  // Blocks whose insides Tessera's proto does not declare: still refused or noted, whatever
+  // they hold.
+  StatusOr<ModelConfig> ragged = ParseTritonJsonModelConfig(
+      R"({"batch_input": [{"kind": "BATCH_ACCUMULATED_ELEMENT_COUNT", "target_name": ["x"]}]})",
+      kJsonSource, "mlp");
+  ASSERT_FALSE(ragged.ok());
+  EXPECT_THAT(std::string(ragged.status().message()),
+              HasSubstr("the load request's 'config': batch_input: ragged batching is not "
+                        "supported"));
+  StatusOr<ModelConfig> hinted = ParseTritonJsonModelConfig(
+      R"({"optimization": {"execution_accelerators": {"gpu_execution_accelerator":
+           [{"name": "tensorrt"}]}},
+          "instanceGroup": [{"kind": "KIND_CPU", "secondaryDevices": [{"kind": "KIND_NVDLA"}]}]})",
+      kJsonSource, "mlp");
+  ASSERT_TRUE(hinted.ok()) << hinted.status();
+  EXPECT_THAT(hinted->notes, Contains(StartsWith("the load request's 'config': optimization: "
+                                                 "ignored")));
 }
 
 }  // namespace

@@ -1,8 +1,12 @@
 #include "model_manager.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <set>
+#include <system_error>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -13,8 +17,22 @@
 
 namespace tessera::server {
 
+namespace {
+
+std::string LoadFilesRoot(const ModelManagerOptions& options) {
+  if (!options.load_files_root.empty()) return options.load_files_root;
+  std::error_code ec;
+  std::filesystem::path temp = std::filesystem::temp_directory_path(ec);
+  if (ec) temp = "/tmp";
+  return (temp / absl::StrCat("tessera-", getpid(), "-loaded-files")).string();
+}
+
+}  // namespace
+
 ModelManager::ModelManager(ModelManagerOptions options, ExecutorPool* pool)
-    : options_(std::move(options)), pool_(pool) {}
+    : options_(std::move(options)),
+      pool_(pool),
+      override_folders_(std::make_unique<LoadOverrideFolders>(LoadFilesRoot(options_))) {}
 
 ModelManager::~ModelManager() { UnloadAll(); }
 
@@ -313,7 +331,8 @@ void ModelManager::Retire(VersionMap versions, const std::string& why) {
   }
 }
 
-Status ModelManager::LoadLocked(const std::string& name, const repository::ModelEntry* scanned) {
+Status ModelManager::LoadLocked(const std::string& name, const repository::ModelEntry* scanned,
+                                const std::string& override_folder) {
   repository::ModelEntry entry;
   if (scanned) {
     entry = *scanned;
@@ -393,6 +412,7 @@ Status ModelManager::LoadLocked(const std::string& name, const repository::Model
                old.empty() ? "" : " (replacing the previous load)");
   const bool reloaded = !old.empty();
   Retire(std::move(old), "replaced by a new load");
+  KeepOverrideFolder(name, override_folder);
   if (reloaded && !config.is_ensemble()) UnloadEnsemblesBrokenBy(name);
   return absl::OkStatus();
 }
@@ -412,6 +432,7 @@ Status ModelManager::UnloadLocked(const std::string& name, const std::string& wh
   }
   NotifyHealth();
   Retire(std::move(old), why);
+  KeepOverrideFolder(name, "");
   spdlog::info("model '{}' unloaded ({})", name, why);
   return absl::OkStatus();
 }
@@ -487,27 +508,6 @@ void ModelManager::PollOnce() {
     }
   }
   last_scan_ = std::move(scan).value();
-}
-
-Status ModelManager::LoadModel(const std::string& name) {
-  if (options_.control_mode != ModelControlMode::kExplicit) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "explicit model load/unload needs --model-control-mode=explicit (the server runs in ",
-        std::string(ModelControlModeName(options_.control_mode)), " mode)"));
-  }
-  if (!IsReady()) return absl::UnavailableError("server is shutting down");
-  std::lock_guard lifecycle(lifecycle_mu_);
-  return LoadLocked(name, nullptr);
-}
-
-Status ModelManager::UnloadModel(const std::string& name) {
-  if (options_.control_mode != ModelControlMode::kExplicit) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "explicit model load/unload needs --model-control-mode=explicit (the server runs in ",
-        std::string(ModelControlModeName(options_.control_mode)), " mode)"));
-  }
-  std::lock_guard lifecycle(lifecycle_mu_);
-  return UnloadLocked(name, "unloaded");
 }
 
 void ModelManager::BeginShutdown() {

@@ -11,12 +11,14 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "ensemble_runner.h"
 #include "executor_pool.h"
+#include "load_override_folders.h"
 #include "tessera/common/server_config.h"
 #include "tessera/dispatch/sequence_batcher.h"
 #include "tessera/frontend/server_core.h"
@@ -36,6 +38,9 @@ struct ModelManagerOptions {
   // HealthReady only while no model asked for is loading or has failed its load (Triton's
   // --strict-readiness); false: ready from start to shutdown.
   bool strict_readiness = false;
+  // Where the files of load requests go (LoadOverrideFolders); "" = <temp
+  // dir>/tessera-<pid>-loaded-files.
+  std::string load_files_root;
 };
 
 // A model as the control loop sees it: its newest ready version, the queue serving it, and the
@@ -85,8 +90,8 @@ class ModelManager final : public frontend::ServerCore {
   StatusOr<frontend::ReadyModel> GetReadyModel(const std::string& name,
                                                const std::string& version) const override;
   std::vector<frontend::ModelIndexEntry> RepositoryIndex(bool ready_only) const override;
-  Status LoadModel(const std::string& name) override;
-  Status UnloadModel(const std::string& name) override;
+  Status LoadModel(const std::string& name, const frontend::LoadOverrides& overrides) override;
+  Status UnloadModel(const std::string& name, bool unload_dependents) override;
   StatusOr<std::vector<frontend::ModelStatsEntry>> Statistics(
       const std::string& name, const std::string& version) const override;
 
@@ -114,8 +119,16 @@ class ModelManager final : public frontend::ServerCore {
     bool load_failed = false;  // the last load failed and no version serves (strict readiness)
   };
 
-  Status LoadLocked(const std::string& name, const repository::ModelEntry* scanned)
+  // `override_folder`: the folder of a load request's files the entry was scanned from ("" = the
+  // repository's); on success it is kept for this load and the previous load's one removed.
+  Status LoadLocked(const std::string& name, const repository::ModelEntry* scanned,
+                    const std::string& override_folder = "")
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(lifecycle_mu_);
+  // Notes `folder` ("" = none) as the one `name`'s serving load reads, removing the one before.
+  void KeepOverrideFolder(const std::string& name, const std::string& folder)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(lifecycle_mu_);
+  // The models that serving ensembles other than `except` run.
+  std::set<std::string> ModelsRunByEnsembles(const std::string& except) const;
   Status UnloadLocked(const std::string& name, const std::string& why)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(lifecycle_mu_);
   StatusOr<std::shared_ptr<LoadedVersion>> LoadVersion(const repository::ModelConfig& config,
@@ -160,6 +173,9 @@ class ModelManager final : public frontend::ServerCore {
 
   std::mutex lifecycle_mu_;  // serializes load/unload/poll
   repository::RepositorySnapshot last_scan_ ABSL_GUARDED_BY(lifecycle_mu_);
+  const std::unique_ptr<LoadOverrideFolders> override_folders_;
+  // The folder of load-request files each model's serving load reads, for those that have one.
+  std::map<std::string, std::string> override_folder_by_model_ ABSL_GUARDED_BY(lifecycle_mu_);
 
   mutable std::mutex mu_;  // guards the table that inference reads
   std::map<std::string, ModelRecord> models_ ABSL_GUARDED_BY(mu_);

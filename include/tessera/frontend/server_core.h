@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,6 +49,17 @@ struct ModelStatsEntry {
   std::shared_ptr<dispatch::ModelStats> stats;
 };
 
+// A load request's parameters (Triton's model repository extension).
+struct LoadOverrides {
+  // "config": Triton's ModelConfig as JSON, used in place of the repository's config file.
+  std::optional<std::string> config_json;
+  // "file:<path>": the files of the model folder to load from, in place of the repository's
+  // folder, by path inside it ("1/model.onnx"). Needs `config_json`.
+  std::map<std::string, std::string> files;
+
+  bool empty() const { return !config_json && files.empty(); }
+};
+
 class ServerCore {
  public:
   virtual ~ServerCore() = default;
@@ -66,9 +79,11 @@ class ServerCore {
   virtual std::vector<ModelIndexEntry> RepositoryIndex(bool ready_only) const = 0;
 
   // Blocking; returns once the model is ready or failed. FAILED_PRECONDITION unless the model
-  // control mode is explicit.
-  virtual Status LoadModel(const std::string& name) = 0;
-  virtual Status UnloadModel(const std::string& name) = 0;
+  // control mode is explicit. Empty `overrides` load the repository's folder as it is.
+  virtual Status LoadModel(const std::string& name, const LoadOverrides& overrides) = 0;
+  // `unload_dependents`: an ensemble's composing models go too, those no other loaded ensemble
+  // runs.
+  virtual Status UnloadModel(const std::string& name, bool unload_dependents) = 0;
 
   // Statistics of ready versions; name "" = all models, version "" = all versions.
   virtual StatusOr<std::vector<ModelStatsEntry>> Statistics(const std::string& name,

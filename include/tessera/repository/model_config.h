@@ -216,6 +216,11 @@ StatusOr<ModelConfig> ParseModelConfig(const std::string& yaml_text, const std::
 StatusOr<ModelConfig> ParseTritonModelConfig(const std::string& pbtxt, const std::string& source,
                                              const std::string& expected_name);
 
+// The same for Triton's ModelConfig in protobuf's JSON form (a load request's "config" parameter,
+// or what a ModelConfig call answered as JSON). Errors name `source` and the field, without a line.
+StatusOr<ModelConfig> ParseTritonJsonModelConfig(const std::string& json, const std::string& source,
+                                                 const std::string& expected_name);
+
 // Reads and parses `path` (a config.yaml). A missing/unreadable file is NOT_FOUND naming the path.
 StatusOr<ModelConfig> LoadModelConfigFile(const std::string& path, const std::string& expected_name);
 

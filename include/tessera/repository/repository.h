@@ -74,10 +74,25 @@ struct RepositoryDiff {
 // NOT_FOUND when `root` does not exist, FAILED_PRECONDITION when it is not a directory.
 StatusOr<RepositorySnapshot> ScanRepository(const std::string& root);
 
+// INVALID_ARGUMENT unless `name` can be a model folder's name: not empty, not hidden, no '/' or
+// NUL.
+Status CheckModelName(const std::string& name);
+
 // Scans one model folder, for an explicit load. NOT_FOUND when `root` or `<root>/<name>` is
 // missing, INVALID_ARGUMENT when `name` is not a plain folder name. A broken config is returned
 // inside the entry, as in ScanRepository; use CheckServable() to turn it into an error.
 StatusOr<ModelEntry> ScanModel(const std::string& root, const std::string& name);
+
+// How errors in a load request's config are introduced ("the load request's 'config': ...").
+inline constexpr std::string_view kLoadRequestConfig = "the load request's 'config'";
+
+// Scans the model folder `dir` (anywhere; the model is called `name`) as ScanModel does, but with
+// `config_json` in place of the folder's config file, which is not read: Triton's ModelConfig as
+// JSON, a load request's "config" parameter (ParseTritonJsonModelConfig). NOT_FOUND when `dir` is
+// not a folder, INVALID_ARGUMENT for a name ScanModel would refuse; a broken config is returned
+// inside the entry.
+StatusOr<ModelEntry> ScanModelFolderWithConfig(const std::string& dir, const std::string& name,
+                                               const std::string& config_json);
 
 // OK when the entry can be served: its config parsed and at least one version is selected.
 // Otherwise the config's error, or NOT_FOUND naming the model, the file looked for and the
