@@ -4,7 +4,9 @@ unload_dependents on an unload; over gRPC (tritonclient) and HTTP."""
 
 import base64
 import json
+import os
 import re
+import signal
 from pathlib import Path
 
 import grpc
@@ -14,7 +16,7 @@ import tritonclient.http as httpclient
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 
 from conftest import copy_repository
-from tessera_testlib import (OUTPUT_NAME, assert_close, assert_mlp_serves, expect_error,
+from tessera_testlib import (assert_close, assert_mlp_serves, executor_pids, expect_error,
                              find_model_file, infer_output, load_reference, model_ready,
                              wait_until)
 
@@ -111,6 +113,18 @@ def test_files_make_a_model_the_repository_does_not_have(server, client, mlp_byt
     assert versions == {"1", "2"}
     second = Path(loaded_folders(server)[-1])
     assert_mlp_serves(client, "uploaded")
+
+    # An executor that dies loads the model again from the files, which are still there.
+    os.kill(executor_pids(server.proc.pid)[0], signal.SIGKILL)
+
+    def serves_again():
+        try:
+            assert_mlp_serves(client, "uploaded")
+            return True
+        except Exception:  # UNAVAILABLE while the executor restarts
+            return False
+
+    wait_until(serves_again, timeout=20, what="'uploaded' to serve after its executor died")
 
     client.unload_model("uploaded")
     wait_until(lambda: not second.exists(), timeout=10, what="the unloaded model's folder to go")
