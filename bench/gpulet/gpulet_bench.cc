@@ -378,7 +378,7 @@ int Main(int argc, char** argv) {
     return 1;
   }
   ModelManagerOptions manager_options;
-  manager_options.repository_root = repository;
+  manager_options.repository_roots = {repository};
   manager_options.control_mode = ModelControlMode::kNone;
   ModelManager manager(manager_options, pool->get());
   manager.LoadAtStartup({});

@@ -132,6 +132,31 @@ std::string ValueProblem(std::string_view value) {
   return "";
 }
 
+// `repository.path`: one folder, or a list of them.
+Status RepositoryPaths(const YamlMap& m, std::vector<std::string>& paths) {
+  std::optional<YAML::Node> node = m.Get("path");
+  if (!node) return absl::OkStatus();
+  const std::string_view source = m.source();
+  if (!node->IsSequence()) {
+    TESSERA_ASSIGN_OR_RETURN(std::string path, yaml::ReadString(source, *node, m.PathOf("path")));
+    paths = {path};
+    return absl::OkStatus();
+  }
+  TESSERA_ASSIGN_OR_RETURN(std::vector<YAML::Node> entries,
+                           yaml::ReadList(source, *node, m.PathOf("path")));
+  if (entries.empty()) {
+    return yaml::ErrorAt(source, m.KeyLine("path"), m.PathOf("path"), "lists no folder");
+  }
+  paths.clear();
+  for (size_t i = 0; i < entries.size(); ++i) {
+    TESSERA_ASSIGN_OR_RETURN(
+        std::string path,
+        yaml::ReadString(source, entries[i], yaml::IndexPath(m.PathOf("path"), i)));
+    paths.push_back(std::move(path));
+  }
+  return absl::OkStatus();
+}
+
 // An endpoint's optional `restricted` list of {apis, header, value | value_file}.
 Status RestrictedSection(const YamlMap& endpoint, std::vector<RestrictedApis>& groups) {
   std::optional<YAML::Node> node = endpoint.Get("restricted");
@@ -224,7 +249,7 @@ Status ParseInto(const YAML::Node& doc, std::string_view source, ServerConfig& c
   }));
   TESSERA_RETURN_IF_ERROR(
       Section(root, "repository", kRepositoryKeys, [&](const YamlMap& m) -> Status {
-        TESSERA_RETURN_IF_ERROR(m.GetString("path", &config.model_repository));
+        TESSERA_RETURN_IF_ERROR(RepositoryPaths(m, config.model_repositories));
         std::string mode(ModelControlModeName(config.model_control_mode));
         TESSERA_RETURN_IF_ERROR(m.GetEnum("control_mode", kControlModes, &mode));
         // Cannot fail: GetEnum admitted only known names.

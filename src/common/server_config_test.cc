@@ -44,7 +44,7 @@ void ExpectDefaults(const ServerConfig& c) {
   EXPECT_FALSE(c.http_tls.enabled());
   EXPECT_EQ(c.grpc_tls.reload_secs, 60);
   EXPECT_FALSE(c.allow_log_settings);
-  EXPECT_EQ(c.model_repository, "configs/models");
+  EXPECT_THAT(c.model_repositories, ElementsAre("configs/models"));
   EXPECT_EQ(c.model_control_mode, ModelControlMode::kPoll);
   EXPECT_TRUE(c.auto_complete_config);
   EXPECT_FALSE(c.exit_on_error);
@@ -118,7 +118,7 @@ log: { verbose: 2, allow_settings_rpc: true }
   EXPECT_EQ(c->http_port, -1);
   EXPECT_EQ(c->http_threads, 8);
   EXPECT_EQ(c->http_idle_timeout_s, 5);
-  EXPECT_EQ(c->model_repository, "/models");
+  EXPECT_THAT(c->model_repositories, ElementsAre("/models"));
   EXPECT_EQ(c->model_control_mode, ModelControlMode::kExplicit);
   EXPECT_FALSE(c->auto_complete_config);
   EXPECT_TRUE(c->exit_on_error);
@@ -148,6 +148,15 @@ TEST(ServerConfigTest, PartialSectionKeepsOtherDefaults) {
   EXPECT_EQ(c->grpc_port, 7000);
   EXPECT_EQ(c->grpc_address, "0.0.0.0");
   EXPECT_EQ(c->max_grpc_message_bytes, 2147483647);
+}
+
+TEST(ServerConfigTest, RepositoryPathMayListSeveralFolders) {
+  StatusOr<ServerConfig> c =
+      ParseServerConfig("repository:\n  path: [/models, /team/models]\n", kSource);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_THAT(c->model_repositories, ElementsAre("/models", "/team/models"));
+  ExpectError("repository:\n  path: []\n", 2, "repository.path", "lists no folder");
+  ExpectError("repository:\n  path: [/models, {a: 1}]\n", 2, "repository.path[1]", "");
 }
 
 TEST(ServerConfigTest, UnknownKeys) {

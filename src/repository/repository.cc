@@ -216,6 +216,26 @@ ModelEntry FinishScan(const fs::path& dir, ModelEntry entry, Fnv1a& hash) {
   return entry;
 }
 
+// A name that more than one repository holds: Triton refuses such a model, since which folder
+// is meant would be a guess; the others still serve.
+ModelEntry AmbiguousModel(const std::string& name, const std::vector<fs::path>& folders) {
+  ModelEntry entry;
+  entry.name = name;
+  entry.path = folders.front().string();
+  std::vector<std::string> paths;
+  Fnv1a hash;
+  hash.Add(std::string_view("<in several repositories>"));
+  for (const fs::path& folder : folders) {
+    paths.push_back(folder.string());
+    hash.Add(folder.string());
+  }
+  entry.config = absl::InvalidArgumentError(absl::StrCat(
+      "model '", CoerceToUtf8(name), "' is in more than one model repository (",
+      CoerceToUtf8(absl::StrJoin(paths, ", ")), "); a model name must be unique across them"));
+  entry.fingerprint = hash.value();
+  return entry;
+}
+
 }  // namespace
 
 const ModelVersion* ModelEntry::FindVersion(int64_t version) const {
@@ -258,32 +278,71 @@ std::vector<int64_t> SelectVersions(const VersionPolicy& policy,
 }
 
 StatusOr<RepositorySnapshot> ScanRepository(const std::string& root) {
-  std::error_code ec;
-  fs::file_status status = fs::status(root, ec);
-  if (!fs::exists(status)) {
-    return absl::NotFoundError(absl::StrCat("model repository '", root, "' does not exist"));
-  }
-  if (!fs::is_directory(status)) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("model repository '", root, "' is not a directory"));
-  }
+  return ScanRepositories({root});
+}
 
+StatusOr<RepositorySnapshot> ScanRepositories(const std::vector<std::string>& roots) {
   RepositorySnapshot snapshot;
-  snapshot.root = root;
-  fs::directory_iterator it(root, ec);
-  for (; !ec && it != fs::directory_iterator(); it.increment(ec)) {
-    std::string name = it->path().filename().string();
-    std::error_code dir_ec;
-    if (IsHidden(name) || !it->is_directory(dir_ec)) continue;
-    snapshot.models.push_back(ScanModelFolder(it->path(), name));
+  snapshot.roots = roots;
+  // Each model's folders, in the order of `roots`.
+  std::map<std::string, std::vector<fs::path>> folders;
+  for (const std::string& root : roots) {
+    std::error_code ec;
+    fs::file_status status = fs::status(root, ec);
+    if (!fs::exists(status)) {
+      return absl::NotFoundError(absl::StrCat("model repository '", root, "' does not exist"));
+    }
+    if (!fs::is_directory(status)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("model repository '", root, "' is not a directory"));
+    }
+    fs::directory_iterator it(root, ec);
+    for (; !ec && it != fs::directory_iterator(); it.increment(ec)) {
+      std::string name = it->path().filename().string();
+      std::error_code dir_ec;
+      if (IsHidden(name) || !it->is_directory(dir_ec)) continue;
+      folders[name].push_back(it->path());
+    }
+    if (ec) {
+      return absl::UnavailableError(
+          absl::StrCat("cannot list model repository '", root, "': ", ec.message()));
+    }
   }
-  if (ec) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot list model repository '", root, "': ", ec.message()));
+  for (const auto& [name, paths] : folders) {
+    snapshot.models.push_back(paths.size() == 1 ? ScanModelFolder(paths[0], name)
+                                                : AmbiguousModel(name, paths));
   }
-  std::sort(snapshot.models.begin(), snapshot.models.end(),
-            [](const ModelEntry& a, const ModelEntry& b) { return a.name < b.name; });
-  return snapshot;
+  return snapshot;  // sorted by name: the map's order
+}
+
+StatusOr<ModelEntry> ScanModel(const std::string& root, const std::string& name) {
+  return FindModel({root}, name);
+}
+
+StatusOr<ModelEntry> FindModel(const std::vector<std::string>& roots, const std::string& name) {
+  TESSERA_ASSIGN_OR_RETURN(std::string dir, FindModelFolder(roots, name));
+  return ScanModelFolder(dir, name);
+}
+
+StatusOr<std::string> FindModelFolder(const std::vector<std::string>& roots,
+                                      const std::string& name) {
+  TESSERA_RETURN_IF_ERROR(CheckModelName(name));
+  std::vector<fs::path> found;
+  for (const std::string& root : roots) {
+    std::error_code ec;
+    if (!fs::is_directory(root, ec)) {
+      return absl::NotFoundError(absl::StrCat("model repository '", root, "' does not exist"));
+    }
+    fs::path dir = fs::path(root) / name;
+    if (fs::is_directory(dir, ec)) found.push_back(dir);
+  }
+  if (found.size() > 1) return AmbiguousModel(name, found).config.status();
+  if (found.empty()) {
+    return absl::NotFoundError(absl::StrCat("model '", name, "' not found in ",
+                                            roots.size() == 1 ? "repository" : "repositories", " '",
+                                            absl::StrJoin(roots, "', '"), "'"));
+  }
+  return found[0].string();
 }
 
 Status CheckModelName(const std::string& name) {
@@ -293,20 +352,6 @@ Status CheckModelName(const std::string& name) {
         "'", CoerceToUtf8(name), "' is not a model name (a plain, non-hidden folder name)"));
   }
   return absl::OkStatus();
-}
-
-StatusOr<ModelEntry> ScanModel(const std::string& root, const std::string& name) {
-  TESSERA_RETURN_IF_ERROR(CheckModelName(name));
-  std::error_code ec;
-  if (!fs::is_directory(root, ec)) {
-    return absl::NotFoundError(absl::StrCat("model repository '", root, "' does not exist"));
-  }
-  fs::path dir = fs::path(root) / name;
-  if (!fs::is_directory(dir, ec)) {
-    return absl::NotFoundError(
-        absl::StrCat("model '", name, "' not found in repository '", root, "'"));
-  }
-  return ScanModelFolder(dir, name);
 }
 
 StatusOr<ModelEntry> ScanModelFolderWithConfig(const std::string& dir, const std::string& name,

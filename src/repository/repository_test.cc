@@ -13,6 +13,7 @@ namespace tessera::repository {
 namespace {
 
 namespace fs = std::filesystem;
+using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
@@ -69,7 +70,7 @@ TEST_F(RepositoryTest, EmptyRepository) {
   StatusOr<RepositorySnapshot> snapshot = ScanRepository(root());
   ASSERT_TRUE(snapshot.ok()) << snapshot.status();
   EXPECT_THAT(snapshot->models, IsEmpty());
-  EXPECT_EQ(snapshot->root, root());
+  EXPECT_THAT(snapshot->roots, ElementsAre(root()));
 }
 
 TEST_F(RepositoryTest, LatestPolicyDefaultPicksHighest) {
@@ -270,6 +271,45 @@ TEST_F(RepositoryTest, ALoadRequestsConfigReplacesTheFoldersConfigFile) {
             absl::StatusCode::kNotFound);
   EXPECT_EQ(ScanModelFolderWithConfig((root_ / "m").string(), "../m", "{}").status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(RepositoryTest, SeveralRepositoriesAreScannedAsOne) {
+  auto add = [&](const std::string& root, const std::string& name, int version) {
+    Write(fs::path(root) / name / "config.yaml", ConfigText(name));
+    Write(fs::path(root) / name / std::to_string(version) / "model.onnx", "onnx-bytes");
+  };
+  add("a", "only_in_a", 1);
+  add("b", "only_in_b", 1);
+  add("a", "in_both", 1);
+  add("b", "in_both", 2);
+  const std::vector<std::string> roots = {(root_ / "a").string(), (root_ / "b").string()};
+  StatusOr<RepositorySnapshot> scan = ScanRepositories(roots);
+  ASSERT_TRUE(scan.ok()) << scan.status();
+  std::vector<std::string> names;
+  for (const ModelEntry& m : scan->models) names.push_back(m.name);
+  EXPECT_THAT(names, ElementsAre("in_both", "only_in_a", "only_in_b"));
+  EXPECT_EQ(scan->Find("only_in_b")->path, (root_ / "b" / "only_in_b").string());
+  EXPECT_TRUE(CheckServable(*scan->Find("only_in_b")).ok());
+  // A name in two of them is that model's error, naming both folders; the others serve.
+  const ModelEntry* both = scan->Find("in_both");
+  ASSERT_FALSE(both->config.ok());
+  EXPECT_THAT(std::string(both->config.status().message()),
+              AllOf(HasSubstr("more than one model repository"),
+                    HasSubstr((root_ / "a" / "in_both").string()),
+                    HasSubstr((root_ / "b" / "in_both").string())));
+
+  StatusOr<ModelEntry> found = FindModel(roots, "only_in_b");
+  ASSERT_TRUE(found.ok()) << found.status();
+  EXPECT_THAT(found->selected_versions, ElementsAre(1));
+  EXPECT_EQ(FindModel(roots, "in_both").status().code(), absl::StatusCode::kInvalidArgument);
+  StatusOr<ModelEntry> missing = FindModel(roots, "nowhere");
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(missing.status().message()),
+              HasSubstr("not found in repositories '" + roots[0] + "', '" + roots[1] + "'"));
+
+  // A root that is not there fails the whole scan, as with one root.
+  EXPECT_EQ(ScanRepositories({roots[0], root() + "/nope"}).status().code(),
+            absl::StatusCode::kNotFound);
 }
 
 TEST_F(RepositoryTest, LabelFilesAreReadWithTheConfig) {

@@ -71,13 +71,16 @@ void RaiseOpenFileLimit() {
 int Run(int argc, char** argv) {
   CLI::App app{"tessera-server: a KServe v2 / Triton-compatible inference server"};
   std::string config_path;
-  std::string repository, control_mode;
+  std::vector<std::string> repositories;
+  std::string control_mode;
   int grpc_port = 0, http_port = 0, metrics_port = 0, poll_secs = 0, log_verbose = 0,
       cpu_executors = 0;
   std::vector<std::string> load_models;
   app.add_option("--config", config_path, "Server YAML (configs/server.yaml); flags override it")
       ->check(CLI::ExistingFile);
-  app.add_option("--model-repository", repository, "Model repository folder (default configs/models)");
+  app.add_option("--model-repository", repositories,
+                 "Model repository folder (default configs/models); repeat it to serve several "
+                 "as one");
   app.add_option("--grpc-port", grpc_port, "gRPC port for inference.GRPCInferenceService (default 8001; 0 = any free port)");
   app.add_option("--http-port", http_port,
                  "KServe v2 HTTP/REST port (default 8000; 0 = any free port; -1 = off)");
@@ -154,7 +157,7 @@ int Run(int argc, char** argv) {
     }
     config = std::move(loaded).value();
   }
-  if (app.count("--model-repository")) config.model_repository = repository;
+  if (app.count("--model-repository")) config.model_repositories = repositories;
   if (app.count("--grpc-port")) config.grpc_port = grpc_port;
   if (app.count("--http-port")) config.http_port = std::max(http_port, -1);
   if (app.count("--metrics-port")) config.metrics_port = metrics_port < 0 ? 0 : metrics_port;
@@ -246,9 +249,11 @@ int Run(int argc, char** argv) {
     spdlog::error("{}", tls.message());
     return 2;
   }
-  if (!std::filesystem::is_directory(config.model_repository)) {
-    spdlog::error("model repository '{}' is not a folder", config.model_repository);
-    return 2;
+  for (const std::string& repository : config.model_repositories) {
+    if (!std::filesystem::is_directory(repository)) {
+      spdlog::error("model repository '{}' is not a folder", repository);
+      return 2;
+    }
   }
 #ifndef TESSERA_HAVE_CUDA_ENGINE
   if (config.devices == "gpu") {
@@ -330,7 +335,7 @@ int Run(int argc, char** argv) {
   }
 
   tessera::server::ModelManagerOptions manager_options;
-  manager_options.repository_root = config.model_repository;
+  manager_options.repository_roots = config.model_repositories;
   manager_options.control_mode = config.model_control_mode;
   manager_options.auto_complete_config = config.auto_complete_config;
   manager_options.drain_timeout_ms = int64_t{config.shutdown_drain_secs} * 1000;

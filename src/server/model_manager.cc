@@ -337,7 +337,7 @@ Status ModelManager::LoadLocked(const std::string& name, const repository::Model
   if (scanned) {
     entry = *scanned;
   } else {
-    auto found = repository::ScanModel(options_.repository_root, name);
+    auto found = repository::FindModel(options_.repository_roots, name);
     if (!found.ok()) return found.status();
     entry = std::move(found).value();
   }
@@ -370,7 +370,7 @@ Status ModelManager::LoadLocked(const std::string& name, const repository::Model
     // ensembles: nesting is refused, and a loop of them must not recurse).
     for (const repository::EnsembleStep& step : config.ensemble_steps) {
       if (GetReadyModel(step.model_name, "").ok()) continue;
-      auto composing = repository::ScanModel(options_.repository_root, step.model_name);
+      auto composing = repository::FindModel(options_.repository_roots, step.model_name);
       if (composing.ok() && composing->config.ok() && !composing->config->is_ensemble()) {
         LoadLocked(step.model_name, &*composing).IgnoreError();  // CheckEnsembleSteps says why
       }
@@ -441,7 +441,7 @@ std::vector<std::string> ModelManager::LoadAtStartup(
     const std::vector<std::string>& explicit_models) {
   std::lock_guard lifecycle(lifecycle_mu_);
   std::vector<std::string> failed;
-  auto scan = repository::ScanRepository(options_.repository_root);
+  auto scan = repository::ScanRepositories(options_.repository_roots);
   if (!scan.ok()) {
     spdlog::error("cannot read the model repository: {}", scan.status().message());
     failed.push_back(absl::StrCat("the repository: ", scan.status().message()));
@@ -461,7 +461,8 @@ std::vector<std::string> ModelManager::LoadAtStartup(
   }
   wanted.erase("*");
   for (const std::string& name : wanted) {
-    spdlog::error("--load-model {}: no such model in {}", name, options_.repository_root);
+    spdlog::error("--load-model {}: no such model in {}", name,
+                  absl::StrJoin(options_.repository_roots, ", "));
     failed.push_back(absl::StrCat(name, ": no such model (--load-model)"));
   }
   last_scan_ = std::move(scan).value();
@@ -470,7 +471,7 @@ std::vector<std::string> ModelManager::LoadAtStartup(
 
 void ModelManager::PollOnce() {
   std::lock_guard lifecycle(lifecycle_mu_);
-  auto scan = repository::ScanRepository(options_.repository_root);
+  auto scan = repository::ScanRepositories(options_.repository_roots);
   if (!scan.ok()) {
     spdlog::error("repository poll failed: {}", scan.status().message());
     return;

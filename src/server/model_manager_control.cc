@@ -29,12 +29,22 @@ Status ModelManager::LoadModel(const std::string& name, const frontend::LoadOver
     return absl::InvalidArgumentError("a load's files need its config");
   }
 
-  // With files, they are the model folder; without, the repository's folder is read with the
+  // With files, they are the model folder; without, the repository's folder is served with the
   // request's config (as in Triton).
   TESSERA_RETURN_IF_ERROR(repository::CheckModelName(name));
   std::string folder;
-  std::string dir = (std::filesystem::path(options_.repository_root) / name).string();
-  if (!overrides.files.empty()) {
+  std::string dir;
+  if (overrides.files.empty()) {
+    StatusOr<std::string> found = repository::FindModelFolder(options_.repository_roots, name);
+    if (!found.ok()) {
+      if (found.status().code() != absl::StatusCode::kNotFound) return found.status();
+      return absl::NotFoundError(
+          absl::StrCat(found.status().message(),
+                       ": a load with a 'config' parameter and no 'file:<path>' ones serves the "
+                       "repository's folder with that config"));
+    }
+    dir = *found;
+  } else {
     TESSERA_ASSIGN_OR_RETURN(folder, override_folders_->Create(overrides.files));
     dir = folder;
   }
@@ -42,12 +52,6 @@ Status ModelManager::LoadModel(const std::string& name, const frontend::LoadOver
       repository::ScanModelFolderWithConfig(dir, name, *overrides.config_json);
   if (!entry.ok()) {
     override_folders_->Remove(folder);
-    if (entry.status().code() == absl::StatusCode::kNotFound && folder.empty()) {
-      return absl::NotFoundError(
-          absl::StrCat("model '", name, "' not found in repository '", options_.repository_root,
-                       "': a load with a 'config' parameter and no 'file:<path>' ones serves the "
-                       "repository's folder with that config"));
-    }
     return entry.status();
   }
   spdlog::info("model '{}': loading with the load request's config{}", name,

@@ -72,7 +72,8 @@ struct ServerConfig {
   std::vector<RestrictedApis> http_restricted;
 
   // Repository.
-  std::string model_repository = "configs/models";
+  // Scanned as one; a model name must be unique across them (Triton: --model-repository, repeated).
+  std::vector<std::string> model_repositories = {"configs/models"};
   ModelControlMode model_control_mode = ModelControlMode::kPoll;
   int repository_poll_secs = 5;
   // A model config without input/output (or no config file) is completed from the model file, as

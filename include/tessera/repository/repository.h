@@ -54,7 +54,7 @@ struct ModelEntry {
 };
 
 struct RepositorySnapshot {
-  std::string root;
+  std::vector<std::string> roots;
   std::vector<ModelEntry> models;  // sorted by name; one per non-hidden subfolder of root
 
   // The model with this name, or nullptr.
@@ -77,6 +77,18 @@ StatusOr<RepositorySnapshot> ScanRepository(const std::string& root);
 // INVALID_ARGUMENT unless `name` can be a model folder's name: not empty, not hidden, no '/' or
 // NUL.
 Status CheckModelName(const std::string& name);
+
+// Scans several repositories as one (Triton's repeated --model-repository): the models of all of
+// them, by name. A name that more than one holds is an entry whose config is INVALID_ARGUMENT
+// naming the folders. Fails as ScanRepository does when any root cannot be read.
+StatusOr<RepositorySnapshot> ScanRepositories(const std::vector<std::string>& roots);
+
+// The folder of model `name` in whichever of `roots` holds it. NOT_FOUND when none does (or a
+// root is missing), INVALID_ARGUMENT when more than one does or the name is not a folder name.
+StatusOr<std::string> FindModelFolder(const std::vector<std::string>& roots,
+                                      const std::string& name);
+// FindModelFolder, then the folder's scan (as ScanModel).
+StatusOr<ModelEntry> FindModel(const std::vector<std::string>& roots, const std::string& name);
 
 // Scans one model folder, for an explicit load. NOT_FOUND when `root` or `<root>/<name>` is
 // missing, INVALID_ARGUMENT when `name` is not a plain folder name. A broken config is returned
