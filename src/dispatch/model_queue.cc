@@ -126,10 +126,18 @@ Status ModelQueue::EnqueueImpl(std::unique_ptr<Request>&& request, bool admitted
   };
   std::unique_lock lock(mu_);
   if (stopping_ || (!accepting_ && !admitted)) return refused();
-  if (!admitted && options_.max_queue_size > 0 && queued_ >= options_.max_queue_size) {
-    return absl::UnavailableError(absl::StrCat("queue of model '", options_.model_label,
-                                               "' is full (max_queue_size ",
-                                               options_.max_queue_size, ")"));
+  size_t& level_queued = queued_by_level_[request->priority];
+  if (!admitted) {
+    auto limit_at = options_.max_queue_size_by_level.find(request->priority);
+    const uint32_t limit = limit_at == options_.max_queue_size_by_level.end()
+                               ? options_.max_queue_size
+                               : limit_at->second;
+    if (limit > 0 && level_queued >= limit) {
+      return absl::UnavailableError(absl::StrCat(
+          "queue of model '", options_.model_label, "' is full (max_queue_size ", limit,
+          request->priority > 0 ? absl::StrCat(" at priority level ", request->priority) : "",
+          ")"));
+    }
   }
   LanePtr lane = Route();
   // A single-runner lane copies the inputs into its runner's pool now, off the batch's critical
@@ -145,6 +153,7 @@ Status ModelQueue::EnqueueImpl(std::unique_ptr<Request>&& request, bool admitted
   while (at != lane->queue.begin() && std::prev(at)->request->priority > request->priority) --at;
   lane->queue.insert(at, Queued{std::move(request), key});
   ++queued_;
+  ++level_queued;
   // A pipelined runner with room takes a ready submission from this thread: waking its worker
   // for it would cost a context switch per request.
   // Runners at their limit need nobody: the thread that gets their next result takes the queue.
@@ -201,6 +210,7 @@ void ModelQueue::Shutdown(const std::string& reason) {
       lane->queue.clear();
     }
     queued_ = 0;
+    queued_by_level_.clear();
   }
   for (const LanePtr& lane : lanes) {
     WakeWorkers(*lane);
@@ -284,6 +294,7 @@ ModelQueue::Taken ModelQueue::PopBatch(LaneState& lane, size_t count, uint64_t n
   for (size_t i = 0; i < count; ++i) {
     std::unique_ptr<Request> request = std::move(lane.queue.front().request);
     lane.queue.pop_front();
+    --queued_by_level_[request->priority];
     if ((request->cancelled && request->cancelled()) || TimedOut(*request, now) ||
         (may_drop &&
          MissesSlo(request->arrival_ns, now, options_.slo_ns, lane.plan.expected_run_ns))) {

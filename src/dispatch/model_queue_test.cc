@@ -216,6 +216,35 @@ TEST(ModelQueueTest, FullQueueRejectsAndStoppedQueueRefuses) {
   EXPECT_TRUE(submitted[1].promise.get_future().get().ok());
 }
 
+TEST(ModelQueueTest, EachPriorityLevelHasItsOwnQueueLimit) {
+  std::vector<std::unique_ptr<BatchRunner>> runners;
+  runners.push_back(std::make_unique<FakeRunnerForTest>(std::chrono::milliseconds(300)));
+  auto stats = std::make_shared<ModelStats>();
+  ModelQueueOptions options{"m/1", BatchPolicyOptions{}, 2};  // levels without a policy: 2
+  options.max_queue_size_by_level[1] = 1;
+  ModelQueue queue(options, std::move(runners), stats);
+  std::vector<Submitted> submitted(7);
+  auto enqueue = [&](size_t i, uint32_t level) {
+    submitted[i].value = {1};
+    auto request = MakeRequest(submitted[i]);
+    request->priority = level;
+    return queue.Enqueue(std::move(request));
+  };
+  ASSERT_TRUE(enqueue(0, 2).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the first one is running now
+  EXPECT_TRUE(enqueue(1, 1).ok());
+  Status full = enqueue(2, 1);  // level 1 holds one
+  EXPECT_EQ(full.code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(full.message(), "queue of model 'm/1' is full (max_queue_size 1 at priority level 1)");
+  EXPECT_TRUE(enqueue(3, 2).ok());  // the other levels count their own
+  EXPECT_TRUE(enqueue(4, 2).ok());
+  EXPECT_EQ(enqueue(5, 2).code(), absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(queue.WaitIdle(10000));
+  EXPECT_TRUE(enqueue(6, 1).ok());  // room again once the queue has drained
+  EXPECT_TRUE(queue.WaitIdle(10000));
+  for (size_t i : {0, 1, 3, 4, 6}) EXPECT_TRUE(submitted[i].promise.get_future().get().ok()) << i;
+}
+
 TEST(ModelQueueTest, ShutdownFailsQueuedRequests) {
   std::vector<std::unique_ptr<BatchRunner>> runners;
   runners.push_back(std::make_unique<FakeRunnerForTest>(std::chrono::milliseconds(100)));

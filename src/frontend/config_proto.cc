@@ -54,6 +54,14 @@ void FillSequenceBatching(const repository::SequenceBatchingConfig& config,
   }
 }
 
+void ToWire(const repository::QueuePolicy& policy, inference::ModelQueuePolicy* wire) {
+  wire->set_max_queue_size(policy.max_queue_size);
+  wire->set_default_timeout_microseconds(policy.default_timeout_microseconds);
+  wire->set_allow_timeout_override(policy.allow_timeout_override);
+  wire->set_timeout_action(policy.timeout_delays ? inference::ModelQueuePolicy::DELAY
+                                                 : inference::ModelQueuePolicy::REJECT);
+}
+
 }  // namespace
 
 inference::ModelConfig ToTritonModelConfig(const repository::ModelConfig& config) {
@@ -113,13 +121,13 @@ inference::ModelConfig ToTritonModelConfig(const repository::ModelConfig& config
     const repository::DynamicBatchingConfig& db = config.dynamic_batching;
     batching->set_priority_levels(db.priority_levels);
     batching->set_default_priority_level(db.default_priority_level);
-    if (db.max_queue_size > 0 || db.default_timeout_microseconds > 0 || db.allow_timeout_override ||
-        db.timeout_delays) {
-      auto* queue = batching->mutable_default_queue_policy();
-      queue->set_max_queue_size(db.max_queue_size);
-      queue->set_default_timeout_microseconds(db.default_timeout_microseconds);
-      queue->set_allow_timeout_override(db.allow_timeout_override);
-      if (db.timeout_delays) queue->set_timeout_action(inference::ModelQueuePolicy::DELAY);
+    const repository::QueuePolicy& fallback = db.default_queue_policy;
+    if (fallback.max_queue_size > 0 || fallback.default_timeout_microseconds > 0 ||
+        fallback.allow_timeout_override || fallback.timeout_delays) {
+      ToWire(fallback, batching->mutable_default_queue_policy());
+    }
+    for (const auto& [level, policy] : db.priority_queue_policy) {
+      ToWire(policy, &(*batching->mutable_priority_queue_policy())[level]);
     }
   }
 

@@ -179,7 +179,8 @@ StatusOr<std::unique_ptr<dispatch::Request>> BuildDispatchRequest(
                            UnsignedParameter(wire, "timeout", " (microseconds)"));
   TESSERA_ASSIGN_OR_RETURN(const uint64_t priority, UnsignedParameter(wire, "priority", ""));
   request->priority = config.dynamic_batching.PriorityLevel(priority);
-  const uint64_t queue_timeout_us = config.dynamic_batching.QueueTimeoutMicroseconds(timeout_us);
+  const uint64_t queue_timeout_us =
+      config.dynamic_batching.QueueTimeoutMicroseconds(timeout_us, request->priority);
   request->queue_timeout_ns = queue_timeout_us > UINT64_MAX / 1000 ? 0 : queue_timeout_us * 1000;
   int64_t batch_size = -1;
   // No reallocation below: the views point into these strings (small ones hold bytes inline).

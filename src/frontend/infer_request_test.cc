@@ -192,13 +192,13 @@ TEST(InferRequestTest, ResponseCarriesRawOutputs) {
 TEST(InferRequestTest, TheTimeoutParameterSetsTheQueueTimeoutWhereTheConfigAllowsIt) {
   repository::ModelConfig config = MlpConfig();
   config.dynamic_batching.enabled = true;
-  config.dynamic_batching.default_timeout_microseconds = 5000;
+  config.dynamic_batching.default_queue_policy.default_timeout_microseconds = 5000;
   auto wire = RawRequest("FP32", {1, 4}, 16);
   RequestStorage storage;
   EXPECT_EQ((*BuildDispatchRequest(wire, config, &storage))->queue_timeout_ns, 5'000'000u);
   (*wire.mutable_parameters())["timeout"].set_int64_param(2000);
   EXPECT_EQ((*BuildDispatchRequest(wire, config, &storage))->queue_timeout_ns, 5'000'000u);
-  config.dynamic_batching.allow_timeout_override = true;
+  config.dynamic_batching.default_queue_policy.allow_timeout_override = true;
   EXPECT_EQ((*BuildDispatchRequest(wire, config, &storage))->queue_timeout_ns, 2'000'000u);
   (*wire.mutable_parameters())["timeout"].set_string_param("soon");
   ExpectInvalid(Build(wire, config), "parameter 'timeout' must be a non-negative integer");

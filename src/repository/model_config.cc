@@ -73,9 +73,10 @@ constexpr std::array<std::string_view, 1> kReshapeKeys = {"shape"};
 constexpr std::array<std::string_view, 3> kPolicyKeys = {"latest", "all", "specific"};
 constexpr std::array<std::string_view, 1> kLatestKeys = {"num_versions"};
 constexpr std::array<std::string_view, 1> kSpecificKeys = {"versions"};
-constexpr std::array<std::string_view, 5> kBatchingKeys = {
-    "preferred_batch_size", "max_queue_delay_microseconds", "default_queue_policy",
-    "priority_levels", "default_priority_level"};
+constexpr std::array<std::string_view, 6> kBatchingKeys = {
+    "preferred_batch_size", "max_queue_delay_microseconds",
+    "default_queue_policy", "priority_queue_policy",
+    "priority_levels",      "default_priority_level"};
 constexpr std::array<std::string_view, 4> kQueuePolicyKeys = {
     "max_queue_size", "timeout_action", "default_timeout_microseconds", "allow_timeout_override"};
 constexpr std::array<std::string_view, 2> kTimeoutActions = {"REJECT", "DELAY"};
@@ -197,6 +198,24 @@ Status ReadVersionPolicy(const YamlMap& root, VersionPolicy& policy) {
 
 // `completing`: inputs or outputs are left to the model file, which may also set max_batch_size,
 // so a max_batch_size of 0 is not final yet (CompleteFromSignature checks the batching then).
+// default_queue_policy, or one level's policy under priority_queue_policy.
+StatusOr<QueuePolicy> ReadQueuePolicy(std::string_view source, const YAML::Node& node,
+                                      const std::string& path) {
+  TESSERA_ASSIGN_OR_RETURN(YamlMap q, YamlMap::Create(source, node, path, kQueuePolicyKeys));
+  QueuePolicy policy;
+  int64_t max_queue_size = 0;
+  TESSERA_RETURN_IF_ERROR(q.GetInt("max_queue_size", 0, UINT32_MAX, &max_queue_size));
+  policy.max_queue_size = static_cast<uint32_t>(max_queue_size);
+  std::string action = "REJECT";
+  TESSERA_RETURN_IF_ERROR(q.GetEnum("timeout_action", kTimeoutActions, &action));
+  policy.timeout_delays = action == "DELAY";
+  int64_t timeout_us = 0;
+  TESSERA_RETURN_IF_ERROR(q.GetInt("default_timeout_microseconds", 0, INT64_MAX, &timeout_us));
+  policy.default_timeout_microseconds = static_cast<uint64_t>(timeout_us);
+  TESSERA_RETURN_IF_ERROR(q.GetBool("allow_timeout_override", &policy.allow_timeout_override));
+  return policy;
+}
+
 Status ReadDynamicBatching(const YamlMap& root, int max_batch_size, bool completing,
                            DynamicBatchingConfig& batching) {
   std::optional<YAML::Node> node = root.Get("dynamic_batching");
@@ -240,19 +259,29 @@ Status ReadDynamicBatching(const YamlMap& root, int max_batch_size, bool complet
   batching.default_priority_level = static_cast<uint32_t>(default_level);
 
   if (std::optional<YAML::Node> queue = m.Get("default_queue_policy")) {
-    TESSERA_ASSIGN_OR_RETURN(
-        YamlMap q,
-        YamlMap::Create(source, *queue, m.PathOf("default_queue_policy"), kQueuePolicyKeys));
-    int64_t max_queue_size = 0;
-    TESSERA_RETURN_IF_ERROR(q.GetInt("max_queue_size", 0, UINT32_MAX, &max_queue_size));
-    batching.max_queue_size = static_cast<uint32_t>(max_queue_size);
-    std::string action = "REJECT";
-    TESSERA_RETURN_IF_ERROR(q.GetEnum("timeout_action", kTimeoutActions, &action));
-    batching.timeout_delays = action == "DELAY";
-    int64_t timeout_us = 0;
-    TESSERA_RETURN_IF_ERROR(q.GetInt("default_timeout_microseconds", 0, INT64_MAX, &timeout_us));
-    batching.default_timeout_microseconds = static_cast<uint64_t>(timeout_us);
-    TESSERA_RETURN_IF_ERROR(q.GetBool("allow_timeout_override", &batching.allow_timeout_override));
+    TESSERA_ASSIGN_OR_RETURN(batching.default_queue_policy,
+                             ReadQueuePolicy(source, *queue, m.PathOf("default_queue_policy")));
+  }
+  if (std::optional<YAML::Node> by_level = m.Get("priority_queue_policy")) {
+    const std::string path = m.PathOf("priority_queue_policy");
+    if (!by_level->IsMap()) {
+      return yaml::ErrorAt(source, *by_level, path,
+                           "expected a map from priority level to queue policy");
+    }
+    for (const auto& item : *by_level) {
+      const std::string key = item.first.as<std::string>("");
+      int64_t level = 0;
+      if (!absl::SimpleAtoi(key, &level) || level < 1 || level > levels) {
+        return yaml::ErrorAt(
+            source, item.first, path,
+            absl::StrCat("'", key, "' is not a priority level (1..priority_levels, ", levels, ")"));
+      }
+      if (batching.priority_queue_policy.count(static_cast<uint32_t>(level))) {
+        return yaml::ErrorAt(source, item.first, path, absl::StrCat("level ", level, " twice"));
+      }
+      TESSERA_ASSIGN_OR_RETURN(batching.priority_queue_policy[static_cast<uint32_t>(level)],
+                               ReadQueuePolicy(source, item.second, absl::StrCat(path, ".", key)));
+    }
   }
   return absl::OkStatus();
 }

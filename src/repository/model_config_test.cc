@@ -92,7 +92,7 @@ TEST(ModelConfigTest, FullConfigParses) {
   EXPECT_TRUE(c.dynamic_batching.enabled);
   EXPECT_EQ(c.dynamic_batching.preferred_batch_sizes, (std::vector<int>{4, 8}));
   EXPECT_EQ(c.dynamic_batching.max_queue_delay_microseconds, 2000u);
-  EXPECT_EQ(c.dynamic_batching.max_queue_size, 100u);
+  EXPECT_EQ(c.dynamic_batching.default_queue_policy.max_queue_size, 100u);
   ASSERT_EQ(c.instance_groups.size(), 2u);
   EXPECT_EQ(c.instance_groups[0].count, 2);
   EXPECT_EQ(c.instance_groups[0].kind, InstanceKind::kGpu);
@@ -326,24 +326,27 @@ TEST(ModelConfigTest, QueuePolicyTimeouts) {
               "    default_timeout_microseconds: 5000\n    allow_timeout_override: true\n"),
       kSource, "mlp");
   ASSERT_TRUE(c.ok()) << c.status();
-  const DynamicBatchingConfig& b = c->dynamic_batching;
+  const QueuePolicy& b = c->dynamic_batching.default_queue_policy;
   EXPECT_EQ(b.default_timeout_microseconds, 5000u);
   EXPECT_TRUE(b.allow_timeout_override);
   EXPECT_EQ(b.QueueTimeoutMicroseconds(0), 5000u);     // the default
   EXPECT_EQ(b.QueueTimeoutMicroseconds(2000), 2000u);  // a request may shorten it...
   EXPECT_EQ(b.QueueTimeoutMicroseconds(9000), 5000u);  // ...never lengthen it
+  EXPECT_EQ(c->dynamic_batching.QueueTimeoutMicroseconds(2000, 0), 2000u);
 
-  DynamicBatchingConfig no_override = b;
+  QueuePolicy no_override = b;
   no_override.allow_timeout_override = false;
   EXPECT_EQ(no_override.QueueTimeoutMicroseconds(2000), 5000u);
-  DynamicBatchingConfig no_default = b;
+  QueuePolicy no_default = b;
   no_default.default_timeout_microseconds = 0;
   EXPECT_EQ(no_default.QueueTimeoutMicroseconds(0), 0u);
   EXPECT_EQ(no_default.QueueTimeoutMicroseconds(2000), 2000u);
-  DynamicBatchingConfig delays = b;
+  QueuePolicy delays = b;
   delays.timeout_delays = true;  // DELAY: timed-out requests still run
   EXPECT_EQ(delays.QueueTimeoutMicroseconds(2000), 0u);
-  EXPECT_EQ(DynamicBatchingConfig{}.QueueTimeoutMicroseconds(2000), 0u);  // no dynamic batching
+  DynamicBatchingConfig off = c->dynamic_batching;
+  off.enabled = false;  // no dynamic batching: no queue timeouts
+  EXPECT_EQ(off.QueueTimeoutMicroseconds(2000, 0), 0u);
 
   ExpectError(Minimal("dynamic_batching:\n  default_queue_policy: {timeout_action: DROP}\n"), 10,
               "dynamic_batching.default_queue_policy.timeout_action",
@@ -369,6 +372,40 @@ TEST(ModelConfigTest, PriorityLevels) {
               "must be in 1..priority_levels (3), got 4");
   ExpectError(Minimal("dynamic_batching: {default_priority_level: 1}\n"), 9,
               "dynamic_batching.default_priority_level", "needs priority_levels > 0");
+}
+
+TEST(ModelConfigTest, PriorityQueuePolicyGivesLevelsTheirOwnPolicy) {
+  StatusOr<ModelConfig> c = ParseModelConfig(Minimal(R"(dynamic_batching:
+  priority_levels: 3
+  default_priority_level: 2
+  default_queue_policy: {max_queue_size: 10, default_timeout_microseconds: 5000}
+  priority_queue_policy:
+    1: {max_queue_size: 2, allow_timeout_override: true}
+    3: {timeout_action: DELAY, default_timeout_microseconds: 100}
+)"),
+                                             kSource, "mlp");
+  ASSERT_TRUE(c.ok()) << c.status();
+  const DynamicBatchingConfig& b = c->dynamic_batching;
+  EXPECT_EQ(b.PolicyFor(1).max_queue_size, 2u);
+  EXPECT_EQ(b.PolicyFor(2).max_queue_size, 10u);        // no policy of its own: the default
+  EXPECT_EQ(b.QueueTimeoutMicroseconds(0, 1), 0u);      // level 1 has no timeout...
+  EXPECT_EQ(b.QueueTimeoutMicroseconds(700, 1), 700u);  // ...but takes a request's
+  EXPECT_EQ(b.QueueTimeoutMicroseconds(0, 2), 5000u);
+  EXPECT_EQ(b.QueueTimeoutMicroseconds(0, 3), 0u);  // DELAY never rejects
+
+  ExpectError(Minimal("dynamic_batching:\n  priority_levels: 2\n  default_priority_level: 1\n"
+                      "  priority_queue_policy: {3: {max_queue_size: 1}}\n"),
+              12, "dynamic_batching.priority_queue_policy",
+              "'3' is not a priority level (1..priority_levels, 2)");
+  ExpectError(Minimal("dynamic_batching:\n  priority_queue_policy: {1: {max_queue_size: 1}}\n"), 10,
+              "dynamic_batching.priority_queue_policy",
+              "'1' is not a priority level (1..priority_levels, 0)");
+  ExpectError(Minimal("dynamic_batching:\n  priority_levels: 2\n  default_priority_level: 1\n"
+                      "  priority_queue_policy: {1: {max_queue_sise: 1}}\n"),
+              12, "dynamic_batching.priority_queue_policy.1.max_queue_sise", "unknown key");
+  ExpectError(Minimal("dynamic_batching:\n  priority_levels: 2\n  default_priority_level: 1\n"
+                      "  priority_queue_policy: [1, 2]\n"),
+              12, "dynamic_batching.priority_queue_policy", "expected a map");
 }
 
 TEST(ModelConfigTest, ResponseCache) {

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <map>
 #include <string_view>
 #include <type_traits>
 #include <utility>
@@ -240,6 +241,24 @@ void WriteVersionPolicy(const inference::ModelConfig& config, const Locator& roo
   }
 }
 
+// A ModelQueuePolicy's fields as YAML keys at `indent`.
+void WriteQueuePolicy(const inference::ModelQueuePolicy& queue, int indent, int line,
+                      YamlWriter& yaml) {
+  yaml.Add(indent, absl::StrCat("max_queue_size: ", queue.max_queue_size()), line);
+  yaml.Add(indent,
+           absl::StrCat(
+               "timeout_action: ",
+               queue.timeout_action() == inference::ModelQueuePolicy::DELAY ? "DELAY" : "REJECT"),
+           line);
+  yaml.Add(indent,
+           absl::StrCat("default_timeout_microseconds: ", queue.default_timeout_microseconds()),
+           line);
+  yaml.Add(
+      indent,
+      absl::StrCat("allow_timeout_override: ", queue.allow_timeout_override() ? "true" : "false"),
+      line);
+}
+
 void WriteDynamicBatching(const inference::ModelConfig& config, const Locator& root,
                           YamlWriter& yaml, Reading& reading) {
   if (!config.has_dynamic_batching()) return;
@@ -260,22 +279,22 @@ void WriteDynamicBatching(const inference::ModelConfig& config, const Locator& r
     empty = false;
   }
   if (batching.has_default_queue_policy()) {
-    const inference::ModelQueuePolicy& queue = batching.default_queue_policy();
     const int queue_line = LineOr(at.At("default_queue_policy"), line);
     yaml.Add(2, "default_queue_policy:", queue_line);
-    yaml.Add(4, absl::StrCat("max_queue_size: ", queue.max_queue_size()), queue_line);
-    yaml.Add(4,
-             absl::StrCat(
-                 "timeout_action: ",
-                 queue.timeout_action() == inference::ModelQueuePolicy::DELAY ? "DELAY" : "REJECT"),
-             queue_line);
-    yaml.Add(4,
-             absl::StrCat("default_timeout_microseconds: ", queue.default_timeout_microseconds()),
-             queue_line);
-    yaml.Add(
-        4,
-        absl::StrCat("allow_timeout_override: ", queue.allow_timeout_override() ? "true" : "false"),
-        queue_line);
+    WriteQueuePolicy(batching.default_queue_policy(), 4, queue_line, yaml);
+    empty = false;
+  }
+  if (!batching.priority_queue_policy().empty()) {
+    // The text's own order of the entries is lost in the map: each gets the first one's line,
+    // and errors name the level in the key path.
+    const int policy_line = LineOr(at.At("priority_queue_policy", 0), line);
+    yaml.Add(2, "priority_queue_policy:", policy_line);
+    const std::map<uint64_t, inference::ModelQueuePolicy> by_level(
+        batching.priority_queue_policy().begin(), batching.priority_queue_policy().end());
+    for (const auto& [level, queue] : by_level) {
+      yaml.Add(4, absl::StrCat(level, ":"), policy_line);
+      WriteQueuePolicy(queue, 6, policy_line, yaml);
+    }
     empty = false;
   }
   if (batching.preserve_ordering()) {
@@ -288,11 +307,6 @@ void WriteDynamicBatching(const inference::ModelConfig& config, const Locator& r
     yaml.Add(2, absl::StrCat("default_priority_level: ", batching.default_priority_level()),
              LineOr(at.At("default_priority_level"), LineOr(at.At("priority_levels"), line)));
     empty = false;
-  }
-  if (!batching.priority_queue_policy().empty()) {
-    reading.Ignore(LineOr(at.At("priority_queue_policy", 0), line),
-                   "dynamic_batching.priority_queue_policy",
-                   "every level uses default_queue_policy");
   }
   if (empty) yaml.Add(2, "{}", line);
 }

@@ -95,10 +95,10 @@ TEST(TritonConfigTest, ReadsEveryFieldTesseraActsOn) {
   EXPECT_TRUE(c->dynamic_batching.enabled);
   EXPECT_THAT(c->dynamic_batching.preferred_batch_sizes, ElementsAre(4, 8));
   EXPECT_EQ(c->dynamic_batching.max_queue_delay_microseconds, 2000u);
-  EXPECT_EQ(c->dynamic_batching.max_queue_size, 100u);
-  EXPECT_EQ(c->dynamic_batching.default_timeout_microseconds, 7000u);
-  EXPECT_TRUE(c->dynamic_batching.allow_timeout_override);
-  EXPECT_FALSE(c->dynamic_batching.timeout_delays);
+  EXPECT_EQ(c->dynamic_batching.default_queue_policy.max_queue_size, 100u);
+  EXPECT_EQ(c->dynamic_batching.default_queue_policy.default_timeout_microseconds, 7000u);
+  EXPECT_TRUE(c->dynamic_batching.default_queue_policy.allow_timeout_override);
+  EXPECT_FALSE(c->dynamic_batching.default_queue_policy.timeout_delays);
   EXPECT_EQ(c->dynamic_batching.priority_levels, 2u);
   EXPECT_EQ(c->dynamic_batching.default_priority_level, 1u);
   ASSERT_THAT(c->instance_groups, SizeIs(2));
@@ -378,6 +378,27 @@ TEST(TritonConfigTest, MangledTextNeverCrashes) {
     }
   }
   EXPECT_GT(errors, 100);
+}
+
+TEST(TritonConfigTest, PriorityQueuePolicyIsRead) {
+  StatusOr<ModelConfig> c = ParseTritonModelConfig(Minimal(R"(dynamic_batching {
+  priority_levels: 2
+  default_priority_level: 2
+  priority_queue_policy { key: 1 value { max_queue_size: 3 default_timeout_microseconds: 90 } }
+  priority_queue_policy { key: 2 value { timeout_action: DELAY } }
+}
+)"),
+                                                   kSource, "mlp");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_THAT(c->notes, IsEmpty());
+  EXPECT_EQ(c->dynamic_batching.PolicyFor(1).max_queue_size, 3u);
+  EXPECT_EQ(c->dynamic_batching.PolicyFor(1).default_timeout_microseconds, 90u);
+  EXPECT_TRUE(c->dynamic_batching.PolicyFor(2).timeout_delays);
+  EXPECT_THAT(ErrorOf(Minimal("dynamic_batching {\n  priority_levels: 1\n"
+                              "  default_priority_level: 1\n"
+                              "  priority_queue_policy { key: 5 value { } }\n}\n")),
+              HasSubstr("models/mlp/config.pbtxt:8: dynamic_batching.priority_queue_policy: '5' "
+                        "is not a priority level"));
 }
 
 // A load request's "config": Triton's ModelConfig as JSON, through the same checks.

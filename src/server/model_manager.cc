@@ -196,7 +196,10 @@ StatusOr<std::shared_ptr<ModelManager::LoadedVersion>> ModelManager::LoadVersion
       (sequence.enabled ? sequence.max_queue_delay_microseconds
                         : config.dynamic_batching.max_queue_delay_microseconds) *
       1000;
-  queue_options.max_queue_size = config.dynamic_batching.max_queue_size;
+  queue_options.max_queue_size = config.dynamic_batching.default_queue_policy.max_queue_size;
+  for (const auto& [level, policy] : config.dynamic_batching.priority_queue_policy) {
+    queue_options.max_queue_size_by_level[level] = policy.max_queue_size;
+  }
   queue_options.slo_ns = static_cast<uint64_t>(config.slo_ms * 1e6);
   queue_options.slo_drop = options_.slo_drop;
   if (!sized) {

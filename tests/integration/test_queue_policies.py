@@ -3,7 +3,7 @@ sets) are not run when their turn in the queue comes: they are counted as CANCEL
 the model's time goes to requests someone still waits for. Likewise requests past their queue
 timeout (Triton's default_queue_policy, and the request's own `timeout` parameter where the config
 allows it) are answered UNAVAILABLE instead of being run, and a request's `priority` parameter
-puts it ahead of the lower levels waiting in the queue."""
+puts it ahead of the lower levels waiting in the queue, each level with its own queue policy."""
 import threading
 import time
 
@@ -73,8 +73,11 @@ def served(make_server, tmp_path_factory):
     save_slow_model(repo)
     save_slow_model(repo, "slow_timeout", "default_queue_policy: {allow_timeout_override: true}")
     save_slow_model(repo, "slow_priority", "priority_levels: 2, default_priority_level: 2")
+    save_slow_model(repo, "slow_levels", "priority_levels: 2, default_priority_level: 2, "
+                    "priority_queue_policy: {2: {max_queue_size: 2}}")
     server = make_server(repository=repo, mode="none",
-                         wait_models=["mlp", "slow", "slow_timeout", "slow_priority"])
+                         wait_models=["mlp", "slow", "slow_timeout", "slow_priority",
+                                      "slow_levels"])
     return server, server.client()
 
 
@@ -152,3 +155,34 @@ def test_a_higher_priority_request_overtakes_the_queue(served):
     for _ in range(lows + 1):
         assert all_done.acquire(timeout=60)
     assert finished.index("high") < lows - 3, f"one run {one:.3f} s: {finished}"
+
+
+def test_each_priority_level_keeps_its_own_queue_limit(served):
+    _, client = served
+    x = np.random.default_rng(4).standard_normal((1, ROWS, WIDTH)).astype(np.float32)
+    one_run_seconds(client, "slow_levels", x)
+    policy = client.get_model_config("slow_levels").config.dynamic_batching.priority_queue_policy
+    assert policy[2].max_queue_size == 2
+
+    # Ten at level 2 at once: two reach the executor, two may wait, the rest find level 2 full.
+    # One at level 1 right after is not refused: its level counts its own requests.
+    answered, errors, high = threading.Semaphore(0), [], []
+
+    def done(result, error):
+        if error is not None:
+            errors.append(error)
+        answered.release()
+
+    for _ in range(10):
+        client.async_infer("slow_levels", [make_input(x, name="x")], done)
+    client.async_infer("slow_levels", [make_input(x, name="x")],
+                       lambda result, error: (high.append(error), answered.release()),
+                       priority=1)
+    for _ in range(11):
+        assert answered.acquire(timeout=60)
+    assert high == [None], high
+    assert len(errors) >= 3, errors
+    for e in errors:
+        assert e.status() == "StatusCode.UNAVAILABLE", e
+        assert "is full (max_queue_size 2 at priority level 2)" in e.message(), e.message()
+    assert_mlp_serves(client)

@@ -16,6 +16,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -82,7 +83,10 @@ class BatchRunner {
 struct ModelQueueOptions {
   std::string model_label;  // "mlp/1", for messages
   BatchPolicyOptions policy;  // the rules of lanes that have no duty cycle (Triton-like)
-  uint32_t max_queue_size = 0;  // 0 = unbounded; counts requests queued in every lane
+  // Requests one priority level may have queued (in every lane together); 0 = unbounded. Each level
+  // counts its own, as Triton's per-level queues do; without levels every request is level 0.
+  uint32_t max_queue_size = 0;
+  std::map<uint32_t, uint32_t> max_queue_size_by_level;  // levels whose limit is not max_queue_size
   uint64_t slo_ns = 0;          // the model's latency SLO; 0 = none
   bool slo_drop = false;        // drop requests that can no longer meet slo_ns (see LanePlan)
 };
@@ -270,6 +274,7 @@ class ModelQueue {
   std::vector<LanePtr> lanes_ ABSL_GUARDED_BY(mu_);  // serving now
   bool shut_down_ = false;                          // guarded by lifecycle_mu_
   size_t queued_ ABSL_GUARDED_BY(mu_) = 0;  // over every lane
+  std::map<uint32_t, size_t> queued_by_level_ ABSL_GUARDED_BY(mu_);  // the same, by priority level
   int running_batches_ ABSL_GUARDED_BY(mu_) = 0;
   bool accepting_ ABSL_GUARDED_BY(mu_) = true;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -69,18 +70,37 @@ struct VersionPolicy {
   std::vector<int64_t> specific_versions;  // for kSpecific
 };
 
+// Triton's ModelQueuePolicy: what the queue of one priority level admits, and how long a request
+// may wait in it.
+struct QueuePolicy {
+  uint32_t max_queue_size = 0;  // requests waiting at this level; 0 = unbounded
+  // A request still queued this long after it arrived is answered UNAVAILABLE instead of being run
+  // (timeout_action REJECT); 0 = never. With allow_timeout_override a request's own `timeout`
+  // parameter may shorten it (or set one when there is no default). DELAY never rejects
+  // (Triton's delayed requests still run).
+  uint64_t default_timeout_microseconds = 0;
+  bool allow_timeout_override = false;
+  bool timeout_delays = false;
+
+  // The queue timeout for a request that asks for `request_timeout_us` (0 = none asked), in
+  // microseconds; 0 = none.
+  uint64_t QueueTimeoutMicroseconds(uint64_t request_timeout_us) const {
+    if (timeout_delays) return 0;
+    if (allow_timeout_override && request_timeout_us > 0 &&
+        (default_timeout_microseconds == 0 || request_timeout_us < default_timeout_microseconds)) {
+      return request_timeout_us;
+    }
+    return default_timeout_microseconds;
+  }
+};
+
 struct DynamicBatchingConfig {
   bool enabled = false;  // true when the `dynamic_batching` key is present
   std::vector<int> preferred_batch_sizes;
   uint64_t max_queue_delay_microseconds = 0;
-  uint32_t max_queue_size = 0;  // 0 = unbounded (default_queue_policy.max_queue_size)
-  // default_queue_policy's timeouts: a request still queued this long after it arrived is
-  // answered UNAVAILABLE instead of being run (timeout_action REJECT); 0 = never. With
-  // allow_timeout_override a request's own `timeout` parameter may shorten it (or set one when
-  // there is no default). DELAY never rejects (Triton's delayed requests still run).
-  uint64_t default_timeout_microseconds = 0;
-  bool allow_timeout_override = false;
-  bool timeout_delays = false;
+  // Every level's policy but those priority_queue_policy gives (without levels, the one queue's).
+  QueuePolicy default_queue_policy;
+  std::map<uint32_t, QueuePolicy> priority_queue_policy;  // by level, 1..priority_levels
   // Triton's priority levels: requests of level 1 are batched first, then 2, ... up to
   // priority_levels; a request without a `priority` parameter (or 0, or one above the levels)
   // gets default_priority_level. 0 levels = arrival order.
@@ -94,15 +114,16 @@ struct DynamicBatchingConfig {
                                                          : static_cast<uint32_t>(requested);
   }
 
-  // The queue timeout for a request that asks for `request_timeout_us` (0 = none asked), in
-  // microseconds; 0 = none.
-  uint64_t QueueTimeoutMicroseconds(uint64_t request_timeout_us) const {
-    if (!enabled || timeout_delays) return 0;
-    if (allow_timeout_override && request_timeout_us > 0 &&
-        (default_timeout_microseconds == 0 || request_timeout_us < default_timeout_microseconds)) {
-      return request_timeout_us;
-    }
-    return default_timeout_microseconds;
+  // The policy of `level` (PriorityLevel's answer).
+  const QueuePolicy& PolicyFor(uint32_t level) const {
+    auto it = priority_queue_policy.find(level);
+    return it == priority_queue_policy.end() ? default_queue_policy : it->second;
+  }
+
+  // The queue timeout of a request at `level` that asks for `request_timeout_us` (0 = none
+  // asked), in microseconds; 0 = none.
+  uint64_t QueueTimeoutMicroseconds(uint64_t request_timeout_us, uint32_t level) const {
+    return enabled ? PolicyFor(level).QueueTimeoutMicroseconds(request_timeout_us) : 0;
   }
 };
 
