@@ -44,8 +44,9 @@ constexpr std::array<std::string_view, kApiGroupCount> kApiGroupNames = {
     "model-repository", "statistics", "trace",     "logging"};
 constexpr std::array<std::string_view, 4> kTlsKeys = {"cert", "key", "client_ca", "reload_secs"};
 constexpr std::array<std::string_view, 2> kMetricsKeys = {"address", "port"};
-constexpr std::array<std::string_view, 6> kRepositoryKeys = {
-    "path", "control_mode", "poll_secs", "auto_complete", "exit_on_error", "strict_readiness"};
+constexpr std::array<std::string_view, 7> kRepositoryKeys = {
+    "path",          "control_mode",     "poll_secs",  "auto_complete",
+    "exit_on_error", "strict_readiness", "config_name"};
 constexpr std::array<std::string_view, 12> kExecutorKeys = {"binary",
                                                             "devices",
                                                             "cpu_executors",
@@ -257,7 +258,12 @@ Status ParseInto(const YAML::Node& doc, std::string_view source, ServerConfig& c
         TESSERA_RETURN_IF_ERROR(m.GetInt("poll_secs", 1, INT32_MAX, &config.repository_poll_secs));
         TESSERA_RETURN_IF_ERROR(m.GetBool("auto_complete", &config.auto_complete_config));
         TESSERA_RETURN_IF_ERROR(m.GetBool("exit_on_error", &config.exit_on_error));
-        return m.GetBool("strict_readiness", &config.strict_readiness);
+        TESSERA_RETURN_IF_ERROR(m.GetBool("strict_readiness", &config.strict_readiness));
+        TESSERA_RETURN_IF_ERROR(m.GetString("config_name", &config.model_config_name));
+        if (std::string why = CheckConfigName(config.model_config_name); !why.empty()) {
+          return yaml::ErrorAt(m.source(), m.KeyLine("config_name"), m.PathOf("config_name"), why);
+        }
+        return absl::OkStatus();
       }));
   TESSERA_RETURN_IF_ERROR(
       Section(root, "executors", kExecutorKeys, [&](const YamlMap& m) -> Status {
@@ -324,6 +330,15 @@ Status ParseInto(const YAML::Node& doc, std::string_view source, ServerConfig& c
 }
 
 }  // namespace
+
+std::string CheckConfigName(const std::string& name) {
+  if (name.find('/') != std::string::npos || name.find('\0') != std::string::npos ||
+      (!name.empty() && name.front() == '.')) {
+    return absl::StrCat(
+        "'", name, "' is not a config name (a file name without its .pbtxt/.yaml, such as h100)");
+  }
+  return "";
+}
 
 std::string_view ModelControlModeName(ModelControlMode mode) {
   switch (mode) {

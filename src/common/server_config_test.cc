@@ -157,6 +157,11 @@ TEST(ServerConfigTest, RepositoryPathMayListSeveralFolders) {
   EXPECT_THAT(c->model_repositories, ElementsAre("/models", "/team/models"));
   ExpectError("repository:\n  path: []\n", 2, "repository.path", "lists no folder");
   ExpectError("repository:\n  path: [/models, {a: 1}]\n", 2, "repository.path[1]", "");
+  c = ParseServerConfig("repository:\n  config_name: h100\n", kSource);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->model_config_name, "h100");
+  ExpectError("repository:\n  config_name: ../h100\n", 2, "repository.config_name",
+              "is not a config name");
 }
 
 TEST(ServerConfigTest, UnknownKeys) {

@@ -113,7 +113,8 @@ ModelEntry FinishScan(const fs::path& dir, ModelEntry entry, Fnv1a& hash);
 // Reads the model folder; never fails (problems are recorded in the entry). With `config_json`
 // the config comes from it and the folder's config file is not read.
 ModelEntry ScanModelFolder(const fs::path& dir, const std::string& name,
-                           const std::string* config_json = nullptr) {
+                           const std::string* config_json = nullptr,
+                           const ScanOptions& options = {}) {
   ModelEntry entry;
   entry.name = name;
   entry.path = dir.string();
@@ -136,15 +137,27 @@ ModelEntry ScanModelFolder(const fs::path& dir, const std::string& name,
     return FinishScan(dir, std::move(entry), hash);
   }
   // config.yaml, or Triton's config.pbtxt so a Triton repository is served unchanged; never both,
-  // since which one wins would be a guess.
-  const std::string yaml_path = (dir / kConfigFileName).string();
-  const std::string pbtxt_path = (dir / kTritonConfigFileName).string();
+  // since which one wins would be a guess. With a config name, configs/<name>.yaml or .pbtxt
+  // where the folder has one (Triton's custom model configuration).
+  std::string yaml_path = (dir / kConfigFileName).string();
+  std::string pbtxt_path = (dir / kTritonConfigFileName).string();
+  if (!options.config_name.empty()) {
+    const fs::path custom = dir / "configs" / options.config_name;
+    const std::string custom_yaml = custom.string() + ".yaml";
+    const std::string custom_pbtxt = custom.string() + ".pbtxt";
+    std::error_code ec;
+    if (fs::exists(custom_yaml, ec) || fs::exists(custom_pbtxt, ec)) {
+      hash.Add(std::string_view("<custom config>"));
+      yaml_path = custom_yaml;
+      pbtxt_path = custom_pbtxt;
+    }
+  }
   StatusOr<std::string> yaml_text = yaml::ReadFileToString(yaml_path);
   StatusOr<std::string> pbtxt_text = yaml::ReadFileToString(pbtxt_path);
   if (yaml_text.ok() && pbtxt_text.ok()) {
-    entry.config = absl::InvalidArgumentError(absl::StrCat(
-        "model '", name, "': both ", yaml::AsAbsl(kConfigFileName), " and ",
-        yaml::AsAbsl(kTritonConfigFileName), " are in ", entry.path, "; keep one of them"));
+    entry.config =
+        absl::InvalidArgumentError(absl::StrCat("model '", name, "': both ", yaml_path, " and ",
+                                                pbtxt_path, " are there; keep one of them"));
     hash.Add(*yaml_text);
     hash.Add(*pbtxt_text);
     entry.fingerprint = hash.value();
@@ -278,10 +291,11 @@ std::vector<int64_t> SelectVersions(const VersionPolicy& policy,
 }
 
 StatusOr<RepositorySnapshot> ScanRepository(const std::string& root) {
-  return ScanRepositories({root});
+  return ScanRepositories({root}, {});
 }
 
-StatusOr<RepositorySnapshot> ScanRepositories(const std::vector<std::string>& roots) {
+StatusOr<RepositorySnapshot> ScanRepositories(const std::vector<std::string>& roots,
+                                              const ScanOptions& options) {
   RepositorySnapshot snapshot;
   snapshot.roots = roots;
   // Each model's folders, in the order of `roots`.
@@ -309,19 +323,20 @@ StatusOr<RepositorySnapshot> ScanRepositories(const std::vector<std::string>& ro
     }
   }
   for (const auto& [name, paths] : folders) {
-    snapshot.models.push_back(paths.size() == 1 ? ScanModelFolder(paths[0], name)
+    snapshot.models.push_back(paths.size() == 1 ? ScanModelFolder(paths[0], name, nullptr, options)
                                                 : AmbiguousModel(name, paths));
   }
   return snapshot;  // sorted by name: the map's order
 }
 
 StatusOr<ModelEntry> ScanModel(const std::string& root, const std::string& name) {
-  return FindModel({root}, name);
+  return FindModel({root}, name, {});
 }
 
-StatusOr<ModelEntry> FindModel(const std::vector<std::string>& roots, const std::string& name) {
+StatusOr<ModelEntry> FindModel(const std::vector<std::string>& roots, const std::string& name,
+                               const ScanOptions& options) {
   TESSERA_ASSIGN_OR_RETURN(std::string dir, FindModelFolder(roots, name));
-  return ScanModelFolder(dir, name);
+  return ScanModelFolder(dir, name, nullptr, options);
 }
 
 StatusOr<std::string> FindModelFolder(const std::vector<std::string>& roots,

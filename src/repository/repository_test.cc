@@ -312,6 +312,43 @@ TEST_F(RepositoryTest, SeveralRepositoriesAreScannedAsOne) {
             absl::StatusCode::kNotFound);
 }
 
+TEST_F(RepositoryTest, AConfigNameSelectsAFoldersCustomConfig) {
+  AddModel("custom", {1});  // config.yaml: max_batch_size 4
+  AddModel("plain", {1});
+  Write("custom/configs/h100.pbtxt", R"(name: "custom"
+max_batch_size: 16
+input [ { name: "x", data_type: TYPE_FP32, dims: [ 4 ] } ]
+output [ { name: "y", data_type: TYPE_FP32, dims: [ 2 ] } ]
+)");
+  Write("custom/configs/cpu.yaml", ConfigText("custom", "dynamic_batching: {}\n"));
+  StatusOr<RepositorySnapshot> h100 = ScanRepositories({root()}, {.config_name = "h100"});
+  ASSERT_TRUE(h100.ok()) << h100.status();
+  ASSERT_TRUE(h100->Find("custom")->config.ok()) << h100->Find("custom")->config.status();
+  EXPECT_EQ(h100->Find("custom")->config->max_batch_size, 16);
+  EXPECT_EQ(h100->Find("plain")->config->max_batch_size, 4);  // no configs/h100.*: its own
+  StatusOr<ModelEntry> cpu = FindModel({root()}, "custom", {.config_name = "cpu"});
+  ASSERT_TRUE(cpu.ok() && cpu->config.ok());
+  EXPECT_EQ(cpu->config->max_batch_size, 4);
+  EXPECT_TRUE(cpu->config->dynamic_batching.enabled);
+  StatusOr<ModelEntry> none = FindModel({root()}, "custom", {.config_name = "a100"});
+  ASSERT_TRUE(none.ok() && none->config.ok());
+  EXPECT_FALSE(none->config->dynamic_batching.enabled);  // config.yaml
+  StatusOr<RepositorySnapshot> plain = ScanRepository(root());
+  EXPECT_NE(plain->Find("custom")->fingerprint, h100->Find("custom")->fingerprint);
+
+  // Its errors name the custom file; both forms of one name is an error naming both.
+  Write("custom/configs/h100.pbtxt", "max_batch_size: -3\n");
+  StatusOr<ModelEntry> broken = FindModel({root()}, "custom", {.config_name = "h100"});
+  ASSERT_TRUE(broken.ok());
+  EXPECT_THAT(std::string(broken->config.status().message()),
+              HasSubstr((root_ / "custom" / "configs" / "h100.pbtxt").string() + ":1:"));
+  Write("custom/configs/cpu.pbtxt", "max_batch_size: 2\n");
+  StatusOr<ModelEntry> twice = FindModel({root()}, "custom", {.config_name = "cpu"});
+  ASSERT_TRUE(twice.ok());
+  EXPECT_THAT(std::string(twice->config.status().message()),
+              HasSubstr("configs/cpu.pbtxt are there; keep one of them"));
+}
+
 TEST_F(RepositoryTest, LabelFilesAreReadWithTheConfig) {
   const std::string config =
       "name: labelled\ninput: [{name: x, data_type: TYPE_FP32, dims: [3]}]\n"
@@ -343,7 +380,8 @@ TEST_F(RepositoryTest, BothConfigFilesAreRefused) {
   ASSERT_FALSE(m->config.ok());
   EXPECT_EQ(m->config.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(m->config.status().message()),
-              HasSubstr("both config.yaml and config.pbtxt are in " + (root_ / "twice").string()));
+              HasSubstr("both " + (root_ / "twice" / "config.yaml").string() + " and " +
+                        (root_ / "twice" / "config.pbtxt").string() + " are there"));
   EXPECT_FALSE(CheckServable(*m).ok());
 }
 

@@ -336,6 +336,7 @@ int Run(int argc, char** argv) {
 
   tessera::server::ModelManagerOptions manager_options;
   manager_options.repository_roots = config.model_repositories;
+  manager_options.scan.config_name = config.model_config_name;
   manager_options.control_mode = config.model_control_mode;
   manager_options.auto_complete_config = config.auto_complete_config;
   manager_options.drain_timeout_ms = int64_t{config.shutdown_drain_secs} * 1000;

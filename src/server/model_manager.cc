@@ -340,7 +340,7 @@ Status ModelManager::LoadLocked(const std::string& name, const repository::Model
   if (scanned) {
     entry = *scanned;
   } else {
-    auto found = repository::FindModel(options_.repository_roots, name);
+    auto found = repository::FindModel(options_.repository_roots, name, options_.scan);
     if (!found.ok()) return found.status();
     entry = std::move(found).value();
   }
@@ -373,7 +373,8 @@ Status ModelManager::LoadLocked(const std::string& name, const repository::Model
     // ensembles: nesting is refused, and a loop of them must not recurse).
     for (const repository::EnsembleStep& step : config.ensemble_steps) {
       if (GetReadyModel(step.model_name, "").ok()) continue;
-      auto composing = repository::FindModel(options_.repository_roots, step.model_name);
+      auto composing =
+          repository::FindModel(options_.repository_roots, step.model_name, options_.scan);
       if (composing.ok() && composing->config.ok() && !composing->config->is_ensemble()) {
         LoadLocked(step.model_name, &*composing).IgnoreError();  // CheckEnsembleSteps says why
       }
@@ -444,7 +445,7 @@ std::vector<std::string> ModelManager::LoadAtStartup(
     const std::vector<std::string>& explicit_models) {
   std::lock_guard lifecycle(lifecycle_mu_);
   std::vector<std::string> failed;
-  auto scan = repository::ScanRepositories(options_.repository_roots);
+  auto scan = repository::ScanRepositories(options_.repository_roots, options_.scan);
   if (!scan.ok()) {
     spdlog::error("cannot read the model repository: {}", scan.status().message());
     failed.push_back(absl::StrCat("the repository: ", scan.status().message()));
@@ -474,7 +475,7 @@ std::vector<std::string> ModelManager::LoadAtStartup(
 
 void ModelManager::PollOnce() {
   std::lock_guard lifecycle(lifecycle_mu_);
-  auto scan = repository::ScanRepositories(options_.repository_roots);
+  auto scan = repository::ScanRepositories(options_.repository_roots, options_.scan);
   if (!scan.ok()) {
     spdlog::error("repository poll failed: {}", scan.status().message());
     return;

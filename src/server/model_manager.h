@@ -28,6 +28,7 @@ namespace tessera::server {
 
 struct ModelManagerOptions {
   std::vector<std::string> repository_roots;  // one or more, scanned as one (repository.h)
+  repository::ScanOptions scan;               // how each model folder is read
   ModelControlMode control_mode = ModelControlMode::kPoll;
   int64_t drain_timeout_ms = 30000;  // how long an old version may finish its work on reload/unload
   bool slo_drop = false;  // SLO-aware dropping on planned lanes (server.yaml scheduler.slo_drop)

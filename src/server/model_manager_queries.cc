@@ -109,7 +109,8 @@ void ModelManager::SetPlanNotes(std::map<std::string, std::string> notes) {
 
 std::vector<frontend::ModelIndexEntry> ModelManager::RepositoryIndex(bool ready_only) const {
   std::set<std::string> names;
-  if (auto scan = repository::ScanRepositories(options_.repository_roots); scan.ok()) {
+  if (auto scan = repository::ScanRepositories(options_.repository_roots, options_.scan);
+      scan.ok()) {
     for (const auto& entry : scan->models) names.insert(entry.name);
   }
   std::lock_guard lock(mu_);

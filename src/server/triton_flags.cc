@@ -63,6 +63,10 @@ TritonFlags::TritonFlags(CLI::App* app) : app_(app) {
   app->add_option("--http-thread-count", http_thread_count_, "HTTP requests worked on at once")
       ->check(CLI::Range(1, 4096))
       ->group(kGroup);
+  app->add_option("--model-config-name", model_config_name_,
+                  "Serve each model folder's configs/<name>.pbtxt (or .yaml) where it has one "
+                  "(repository.config_name)")
+      ->group(kGroup);
   app->add_option("--response-cache-byte-size", response_cache_byte_size_,
                   "Response cache size (Triton's older form of --cache-config local,size=N)")
       ->check(CLI::NonNegativeNumber)
@@ -124,6 +128,12 @@ Status TritonFlags::Apply(ServerConfig* config, LogSettingsUpdate* log,
   if (Given("--http-address")) config->http_address = http_address_;
   if (Given("--metrics-address")) config->metrics_address = metrics_address_;
   if (Given("--http-thread-count")) config->http_threads = http_thread_count_;
+  if (Given("--model-config-name")) {
+    if (std::string why = CheckConfigName(model_config_name_); !why.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("--model-config-name: ", why));
+    }
+    config->model_config_name = model_config_name_;
+  }
 
   if (Given("--log-info")) log->info = log_info_;
   if (Given("--log-warning")) log->warning = log_warning_;

@@ -42,11 +42,26 @@ Parsed Parse(std::vector<std::string> args) {
 }
 
 TEST(TritonFlagsTest, ATritonLaunchLineMapsOntoTheServerSettings) {
-  Parsed p =
-      Parse({"--strict-model-config=true", "--exit-timeout-secs", "7", "--allow-http=false",
-             "--allow-metrics", "false", "--grpc-address=127.0.0.1", "--http-thread-count", "16",
-             "--exit-on-error=true", "--strict-readiness=1", "--response-cache-byte-size", "4096",
-             "--log-format", "ISO8601", "--log-info=false", "--log-file", "/tmp/t.log"});
+  Parsed p = Parse({"--strict-model-config=true",
+                    "--exit-timeout-secs",
+                    "7",
+                    "--allow-http=false",
+                    "--allow-metrics",
+                    "false",
+                    "--grpc-address=127.0.0.1",
+                    "--http-thread-count",
+                    "16",
+                    "--exit-on-error=true",
+                    "--strict-readiness=1",
+                    "--response-cache-byte-size",
+                    "4096",
+                    "--log-format",
+                    "ISO8601",
+                    "--log-info=false",
+                    "--log-file",
+                    "/tmp/t.log",
+                    "--model-config-name",
+                    "h100"});
   ASSERT_TRUE(p.status.ok()) << p.status;
   EXPECT_FALSE(p.config.auto_complete_config);
   EXPECT_EQ(p.config.shutdown_drain_secs, 7);
@@ -57,6 +72,7 @@ TEST(TritonFlagsTest, ATritonLaunchLineMapsOntoTheServerSettings) {
   EXPECT_TRUE(p.config.exit_on_error);
   EXPECT_TRUE(p.config.strict_readiness);
   EXPECT_EQ(p.config.response_cache_bytes, 4096);
+  EXPECT_EQ(p.config.model_config_name, "h100");
   EXPECT_EQ(p.log.format, "ISO8601");
   EXPECT_EQ(p.log.info, false);
   EXPECT_FALSE(p.log.warning.has_value());
@@ -105,6 +121,15 @@ TEST(TritonFlagsTest, ValuesThatCannotBeHonouredAreErrorsNamingTheFlag) {
   EXPECT_THAT(std::string(Parse({"--allow-http=maybe"}).status.message()), HasSubstr("maybe"));
   EXPECT_THAT(std::string(Parse({"--log-format=json"}).status.message()), HasSubstr("json"));
   EXPECT_FALSE(Parse({"--exit-timeout-secs=-1"}).status.ok());
+}
+
+TEST(TritonFlagsTest, AConfigNameThatIsNotAFileNameIsRefused) {
+  for (const char* name : {"../h100", "a/b", ".hidden"}) {
+    Parsed p = Parse({"--model-config-name", name});
+    EXPECT_EQ(p.status.code(), absl::StatusCode::kInvalidArgument) << name;
+    EXPECT_THAT(std::string(p.status.message()),
+                HasSubstr(std::string("--model-config-name: '") + name + "' is not a config name"));
+  }
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 """tritonserver's own command-line flags: a Triton launch line starts tessera-server unchanged.
-Flags with a Tessera meaning take effect (log format and file, --exit-on-error,
+Flags with a Tessera meaning take effect (log format and file, --model-config-name, --exit-on-error,
 --strict-readiness over ServerReady, /v2/health/ready and grpc.health.v1), Triton's tuning flags are accepted and named in the log as unused, and
 values that cannot be honoured stop the start naming the flag."""
 import shutil
@@ -11,8 +11,8 @@ import grpc
 import pytest
 
 from conftest import copy_repository
-from tessera_testlib import (BIN_DIR, MODELS_DIR, assert_mlp_serves, model_ready, start_fails,
-                             wait_until)
+from tessera_testlib import (BIN_DIR, MODELS_DIR, assert_close, assert_mlp_serves, infer_output,
+                             load_reference, model_ready, start_fails, wait_until)
 
 
 def http_status(url):
@@ -61,6 +61,7 @@ def test_a_triton_launch_line_serves(make_server, tmp_path):
     (["--allow-metrics=false"], "--allow-metrics=false contradicts --metrics-port"),
     (["--log-format", "json"], "json"),
     (["--allow-http", "perhaps"], "perhaps"),
+    (["--model-config-name", "../h100"], "--model-config-name: '../h100' is not a config name"),
 ])
 def test_values_that_cannot_be_honoured_stop_the_start(args, message):
     out = start_fails(*args)
@@ -105,3 +106,19 @@ def test_strict_readiness_follows_the_models(make_server, tmp_path):
     wait_until(strict_client.is_server_ready, 30,
                what="the strict server to be ready once the broken model is gone")
     assert grpc_health(strict)
+
+
+def test_model_config_name_picks_each_folders_custom_config(make_server, tmp_path):
+    """Triton's custom model configuration: configs/<name>.pbtxt where a folder has one."""
+    repo = copy_repository(tmp_path / "models")
+    (repo / "mlp" / "configs").mkdir()
+    config = (repo / "mlp" / "config.yaml").read_text().replace("max_batch_size: 8",
+                                                                "max_batch_size: 2")
+    (repo / "mlp" / "configs" / "small.yaml").write_text(config)
+    server = make_server(repository=repo, mode="none", wait_models=["mlp", "small_cnn"],
+                         extra_args=["--model-config-name", "small"])
+    client = server.client()
+    assert client.get_model_config("mlp").config.max_batch_size == 2
+    assert client.get_model_config("small_cnn").config.max_batch_size == 8  # its own config
+    x, y = load_reference("mlp")
+    assert_close(infer_output(client, "mlp", x[:2]), y[:2])

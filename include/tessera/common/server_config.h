@@ -86,6 +86,9 @@ struct ServerConfig {
   // load is ready: none failed its load or is loading (Triton: --strict-readiness, default true
   // there).
   bool strict_readiness = false;
+  // Each model folder's configs/<name>.pbtxt (or .yaml) in place of its config.pbtxt /
+  // config.yaml, where it has one; "" = none (Triton: --model-config-name).
+  std::string model_config_name;
 
   // Executors.
   std::string executor_binary;  // empty = tessera-executor beside the server binary
@@ -142,6 +145,9 @@ struct ServerConfig {
 };
 
 std::string_view ModelControlModeName(ModelControlMode mode);
+
+// Why `name` cannot be a model_config_name ('/', NUL, a leading '.'), or "".
+std::string CheckConfigName(const std::string& name);
 StatusOr<ModelControlMode> ParseModelControlMode(std::string_view text);
 // The byte size in tritonserver's --cache-config value "local,size=<bytes>".
 StatusOr<int64_t> ParseCacheConfig(std::string_view text);

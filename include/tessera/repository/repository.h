@@ -78,17 +78,27 @@ StatusOr<RepositorySnapshot> ScanRepository(const std::string& root);
 // NUL.
 Status CheckModelName(const std::string& name);
 
+// How a scan reads each model folder.
+struct ScanOptions {
+  // Triton's --model-config-name: a folder's configs/<config_name>.pbtxt (or .yaml) is its config
+  // in place of config.pbtxt / config.yaml where the folder has one; the others keep theirs.
+  // "" = none.
+  std::string config_name;
+};
+
 // Scans several repositories as one (Triton's repeated --model-repository): the models of all of
 // them, by name. A name that more than one holds is an entry whose config is INVALID_ARGUMENT
 // naming the folders. Fails as ScanRepository does when any root cannot be read.
-StatusOr<RepositorySnapshot> ScanRepositories(const std::vector<std::string>& roots);
+StatusOr<RepositorySnapshot> ScanRepositories(const std::vector<std::string>& roots,
+                                              const ScanOptions& options = {});
 
 // The folder of model `name` in whichever of `roots` holds it. NOT_FOUND when none does (or a
 // root is missing), INVALID_ARGUMENT when more than one does or the name is not a folder name.
 StatusOr<std::string> FindModelFolder(const std::vector<std::string>& roots,
                                       const std::string& name);
 // FindModelFolder, then the folder's scan (as ScanModel).
-StatusOr<ModelEntry> FindModel(const std::vector<std::string>& roots, const std::string& name);
+StatusOr<ModelEntry> FindModel(const std::vector<std::string>& roots, const std::string& name,
+                               const ScanOptions& options = {});
 
 // Scans one model folder, for an explicit load. NOT_FOUND when `root` or `<root>/<name>` is
 // missing, INVALID_ARGUMENT when `name` is not a plain folder name. A broken config is returned
