@@ -1,7 +1,10 @@
 // Builds small ONNX models in tests (protobufs written to the test temp dir). For tests only.
 #pragma once
 
+#include <unistd.h>
+
 #include <cstdint>
+#include <filesystem>
 #include <fstream>
 #include <random>
 #include <string>
@@ -112,8 +115,13 @@ class OnnxBuilderForTest {
     a->set_i(value);
   }
 
+  // Into a folder of this process: CTest runs the cases of one binary at once, and two of them
+  // writing one file name would read each other's half-written models.
   std::string Write(const std::string& file) {
-    std::string path = ::testing::TempDir() + "/" + file;
+    const std::filesystem::path folder = std::filesystem::path(::testing::TempDir()) /
+                                         ("tessera-onnx-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(folder);
+    std::string path = (folder / file).string();
     std::ofstream out(path, std::ios::binary);
     model_.SerializeToOstream(&out);
     return path;

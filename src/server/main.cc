@@ -21,7 +21,9 @@
 #include "absl/strings/str_join.h"
 #include "control_loop.h"
 #include "executor_pool.h"
+#include "host_metrics.h"
 #include "model_manager.h"
+#include "server_metrics.h"
 #include "spdlog/spdlog.h"
 #include "tessera/common/logging.h"
 #include "tessera/common/mutex_mode.h"
@@ -405,43 +407,14 @@ int Run(int argc, char** argv) {
   // before the manager, whose unloads notify).
   absl::Cleanup forget_health = [&manager] { manager.SetHealthListener(nullptr); };
   (*frontend)->RefreshHealth();
+  std::unique_ptr<tessera::server::HostMetrics> host_metrics;
   std::unique_ptr<tessera::frontend::MetricsEndpoint> metrics;
   if (config.metrics_port > 0) {
-    auto server_metrics = [c = control.get(), p = pool->get()] {
-      std::vector<tessera::frontend::MetricSample> samples;
-      if (c) samples = tessera::server::ControlMetrics(c->status());
-      for (const auto& [slot, counters] : p->input_pool_counters()) {
-        const std::string executor = std::to_string(slot);
-        for (const auto& [path, batches] :
-             {std::pair{"pooled", counters.batches_pooled}, {"gathered", counters.batches_gathered}}) {
-          samples.push_back({"tessera_input_pool_batches_total",
-                             "Batches sent from the executor's input pool (no copy at batch time) "
-                             "or gathered into its input ring at batch time",
-                             true, {{"executor", executor}, {"path", path}}, double(batches)});
-        }
-        struct Counter {
-          const char* name;
-          const char* help;
-          uint64_t value;
-        };
-        for (const Counter& counter :
-             {Counter{"tessera_input_pool_unstaged_requests_total",
-                      "Requests routed to a gpulet that found no room in its input pool",
-                      counters.requests_not_staged},
-              Counter{"tessera_input_pool_spilled_batches_total",
-                      "Pooled batches that straddled the wrap of the executor's input pool and "
-                      "had their head copied after their tail",
-                      counters.batches_spilled},
-              Counter{"tessera_input_pool_mirrored_batches_total",
-                      "Batches that read one or more inputs from the executor's input mirror "
-                      "(copied at arrival) instead of the input ring",
-                      counters.batches_mirrored}}) {
-          samples.push_back(
-              {counter.name, counter.help, true, {{"executor", executor}}, double(counter.value)});
-        }
-      }
-      return samples;
-    };
+    if (config.cpu_metrics) {
+      host_metrics = std::make_unique<tessera::server::HostMetrics>(config.metrics_interval_ms);
+    }
+    auto server_metrics =
+        tessera::server::ServerMetrics(control.get(), pool->get(), host_metrics.get());
     auto started = tessera::frontend::MetricsEndpoint::Start(
         config.metrics_address, config.metrics_port, &manager, server_metrics);
     if (!started.ok()) {

@@ -13,7 +13,7 @@ constexpr char kGroup[] = "tritonserver flags";
 
 // Triton flags for its own machinery, which Tessera does not have: each is accepted with any
 // value and named in the log. Repeatable, as several of Triton's are (--backend-config).
-constexpr std::array<std::string_view, 17> kUnusedFlags = {
+constexpr std::array<std::string_view, 15> kUnusedFlags = {
     "--pinned-memory-pool-byte-size",
     "--cuda-memory-pool-byte-size",
     "--cuda-virtual-address-size",
@@ -27,9 +27,7 @@ constexpr std::array<std::string_view, 17> kUnusedFlags = {
     "--host-policy",
     "--id",
     "--grpc-infer-allocation-pool-size",
-    "--metrics-interval-ms",
     "--allow-gpu-metrics",
-    "--allow-cpu-metrics",
     "--http-header-forward-pattern",
 };
 
@@ -62,6 +60,13 @@ TritonFlags::TritonFlags(CLI::App* app) : app_(app) {
   app->add_option("--metrics-address", metrics_address_, "Interface of /metrics")->group(kGroup);
   app->add_option("--http-thread-count", http_thread_count_, "HTTP requests worked on at once")
       ->check(CLI::Range(1, 4096))
+      ->group(kGroup);
+  app->add_option("--allow-cpu-metrics", allow_cpu_metrics_,
+                  "false: no nv_cpu_* metrics (metrics.cpu)")
+      ->group(kGroup);
+  app->add_option("--metrics-interval-ms", metrics_interval_ms_,
+                  "How often the CPU metrics are sampled (metrics.interval_ms)")
+      ->check(CLI::Range(int64_t{10}, int64_t{3600000}))
       ->group(kGroup);
   app->add_option("--model-config-name", model_config_name_,
                   "Serve each model folder's configs/<name>.pbtxt (or .yaml) where it has one "
@@ -128,6 +133,8 @@ Status TritonFlags::Apply(ServerConfig* config, LogSettingsUpdate* log,
   if (Given("--http-address")) config->http_address = http_address_;
   if (Given("--metrics-address")) config->metrics_address = metrics_address_;
   if (Given("--http-thread-count")) config->http_threads = http_thread_count_;
+  if (Given("--allow-cpu-metrics")) config->cpu_metrics = allow_cpu_metrics_;
+  if (Given("--metrics-interval-ms")) config->metrics_interval_ms = metrics_interval_ms_;
   if (Given("--model-config-name")) {
     if (std::string why = CheckConfigName(model_config_name_); !why.empty()) {
       return absl::InvalidArgumentError(absl::StrCat("--model-config-name: ", why));

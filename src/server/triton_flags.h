@@ -48,6 +48,8 @@ class TritonFlags {
   std::string grpc_address_, http_address_, metrics_address_;
   int http_thread_count_ = 0;
   std::string model_config_name_;
+  bool allow_cpu_metrics_ = true;
+  int64_t metrics_interval_ms_ = 2000;
   int64_t response_cache_byte_size_ = 0;
   bool log_info_ = true, log_warning_ = true, log_error_ = true;
   std::string log_format_, log_file_;

@@ -232,3 +232,11 @@ def test_metrics_endpoint(server):
     text = fetch_metrics(server.metrics_url)
     assert "nv_inference_request_success{" in text
     assert "nv_inference_queue_duration_us" in text
+    # The host's CPU and memory, under Triton's names (sampled every 2 s by default).
+    samples = wait_until(
+        lambda: (lambda s: metric_sum(s, "nv_cpu_utilization") is not None and s)(
+            parse_metrics(fetch_metrics(server.metrics_url))),
+        timeout=10, what="nv_cpu_utilization")
+    assert 0.0 <= metric_sum(samples, "nv_cpu_utilization") <= 1.0
+    total = metric_sum(samples, "nv_cpu_memory_total_bytes")
+    assert 0 < metric_sum(samples, "nv_cpu_memory_used_bytes") < total

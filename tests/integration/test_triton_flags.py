@@ -4,6 +4,7 @@ Flags with a Tessera meaning take effect (log format and file, --model-config-na
 values that cannot be honoured stop the start naming the flag."""
 import shutil
 import subprocess
+import time
 import urllib.error
 import urllib.request
 
@@ -11,8 +12,8 @@ import grpc
 import pytest
 
 from conftest import copy_repository
-from tessera_testlib import (BIN_DIR, MODELS_DIR, assert_close, assert_mlp_serves, infer_output,
-                             load_reference, model_ready, start_fails, wait_until)
+from tessera_testlib import (BIN_DIR, MODELS_DIR, assert_close, assert_mlp_serves, fetch_metrics,
+                             infer_output, load_reference, model_ready, start_fails, wait_until)
 
 
 def http_status(url):
@@ -46,8 +47,11 @@ def test_a_triton_launch_line_serves(make_server, tmp_path):
         "--log-file", str(log_file), "--pinned-memory-pool-byte-size=268435456",
         "--cuda-memory-pool-byte-size", "0:67108864", "--backend-config",
         "onnxruntime,default-max-batch-size=8", "--model-load-thread-count", "2",
-        "--exit-on-error=false", "--strict-readiness=false", "--allow-grpc=true"])
+        "--exit-on-error=false", "--strict-readiness=false", "--allow-grpc=true",
+        "--allow-cpu-metrics=false", "--metrics-interval-ms", "100"])
     assert_mlp_serves(server.client())
+    time.sleep(0.3)
+    assert "nv_cpu_" not in fetch_metrics(server.metrics_url)
     text = log_file.read_text()
     assert "--pinned-memory-pool-byte-size 268435456: not used" in text, text
     assert "--backend-config onnxruntime,default-max-batch-size=8: not used" in text, text

@@ -60,6 +60,8 @@ struct ServerConfig {
   int http_idle_timeout_s = 30;  // an HTTP connection that sends nothing for this long is closed
   std::string metrics_address = "0.0.0.0";
   int metrics_port = 8002;  // 0 = no metrics endpoint
+  bool cpu_metrics = true;  // nv_cpu_* on /metrics (Triton: --allow-cpu-metrics)
+  int64_t metrics_interval_ms = 2000;  // how often they are sampled (Triton: --metrics-interval-ms)
   int64_t max_grpc_message_bytes = 2147483647;  // INT32_MAX, as Triton and its clients use
   // Memory compressed requests may take at once while inflated (both endpoints); 0 = a quarter of
   // the machine's memory.

@@ -86,7 +86,7 @@ struct ModelQueueOptions {
   // Requests one priority level may have queued (in every lane together); 0 = unbounded. Each level
   // counts its own, as Triton's per-level queues do; without levels every request is level 0.
   uint32_t max_queue_size = 0;
-  std::map<uint32_t, uint32_t> max_queue_size_by_level;  // levels whose limit is not max_queue_size
+  std::map<uint32_t, uint32_t> max_queue_size_by_level = {};  // levels not at max_queue_size
   uint64_t slo_ns = 0;          // the model's latency SLO; 0 = none
   bool slo_drop = false;        // drop requests that can no longer meet slo_ns (see LanePlan)
 };

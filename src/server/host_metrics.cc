@@ -1,0 +1,114 @@
+#include "host_metrics.h"
+
+#include <chrono>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "tessera/common/yaml_util.h"
+
+namespace tessera::server {
+
+std::optional<CpuTimes> ParseProcStat(std::string_view text) {
+  for (absl::string_view line : absl::StrSplit(absl::string_view(text.data(), text.size()), '\n')) {
+    if (!absl::ConsumePrefix(&line, "cpu ")) continue;
+    // user nice system idle iowait irq softirq steal [guest guest_nice]: guest time is already
+    // inside user and nice, so the first eight are all of it.
+    std::vector<absl::string_view> fields = absl::StrSplit(line, ' ', absl::SkipEmpty());
+    if (fields.size() < 4) return std::nullopt;
+    CpuTimes times;
+    uint64_t idle = 0;
+    for (size_t i = 0; i < fields.size() && i < 8; ++i) {
+      uint64_t value = 0;
+      if (!absl::SimpleAtoi(fields[i], &value)) return std::nullopt;
+      times.total += value;
+      if (i == 3 || i == 4) idle += value;
+    }
+    times.busy = times.total - idle;
+    return times;
+  }
+  return std::nullopt;
+}
+
+std::optional<MemoryBytes> ParseMeminfo(std::string_view text) {
+  std::optional<uint64_t> total, available;
+  for (absl::string_view line : absl::StrSplit(absl::string_view(text.data(), text.size()), '\n')) {
+    std::optional<uint64_t>* field = absl::ConsumePrefix(&line, "MemTotal:")       ? &total
+                                     : absl::ConsumePrefix(&line, "MemAvailable:") ? &available
+                                                                                   : nullptr;
+    if (field == nullptr) continue;
+    line = absl::StripAsciiWhitespace(line);
+    if (!absl::ConsumeSuffix(&line, " kB")) return std::nullopt;
+    uint64_t kib = 0;
+    if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(line), &kib)) return std::nullopt;
+    *field = kib * 1024;
+  }
+  if (!total || !available) return std::nullopt;
+  return MemoryBytes{*total, *available};
+}
+
+double CpuUtilization(const CpuTimes& before, const CpuTimes& after) {
+  if (after.total <= before.total || after.busy < before.busy) return 0;
+  const double share = static_cast<double>(after.busy - before.busy) /
+                       static_cast<double>(after.total - before.total);
+  return share > 1 ? 1 : share;
+}
+
+HostMetrics::HostMetrics(int64_t interval_ms) : interval_ms_(interval_ms) {
+  {
+    std::lock_guard lock(mu_);
+    Sample();
+  }
+  sampler_ = std::thread([this] {
+    std::unique_lock lock(mu_);
+    while (!stop_cv_.wait_for(lock, std::chrono::milliseconds(interval_ms_),
+                              [this] { return stopping_; })) {
+      Sample();
+    }
+  });
+}
+
+HostMetrics::~HostMetrics() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  stop_cv_.notify_all();
+  sampler_.join();
+}
+
+void HostMetrics::Sample() {
+  // /proc files are small and in memory: reading them under the lock costs microseconds.
+  if (StatusOr<std::string> stat = yaml::ReadFileToString("/proc/stat"); stat.ok()) {
+    std::optional<CpuTimes> now = ParseProcStat(*stat);
+    if (now && last_cpu_) utilization_ = CpuUtilization(*last_cpu_, *now);
+    if (now) last_cpu_ = now;
+  }
+  if (StatusOr<std::string> meminfo = yaml::ReadFileToString("/proc/meminfo"); meminfo.ok()) {
+    if (std::optional<MemoryBytes> memory = ParseMeminfo(*meminfo)) memory_ = memory;
+  }
+}
+
+std::vector<frontend::MetricSample> HostMetrics::Samples() const {
+  std::lock_guard lock(mu_);
+  std::vector<frontend::MetricSample> samples;
+  if (utilization_) {
+    samples.push_back(
+        {"nv_cpu_utilization", "CPU utilization rate [0.0 - 1.0]", false, {}, *utilization_});
+  }
+  if (memory_) {
+    samples.push_back({"nv_cpu_memory_total_bytes",
+                       "CPU total memory (RAM), in bytes",
+                       false,
+                       {},
+                       static_cast<double>(memory_->total)});
+    samples.push_back({"nv_cpu_memory_used_bytes",
+                       "CPU used memory (RAM), in bytes",
+                       false,
+                       {},
+                       static_cast<double>(memory_->total - memory_->available)});
+  }
+  return samples;
+}
+
+}  // namespace tessera::server

@@ -1,0 +1,64 @@
+// The machine's CPU use and memory, as Triton reports them on /metrics (nv_cpu_utilization,
+// nv_cpu_memory_total_bytes, nv_cpu_memory_used_bytes), so dashboards made for Triton show them.
+// A thread of its own reads /proc every interval: a scrape gets the utilization of the last
+// interval, not an average since boot, whenever it comes.
+//
+// Thread-safety: Samples may be called from any thread.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "tessera/frontend/metrics.h"
+
+namespace tessera::server {
+
+// Jiffies of the aggregate "cpu" line of /proc/stat: all of them, and those not idle (idle and
+// iowait are idle).
+struct CpuTimes {
+  uint64_t total = 0;
+  uint64_t busy = 0;
+};
+std::optional<CpuTimes> ParseProcStat(std::string_view text);
+
+// MemTotal and MemAvailable of /proc/meminfo, in bytes.
+struct MemoryBytes {
+  uint64_t total = 0;
+  uint64_t available = 0;
+};
+std::optional<MemoryBytes> ParseMeminfo(std::string_view text);
+
+// Busy share of the jiffies between two readings, in [0, 1]; 0 when none passed.
+double CpuUtilization(const CpuTimes& before, const CpuTimes& after);
+
+class HostMetrics {
+ public:
+  // Reads /proc now and then every `interval_ms` until destroyed.
+  explicit HostMetrics(int64_t interval_ms);
+  ~HostMetrics();
+  HostMetrics(const HostMetrics&) = delete;
+  HostMetrics& operator=(const HostMetrics&) = delete;
+
+  // The latest readings; a metric whose file could not be read is left out.
+  std::vector<frontend::MetricSample> Samples() const;
+
+ private:
+  void Sample() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const int64_t interval_ms_;
+  mutable std::mutex mu_;
+  std::condition_variable stop_cv_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::optional<CpuTimes> last_cpu_ ABSL_GUARDED_BY(mu_);
+  std::optional<double> utilization_ ABSL_GUARDED_BY(mu_);
+  std::optional<MemoryBytes> memory_ ABSL_GUARDED_BY(mu_);
+  std::thread sampler_;
+};
+
+}  // namespace tessera::server
