@@ -391,8 +391,8 @@ Status ReadModelWarmup(const YamlMap& root, int max_batch_size,
     const std::string inputs_path = m.PathOf("inputs");
     if (!inputs->IsMap() || inputs->size() == 0) {
       return yaml::ErrorAt(source, *inputs, inputs_path,
-                           "expected a map from input name to {data_type, dims, zero_data or "
-                           "random_data}");
+                           "expected a map from input name to {data_type, dims, zero_data, "
+                           "random_data or input_data_file}");
     }
     for (auto it = inputs->begin(); it != inputs->end(); ++it) {
       TESSERA_ASSIGN_OR_RETURN(std::string name,
@@ -417,16 +417,19 @@ Status ReadModelWarmup(const YamlMap& root, int max_batch_size,
       TESSERA_ASSIGN_OR_RETURN(std::vector<int64_t> values,
                                yaml::ReadIntList(source, *dims, in.PathOf("dims"), 1, INT32_MAX));
       input.dims.assign(values.begin(), values.end());
-      if (in.Has("input_data_file")) {
-        return yaml::ErrorAt(source, in.KeyLine("input_data_file"), in.PathOf("input_data_file"),
-                             "is not supported; use zero_data or random_data");
+      if (std::optional<YAML::Node> file = in.Get("input_data_file")) {
+        TESSERA_ASSIGN_OR_RETURN(input.input_data_file,
+                                 yaml::ReadString(source, *file, in.PathOf("input_data_file")));
+        TESSERA_RETURN_IF_ERROR(
+            CheckPlainFileName(source, *file, in.PathOf("input_data_file"), input.input_data_file));
       }
       bool zero = false;
       TESSERA_RETURN_IF_ERROR(in.GetBool("zero_data", &zero));
       TESSERA_RETURN_IF_ERROR(in.GetBool("random_data", &input.random_data));
-      if (zero == input.random_data) {
-        return yaml::ErrorAt(source, in.line(), path,
-                             "needs exactly one of zero_data: true or random_data: true");
+      if (int(zero) + int(input.random_data) + int(in.Has("input_data_file")) != 1) {
+        return yaml::ErrorAt(
+            source, in.line(), path,
+            "needs exactly one of zero_data: true, random_data: true or input_data_file");
       }
       sample.inputs.push_back(std::move(input));
     }

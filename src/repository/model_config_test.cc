@@ -604,10 +604,23 @@ TEST(ModelConfigTest, ModelWarmup) {
   ExpectError(Minimal("model_warmup:\n  - batch_size: 1\n    inputs:\n"
                       "      input: {data_type: TYPE_FP32, dims: [64]}\n"),
               12, "model_warmup[0].inputs.input",
-              "needs exactly one of zero_data: true or random_data: true");
+              "needs exactly one of zero_data: true, random_data: true or input_data_file");
   ExpectError(Minimal("model_warmup:\n  - batch_size: 1\n    inputs:\n"
-                      "      input: {data_type: TYPE_FP32, dims: [64], input_data_file: x}\n"),
-              12, "model_warmup[0].inputs.input.input_data_file", "is not supported");
+                      "      input: {data_type: TYPE_FP32, dims: [64], input_data_file: x,\n"
+                      "              zero_data: true}\n"),
+              12, "model_warmup[0].inputs.input", "needs exactly one of");
+  ExpectError(Minimal("model_warmup:\n  - batch_size: 1\n    inputs:\n"
+                      "      input: {data_type: TYPE_FP32, dims: [64], input_data_file: ../x}\n"),
+              12, "model_warmup[0].inputs.input.input_data_file",
+              "must be a plain file name, got \"../x\"");
+  StatusOr<ModelConfig> from_file =
+      ParseModelConfig(Minimal("model_warmup:\n  - batch_size: 2\n    inputs:\n"
+                               "      input: {data_type: TYPE_FP32, dims: [64], "
+                               "input_data_file: row.bin}\n"),
+                       kSource, "mlp");
+  ASSERT_TRUE(from_file.ok()) << from_file.status();
+  EXPECT_EQ(from_file->model_warmup[0].inputs[0].input_data_file, "row.bin");
+  EXPECT_EQ(from_file->model_warmup[0].inputs[0].data, nullptr);  // the repository scan reads it
   ExpectError(Minimal("model_warmup:\n  - batch_size: 1\n    inputs:\n"
                       "      input: {data_type: TYPE_FP32, dims: [-1], zero_data: true}\n"),
               12, "model_warmup[0].inputs.input.dims[0]", "got -1");

@@ -110,6 +110,27 @@ StatusOr<ModelConfig> ReadLabels(const fs::path& dir, const std::string& name, M
 
 ModelEntry FinishScan(const fs::path& dir, ModelEntry entry, Fnv1a& hash);
 
+// Fills each warm-up input's `data` from its input_data_file in the model's warmup/ folder (as
+// Triton keeps them); the bytes go into the fingerprint, so a changed file reloads the model.
+StatusOr<ModelConfig> ReadWarmupFiles(const fs::path& dir, const std::string& name,
+                                      ModelConfig config, Fnv1a& hash) {
+  for (WarmupSample& sample : config.model_warmup) {
+    for (WarmupInput& input : sample.inputs) {
+      if (input.input_data_file.empty()) continue;
+      const std::string path = (dir / "warmup" / input.input_data_file).string();
+      StatusOr<std::string> bytes = yaml::ReadFileToString(path);
+      if (!bytes.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("model '", name, "': model_warmup \"", sample.name, "\" input '",
+                         input.name, "': cannot read its input_data_file ", path));
+      }
+      hash.Add(*bytes);
+      input.data = std::make_shared<const std::string>(std::move(bytes).value());
+    }
+  }
+  return config;
+}
+
 // Reads the model folder; never fails (problems are recorded in the entry). With `config_json`
 // the config comes from it and the folder's config file is not read.
 ModelEntry ScanModelFolder(const fs::path& dir, const std::string& name,
@@ -196,6 +217,9 @@ ModelEntry FinishScan(const fs::path& dir, ModelEntry entry, Fnv1a& hash) {
   const std::string& name = entry.name;
   if (entry.config.ok()) {
     entry.config = ReadLabels(dir, name, std::move(entry.config).value(), hash);
+  }
+  if (entry.config.ok()) {
+    entry.config = ReadWarmupFiles(dir, name, std::move(entry.config).value(), hash);
   }
   if (!entry.config.ok()) {
     entry.fingerprint = hash.value();

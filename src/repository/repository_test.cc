@@ -349,6 +349,35 @@ output [ { name: "y", data_type: TYPE_FP32, dims: [ 2 ] } ]
               HasSubstr("configs/cpu.pbtxt are there; keep one of them"));
 }
 
+TEST_F(RepositoryTest, WarmupDataFilesAreReadFromTheWarmupFolder) {
+  const std::string config = ConfigText("warm", R"(model_warmup:
+  - name: real
+    batch_size: 2
+    inputs:
+      x: {data_type: TYPE_FP32, dims: [4], input_data_file: row.bin}
+)");
+  Write("warm/config.yaml", config);
+  Write("warm/1/model.onnx", "x");
+  Write("warm/warmup/row.bin", std::string(16, '\1'));
+  StatusOr<ModelEntry> entry = ScanModel(root(), "warm");
+  ASSERT_TRUE(entry.ok() && entry->config.ok()) << entry->config.status();
+  const WarmupInput& input = entry->config->model_warmup[0].inputs[0];
+  ASSERT_NE(input.data, nullptr);
+  EXPECT_EQ(*input.data, std::string(16, '\1'));
+
+  // A changed file changes the fingerprint (a poll reloads the model); a missing one is the
+  // model's error, naming the path.
+  Write("warm/warmup/row.bin", std::string(16, '\2'));
+  EXPECT_NE(ScanModel(root(), "warm")->fingerprint, entry->fingerprint);
+  fs::remove(root_ / "warm" / "warmup" / "row.bin");
+  StatusOr<ModelEntry> missing = ScanModel(root(), "warm");
+  ASSERT_TRUE(missing.ok());
+  EXPECT_THAT(std::string(missing->config.status().message()),
+              HasSubstr("model 'warm': model_warmup \"real\" input 'x': cannot read its "
+                        "input_data_file " +
+                        (root_ / "warm" / "warmup" / "row.bin").string()));
+}
+
 TEST_F(RepositoryTest, LabelFilesAreReadWithTheConfig) {
   const std::string config =
       "name: labelled\ninput: [{name: x, data_type: TYPE_FP32, dims: [3]}]\n"

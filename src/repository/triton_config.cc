@@ -311,8 +311,7 @@ void WriteDynamicBatching(const inference::ModelConfig& config, const Locator& r
   if (empty) yaml.Add(2, "{}", line);
 }
 
-// model_warmup, as the same keys in YAML. input_data_file is passed on for ParseModelConfig to
-// refuse with its line.
+// model_warmup, as the same keys in YAML.
 void WriteModelWarmup(const inference::ModelConfig& config, const Locator& root,
                       YamlWriter& yaml) {
   if (config.model_warmup().empty()) return;

@@ -303,11 +303,18 @@ TEST(TritonConfigTest, ModelWarmupIsRead) {
   ASSERT_EQ(c->model_warmup[0].inputs.size(), 1u);
   EXPECT_EQ(c->model_warmup[0].inputs[0].dims, (Shape{64}));
   EXPECT_TRUE(c->model_warmup[0].inputs[0].random_data);
-  // Triton reads warm-up data from files too; Tessera says so, on the sample's line.
-  EXPECT_THAT(ErrorOf(Minimal("model_warmup [ { batch_size: 1 inputs { key: \"input\" value { "
-                              "data_type: TYPE_FP32 dims: [ 64 ] input_data_file: \"raw\" } } } ]\n")),
-              AllOf(HasSubstr("models/mlp/config.pbtxt:5:"), HasSubstr("input_data_file"),
-                    HasSubstr("is not supported")));
+  // Warm-up data from a file, as Triton reads it (from the model's warmup/ folder).
+  StatusOr<ModelConfig> from_file = ParseTritonModelConfig(
+      Minimal("model_warmup [ { batch_size: 1 inputs { key: \"input\" value { "
+              "data_type: TYPE_FP32 dims: [ 64 ] input_data_file: \"raw\" } } } ]\n"),
+      kSource, "mlp");
+  ASSERT_TRUE(from_file.ok()) << from_file.status();
+  EXPECT_EQ(from_file->model_warmup[0].inputs[0].input_data_file, "raw");
+  EXPECT_THAT(
+      ErrorOf(Minimal("model_warmup [ { batch_size: 1 inputs { key: \"input\" value { "
+                      "data_type: TYPE_FP32 dims: [ 64 ] input_data_file: \"a/raw\" } } } ]\n")),
+      AllOf(HasSubstr("models/mlp/config.pbtxt:5:"), HasSubstr("input_data_file"),
+            HasSubstr("must be a plain file name")));
 }
 
 TEST(TritonConfigTest, IgnoredHintsAreNotedWithTheirLines) {

@@ -1,6 +1,7 @@
 #include "executor_batch_runner.h"
 
 #include <algorithm>
+#include <cstring>
 #include <random>
 
 #include "absl/strings/str_cat.h"
@@ -103,7 +104,38 @@ struct WarmUpInput {
   DataType data_type;
   Shape shape;
   bool random_data = false;
+  // One row's bytes from an input_data_file, repeated for every row; null = zeros or random.
+  std::shared_ptr<const std::string> row_data = nullptr;
 };
+
+// Bytes of `rows` copies of a `row_bytes` row, or nullopt past 2^64.
+std::optional<uint64_t> CheckedRowsBytes(int64_t rows, uint64_t row_bytes) {
+  uint64_t total = 0;
+  if (rows < 0 || __builtin_mul_overflow(static_cast<uint64_t>(rows), row_bytes, &total)) {
+    return std::nullopt;
+  }
+  return total;
+}
+
+// OK when an input_data_file's bytes are one row of `input` at `dims` (its type's size for
+// each element, or that many serialized BYTES elements).
+Status CheckRowData(const std::string& label, const repository::WarmupInput& input,
+                    const std::string& row) {
+  const std::string what =
+      absl::StrCat(label, ": input '", input.name, "': input_data_file ", input.input_data_file);
+  const int64_t elements = ElementCount(input.dims);
+  if (input.data_type == DataType::kString) {
+    return CheckBytesElements(what, row.data(), row.size(), elements);
+  }
+  std::optional<uint64_t> wanted = DenseByteSize(input.dims, DataTypeByteSize(input.data_type));
+  if (!wanted || *wanted != row.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, " holds ", row.size(), " bytes; one row of dims ", ShapeToString(input.dims), " of ",
+        std::string(DataTypeToConfigName(input.data_type)), " is ",
+        wanted ? absl::StrCat(*wanted, " bytes") : std::string("more than 2^64 bytes")));
+  }
+  return absl::OkStatus();
+}
 
 // Runs one batch made of `inputs` `runs` times. `label` says which warm-up in errors.
 Status RunWarmUpBatch(ExecutorProcess& process, const std::string& instance_key,
@@ -114,9 +146,11 @@ Status RunWarmUpBatch(ExecutorProcess& process, const std::string& instance_key,
   for (const WarmUpInput& input : inputs) {
     // Checked before anything is allocated: the dims come from a config or a model file.
     // A BYTES input's zeros are empty strings: each element its 4-byte zero length.
-    std::optional<uint64_t> bytes = DenseByteSize(
-        input.shape, input.data_type == DataType::kString ? kBytesLengthPrefix
-                                                          : DataTypeByteSize(input.data_type));
+    std::optional<uint64_t> bytes =
+        input.row_data ? CheckedRowsBytes(rows, input.row_data->size())
+                       : DenseByteSize(input.shape, input.data_type == DataType::kString
+                                                        ? kBytesLengthPrefix
+                                                        : DataTypeByteSize(input.data_type));
     if (!bytes || __builtin_add_overflow(total_bytes, *bytes, &total_bytes) ||
         total_bytes > process.gather_capacity_bytes()) {
       return absl::ResourceExhaustedError(absl::StrCat(
@@ -135,7 +169,12 @@ Status RunWarmUpBatch(ExecutorProcess& process, const std::string& instance_key,
   std::uniform_real_distribution<float> uniform(0.0f, 1.0f);
   for (size_t k = 0; k < inputs.size(); ++k) {
     buffers.emplace_back(sizes[k], '\0');
-    if (inputs[k].random_data && inputs[k].data_type == DataType::kFp32) {
+    if (inputs[k].row_data) {
+      const std::string& row = *inputs[k].row_data;
+      for (size_t at = 0; at + row.size() <= sizes[k] && !row.empty(); at += row.size()) {
+        std::memcpy(buffers.back().data() + at, row.data(), row.size());
+      }
+    } else if (inputs[k].random_data && inputs[k].data_type == DataType::kFp32) {
       auto* values = reinterpret_cast<float*>(buffers.back().data());
       for (size_t i = 0; i < sizes[k] / sizeof(float); ++i) values[i] = uniform(rng);
     }
@@ -211,10 +250,11 @@ Status WarmUpSample(ExecutorProcess& process, const std::string& instance_key,
     Shape shape;
     if (batched) shape.push_back(sample.batch_size);
     shape.insert(shape.end(), given->dims.begin(), given->dims.end());
+    if (given->data) TESSERA_RETURN_IF_ERROR(CheckRowData(label, *given, *given->data));
     // A sample is given in the config's dims, as a client would send it.
     inputs.push_back(WarmUpInput{input.name, input.data_type,
                                  repository::ToModelShape(input, shape, batched),
-                                 given->random_data});
+                                 given->random_data, given->data});
   }
   for (const repository::WarmupInput& w : sample.inputs) {
     const bool known = std::any_of(config.inputs.begin(), config.inputs.end(),

@@ -434,6 +434,38 @@ def test_model_warmup_samples_run_at_load(server, client, repo):
     assert_mlp_serves(client)
 
 
+def test_model_warmup_reads_data_files_from_the_warmup_folder(server, client, repo):
+    """Triton's input_data_file: one row of raw data in <model>/warmup/, repeated for each row of
+    the sample; a file whose size is not one row fails the load naming the file and the sizes."""
+    save_single_op_model(repo, "warm_file", "Relu", ["batch", "length"], ["batch", "length"])
+    (repo / "warm_file" / "warmup").mkdir()
+    (repo / "warm_file" / "warmup" / "row16").write_bytes(
+        np.linspace(-1, 1, 16, dtype=np.float32).tobytes())
+    (repo / "warm_file" / "warmup" / "row15").write_bytes(np.zeros(15, np.float32).tobytes())
+    config = ('name: "warm_file"\nmax_batch_size: 4\n'
+              'input { name: "x" data_type: TYPE_FP32 dims: [ -1 ] }\n'
+              'output { name: "y" data_type: TYPE_FP32 dims: [ -1 ] }\n'
+              'model_warmup [ { name: "real" batch_size: 3 inputs { key: "x" '
+              'value { data_type: TYPE_FP32 dims: [ 16 ] input_data_file: "%s" } } } ]\n')
+    (repo / "warm_file" / "config.pbtxt").write_text(config % "row16")
+    client.load_model("warm_file")
+    assert "model warm_file/1: warmed up 1 instance(s) with model_warmup [real]" in \
+        server.log_path.read_text(errors="replace")
+    x = np.array([[-1.0, 2.0]], dtype=np.float32)
+    np.testing.assert_array_equal(
+        client.infer("warm_file", [make_input(x, name="x")]).as_numpy("y"), np.maximum(x, 0))
+
+    (repo / "warm_file" / "config.pbtxt").write_text(config % "row15")
+    e = expect_error(lambda: client.load_model("warm_file"), "INVALID_ARGUMENT")
+    assert "input 'x': input_data_file row15 holds 60 bytes; one row of dims [16] of " \
+        "TYPE_FP32 is 64 bytes" in e.message(), e.message()
+    (repo / "warm_file" / "config.pbtxt").write_text(config % "missing")
+    e = expect_error(lambda: client.load_model("warm_file"), "INVALID_ARGUMENT")
+    assert "cannot read its input_data_file" in e.message(), e.message()
+    assert client.is_model_ready("warm_file")  # the first load still serves
+    assert_mlp_serves(client)
+
+
 def test_model_file_dims_of_size_zero_fail_the_load_clearly(client, repo):
     """Found by model_fuzz.py: a dim of size 0 in a model file was completed as 'any size', and
     every request then failed in the engine (which held the model to 0) with INTERNAL."""

@@ -137,6 +137,11 @@ struct WarmupInput {
   // random_data: FP32 inputs get values uniform in [0, 1); other types get zeros (random integers
   // would be out of range for index inputs such as token ids).
   bool random_data = false;
+  // Triton's input_data_file: a file in the model folder's warmup/ folder holding one batch row
+  // of this input, raw and row-major (BYTES: serialized elements), repeated for every row of the
+  // sample. Read by the repository scan into `data`; its size is checked against dims at load.
+  std::string input_data_file = {};
+  std::shared_ptr<const std::string> data = nullptr;
 };
 
 struct WarmupSample {
