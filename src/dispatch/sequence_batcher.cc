@@ -183,6 +183,8 @@ std::shared_ptr<SequenceBatcher::AddedInputs> SequenceBatcher::MakeAddedInputs(
     const SequenceState& spec = options_.states[k];
     if (k < state.size()) {
       added->buffers.push_back(state[k]);
+    } else if (spec.initial_data) {
+      added->buffers.push_back(*spec.initial_data);  // the initial state, from its data_file
     } else {
       added->buffers.emplace_back(StateBytes(spec), '\0');  // the initial state: zeros
     }

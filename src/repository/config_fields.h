@@ -19,4 +19,9 @@ StatusOr<Shape> ReadDims(std::string_view source, const YAML::Node& node, const 
 StatusOr<DataType> ReadDataType(std::string_view source, const YAML::Node& node,
                                 const std::string& path);
 
+// A file name the repository opens inside a model's folder: no path, so a config cannot make the
+// server read a file elsewhere.
+Status CheckPlainFileName(std::string_view source, const YAML::Node& node, std::string_view path,
+                          const std::string& name);
+
 }  // namespace tessera::repository

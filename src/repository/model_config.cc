@@ -48,6 +48,15 @@ StatusOr<DataType> ReadDataType(std::string_view source, const YAML::Node& node,
   return *data_type;
 }
 
+Status CheckPlainFileName(std::string_view source, const YAML::Node& node, std::string_view path,
+                          const std::string& name) {
+  if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos) {
+    return yaml::ErrorAt(source, node, path,
+                         absl::StrCat("must be a plain file name, got \"", name, "\""));
+  }
+  return absl::OkStatus();
+}
+
 namespace {
 
 using yaml::YamlMap;
@@ -81,17 +90,6 @@ constexpr std::array<std::string_view, 4> kQueuePolicyKeys = {
     "max_queue_size", "timeout_action", "default_timeout_microseconds", "allow_timeout_override"};
 constexpr std::array<std::string_view, 2> kTimeoutActions = {"REJECT", "DELAY"};
 constexpr std::array<std::string_view, 4> kInstanceGroupKeys = {"name", "count", "kind", "gpus"};
-
-// A file name the repository opens inside a model's folder: no path, so a config cannot make the
-// server read a file elsewhere.
-Status CheckPlainFileName(std::string_view source, const YAML::Node& node, std::string_view path,
-                          const std::string& name) {
-  if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos) {
-    return yaml::ErrorAt(source, node, path,
-                         absl::StrCat("must be a plain file name, got \"", name, "\""));
-  }
-  return absl::OkStatus();
-}
 
 // Reads `input` or `output`: a non-empty list of {name, data_type, dims, reshape}, or nothing.
 Status ReadTensors(const YamlMap& root, std::string_view key, std::vector<TensorConfig>& tensors) {

@@ -110,10 +110,11 @@ StatusOr<ModelConfig> ReadLabels(const fs::path& dir, const std::string& name, M
 
 ModelEntry FinishScan(const fs::path& dir, ModelEntry entry, Fnv1a& hash);
 
-// Fills each warm-up input's `data` from its input_data_file in the model's warmup/ folder (as
-// Triton keeps them); the bytes go into the fingerprint, so a changed file reloads the model.
-StatusOr<ModelConfig> ReadWarmupFiles(const fs::path& dir, const std::string& name,
-                                      ModelConfig config, Fnv1a& hash) {
+// Fills each warm-up input's `data` from its input_data_file in the model's warmup/ folder, and
+// each state's `initial_data` from its data_file in initial_state/ (as Triton keeps them); the
+// bytes go into the fingerprint, so a changed file reloads the model.
+StatusOr<ModelConfig> ReadDataFiles(const fs::path& dir, const std::string& name,
+                                    ModelConfig config, Fnv1a& hash) {
   for (WarmupSample& sample : config.model_warmup) {
     for (WarmupInput& input : sample.inputs) {
       if (input.input_data_file.empty()) continue;
@@ -127,6 +128,24 @@ StatusOr<ModelConfig> ReadWarmupFiles(const fs::path& dir, const std::string& na
       hash.Add(*bytes);
       input.data = std::make_shared<const std::string>(std::move(bytes).value());
     }
+  }
+  for (SequenceState& state : config.sequence_batching.states) {
+    if (state.initial_data_file.empty()) continue;
+    const std::string path = (dir / "initial_state" / state.initial_data_file).string();
+    StatusOr<std::string> bytes = yaml::ReadFileToString(path);
+    const std::string what = absl::StrCat("model '", name, "': state '", state.input_name,
+                                          "': initial_state data_file ", path);
+    if (!bytes.ok()) return absl::InvalidArgumentError(absl::StrCat(what, " cannot be read"));
+    const std::optional<uint64_t> wanted =
+        DenseByteSize(state.dims, DataTypeByteSize(state.data_type));
+    if (!wanted || *wanted != bytes->size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, " holds ", bytes->size(), " bytes; the state's dims ", ShapeToString(state.dims),
+          " of ", std::string(DataTypeToConfigName(state.data_type)), " are ",
+          wanted ? absl::StrCat(*wanted) : std::string("more than 2^64"), " bytes"));
+    }
+    hash.Add(*bytes);
+    state.initial_data = std::make_shared<const std::string>(std::move(bytes).value());
   }
   return config;
 }
@@ -219,7 +238,7 @@ ModelEntry FinishScan(const fs::path& dir, ModelEntry entry, Fnv1a& hash) {
     entry.config = ReadLabels(dir, name, std::move(entry.config).value(), hash);
   }
   if (entry.config.ok()) {
-    entry.config = ReadWarmupFiles(dir, name, std::move(entry.config).value(), hash);
+    entry.config = ReadDataFiles(dir, name, std::move(entry.config).value(), hash);
   }
   if (!entry.config.ok()) {
     entry.fingerprint = hash.value();

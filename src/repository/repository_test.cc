@@ -378,6 +378,37 @@ TEST_F(RepositoryTest, WarmupDataFilesAreReadFromTheWarmupFolder) {
                         (root_ / "warm" / "warmup" / "row.bin").string()));
 }
 
+TEST_F(RepositoryTest, InitialStateFilesAreReadAndSizeChecked) {
+  auto config = [](const std::string& file) {
+    return "name: acc\nmax_batch_size: 2\n"
+           "input: [{name: x, data_type: TYPE_FP32, dims: [1]}]\n"
+           "output: [{name: y, data_type: TYPE_FP32, dims: [1]}]\n"
+           "sequence_batching:\n  state:\n    - input_name: s_in\n      output_name: s_out\n"
+           "      data_type: TYPE_FP32\n      dims: [2]\n      initial_state: [{data_type: "
+           "TYPE_FP32, dims: [2], data_file: " +
+           file + "}]\n";
+  };
+  Write("acc/config.yaml", config("two.bin"));
+  Write("acc/1/model.onnx", "x");
+  Write("acc/initial_state/two.bin", std::string(8, '\7'));
+  Write("acc/initial_state/three.bin", std::string(12, '\7'));
+  StatusOr<ModelEntry> entry = ScanModel(root(), "acc");
+  ASSERT_TRUE(entry.ok() && entry->config.ok()) << entry->config.status();
+  ASSERT_NE(entry->config->sequence_batching.states[0].initial_data, nullptr);
+  EXPECT_EQ(*entry->config->sequence_batching.states[0].initial_data, std::string(8, '\7'));
+
+  Write("acc/config.yaml", config("three.bin"));
+  StatusOr<ModelEntry> wrong = ScanModel(root(), "acc");
+  ASSERT_TRUE(wrong.ok());
+  EXPECT_THAT(std::string(wrong->config.status().message()),
+              HasSubstr("state 's_in': initial_state data_file " +
+                        (root_ / "acc" / "initial_state" / "three.bin").string() +
+                        " holds 12 bytes; the state's dims [2] of TYPE_FP32 are 8 bytes"));
+  Write("acc/config.yaml", config("none.bin"));
+  EXPECT_THAT(std::string(ScanModel(root(), "acc")->config.status().message()),
+              HasSubstr("none.bin cannot be read"));
+}
+
 TEST_F(RepositoryTest, LabelFilesAreReadWithTheConfig) {
   const std::string config =
       "name: labelled\ninput: [{name: x, data_type: TYPE_FP32, dims: [3]}]\n"

@@ -202,13 +202,18 @@ StatusOr<SequenceState> ReadState(std::string_view source, const YAML::Node& ite
       TESSERA_ASSIGN_OR_RETURN(YamlMap s, YamlMap::Create(source, items[i], at, kInitialStateKeys));
       std::string name;
       TESSERA_RETURN_IF_ERROR(s.GetString("name", &name));
-      if (s.Has("data_file")) {
-        return yaml::ErrorAt(source, s.KeyLine("data_file"), s.PathOf("data_file"),
-                             "initial states from files are not supported; use zero_data: true");
+      if (std::optional<YAML::Node> file = s.Get("data_file")) {
+        TESSERA_ASSIGN_OR_RETURN(state.initial_data_file,
+                                 yaml::ReadString(source, *file, s.PathOf("data_file")));
+        TESSERA_RETURN_IF_ERROR(
+            CheckPlainFileName(source, *file, s.PathOf("data_file"), state.initial_data_file));
       }
       bool zeros = false;
       TESSERA_RETURN_IF_ERROR(s.GetBool("zero_data", &zeros));
-      if (!zeros) return yaml::ErrorAt(source, items[i], at, "needs zero_data: true");
+      if (zeros == s.Has("data_file")) {
+        return yaml::ErrorAt(source, items[i], at,
+                             "needs exactly one of zero_data: true or data_file");
+      }
       std::optional<YAML::Node> initial_type = s.Get("data_type");
       if (!initial_type) return s.Missing("data_type");
       TESSERA_ASSIGN_OR_RETURN(DataType t,

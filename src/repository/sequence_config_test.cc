@@ -137,6 +137,16 @@ void ExpectYamlError(const std::string& from, const std::string& to, const std::
   EXPECT_THAT(std::string(c.status().message()), HasSubstr("acc/config.yaml:"));
 }
 
+TEST(SequenceConfigTest, AnInitialStateMayComeFromAFile) {
+  std::string text = kYaml;
+  const std::string from = "zero_data: true";
+  text.replace(text.find(from), from.size(), "data_file: init.bin");
+  StatusOr<ModelConfig> c = ParseModelConfig(text, "acc/config.yaml", "acc");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->sequence_batching.states[0].initial_data_file, "init.bin");
+  EXPECT_EQ(c->sequence_batching.states[0].initial_data, nullptr);  // the repository scan reads it
+}
+
 TEST(SequenceConfigTest, RefusesWhatItCannotServe) {
   ExpectYamlError("sequence_batching:\n", "dynamic_batching: {}\nsequence_batching:\n",
                   "either dynamic_batching or sequence_batching");
@@ -165,7 +175,9 @@ TEST(SequenceConfigTest, RefusesWhatItCannotServe) {
   ExpectYamlError("output_name: STATE_OUT", "output_name: OUTPUT", "is also a config output");
   ExpectYamlError("      dims: [2, 3]\n      initial", "      dims: [2, -1]\n      initial",
                   "variable state dims");
-  ExpectYamlError("zero_data: true", "data_file: init.bin", "initial states from files");
+  ExpectYamlError("zero_data: true", "zero_data: true, data_file: init.bin",
+                  "needs exactly one of zero_data: true or data_file");
+  ExpectYamlError("zero_data: true", "data_file: ../init.bin", "must be a plain file name");
   ExpectYamlError("initial_state: [{data_type: TYPE_FP32, dims: [2, 3]",
                   "initial_state: [{data_type: TYPE_FP32, dims: [3, 2]", "the state is TYPE_FP32");
   ExpectYamlError("      dims: [2, 3]\n      initial",

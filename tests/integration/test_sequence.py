@@ -49,9 +49,10 @@ sequence_batching {{
 """
 
 
-def save_accumulator(repo, name, idle_us=5_000_000, text_ids=False):
+def save_accumulator(repo, name, idle_us=5_000_000, text_ids=False, initial=None):
     """OUTPUT = INPUT + STATE_IN, STATE_OUT = OUTPUT, and each control input echoed as FP32; with
-    `text_ids` the CORRID is TYPE_STRING and echoed as it is."""
+    `text_ids` the CORRID is TYPE_STRING and echoed as it is; with `initial` a sequence starts
+    from that value, read from a file in initial_state/ (Triton's data_file)."""
     def info(n, t):
         return onnx.helper.make_tensor_value_info(n, t, ["batch", 1])
     fp32, i32, i64 = onnx.TensorProto.FLOAT, onnx.TensorProto.INT32, onnx.TensorProto.INT64
@@ -75,9 +76,15 @@ def save_accumulator(repo, name, idle_us=5_000_000, text_ids=False):
     model.ir_version = 8
     (repo / name / "1").mkdir(parents=True, exist_ok=True)
     onnx.save(model, str(repo / name / "1" / "model.onnx"))
-    (repo / name / "config.pbtxt").write_text(ACCUMULATOR.format(
+    config = ACCUMULATOR.format(
         name=name, idle_us=idle_us, corrid_type="TYPE_STRING" if text_ids else "TYPE_INT64",
-        seen_type="TYPE_STRING" if text_ids else "TYPE_FP32"))
+        seen_type="TYPE_STRING" if text_ids else "TYPE_FP32")
+    if initial is not None:
+        (repo / name / "initial_state").mkdir()
+        (repo / name / "initial_state" / "start.bin").write_bytes(
+            np.array([initial], np.float32).tobytes())
+        config = config.replace('zero_data: true name: "zeros"', 'data_file: "start.bin"')
+    (repo / name / "config.pbtxt").write_text(config)
 
 
 @pytest.fixture(scope="module")
@@ -86,8 +93,10 @@ def server(make_server, tmp_path_factory):
     save_accumulator(repo, "accumulate")
     save_accumulator(repo, "accumulate_short_idle", idle_us=1_000_000)
     save_accumulator(repo, "accumulate_text_id", text_ids=True)
+    save_accumulator(repo, "accumulate_from_100", initial=100.0)
     return make_server(repository=repo, mode="poll", wait_models=[
-        "mlp", "accumulate", "accumulate_short_idle", "accumulate_text_id"])
+        "mlp", "accumulate", "accumulate_short_idle", "accumulate_text_id",
+        "accumulate_from_100"])
 
 
 def step(client, model, value, sequence_id, start=False, end=False):
@@ -130,6 +139,14 @@ def test_a_sequence_accumulates_and_sees_its_controls(server):
     assert config.sequence_batching.state[0].output_name == "STATE_OUT"
     assert not config.HasField("dynamic_batching")
     assert "sequence" in client.get_server_metadata().extensions
+
+
+def test_an_initial_state_from_a_data_file_starts_every_sequence(server):
+    client = server.client()
+    outputs = [step(client, "accumulate_from_100", 1.0, 41, start=True)["OUTPUT"],
+               step(client, "accumulate_from_100", 2.0, 41, end=True)["OUTPUT"],
+               step(client, "accumulate_from_100", 5.0, 42, start=True, end=True)["OUTPUT"]]
+    assert outputs == [101.0, 103.0, 105.0]
 
 
 def test_bad_sequence_requests_are_refused_by_name(server):

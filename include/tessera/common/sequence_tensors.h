@@ -2,6 +2,7 @@
 // the model's config (repository) and filled per request by the sequence batcher (dispatch).
 #pragma once
 
+#include <memory>
 #include <string>
 
 #include "tessera/common/data_type.h"
@@ -23,12 +24,16 @@ struct SequenceControl {
 };
 
 // One implicit state: the model takes it as `input_name` and gives the next one as `output_name`.
-// The first request of a sequence gets zeros.
+// The first request of a sequence gets zeros, or `initial_data`.
 struct SequenceState {
   std::string input_name;
   std::string output_name;
   DataType data_type = DataType::kFp32;
   Shape dims;  // without the batch dim; every dim > 0
+  // Triton's initial_state data_file: a file in the model folder's initial_state/ folder, raw and
+  // row-major; read (and its size checked) by the repository scan into `initial_data`.
+  std::string initial_data_file = {};
+  std::shared_ptr<const std::string> initial_data = nullptr;
 };
 
 }  // namespace tessera
