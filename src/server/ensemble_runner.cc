@@ -4,6 +4,7 @@
 #include <future>
 #include <map>
 #include <mutex>
+#include <optional>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
@@ -388,6 +389,33 @@ class BatchOutcomes {
   dispatch::BatchOutcomeCallback done_;
 };
 
+// Why running `config` (an ensemble reached from `path`) would come back to `target`, or
+// nullopt: "runs 'a' again (a -> b -> a)", or a nesting deeper than kMaxEnsembleDepth.
+std::optional<std::string> LoopBack(const ModelConfig& config, const std::string& target,
+                                    const ComposingModelLookup& lookup,
+                                    std::vector<std::string>& path) {
+  constexpr size_t kMaxEnsembleDepth = 16;
+  path.push_back(config.name);
+  if (path.size() > kMaxEnsembleDepth) {
+    return absl::StrCat("ensembles nested more than ", kMaxEnsembleDepth, " deep (",
+                        absl::StrJoin(path, " -> "), ")");
+  }
+  for (const EnsembleStep& step : config.ensemble_steps) {
+    if (step.model_name == target) {
+      path.push_back(target);
+      return absl::StrCat("runs '", target, "' again (", absl::StrJoin(path, " -> "),
+                          "): ensembles may not loop");
+    }
+    StatusOr<frontend::ReadyModel> inner = lookup(step.model_name, step.model_version);
+    if (!inner.ok() || !inner->config->is_ensemble()) continue;
+    if (std::optional<std::string> loop = LoopBack(*inner->config, target, lookup, path)) {
+      return loop;
+    }
+  }
+  path.pop_back();
+  return std::nullopt;
+}
+
 }  // namespace
 
 Status CheckEnsembleSteps(const ModelConfig& ensemble, const ComposingModelLookup& lookup) {
@@ -405,6 +433,10 @@ Status CheckEnsembleSteps(const ModelConfig& ensemble, const ComposingModelLooku
   std::vector<std::shared_ptr<const ModelConfig>> composing;
   for (size_t s = 0; s < ensemble.ensemble_steps.size(); ++s) {
     const EnsembleStep& step = ensemble.ensemble_steps[s];
+    if (step.model_name == ensemble.name) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(StepLabel(ensemble, s), ": runs the ensemble itself"));
+    }
     StatusOr<frontend::ReadyModel> model = lookup(step.model_name, step.model_version);
     if (!model.ok()) {
       return absl::UnavailableError(
@@ -412,8 +444,11 @@ Status CheckEnsembleSteps(const ModelConfig& ensemble, const ComposingModelLooku
     }
     const ModelConfig& config = *model->config;
     if (config.is_ensemble()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          StepLabel(ensemble, s), ": is an ensemble itself; nested ensembles are not supported"));
+      // Ensembles run inside ensembles, as in Triton; one that leads back here would never end.
+      std::vector<std::string> path = {ensemble.name};
+      if (std::optional<std::string> loop = LoopBack(config, ensemble.name, lookup, path)) {
+        return absl::InvalidArgumentError(absl::StrCat(StepLabel(ensemble, s), ": ", *loop));
+      }
     }
     if (config.sequence_batching.enabled) {
       return absl::InvalidArgumentError(absl::StrCat(

@@ -238,5 +238,58 @@ TEST_F(EnsembleRunnerTest, LoadChecksNameTheStepAndTheTensor) {
   EXPECT_TRUE(CheckEnsembleSteps(*unbatched, Lookup()).ok());
 }
 
+TEST_F(EnsembleRunnerTest, AnEnsembleRunsAnotherEnsembleAndLoopsAreRefused) {
+  AddModel("add1", {"x"}, [](const auto& v) { return v[0] + 1; });
+  AddModel("twice", {"x"}, [](const auto& v) { return v[0] * 2; });
+  AddModel("sum", {"a", "b"}, [](const auto& v) { return v[0] + v[1]; });
+  // "diamond" served as a model of its own, its queue running an EnsembleRunner.
+  auto serve_ensemble = [&](std::shared_ptr<ModelConfig> config) {
+    ASSERT_TRUE(CheckEnsembleSteps(*config, Lookup()).ok());
+    std::vector<std::unique_ptr<dispatch::BatchRunner>> runners;
+    runners.push_back(std::make_unique<EnsembleRunner>(config, 1, Lookup()));
+    dispatch::ModelQueueOptions options;
+    options.model_label = config->name + "/1";
+    options.policy.batching = false;
+    options.policy.max_batch_size = 4;
+    auto stats = std::make_shared<dispatch::ModelStats>();
+    models_[config->name] = frontend::ReadyModel{
+        config->name,
+        1,
+        {1},
+        config,
+        std::make_shared<dispatch::ModelQueue>(options, std::move(runners), stats),
+        stats};
+  };
+  serve_ensemble(Diamond());
+  // outer: IN -> diamond -> (OUT, A) -> add1(OUT) -> OUT2.
+  auto outer = std::make_shared<ModelConfig>();
+  outer->name = "outer";
+  outer->platform = "ensemble";
+  outer->max_batch_size = 4;
+  outer->inputs = {Fp32("IN", {4})};
+  outer->outputs = {Fp32("OUT2", {4})};
+  outer->ensemble_steps = {
+      {"diamond", -1, {{"IN", "IN"}}, {{"OUT", "D"}}},
+      {"add1", -1, {{"x", "D"}}, {{"y", "OUT2"}}},
+  };
+  ASSERT_TRUE(CheckEnsembleSteps(*outer, Lookup()).ok());
+  StatusOr<Response> response = RunEnsemble(outer, {1, 2, 3, 4});
+  ASSERT_TRUE(response.ok()) << response.status();
+  EXPECT_EQ(Floats(*response, "OUT2"), (std::vector<float>{5, 8, 11, 14}));  // 3x + 1, + 1
+
+  // "diamond" reloaded to run "outer", which runs "diamond": refused, naming the loop.
+  serve_ensemble(outer);
+  auto looping = Diamond();
+  looping->outputs = {Fp32("OUT", {4})};
+  looping->ensemble_steps = {{"outer", -1, {{"IN", "IN"}}, {{"OUT2", "OUT"}}}};
+  EXPECT_EQ(CheckEnsembleSteps(*looping, Lookup()).message(),
+            "ensemble 'diamond' step[0] (model 'outer'): runs 'diamond' again (diamond -> outer "
+            "-> diamond): ensembles may not loop");
+  auto itself = Diamond();
+  itself->ensemble_steps[1].model_name = "diamond";
+  EXPECT_EQ(CheckEnsembleSteps(*itself, Lookup()).message(),
+            "ensemble 'diamond' step[1] (model 'diamond'): runs the ensemble itself");
+}
+
 }  // namespace
 }  // namespace tessera::server

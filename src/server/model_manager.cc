@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <functional>
+#include <map>
 #include <set>
 #include <system_error>
 
@@ -248,6 +250,32 @@ bool ModelManager::IsEnsembleEntry(const repository::ModelEntry& entry) {
   return entry.config.ok() && entry.config->is_ensemble();
 }
 
+std::vector<const repository::ModelEntry*> ModelManager::InLoadOrder(
+    const std::vector<repository::ModelEntry>& entries) {
+  std::vector<const repository::ModelEntry*> order;
+  std::map<std::string, const repository::ModelEntry*> ensembles;
+  for (const repository::ModelEntry& entry : entries) {
+    if (IsEnsembleEntry(entry)) {
+      ensembles[entry.name] = &entry;
+    } else {
+      order.push_back(&entry);
+    }
+  }
+  // Depth first, each ensemble after those its steps name; `placed` also stops a loop.
+  std::set<std::string> placed;
+  std::function<void(const repository::ModelEntry*)> place = [&](const repository::ModelEntry* e) {
+    if (!placed.insert(e->name).second) return;
+    for (const repository::EnsembleStep& step : e->config->ensemble_steps) {
+      if (auto inner = ensembles.find(step.model_name); inner != ensembles.end()) {
+        place(inner->second);
+      }
+    }
+    order.push_back(e);
+  };
+  for (const auto& [name, entry] : ensembles) place(entry);
+  return order;
+}
+
 Status ModelManager::WarmUpInstances(const LoadedVersion& loaded, bool sized) {
   // The first Run of each input shape plans the activation memory and builds the kernels'
   // primitives (oneDNN convolutions: milliseconds each), which made a model's first requests up to
@@ -369,16 +397,21 @@ Status ModelManager::LoadLocked(const std::string& name, const repository::Model
 
   const repository::ModelConfig& config = *entry.config;
   if (config.is_ensemble() && options_.control_mode == ModelControlMode::kExplicit) {
-    // As in Triton, loading an ensemble loads the composing models it needs (not other
-    // ensembles: nesting is refused, and a loop of them must not recurse).
+    // As in Triton, loading an ensemble loads the composing models it needs, ensembles inside it
+    // included; one already on the way down is not loaded again (a loop must not recurse, and
+    // CheckEnsembleSteps refuses it).
+    ensembles_loading_.insert(name);
     for (const repository::EnsembleStep& step : config.ensemble_steps) {
-      if (GetReadyModel(step.model_name, "").ok()) continue;
+      if (ensembles_loading_.count(step.model_name) || GetReadyModel(step.model_name, "").ok()) {
+        continue;
+      }
       auto composing =
           repository::FindModel(options_.repository_roots, step.model_name, options_.scan);
-      if (composing.ok() && composing->config.ok() && !composing->config->is_ensemble()) {
+      if (composing.ok() && composing->config.ok()) {
         LoadLocked(step.model_name, &*composing).IgnoreError();  // CheckEnsembleSteps says why
       }
     }
+    ensembles_loading_.erase(name);
   }
   // Triton fields a config.pbtxt carries that Tessera reads but does not act on.
   for (const std::string& note : config.notes) spdlog::warn("model '{}': {}", name, note);
@@ -417,7 +450,7 @@ Status ModelManager::LoadLocked(const std::string& name, const repository::Model
   const bool reloaded = !old.empty();
   Retire(std::move(old), "replaced by a new load");
   KeepOverrideFolder(name, override_folder);
-  if (reloaded && !config.is_ensemble()) UnloadEnsemblesBrokenBy(name);
+  if (reloaded) UnloadEnsemblesBrokenBy(name);
   return absl::OkStatus();
 }
 
@@ -453,14 +486,11 @@ std::vector<std::string> ModelManager::LoadAtStartup(
   }
   std::set<std::string> wanted(explicit_models.begin(), explicit_models.end());
   const bool all = options_.control_mode != ModelControlMode::kExplicit || wanted.count("*");
-  // Ensembles last: they need their composing models loaded.
-  for (bool ensembles : {false, true}) {
-    for (const repository::ModelEntry& entry : scan->models) {
-      if (IsEnsembleEntry(entry) != ensembles) continue;
-      if (!all && !wanted.erase(entry.name)) continue;
-      if (Status loaded = LoadLocked(entry.name, &entry); !loaded.ok()) {
-        failed.push_back(absl::StrCat(entry.name, ": ", loaded.message()));
-      }
+  // Ensembles last, each after the ensembles it runs: they need their composing models loaded.
+  for (const repository::ModelEntry* entry : InLoadOrder(scan->models)) {
+    if (!all && !wanted.erase(entry->name)) continue;
+    if (Status loaded = LoadLocked(entry->name, entry); !loaded.ok()) {
+      failed.push_back(absl::StrCat(entry->name, ": ", loaded.message()));
     }
   }
   wanted.erase("*");
@@ -484,32 +514,31 @@ void ModelManager::PollOnce() {
   for (const std::string& name : diff.removed) {
     UnloadLocked(name, "removed from the repository").IgnoreError();
   }
-  for (bool ensembles : {false, true}) {  // ensembles after the models they compose
-    for (const auto* names : {&diff.added, &diff.changed}) {
-      for (const std::string& name : *names) {
-        const repository::ModelEntry* entry = scan->Find(name);
-        if ((entry != nullptr && IsEnsembleEntry(*entry)) != ensembles) continue;
-        spdlog::info("repository poll: model '{}' {}", name,
-                     names == &diff.added ? "added" : "changed");
-        LoadLocked(name, entry).IgnoreError();
-      }
-    }
-  }
-  // An ensemble that is not serving, typically because a composing model was missing when it
-  // loaded, is tried again once this poll has loaded one of its composing models.
   std::set<std::string> polled(diff.added.begin(), diff.added.end());
   polled.insert(diff.changed.begin(), diff.changed.end());
-  for (const repository::ModelEntry& entry : scan->models) {
-    if (!IsEnsembleEntry(entry) || polled.count(entry.name) || GetReadyModel(entry.name, "").ok()) {
+  const std::set<std::string> added(diff.added.begin(), diff.added.end());
+  const std::vector<const repository::ModelEntry*> order = InLoadOrder(scan->models);
+  for (const repository::ModelEntry* entry : order) {  // ensembles after the models they run
+    if (!polled.count(entry->name)) continue;
+    spdlog::info("repository poll: model '{}' {}", entry->name,
+                 added.count(entry->name) ? "added" : "changed");
+    LoadLocked(entry->name, entry).IgnoreError();
+  }
+  // An ensemble that is not serving, typically because a composing model was missing when it
+  // loaded, is tried again once this poll has loaded one of its composing models (in load order,
+  // so an ensemble that loads here lets the ones that run it try again too).
+  for (const repository::ModelEntry* entry : order) {
+    if (!IsEnsembleEntry(*entry) || polled.count(entry->name) ||
+        GetReadyModel(entry->name, "").ok()) {
       continue;
     }
-    const auto& steps = entry.config->ensemble_steps;
+    const auto& steps = entry->config->ensemble_steps;
     if (std::any_of(steps.begin(), steps.end(), [&](const repository::EnsembleStep& step) {
           return polled.count(step.model_name) && GetReadyModel(step.model_name, "").ok();
         })) {
       spdlog::info("repository poll: ensemble '{}' tried again (a model it runs was loaded)",
-                   entry.name);
-      LoadLocked(entry.name, &entry).IgnoreError();
+                   entry->name);
+      if (LoadLocked(entry->name, entry).ok()) polled.insert(entry->name);
     }
   }
   last_scan_ = std::move(scan).value();

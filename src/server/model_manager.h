@@ -142,6 +142,9 @@ class ModelManager final : public frontend::ServerCore {
   StatusOr<std::shared_ptr<LoadedVersion>> LoadEnsembleVersion(
       const repository::ModelConfig& config, const repository::ModelVersion& version);
   static bool IsEnsembleEntry(const repository::ModelEntry& entry);
+  // `entries` as they load: models, then ensembles, each after the ensembles it runs.
+  static std::vector<const repository::ModelEntry*> InLoadOrder(
+      const std::vector<repository::ModelEntry>& entries);
   // Puts a stateful model's sequence batcher in front of its queue (no-op for other models).
   static void AttachSequenceBatcher(LoadedVersion& loaded);
   // The serving versions of composing models, as ensembles resolve their steps.
@@ -174,6 +177,8 @@ class ModelManager final : public frontend::ServerCore {
 
   std::mutex lifecycle_mu_;  // serializes load/unload/poll
   repository::RepositorySnapshot last_scan_ ABSL_GUARDED_BY(lifecycle_mu_);
+  // Ensembles whose load is loading the models they run (explicit mode), outermost first.
+  std::set<std::string> ensembles_loading_ ABSL_GUARDED_BY(lifecycle_mu_);
   const std::unique_ptr<LoadOverrideFolders> override_folders_;
   // The folder of load-request files each model's serving load reads, for those that have one.
   std::map<std::string, std::string> override_folder_by_model_ ABSL_GUARDED_BY(lifecycle_mu_);

@@ -204,6 +204,65 @@ def test_bad_ensembles_fail_their_load_naming_the_fault(explicit, name, change, 
     assert_mlp_serves(client)
 
 
+OUTER = """name: "{name}"
+platform: "ensemble"
+max_batch_size: 4
+input [ {{ name: "IN" data_type: TYPE_FP32 dims: [ 4 ] }} ]
+output [ {{ name: "OUT" data_type: TYPE_FP32 dims: [ 4 ] }} ]
+ensemble_scheduling {{
+  step [
+    {{ model_name: "{inner}" input_map {{ key: "IN" value: "IN" }}
+      output_map {{ key: "OUT" value: "X" }} }},
+    {{ model_name: "ens_neg" input_map {{ key: "x" value: "X" }}
+      output_map {{ key: "y" value: "OUT" }} }}
+  ]
+}}
+"""
+
+
+def test_ensembles_run_inside_ensembles(make_server, tmp_path):
+    """Triton's nested ensembles: an ensemble's step may be an ensemble. They load after the
+    ensembles they run (whatever their names), and each level counts its own requests."""
+    repo = copy_repository(tmp_path / "models")
+    save_unary_model(repo, "ens_relu", "Relu")
+    save_unary_model(repo, "ens_neg", "Neg")
+    save_ensemble(repo, "c_pipeline", PIPELINE.format(name="c_pipeline"))  # -relu(x)
+    save_ensemble(repo, "b_outer", OUTER.format(name="b_outer", inner="c_pipeline"))  # relu(x)
+    save_ensemble(repo, "a_outermost", OUTER.format(name="a_outermost", inner="b_outer"))
+    server = make_server(repository=repo, mode="none",
+                         wait_models=["c_pipeline", "b_outer", "a_outermost"])
+    client = server.client()
+    x = np.array([[-1.0, 2.0, -3.0, 4.0]], dtype=np.float32)
+    out = client.infer("a_outermost", [make_input(x, name="IN")]).as_numpy("OUT")
+    np.testing.assert_array_equal(out, -np.maximum(x, 0))
+    out = client.infer("b_outer", [make_input(x, name="IN")]).as_numpy("OUT")
+    np.testing.assert_array_equal(out, np.maximum(x, 0))
+    assert model_stats(client, "a_outermost").inference_stats.success.count == 1
+    assert model_stats(client, "c_pipeline").inference_stats.success.count == 2
+    # Three levels of ens_neg in a_outermost's request, two in b_outer's.
+    assert model_stats(client, "ens_neg").inference_stats.success.count == 5
+
+
+def test_loading_a_nested_ensemble_loads_what_it_runs_and_loops_are_refused(explicit):
+    repo, client = explicit
+    save_ensemble(repo, "inner", PIPELINE.format(name="inner"))
+    save_ensemble(repo, "nested", OUTER.format(name="nested", inner="inner"))
+    client.load_model("nested")
+    assert client.is_model_ready("inner")
+    x = np.array([[1.0, -1.0, 0.5, -0.5]], dtype=np.float32)
+    out = client.infer("nested", [make_input(x, name="IN")]).as_numpy("OUT")
+    np.testing.assert_array_equal(out, np.maximum(x, 0))
+
+    # "inner" changed to run "nested", which runs "inner": refused, and both keep serving.
+    save_ensemble(repo, "inner", OUTER.format(name="inner", inner="nested"))
+    e = expect_error(lambda: client.load_model("inner"), "INVALID_ARGUMENT")
+    assert "runs 'inner' again (inner -> nested -> inner): ensembles may not loop" in \
+        e.message(), e.message()
+    out = client.infer("nested", [make_input(x, name="IN")]).as_numpy("OUT")
+    np.testing.assert_array_equal(out, np.maximum(x, 0))
+    assert_mlp_serves(client)
+
+
 def random_ensemble(rng, name):
     """A random ensemble over ens_relu, ens_neg ([b, 4] FP32) and mlp ([b, 64] -> [b, 10]): the
     maps, tensor names, types, dims and batch sizes are drawn so that most are wrong somewhere."""
