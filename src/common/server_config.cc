@@ -43,7 +43,8 @@ constexpr std::array<std::string_view, kApiGroupCount> kApiGroupNames = {
     "health",           "metadata",   "inference", "shared-memory", "model-config",
     "model-repository", "statistics", "trace",     "logging"};
 constexpr std::array<std::string_view, 4> kTlsKeys = {"cert", "key", "client_ca", "reload_secs"};
-constexpr std::array<std::string_view, 4> kMetricsKeys = {"address", "port", "cpu", "interval_ms"};
+constexpr std::array<std::string_view, 5> kMetricsKeys = {"address", "port", "cpu", "gpu",
+                                                          "interval_ms"};
 constexpr std::array<std::string_view, 7> kRepositoryKeys = {
     "path",          "control_mode",     "poll_secs",  "auto_complete",
     "exit_on_error", "strict_readiness", "config_name"};
@@ -247,6 +248,7 @@ Status ParseInto(const YAML::Node& doc, std::string_view source, ServerConfig& c
   TESSERA_RETURN_IF_ERROR(Section(root, "metrics", kMetricsKeys, [&](const YamlMap& m) -> Status {
     TESSERA_RETURN_IF_ERROR(m.GetString("address", &config.metrics_address));
     TESSERA_RETURN_IF_ERROR(m.GetBool("cpu", &config.cpu_metrics));
+    TESSERA_RETURN_IF_ERROR(m.GetBool("gpu", &config.gpu_metrics));
     TESSERA_RETURN_IF_ERROR(m.GetInt("interval_ms", 10, 3600000, &config.metrics_interval_ms));
     return m.GetInt("port", 0, kMaxPort, &config.metrics_port);
   }));

@@ -54,7 +54,8 @@ double CpuUtilization(const CpuTimes& before, const CpuTimes& after) {
   return share > 1 ? 1 : share;
 }
 
-HostMetrics::HostMetrics(int64_t interval_ms) : interval_ms_(interval_ms) {
+HostMetrics::HostMetrics(int64_t interval_ms, bool cpu, std::unique_ptr<GpuMetrics> gpus)
+    : interval_ms_(interval_ms), cpu_(cpu), gpus_(std::move(gpus)) {
   {
     std::lock_guard lock(mu_);
     Sample();
@@ -78,6 +79,9 @@ HostMetrics::~HostMetrics() {
 }
 
 void HostMetrics::Sample() {
+  // NVML answers from the driver in microseconds, and nothing else waits on this lock long.
+  if (gpus_) gpu_readings_ = gpus_->Read();
+  if (!cpu_) return;
   // /proc files are small and in memory: reading them under the lock costs microseconds.
   if (StatusOr<std::string> stat = yaml::ReadFileToString("/proc/stat"); stat.ok()) {
     std::optional<CpuTimes> now = ParseProcStat(*stat);
@@ -107,6 +111,35 @@ std::vector<frontend::MetricSample> HostMetrics::Samples() const {
                        false,
                        {},
                        static_cast<double>(memory_->total - memory_->available)});
+  }
+  for (const GpuReading& gpu : gpu_readings_) {
+    const std::vector<std::pair<std::string, std::string>> labels = {{"gpu_uuid", gpu.uuid}};
+    struct Gauge {
+      const char* name;
+      const char* help;
+      bool counter;
+      std::optional<double> value;
+    };
+    auto bytes = [](std::optional<uint64_t> v) {
+      return v ? std::optional<double>(static_cast<double>(*v)) : std::nullopt;
+    };
+    for (const Gauge& gauge : {
+             Gauge{"nv_gpu_utilization", "GPU utilization rate [0.0 - 1.0)", false,
+                   gpu.utilization},
+             Gauge{"nv_gpu_memory_total_bytes", "GPU total memory, in bytes", false,
+                   bytes(gpu.memory_total_bytes)},
+             Gauge{"nv_gpu_memory_used_bytes", "GPU used memory, in bytes", false,
+                   bytes(gpu.memory_used_bytes)},
+             Gauge{"nv_gpu_power_usage", "GPU power usage in watts", false, gpu.power_watts},
+             Gauge{"nv_gpu_power_limit", "GPU power management limit in watts", false,
+                   gpu.power_limit_watts},
+             Gauge{"nv_energy_consumption",
+                   "GPU energy consumption in joules since the server started", true,
+                   gpu.energy_joules},
+         }) {
+      if (gauge.value)
+        samples.push_back({gauge.name, gauge.help, gauge.counter, labels, *gauge.value});
+    }
   }
   return samples;
 }

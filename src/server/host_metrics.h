@@ -1,13 +1,15 @@
 // The machine's CPU use and memory, as Triton reports them on /metrics (nv_cpu_utilization,
-// nv_cpu_memory_total_bytes, nv_cpu_memory_used_bytes), so dashboards made for Triton show them.
-// A thread of its own reads /proc every interval: a scrape gets the utilization of the last
-// interval, not an average since boot, whenever it comes.
+// nv_cpu_memory_total_bytes, nv_cpu_memory_used_bytes), and its GPUs' (gpu_metrics.h), so
+// dashboards made for Triton show them. A thread of its own reads /proc and NVML every interval:
+// a scrape gets the utilization of the last interval, not an average since boot, whenever it
+// comes.
 //
 // Thread-safety: Samples may be called from any thread.
 #pragma once
 
 #include <condition_variable>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string_view>
@@ -15,6 +17,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "gpu_metrics.h"
 #include "tessera/frontend/metrics.h"
 
 namespace tessera::server {
@@ -39,8 +42,9 @@ double CpuUtilization(const CpuTimes& before, const CpuTimes& after);
 
 class HostMetrics {
  public:
-  // Reads /proc now and then every `interval_ms` until destroyed.
-  explicit HostMetrics(int64_t interval_ms);
+  // Reads /proc (with `cpu`) and `gpus` (when given) now and then every `interval_ms` until
+  // destroyed.
+  HostMetrics(int64_t interval_ms, bool cpu, std::unique_ptr<GpuMetrics> gpus);
   ~HostMetrics();
   HostMetrics(const HostMetrics&) = delete;
   HostMetrics& operator=(const HostMetrics&) = delete;
@@ -52,6 +56,9 @@ class HostMetrics {
   void Sample() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const int64_t interval_ms_;
+  const bool cpu_;
+  const std::unique_ptr<GpuMetrics> gpus_;  // used by the sampler only
+  std::vector<GpuReading> gpu_readings_ ABSL_GUARDED_BY(mu_);
   mutable std::mutex mu_;
   std::condition_variable stop_cv_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

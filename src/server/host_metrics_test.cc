@@ -39,7 +39,7 @@ TEST(HostMetricsTest, MeminfoGivesTotalAndAvailableBytes) {
 }
 
 TEST(HostMetricsTest, ASamplerReportsThisMachine) {
-  HostMetrics host(20);
+  HostMetrics host(20, /*cpu=*/true, nullptr);
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   std::map<std::string, double> values;
   for (const frontend::MetricSample& sample : host.Samples()) values[sample.name] = sample.value;

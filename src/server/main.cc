@@ -410,8 +410,21 @@ int Run(int argc, char** argv) {
   std::unique_ptr<tessera::server::HostMetrics> host_metrics;
   std::unique_ptr<tessera::frontend::MetricsEndpoint> metrics;
   if (config.metrics_port > 0) {
-    if (config.cpu_metrics) {
-      host_metrics = std::make_unique<tessera::server::HostMetrics>(config.metrics_interval_ms);
+    std::unique_ptr<tessera::server::GpuMetrics> gpus;
+    if (config.gpu_metrics) {
+      auto nvml = tessera::server::LoadNvml();
+      auto opened = nvml.ok() ? tessera::server::GpuMetrics::Open(*nvml)
+                              : decltype(tessera::server::GpuMetrics::Open(*nvml))(nvml.status());
+      if (opened.ok()) {
+        gpus = std::move(opened).value();
+        spdlog::info("GPU metrics (nv_gpu_*) from NVML");
+      } else {
+        spdlog::info("no GPU metrics: {}", opened.status().message());
+      }
+    }
+    if (config.cpu_metrics || gpus) {
+      host_metrics = std::make_unique<tessera::server::HostMetrics>(
+          config.metrics_interval_ms, config.cpu_metrics, std::move(gpus));
     }
     auto server_metrics =
         tessera::server::ServerMetrics(control.get(), pool->get(), host_metrics.get());

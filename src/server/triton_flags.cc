@@ -13,7 +13,7 @@ constexpr char kGroup[] = "tritonserver flags";
 
 // Triton flags for its own machinery, which Tessera does not have: each is accepted with any
 // value and named in the log. Repeatable, as several of Triton's are (--backend-config).
-constexpr std::array<std::string_view, 15> kUnusedFlags = {
+constexpr std::array<std::string_view, 14> kUnusedFlags = {
     "--pinned-memory-pool-byte-size",
     "--cuda-memory-pool-byte-size",
     "--cuda-virtual-address-size",
@@ -27,7 +27,6 @@ constexpr std::array<std::string_view, 15> kUnusedFlags = {
     "--host-policy",
     "--id",
     "--grpc-infer-allocation-pool-size",
-    "--allow-gpu-metrics",
     "--http-header-forward-pattern",
 };
 
@@ -63,6 +62,9 @@ TritonFlags::TritonFlags(CLI::App* app) : app_(app) {
       ->group(kGroup);
   app->add_option("--allow-cpu-metrics", allow_cpu_metrics_,
                   "false: no nv_cpu_* metrics (metrics.cpu)")
+      ->group(kGroup);
+  app->add_option("--allow-gpu-metrics", allow_gpu_metrics_,
+                  "false: no nv_gpu_* metrics (metrics.gpu)")
       ->group(kGroup);
   app->add_option("--metrics-interval-ms", metrics_interval_ms_,
                   "How often the CPU metrics are sampled (metrics.interval_ms)")
@@ -134,6 +136,7 @@ Status TritonFlags::Apply(ServerConfig* config, LogSettingsUpdate* log,
   if (Given("--metrics-address")) config->metrics_address = metrics_address_;
   if (Given("--http-thread-count")) config->http_threads = http_thread_count_;
   if (Given("--allow-cpu-metrics")) config->cpu_metrics = allow_cpu_metrics_;
+  if (Given("--allow-gpu-metrics")) config->gpu_metrics = allow_gpu_metrics_;
   if (Given("--metrics-interval-ms")) config->metrics_interval_ms = metrics_interval_ms_;
   if (Given("--model-config-name")) {
     if (std::string why = CheckConfigName(model_config_name_); !why.empty()) {

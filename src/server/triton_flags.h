@@ -49,6 +49,7 @@ class TritonFlags {
   int http_thread_count_ = 0;
   std::string model_config_name_;
   bool allow_cpu_metrics_ = true;
+  bool allow_gpu_metrics_ = true;
   int64_t metrics_interval_ms_ = 2000;
   int64_t response_cache_byte_size_ = 0;
   bool log_info_ = true, log_warning_ = true, log_error_ = true;

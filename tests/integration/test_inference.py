@@ -240,3 +240,9 @@ def test_metrics_endpoint(server):
     assert 0.0 <= metric_sum(samples, "nv_cpu_utilization") <= 1.0
     total = metric_sum(samples, "nv_cpu_memory_total_bytes")
     assert 0 < metric_sum(samples, "nv_cpu_memory_used_bytes") < total
+    # GPU metrics come from NVML where the driver has it; the log says which.
+    log = server.log_path.read_text(errors="replace")
+    if "no GPU metrics:" in log:
+        assert "nv_gpu_" not in fetch_metrics(server.metrics_url)
+    else:
+        assert "GPU metrics (nv_gpu_*) from NVML" in log, log[-2000:]

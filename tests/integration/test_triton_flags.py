@@ -48,10 +48,12 @@ def test_a_triton_launch_line_serves(make_server, tmp_path):
         "--cuda-memory-pool-byte-size", "0:67108864", "--backend-config",
         "onnxruntime,default-max-batch-size=8", "--model-load-thread-count", "2",
         "--exit-on-error=false", "--strict-readiness=false", "--allow-grpc=true",
-        "--allow-cpu-metrics=false", "--metrics-interval-ms", "100"])
+        "--allow-cpu-metrics=false", "--allow-gpu-metrics=false",
+        "--metrics-interval-ms", "100"])
     assert_mlp_serves(server.client())
     time.sleep(0.3)
     assert "nv_cpu_" not in fetch_metrics(server.metrics_url)
+    assert "GPU metrics" not in log_file.read_text()  # NVML not even tried
     text = log_file.read_text()
     assert "--pinned-memory-pool-byte-size 268435456: not used" in text, text
     assert "--backend-config onnxruntime,default-max-batch-size=8: not used" in text, text

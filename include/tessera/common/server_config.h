@@ -61,6 +61,7 @@ struct ServerConfig {
   std::string metrics_address = "0.0.0.0";
   int metrics_port = 8002;  // 0 = no metrics endpoint
   bool cpu_metrics = true;  // nv_cpu_* on /metrics (Triton: --allow-cpu-metrics)
+  bool gpu_metrics = true;  // nv_gpu_* where NVML sees GPUs (Triton: --allow-gpu-metrics)
   int64_t metrics_interval_ms = 2000;  // how often they are sampled (Triton: --metrics-interval-ms)
   int64_t max_grpc_message_bytes = 2147483647;  // INT32_MAX, as Triton and its clients use
   // Memory compressed requests may take at once while inflated (both endpoints); 0 = a quarter of
