@@ -31,11 +31,19 @@ constexpr std::array<std::string_view, 10> kSections = {
     "grpc",      "http",     "metrics", "repository", "executors",
     "scheduler", "shutdown", "log",     "trace",      "response_cache"};
 constexpr std::array<std::string_view, 1> kResponseCacheKeys = {"size_bytes"};
-constexpr std::array<std::string_view, 7> kGrpcKeys = {
-    "address",          "port", "max_message_bytes", "max_inflating_bytes",
-    "allow_client_shm", "tls",  "restricted"};
-constexpr std::array<std::string_view, 6> kHttpKeys = {"address",        "port", "threads",
-                                                       "idle_timeout_s", "tls",  "restricted"};
+constexpr std::array<std::string_view, 10> kGrpcKeys = {
+    "address", "port",       "max_message_bytes", "max_inflating_bytes", "allow_client_shm",
+    "tls",     "restricted", "keepalive",         "reuse_port",          "response_compression"};
+constexpr std::array<std::string_view, 6> kKeepaliveKeys = {
+    "time_ms",
+    "timeout_ms",
+    "permit_without_calls",
+    "http2_max_pings_without_data",
+    "http2_min_recv_ping_interval_without_data_ms",
+    "http2_max_ping_strikes"};
+constexpr std::array<std::string_view, 4> kCompressionLevels = {"none", "low", "medium", "high"};
+constexpr std::array<std::string_view, 7> kHttpKeys = {
+    "address", "port", "threads", "idle_timeout_s", "tls", "restricted", "reuse_port"};
 constexpr std::array<std::string_view, 4> kRestrictedKeys = {"apis", "header", "value",
                                                              "value_file"};
 // In ApiGroup's order.
@@ -132,6 +140,26 @@ std::string ValueProblem(std::string_view value) {
     return "starts or ends with a space (HTTP drops it)";
   }
   return "";
+}
+
+// `grpc.keepalive`: gRPC's keepalive and ping policy, each key optional.
+Status KeepaliveSection(const YamlMap& grpc, ServerConfig::GrpcKeepalive& keepalive) {
+  std::optional<YAML::Node> node = grpc.Get("keepalive");
+  if (!node) return absl::OkStatus();
+  TESSERA_ASSIGN_OR_RETURN(
+      YamlMap m, YamlMap::Create(grpc.source(), *node, grpc.PathOf("keepalive"), kKeepaliveKeys));
+  TESSERA_RETURN_IF_ERROR(m.GetInt("time_ms", 1, INT32_MAX, &keepalive.time_ms));
+  TESSERA_RETURN_IF_ERROR(m.GetInt("timeout_ms", 1, INT32_MAX, &keepalive.timeout_ms));
+  bool permit = false;
+  if (m.Has("permit_without_calls")) {
+    TESSERA_RETURN_IF_ERROR(m.GetBool("permit_without_calls", &permit));
+    keepalive.permit_without_calls = permit ? 1 : 0;
+  }
+  TESSERA_RETURN_IF_ERROR(m.GetInt("http2_max_pings_without_data", 0, INT32_MAX,
+                                   &keepalive.http2_max_pings_without_data));
+  TESSERA_RETURN_IF_ERROR(m.GetInt("http2_min_recv_ping_interval_without_data_ms", 0, INT32_MAX,
+                                   &keepalive.http2_min_recv_ping_interval_without_data_ms));
+  return m.GetInt("http2_max_ping_strikes", 0, INT32_MAX, &keepalive.http2_max_ping_strikes);
 }
 
 // `repository.path`: one folder, or a list of them.
@@ -234,6 +262,10 @@ Status ParseInto(const YAML::Node& doc, std::string_view source, ServerConfig& c
     TESSERA_RETURN_IF_ERROR(
         m.GetInt("max_inflating_bytes", 0, INT64_MAX, &config.max_inflating_bytes));
     TESSERA_RETURN_IF_ERROR(m.GetBool("allow_client_shm", &config.allow_client_shm));
+    TESSERA_RETURN_IF_ERROR(m.GetBool("reuse_port", &config.grpc_reuse_port));
+    TESSERA_RETURN_IF_ERROR(
+        m.GetEnum("response_compression", kCompressionLevels, &config.grpc_response_compression));
+    TESSERA_RETURN_IF_ERROR(KeepaliveSection(m, config.grpc_keepalive));
     TESSERA_RETURN_IF_ERROR(RestrictedSection(m, config.grpc_restricted));
     return TlsSection(m, config.grpc_tls);
   }));
@@ -242,6 +274,7 @@ Status ParseInto(const YAML::Node& doc, std::string_view source, ServerConfig& c
     TESSERA_RETURN_IF_ERROR(m.GetInt("port", -1, kMaxPort, &config.http_port));
     TESSERA_RETURN_IF_ERROR(m.GetInt("threads", 1, 4096, &config.http_threads));
     TESSERA_RETURN_IF_ERROR(m.GetInt("idle_timeout_s", 1, 86400, &config.http_idle_timeout_s));
+    TESSERA_RETURN_IF_ERROR(m.GetBool("reuse_port", &config.http_reuse_port));
     TESSERA_RETURN_IF_ERROR(RestrictedSection(m, config.http_restricted));
     return TlsSection(m, config.http_tls);
   }));

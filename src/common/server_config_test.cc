@@ -164,6 +164,22 @@ TEST(ServerConfigTest, RepositoryPathMayListSeveralFolders) {
               "is not a config name");
 }
 
+TEST(ServerConfigTest, GrpcKeepaliveCompressionAndPortReuse) {
+  StatusOr<ServerConfig> c = ParseServerConfig(
+      "grpc:\n  keepalive: {time_ms: 60000, permit_without_calls: true}\n  reuse_port: true\n"
+      "  response_compression: low\nhttp: {reuse_port: true}\n",
+      kSource);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->grpc_keepalive.time_ms, 60000);
+  EXPECT_EQ(c->grpc_keepalive.permit_without_calls, 1);
+  EXPECT_EQ(c->grpc_keepalive.timeout_ms, -1);  // not given: gRPC's default
+  EXPECT_TRUE(c->grpc_reuse_port);
+  EXPECT_TRUE(c->http_reuse_port);
+  EXPECT_EQ(c->grpc_response_compression, "low");
+  ExpectError("grpc:\n  keepalive: {time_msec: 1}\n", 2, "grpc.keepalive.time_msec", "unknown key");
+  ExpectError("grpc:\n  response_compression: max\n", 2, "grpc.response_compression", "max");
+}
+
 TEST(ServerConfigTest, UnknownKeys) {
   ExpectError("grpc: { port: 1 }\ngrcp: { port: 2 }\n", 2, "grcp", "unknown key");
   ExpectError("log:\n  verbose: 1\n  level: info\n", 3, "log.level", "unknown key");

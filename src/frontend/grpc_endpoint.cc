@@ -648,6 +648,27 @@ StatusOr<std::unique_ptr<GrpcEndpoint>> GrpcEndpoint::Start(const FrontendOption
   // Every method inflates compressed requests itself, bounded (ParseRequestBytes); gRPC's own
   // inflation is unbounded.
   builder.AddChannelArgument(GRPC_ARG_ENABLE_PER_MESSAGE_DECOMPRESSION, 0);
+  // gRPC turns SO_REUSEPORT on by default; Triton (and so its users) expect a second server on
+  // the port to fail.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, options.grpc_reuse_port ? 1 : 0);
+  const ServerConfig::GrpcKeepalive& keepalive = options.grpc_keepalive;
+  for (const auto& [name, value] : {
+           std::pair{GRPC_ARG_KEEPALIVE_TIME_MS, keepalive.time_ms},
+           {GRPC_ARG_KEEPALIVE_TIMEOUT_MS, keepalive.timeout_ms},
+           {GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, keepalive.permit_without_calls},
+           {GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, keepalive.http2_max_pings_without_data},
+           {GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+            keepalive.http2_min_recv_ping_interval_without_data_ms},
+           {GRPC_ARG_HTTP2_MAX_PING_STRIKES, keepalive.http2_max_ping_strikes},
+       }) {
+    if (value >= 0) builder.AddChannelArgument(name, static_cast<int>(value));
+  }
+  const std::string& compression = options.grpc_response_compression;
+  if (compression != "none") {
+    builder.SetDefaultCompressionLevel(compression == "low"      ? GRPC_COMPRESS_LEVEL_LOW
+                                       : compression == "medium" ? GRPC_COMPRESS_LEVEL_MED
+                                                                 : GRPC_COMPRESS_LEVEL_HIGH);
+  }
   builder.RegisterService(service.get());
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
   interceptors.push_back(MakeUnknownMethodInterceptorFactory());

@@ -193,6 +193,9 @@ class HttpEndpointImpl final : public HttpEndpoint {
       // They point into tls_, which outlives the daemon.
       for (const MHD_OptionItem& item : tls_->MhdOptions()) mhd_options.push_back(item);
     }
+    if (options.http_reuse_port) {
+      mhd_options.push_back({MHD_OPTION_LISTENING_ADDRESS_REUSE, 1, nullptr});
+    }
     StatusOr<MhdListener> listener = StartMhdListener(
         options.http_tls.enabled() ? "HTTPS" : "HTTP", options.http_address, options.http_port,
         flags, &HttpEndpointImpl::OnRequest, this, std::move(mhd_options));

@@ -378,6 +378,10 @@ int Run(int argc, char** argv) {
   frontend_options.grpc_port = config.grpc_port;
   frontend_options.max_message_bytes = config.max_grpc_message_bytes;
   frontend_options.max_inflating_bytes = config.max_inflating_bytes;
+  frontend_options.grpc_keepalive = config.grpc_keepalive;
+  frontend_options.grpc_response_compression = config.grpc_response_compression;
+  frontend_options.grpc_reuse_port = config.grpc_reuse_port;
+  frontend_options.http_reuse_port = config.http_reuse_port;
   if (frontend_options.max_inflating_bytes == 0) {
     frontend_options.max_inflating_bytes =
         static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE) / 4;

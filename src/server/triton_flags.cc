@@ -2,9 +2,13 @@
 
 #include <array>
 #include <string_view>
+#include <tuple>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 
 namespace tessera::server {
 namespace {
@@ -13,7 +17,7 @@ constexpr char kGroup[] = "tritonserver flags";
 
 // Triton flags for its own machinery, which Tessera does not have: each is accepted with any
 // value and named in the log. Repeatable, as several of Triton's are (--backend-config).
-constexpr std::array<std::string_view, 14> kUnusedFlags = {
+constexpr std::array<std::string_view, 20> kUnusedFlags = {
     "--pinned-memory-pool-byte-size",
     "--cuda-memory-pool-byte-size",
     "--cuda-virtual-address-size",
@@ -28,7 +32,63 @@ constexpr std::array<std::string_view, 14> kUnusedFlags = {
     "--id",
     "--grpc-infer-allocation-pool-size",
     "--http-header-forward-pattern",
+    "--grpc-header-forward-pattern",
+    "--metrics-config",
+    "--rate-limit",
+    "--rate-limit-resource",
+    "--model-load-gpu-limit",
+    "--cache-directory",
 };
+
+// --trace-config's settings and where they go: "<setting>=<value>" or "triton,<setting>=<value>".
+Status ApplyTraceConfig(const std::string& entry, ServerConfig* config) {
+  absl::string_view text = entry;
+  absl::ConsumePrefix(&text, "triton,");
+  if (absl::StartsWith(text, "opentelemetry,")) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--trace-config ", entry, ": OpenTelemetry tracing is not supported (mode triton only)"));
+  }
+  const size_t equals = text.find('=');
+  if (equals == absl::string_view::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--trace-config ", entry, ": expected <setting>=<value>"));
+  }
+  const std::string setting(text.substr(0, equals));
+  const std::string value(text.substr(equals + 1));
+  auto number = [&](int64_t min, int64_t* out) -> Status {
+    if (!absl::SimpleAtoi(value, out) || *out < min) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--trace-config ", entry, ": ", setting, " must be an integer >= ", min));
+    }
+    return absl::OkStatus();
+  };
+  if (setting == "mode") {
+    if (value != "triton") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--trace-config ", entry, ": only mode triton is supported (no OpenTelemetry)"));
+    }
+    return absl::OkStatus();
+  }
+  if (setting == "level") {
+    if (value != "OFF" && value != "TIMESTAMPS") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--trace-config ", entry,
+                       ": level must be OFF or TIMESTAMPS (TENSORS is not supported)"));
+    }
+    config->trace_level = value;
+    return absl::OkStatus();
+  }
+  if (setting == "rate") return number(1, &config->trace_rate);
+  if (setting == "count") return number(-1, &config->trace_count);
+  if (setting == "file") {  // Triton spells it "triton,file=..."; the bare form is read too
+    config->trace_file = value;
+    return absl::OkStatus();
+  }
+  if (setting == "log-frequency") return number(0, &config->trace_log_frequency);
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--trace-config ", entry,
+      ": unknown setting (known: mode, level, rate, count, triton,file, triton,log-frequency)"));
+}
 
 }  // namespace
 
@@ -59,6 +119,55 @@ TritonFlags::TritonFlags(CLI::App* app) : app_(app) {
   app->add_option("--metrics-address", metrics_address_, "Interface of /metrics")->group(kGroup);
   app->add_option("--http-thread-count", http_thread_count_, "HTTP requests worked on at once")
       ->check(CLI::Range(1, 4096))
+      ->group(kGroup);
+  app->add_option("--trace-config", trace_config_,
+                  "Tracing settings, repeatable: level=, rate=, count=, triton,file=, "
+                  "triton,log-frequency= (trace.*)")
+      ->group(kGroup);
+  app->add_option("--trace-count", trace_count_, "Traces to take; -1 = no limit (trace.count)")
+      ->check(CLI::Range(int64_t{-1}, INT64_MAX))
+      ->group(kGroup);
+  app->add_option("--trace-log-frequency", trace_log_frequency_,
+                  "Write traces to a new file every N (trace.log_frequency)")
+      ->check(CLI::NonNegativeNumber)
+      ->group(kGroup);
+  struct Keepalive {
+    const char* flag;
+    int64_t* value;
+    const char* help;
+  };
+  for (const Keepalive& k : {
+           Keepalive{"--grpc-keepalive-time", &keepalive_.time_ms,
+                     "Milliseconds between keepalive pings (grpc.keepalive.time_ms)"},
+           {"--grpc-keepalive-timeout", &keepalive_.timeout_ms,
+            "Milliseconds a keepalive ping waits for its answer (grpc.keepalive.timeout_ms)"},
+           {"--grpc-http2-max-pings-without-data", &keepalive_.http2_max_pings_without_data,
+            "Pings sent without data between them (grpc.keepalive.http2_max_pings_without_data)"},
+           {"--grpc-http2-min-recv-ping-interval-without-data",
+            &keepalive_.http2_min_recv_ping_interval_without_data_ms,
+            "Shortest interval between a client's pings without data, in ms "
+            "(grpc.keepalive.http2_min_recv_ping_interval_without_data_ms)"},
+           {"--grpc-http2-max-ping-strikes", &keepalive_.http2_max_ping_strikes,
+            "Bad pings before a connection is closed (grpc.keepalive.http2_max_ping_strikes)"},
+       }) {
+    app->add_option(k.flag, *k.value, k.help)
+        ->check(CLI::Range(int64_t{0}, int64_t{INT32_MAX}))
+        ->group(kGroup);
+  }
+  app->add_option("--grpc-keepalive-permit-without-calls", keepalive_permit_without_calls_,
+                  "Keepalive pings even without calls (grpc.keepalive.permit_without_calls)")
+      ->group(kGroup);
+  app->add_option("--grpc-infer-response-compression-level", response_compression_,
+                  "Compression of answers for clients that accept it (grpc.response_compression)")
+      ->check(CLI::IsMember({"none", "low", "medium", "high"}))
+      ->group(kGroup);
+  app->add_option("--reuse-grpc-port", reuse_grpc_port_,
+                  "Let other processes bind the gRPC port too (grpc.reuse_port)")
+      ->group(kGroup);
+  app->add_option("--reuse-http-port", reuse_http_port_,
+                  "Let other processes bind the HTTP port too (http.reuse_port)")
+      ->group(kGroup);
+  app->add_option("--model-namespacing", model_namespacing_, "false only: model names are global")
       ->group(kGroup);
   app->add_option("--allow-cpu-metrics", allow_cpu_metrics_,
                   "false: no nv_cpu_* metrics (metrics.cpu)")
@@ -135,6 +244,38 @@ Status TritonFlags::Apply(ServerConfig* config, LogSettingsUpdate* log,
   if (Given("--http-address")) config->http_address = http_address_;
   if (Given("--metrics-address")) config->metrics_address = metrics_address_;
   if (Given("--http-thread-count")) config->http_threads = http_thread_count_;
+  if (Given("--model-namespacing") && model_namespacing_) {
+    return absl::InvalidArgumentError(
+        "--model-namespacing=true: model names are global here (one name, one model across "
+        "every repository)");
+  }
+  if (Given("--trace-count")) config->trace_count = trace_count_;
+  if (Given("--trace-log-frequency")) config->trace_log_frequency = trace_log_frequency_;
+  for (const std::string& entry : trace_config_) {
+    TESSERA_RETURN_IF_ERROR(ApplyTraceConfig(entry, config));
+  }
+  ServerConfig::GrpcKeepalive& keepalive = config->grpc_keepalive;
+  for (const auto& [flag, from, to] : {
+           std::tuple{"--grpc-keepalive-time", keepalive_.time_ms, &keepalive.time_ms},
+           {"--grpc-keepalive-timeout", keepalive_.timeout_ms, &keepalive.timeout_ms},
+           {"--grpc-http2-max-pings-without-data", keepalive_.http2_max_pings_without_data,
+            &keepalive.http2_max_pings_without_data},
+           {"--grpc-http2-min-recv-ping-interval-without-data",
+            keepalive_.http2_min_recv_ping_interval_without_data_ms,
+            &keepalive.http2_min_recv_ping_interval_without_data_ms},
+           {"--grpc-http2-max-ping-strikes", keepalive_.http2_max_ping_strikes,
+            &keepalive.http2_max_ping_strikes},
+       }) {
+    if (Given(flag)) *to = from;
+  }
+  if (Given("--grpc-keepalive-permit-without-calls")) {
+    keepalive.permit_without_calls = keepalive_permit_without_calls_ ? 1 : 0;
+  }
+  if (Given("--grpc-infer-response-compression-level")) {
+    config->grpc_response_compression = response_compression_;
+  }
+  if (Given("--reuse-grpc-port")) config->grpc_reuse_port = reuse_grpc_port_;
+  if (Given("--reuse-http-port")) config->http_reuse_port = reuse_http_port_;
   if (Given("--allow-cpu-metrics")) config->cpu_metrics = allow_cpu_metrics_;
   if (Given("--allow-gpu-metrics")) config->gpu_metrics = allow_gpu_metrics_;
   if (Given("--metrics-interval-ms")) config->metrics_interval_ms = metrics_interval_ms_;

@@ -48,6 +48,14 @@ class TritonFlags {
   std::string grpc_address_, http_address_, metrics_address_;
   int http_thread_count_ = 0;
   std::string model_config_name_;
+  std::vector<std::string> trace_config_;
+  int64_t trace_count_ = -1;
+  int64_t trace_log_frequency_ = 0;
+  ServerConfig::GrpcKeepalive keepalive_;
+  bool keepalive_permit_without_calls_ = false;
+  std::string response_compression_;
+  bool reuse_grpc_port_ = false, reuse_http_port_ = false;
+  bool model_namespacing_ = false;
   bool allow_cpu_metrics_ = true;
   bool allow_gpu_metrics_ = true;
   int64_t metrics_interval_ms_ = 2000;

@@ -123,6 +123,74 @@ TEST(TritonFlagsTest, ValuesThatCannotBeHonouredAreErrorsNamingTheFlag) {
   EXPECT_FALSE(Parse({"--exit-timeout-secs=-1"}).status.ok());
 }
 
+TEST(TritonFlagsTest, TraceConfigKeepaliveCompressionAndPortReuseMapOntoTheSettings) {
+  Parsed p = Parse({"--trace-config",
+                    "triton,file=/tmp/trace.json",
+                    "--trace-config",
+                    "level=TIMESTAMPS",
+                    "--trace-config=rate=10",
+                    "--trace-config",
+                    "count=50",
+                    "--trace-config",
+                    "triton,log-frequency=5",
+                    "--trace-config",
+                    "mode=triton",
+                    "--grpc-keepalive-time",
+                    "60000",
+                    "--grpc-keepalive-timeout=5000",
+                    "--grpc-keepalive-permit-without-calls=true",
+                    "--grpc-http2-max-pings-without-data",
+                    "0",
+                    "--grpc-http2-min-recv-ping-interval-without-data",
+                    "10000",
+                    "--grpc-http2-max-ping-strikes",
+                    "3",
+                    "--grpc-infer-response-compression-level",
+                    "high",
+                    "--reuse-grpc-port=true",
+                    "--reuse-http-port",
+                    "1",
+                    "--model-namespacing=false",
+                    "--metrics-config",
+                    "summary_latencies=true",
+                    "--rate-limit",
+                    "execution_count"});
+  ASSERT_TRUE(p.status.ok()) << p.status;
+  EXPECT_EQ(p.config.trace_file, "/tmp/trace.json");
+  EXPECT_EQ(p.config.trace_level, "TIMESTAMPS");
+  EXPECT_EQ(p.config.trace_rate, 10);
+  EXPECT_EQ(p.config.trace_count, 50);
+  EXPECT_EQ(p.config.trace_log_frequency, 5);
+  EXPECT_EQ(p.config.grpc_keepalive.time_ms, 60000);
+  EXPECT_EQ(p.config.grpc_keepalive.timeout_ms, 5000);
+  EXPECT_EQ(p.config.grpc_keepalive.permit_without_calls, 1);
+  EXPECT_EQ(p.config.grpc_keepalive.http2_max_pings_without_data, 0);
+  EXPECT_EQ(p.config.grpc_keepalive.http2_min_recv_ping_interval_without_data_ms, 10000);
+  EXPECT_EQ(p.config.grpc_keepalive.http2_max_ping_strikes, 3);
+  EXPECT_EQ(p.config.grpc_response_compression, "high");
+  EXPECT_TRUE(p.config.grpc_reuse_port);
+  EXPECT_TRUE(p.config.http_reuse_port);
+  EXPECT_THAT(p.ignored, ElementsAre(HasSubstr("--metrics-config summary_latencies=true: not used"),
+                                     HasSubstr("--rate-limit execution_count: not used")));
+  // Not given: gRPC's defaults stay.
+  EXPECT_EQ(Parse({}).config.grpc_keepalive.time_ms, -1);
+
+  for (const auto& [args, message] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"--trace-config", "opentelemetry,url=localhost:4318"}, "OpenTelemetry"},
+           {{"--trace-config", "mode=opentelemetry"}, "only mode triton"},
+           {{"--trace-config", "level=TENSORS"}, "TENSORS is not supported"},
+           {{"--trace-config", "rate=0"}, "rate must be an integer >= 1"},
+           {{"--trace-config", "rate"}, "expected <setting>=<value>"},
+           {{"--trace-config", "colour=blue"}, "unknown setting"},
+           {{"--model-namespacing=true"}, "--model-namespacing=true"},
+           {{"--grpc-infer-response-compression-level", "max"}, "max"},
+       }) {
+    Parsed refused = Parse(args);
+    EXPECT_EQ(refused.status.code(), absl::StatusCode::kInvalidArgument) << args[0];
+    EXPECT_THAT(std::string(refused.status.message()), HasSubstr(message)) << args[0];
+  }
+}
+
 TEST(TritonFlagsTest, AConfigNameThatIsNotAFileNameIsRefused) {
   for (const char* name : {"../h100", "a/b", ".hidden"}) {
     Parsed p = Parse({"--model-config-name", name});

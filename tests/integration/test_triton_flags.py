@@ -49,7 +49,10 @@ def test_a_triton_launch_line_serves(make_server, tmp_path):
         "onnxruntime,default-max-batch-size=8", "--model-load-thread-count", "2",
         "--exit-on-error=false", "--strict-readiness=false", "--allow-grpc=true",
         "--allow-cpu-metrics=false", "--allow-gpu-metrics=false",
-        "--metrics-interval-ms", "100"])
+        "--metrics-interval-ms", "100", "--grpc-keepalive-time", "60000",
+        "--grpc-keepalive-permit-without-calls=true", "--grpc-http2-max-pings-without-data", "0",
+        "--grpc-infer-response-compression-level", "high", "--trace-config", "rate=100",
+        "--metrics-config", "summary_latencies=true", "--model-namespacing=false"])
     assert_mlp_serves(server.client())
     time.sleep(0.3)
     assert "nv_cpu_" not in fetch_metrics(server.metrics_url)
@@ -62,12 +65,28 @@ def test_a_triton_launch_line_serves(make_server, tmp_path):
     assert first[:4].isdigit() and "Z" in first.split()[0], first
 
 
+def test_a_second_server_cannot_take_a_port_in_use(make_server, tmp_path):
+    """As in Triton (--reuse-grpc-port=false): gRPC's own default, SO_REUSEPORT, let a second
+    server bind the same port and take half the connections."""
+    first = make_server(repository=MODELS_DIR, mode="none", wait_models=["mlp"])
+    command = [str(BIN_DIR / "tessera-server"), "--model-repository", str(MODELS_DIR),
+               "--grpc-port", str(first.grpc_port), "--metrics-port", "-1", "--http-port", "-1",
+               "--model-control-mode", "none"]
+    run = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                         timeout=60)
+    assert run.returncode != 0, run.stdout + run.stderr
+    assert f"cannot listen for gRPC on 0.0.0.0:{first.grpc_port}" in run.stdout + run.stderr
+    assert_mlp_serves(first.client())
+
+
 @pytest.mark.parametrize("args, message", [
     (["--allow-grpc=false"], "--allow-grpc=false: tessera-server always serves"),
     (["--allow-metrics=false"], "--allow-metrics=false contradicts --metrics-port"),
     (["--log-format", "json"], "json"),
     (["--allow-http", "perhaps"], "perhaps"),
     (["--model-config-name", "../h100"], "--model-config-name: '../h100' is not a config name"),
+    (["--trace-config", "opentelemetry,url=localhost:4318"], "OpenTelemetry tracing is not"),
+    (["--model-namespacing=true"], "--model-namespacing=true"),
 ])
 def test_values_that_cannot_be_honoured_stop_the_start(args, message):
     out = start_fails(*args)

@@ -68,6 +68,24 @@ struct ServerConfig {
   // the machine's memory.
   int64_t max_inflating_bytes = 0;
   bool allow_client_shm = false;  // the system shared-memory extension (Triton: --allow-client-shm)
+  // gRPC's HTTP/2 keepalive and ping policy (grpc.keepalive; Triton's --grpc-keepalive-* and
+  // --grpc-http2-* flags); -1 = gRPC's default.
+  struct GrpcKeepalive {
+    int64_t time_ms = -1;
+    int64_t timeout_ms = -1;
+    int64_t permit_without_calls = -1;  // 0 or 1
+    int64_t http2_max_pings_without_data = -1;
+    int64_t http2_min_recv_ping_interval_without_data_ms = -1;
+    int64_t http2_max_ping_strikes = -1;
+  };
+  GrpcKeepalive grpc_keepalive;
+  // none | low | medium | high: how inference answers are compressed for clients that accept it
+  // (Triton: --grpc-infer-response-compression-level).
+  std::string grpc_response_compression = "none";
+  // Whether another process may bind the same port (SO_REUSEPORT); Triton: --reuse-grpc-port,
+  // --reuse-http-port, both off there. gRPC's own default is on.
+  bool grpc_reuse_port = false;
+  bool http_reuse_port = false;
   TlsFiles grpc_tls;              // grpc.tls (Triton: --grpc-use-ssl, --grpc-server-cert, ...)
   TlsFiles http_tls;              // http.tls
   // grpc.restricted / http.restricted: an API appears in one group at most; the rest are open.

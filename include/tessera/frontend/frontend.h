@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "tessera/common/server_config.h"
 #include "tessera/common/status.h"
@@ -20,6 +21,13 @@ struct FrontendOptions {
   int grpc_port = 8001;  // 0 = pick a free port (see Frontend::grpc_port())
   // The largest request or answer either endpoint takes or sends.
   int64_t max_message_bytes = 2147483647;
+  // gRPC's keepalive and ping policy (unset values keep gRPC's defaults).
+  ServerConfig::GrpcKeepalive grpc_keepalive;
+  // none | low | medium | high: gRPC's default compression for answers; a client that does not
+  // accept compression gets them plain.
+  std::string grpc_response_compression = "none";
+  bool grpc_reuse_port = false;  // SO_REUSEPORT on each endpoint's listening socket
+  bool http_reuse_port = false;
   // Memory that compressed requests may take, all together, while they are inflated and parsed
   // (inflate_budget.h); past it one is refused with UNAVAILABLE.
   int64_t max_inflating_bytes = int64_t{1} << 32;
