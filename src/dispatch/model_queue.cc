@@ -44,7 +44,8 @@ ModelQueue::ModelQueue(ModelQueueOptions options, Lane lane, std::shared_ptr<Mod
     : options_(std::move(options)),
       stats_(std::move(stats)),
       clock_(clock ? clock : &default_clock_),
-      batched_(options_.policy.batching && options_.policy.max_batch_size > 0) {
+      batched_(options_.policy.batching && options_.policy.max_batch_size > 0),
+      limits_levels_(options_.max_queue_size > 0 || !options_.max_queue_size_by_level.empty()) {
   if (Status valid = ValidateLane(lane, options_.model_label); !valid.ok()) {
     // The callers validate configs first; never run a lane whose workers do not match.
     spdlog::error("{}; its workers take batches without sizes", valid.message());
@@ -126,13 +127,14 @@ Status ModelQueue::EnqueueImpl(std::unique_ptr<Request>&& request, bool admitted
   };
   std::unique_lock lock(mu_);
   if (stopping_ || (!accepting_ && !admitted)) return refused();
-  size_t& level_queued = queued_by_level_[request->priority];
-  if (!admitted) {
+  // Counted only when some level has a limit: a model without one pays no map per request.
+  size_t* level_queued = limits_levels_ ? &queued_by_level_[request->priority] : nullptr;
+  if (level_queued != nullptr && !admitted) {
     auto limit_at = options_.max_queue_size_by_level.find(request->priority);
     const uint32_t limit = limit_at == options_.max_queue_size_by_level.end()
                                ? options_.max_queue_size
                                : limit_at->second;
-    if (limit > 0 && level_queued >= limit) {
+    if (limit > 0 && *level_queued >= limit) {
       return absl::UnavailableError(absl::StrCat(
           "queue of model '", options_.model_label, "' is full (max_queue_size ", limit,
           request->priority > 0 ? absl::StrCat(" at priority level ", request->priority) : "",
@@ -153,7 +155,7 @@ Status ModelQueue::EnqueueImpl(std::unique_ptr<Request>&& request, bool admitted
   while (at != lane->queue.begin() && std::prev(at)->request->priority > request->priority) --at;
   lane->queue.insert(at, Queued{std::move(request), key});
   ++queued_;
-  ++level_queued;
+  if (level_queued != nullptr) ++*level_queued;
   // A pipelined runner with room takes a ready submission from this thread: waking its worker
   // for it would cost a context switch per request.
   // Runners at their limit need nobody: the thread that gets their next result takes the queue.
@@ -294,7 +296,7 @@ ModelQueue::Taken ModelQueue::PopBatch(LaneState& lane, size_t count, uint64_t n
   for (size_t i = 0; i < count; ++i) {
     std::unique_ptr<Request> request = std::move(lane.queue.front().request);
     lane.queue.pop_front();
-    --queued_by_level_[request->priority];
+    if (limits_levels_) --queued_by_level_[request->priority];
     if ((request->cancelled && request->cancelled()) || TimedOut(*request, now) ||
         (may_drop &&
          MissesSlo(request->arrival_ns, now, options_.slo_ns, lane.plan.expected_run_ns))) {

@@ -56,15 +56,14 @@ double CpuUtilization(const CpuTimes& before, const CpuTimes& after) {
 
 HostMetrics::HostMetrics(int64_t interval_ms, bool cpu, std::unique_ptr<GpuMetrics> gpus)
     : interval_ms_(interval_ms), cpu_(cpu), gpus_(std::move(gpus)) {
-  {
-    std::lock_guard lock(mu_);
-    Sample();
-  }
+  Sample();
   sampler_ = std::thread([this] {
     std::unique_lock lock(mu_);
     while (!stop_cv_.wait_for(lock, std::chrono::milliseconds(interval_ms_),
                               [this] { return stopping_; })) {
+      lock.unlock();  // a scrape never waits on NVML or /proc
       Sample();
+      lock.lock();
     }
   });
 }
@@ -79,18 +78,24 @@ HostMetrics::~HostMetrics() {
 }
 
 void HostMetrics::Sample() {
-  // NVML answers from the driver in microseconds, and nothing else waits on this lock long.
-  if (gpus_) gpu_readings_ = gpus_->Read();
-  if (!cpu_) return;
-  // /proc files are small and in memory: reading them under the lock costs microseconds.
-  if (StatusOr<std::string> stat = yaml::ReadFileToString("/proc/stat"); stat.ok()) {
-    std::optional<CpuTimes> now = ParseProcStat(*stat);
-    if (now && last_cpu_) utilization_ = CpuUtilization(*last_cpu_, *now);
-    if (now) last_cpu_ = now;
+  std::vector<GpuReading> gpus;
+  if (gpus_) gpus = gpus_->Read();
+  std::optional<double> utilization;
+  std::optional<MemoryBytes> memory;
+  if (cpu_) {
+    if (StatusOr<std::string> stat = yaml::ReadFileToString("/proc/stat"); stat.ok()) {
+      std::optional<CpuTimes> now = ParseProcStat(*stat);
+      if (now && last_cpu_) utilization = CpuUtilization(*last_cpu_, *now);
+      if (now) last_cpu_ = now;
+    }
+    if (StatusOr<std::string> meminfo = yaml::ReadFileToString("/proc/meminfo"); meminfo.ok()) {
+      memory = ParseMeminfo(*meminfo);
+    }
   }
-  if (StatusOr<std::string> meminfo = yaml::ReadFileToString("/proc/meminfo"); meminfo.ok()) {
-    if (std::optional<MemoryBytes> memory = ParseMeminfo(*meminfo)) memory_ = memory;
-  }
+  std::lock_guard lock(mu_);
+  gpu_readings_ = std::move(gpus);
+  if (utilization) utilization_ = utilization;
+  if (memory) memory_ = memory;
 }
 
 std::vector<frontend::MetricSample> HostMetrics::Samples() const {

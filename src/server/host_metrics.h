@@ -53,16 +53,18 @@ class HostMetrics {
   std::vector<frontend::MetricSample> Samples() const;
 
  private:
-  void Sample() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Reads /proc and NVML without the lock, then stores the readings under it. Called by the
+  // constructor and then only by the sampler thread.
+  void Sample() ABSL_LOCKS_EXCLUDED(mu_);
 
   const int64_t interval_ms_;
   const bool cpu_;
-  const std::unique_ptr<GpuMetrics> gpus_;  // used by the sampler only
+  const std::unique_ptr<GpuMetrics> gpus_;  // read by the sampler only
   std::vector<GpuReading> gpu_readings_ ABSL_GUARDED_BY(mu_);
   mutable std::mutex mu_;
   std::condition_variable stop_cv_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  std::optional<CpuTimes> last_cpu_ ABSL_GUARDED_BY(mu_);
+  std::optional<CpuTimes> last_cpu_;  // the sampler's own
   std::optional<double> utilization_ ABSL_GUARDED_BY(mu_);
   std::optional<MemoryBytes> memory_ ABSL_GUARDED_BY(mu_);
   std::thread sampler_;

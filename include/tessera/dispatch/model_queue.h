@@ -267,6 +267,7 @@ class ModelQueue {
   SteadyClock default_clock_;
   const Clock* clock_;
   const bool batched_;
+  const bool limits_levels_;  // a queue limit applies to some level: queued_by_level_ is kept
 
   std::mutex lifecycle_mu_;  // serializes ReplaceLanes and Shutdown (both join workers)
   mutable std::mutex mu_;
