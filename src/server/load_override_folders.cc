@@ -111,6 +111,14 @@ StatusOr<std::string> LoadOverrideFolders::Create(const std::map<std::string, st
     return absl::InternalError(
         absl::StrCat("cannot make the folder for loads' files ", root_, ": ", ec.message()));
   }
+  // The root has a guessable name in a shared temp folder: one that another user made (or a link
+  // there) could hand them the model files, so it must be our own plain folder.
+  struct stat root_stat {};
+  if (::lstat(root_.c_str(), &root_stat) != 0 || !S_ISDIR(root_stat.st_mode) ||
+      root_stat.st_uid != ::geteuid()) {
+    return absl::InternalError(absl::StrCat("the folder for loads' files ", root_,
+                                            " is not a folder of this user; remove it"));
+  }
   fs::permissions(root_, fs::perms::owner_all, fs::perm_options::replace, ec);
   const fs::path folder = fs::path(root_) / std::to_string(next_.fetch_add(1));
   fs::remove_all(folder, ec);  // left by an earlier server with this pid

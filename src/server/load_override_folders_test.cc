@@ -87,6 +87,19 @@ TEST_F(LoadOverrideFoldersTest, CollidingPathsFailWithoutLeavingAFolder) {
   EXPECT_TRUE(fs::is_empty(root_));
 }
 
+TEST_F(LoadOverrideFoldersTest, ARootThatIsALinkIsRefused) {
+  const fs::path elsewhere = root_.string() + "-elsewhere";
+  fs::create_directories(elsewhere);
+  fs::create_directories(root_.parent_path());
+  fs::create_directory_symlink(elsewhere, root_);
+  LoadOverrideFolders folders(root_.string());
+  StatusOr<std::string> made = folders.Create({{"1/model.onnx", "x"}});
+  EXPECT_EQ(made.status().code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(std::string(made.status().message()), HasSubstr("is not a folder of this user"));
+  EXPECT_TRUE(fs::is_empty(elsewhere));
+  fs::remove_all(elsewhere);
+}
+
 TEST_F(LoadOverrideFoldersTest, TheRootGoesWithTheObject) {
   {
     LoadOverrideFolders folders(root_.string());
