@@ -1,5 +1,6 @@
 #include "tessera/common/server_config.h"
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <exception>
@@ -7,7 +8,10 @@
 #include <string_view>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "tessera/common/yaml_util.h"
 
 namespace tessera {
@@ -51,8 +55,14 @@ constexpr std::array<std::string_view, kApiGroupCount> kApiGroupNames = {
     "health",           "metadata",   "inference", "shared-memory", "model-config",
     "model-repository", "statistics", "trace",     "logging"};
 constexpr std::array<std::string_view, 4> kTlsKeys = {"cert", "key", "client_ca", "reload_secs"};
-constexpr std::array<std::string_view, 5> kMetricsKeys = {"address", "port", "cpu", "gpu",
-                                                          "interval_ms"};
+constexpr std::array<std::string_view, 8> kMetricsKeys = {"address",
+                                                          "port",
+                                                          "cpu",
+                                                          "gpu",
+                                                          "interval_ms",
+                                                          "counter_latencies",
+                                                          "summary_latencies",
+                                                          "summary_quantiles"};
 constexpr std::array<std::string_view, 7> kRepositoryKeys = {
     "path",          "control_mode",     "poll_secs",  "auto_complete",
     "exit_on_error", "strict_readiness", "config_name"};
@@ -283,6 +293,19 @@ Status ParseInto(const YAML::Node& doc, std::string_view source, ServerConfig& c
     TESSERA_RETURN_IF_ERROR(m.GetBool("cpu", &config.cpu_metrics));
     TESSERA_RETURN_IF_ERROR(m.GetBool("gpu", &config.gpu_metrics));
     TESSERA_RETURN_IF_ERROR(m.GetInt("interval_ms", 10, 3600000, &config.metrics_interval_ms));
+    TESSERA_RETURN_IF_ERROR(m.GetBool("counter_latencies", &config.metrics_counter_latencies));
+    TESSERA_RETURN_IF_ERROR(m.GetBool("summary_latencies", &config.metrics_summary_latencies));
+    if (m.Has("summary_quantiles")) {
+      std::string text;
+      TESSERA_RETURN_IF_ERROR(m.GetString("summary_quantiles", &text));
+      auto quantiles = ParseSummaryQuantiles(text);
+      if (!quantiles.ok()) {
+        return yaml::ErrorAt(m.source(), m.KeyLine("summary_quantiles"),
+                             m.PathOf("summary_quantiles"),
+                             std::string(quantiles.status().message()));
+      }
+      config.metrics_summary_quantiles = *std::move(quantiles);
+    }
     return m.GetInt("port", 0, kMaxPort, &config.metrics_port);
   }));
   TESSERA_RETURN_IF_ERROR(
@@ -367,6 +390,40 @@ Status ParseInto(const YAML::Node& doc, std::string_view source, ServerConfig& c
 }
 
 }  // namespace
+
+std::vector<SummaryQuantileSpec> DefaultSummaryQuantiles() {
+  return {{0.5, 0.05}, {0.9, 0.01}, {0.95, 0.001}, {0.99, 0.001}, {0.999, 0.001}};
+}
+
+StatusOr<std::vector<SummaryQuantileSpec>> ParseSummaryQuantiles(std::string_view text) {
+  std::vector<SummaryQuantileSpec> quantiles;
+  for (absl::string_view pair : absl::StrSplit(yaml::AsAbsl(text), ',')) {
+    pair = absl::StripAsciiWhitespace(pair);
+    auto bad = [&](absl::string_view why) {
+      return absl::InvalidArgumentError(absl::StrCat("summary quantile \"", pair, "\": ", why,
+                                                     " (expected <quantile>:<error>,..., such as ",
+                                                     "0.5:0.05,0.99:0.001)"));
+    };
+    const size_t colon = pair.find(':');
+    if (colon == absl::string_view::npos) return bad("no ':' between the quantile and its error");
+    SummaryQuantileSpec q;
+    if (!absl::SimpleAtod(pair.substr(0, colon), &q.quantile) || !(q.quantile > 0) ||
+        !(q.quantile < 1)) {
+      return bad("the quantile must be a number between 0 and 1, both excluded");
+    }
+    if (!absl::SimpleAtod(pair.substr(colon + 1), &q.error) || !(q.error > 0) ||
+        q.error > std::min(q.quantile, 1 - q.quantile)) {
+      return bad(absl::StrCat("the error must be a number in (0, ",
+                              std::min(q.quantile, 1 - q.quantile),
+                              "], so that the quantile's band stays inside [0, 1]"));
+    }
+    for (const SummaryQuantileSpec& seen : quantiles) {
+      if (seen.quantile == q.quantile) return bad("that quantile is already listed");
+    }
+    quantiles.push_back(q);
+  }
+  return quantiles;
+}
 
 std::string CheckConfigName(const std::string& name) {
   if (name.find('/') != std::string::npos || name.find('\0') != std::string::npos ||

@@ -374,6 +374,42 @@ TEST(ServerConfigTest, ResponseCache) {
   }
 }
 
+TEST(ServerConfigTest, LatencyMetrics) {
+  StatusOr<ServerConfig> c = ParseServerConfig(
+      "metrics: {counter_latencies: false, summary_latencies: true, summary_quantiles: "
+      "'0.5:0.05, 0.999:0.001'}\n",
+      kSource);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_FALSE(c->metrics_counter_latencies);
+  EXPECT_TRUE(c->metrics_summary_latencies);
+  ASSERT_EQ(c->metrics_summary_quantiles.size(), 2u);
+  EXPECT_EQ(c->metrics_summary_quantiles[0].quantile, 0.5);
+  EXPECT_EQ(c->metrics_summary_quantiles[1].error, 0.001);
+  EXPECT_THAT(std::string(ParseServerConfig("metrics:\n  summary_quantiles: '0.5:x'\n", kSource)
+                              .status()
+                              .message()),
+              AllOf(HasSubstr("configs/server.yaml:2: metrics.summary_quantiles"),
+                    HasSubstr("summary quantile \"0.5:x\": the error must be")));
+
+  EXPECT_EQ(ParseSummaryQuantiles("0.5:0.05,0.9:0.01,0.95:0.001,0.99:0.001,0.999:0.001")->size(),
+            DefaultSummaryQuantiles().size());
+  for (const auto& [bad, why] : std::vector<std::pair<const char*, const char*>>{
+           {"", "no ':'"},
+           {"0.5", "no ':'"},
+           {"0:0.1", "between 0 and 1"},
+           {"1:0.1", "between 0 and 1"},
+           {"nan:0.1", "between 0 and 1"},
+           {"0.5:0", "the error must be a number in (0, 0.5]"},
+           {"0.9:0.2", "the error must be a number in (0, 0.1"},
+           {"0.1:0.2", "the error must be a number in (0, 0.1]"},
+           {"0.5:0.1,0.5:0.2", "already listed"},
+       }) {
+    StatusOr<std::vector<SummaryQuantileSpec>> parsed = ParseSummaryQuantiles(bad);
+    ASSERT_FALSE(parsed.ok()) << bad;
+    EXPECT_THAT(std::string(parsed.status().message()), HasSubstr(why)) << bad;
+  }
+}
+
 TEST(ServerConfigTest, SyntaxError) {
   StatusOr<ServerConfig> c = ParseServerConfig("grpc:\n  port: [1, 2\nlog: {}\n", kSource);
   ASSERT_FALSE(c.ok());

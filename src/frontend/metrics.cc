@@ -23,8 +23,8 @@ using prometheus::MetricType;
 // Reads every ready model's statistics on each scrape, so nothing is double-counted or stale.
 class ModelStatsCollector final : public prometheus::Collectable {
  public:
-  ModelStatsCollector(const ServerCore* core, MetricsSource extra)
-      : core_(core), extra_(std::move(extra)) {}
+  ModelStatsCollector(const ServerCore* core, MetricsSource extra, bool counter_latencies)
+      : core_(core), extra_(std::move(extra)), counter_latencies_(counter_latencies) {}
 
   std::vector<MetricFamily> Collect() const override {
     struct FamilySpec {
@@ -32,6 +32,7 @@ class ModelStatsCollector final : public prometheus::Collectable {
       const char* help;
       MetricType type;
       std::function<double(const dispatch::ModelStatsSnapshot&)> value;
+      bool latency = false;  // a cumulative latency counter: off with counter_latencies=false
     };
     const std::vector<FamilySpec> specs = {
         {"nv_inference_request_success", "Number of successful inference requests",
@@ -43,24 +44,24 @@ class ModelStatsCollector final : public prometheus::Collectable {
         {"nv_inference_pending_request_count", "Requests enqueued and not yet executing",
          MetricType::Gauge, [](const auto& s) { return double(s.pending); }},
         {"nv_inference_request_duration_us", "Cumulative end-to-end request duration",
-         MetricType::Counter, [](const auto& s) { return (s.success.ns + s.fail.ns) / 1e3; }},
+         MetricType::Counter, [](const auto& s) { return (s.success.ns + s.fail.ns) / 1e3; }, true},
         {"nv_inference_queue_duration_us", "Cumulative time requests waited in the queue",
-         MetricType::Counter, [](const auto& s) { return s.queue.ns / 1e3; }},
+         MetricType::Counter, [](const auto& s) { return s.queue.ns / 1e3; }, true},
         {"nv_inference_compute_input_duration_us", "Cumulative input preparation duration",
-         MetricType::Counter, [](const auto& s) { return s.compute_input.ns / 1e3; }},
+         MetricType::Counter, [](const auto& s) { return s.compute_input.ns / 1e3; }, true},
         {"nv_inference_compute_infer_duration_us", "Cumulative model execution duration",
-         MetricType::Counter, [](const auto& s) { return s.compute_infer.ns / 1e3; }},
+         MetricType::Counter, [](const auto& s) { return s.compute_infer.ns / 1e3; }, true},
         {"nv_inference_compute_output_duration_us", "Cumulative output extraction duration",
-         MetricType::Counter, [](const auto& s) { return s.compute_output.ns / 1e3; }},
+         MetricType::Counter, [](const auto& s) { return s.compute_output.ns / 1e3; }, true},
         {"nv_cache_num_hits_per_model", "Requests answered from the response cache",
-         MetricType::Counter, [](const auto& s) { return double(s.cache_hit.count); }},
+         MetricType::Counter, [](const auto& s) { return double(s.cache_hit.count); }, true},
         {"nv_cache_num_misses_per_model", "Requests the response cache did not hold",
-         MetricType::Counter, [](const auto& s) { return double(s.cache_miss.count); }},
+         MetricType::Counter, [](const auto& s) { return double(s.cache_miss.count); }, true},
         {"nv_cache_hit_duration_per_model",
          "Cumulative cache lookup and copy-out time of hits (us)", MetricType::Counter,
-         [](const auto& s) { return s.cache_hit.ns / 1e3; }},
+         [](const auto& s) { return s.cache_hit.ns / 1e3; }, true},
         {"nv_cache_miss_duration_per_model", "Cumulative lookup and insert time of misses (us)",
-         MetricType::Counter, [](const auto& s) { return s.cache_miss.ns / 1e3; }},
+         MetricType::Counter, [](const auto& s) { return s.cache_miss.ns / 1e3; }, true},
         {"tessera_slo_dropped_total",
          "Requests answered UNAVAILABLE because they could no longer meet the model's SLO",
          MetricType::Counter, [](const auto& s) { return double(s.slo_dropped); }},
@@ -73,15 +74,20 @@ class ModelStatsCollector final : public prometheus::Collectable {
     auto entries = core_->Statistics("", "");
     std::vector<std::pair<std::vector<prometheus::ClientMetric::Label>, dispatch::ModelStatsSnapshot>>
         snapshots;
+    std::vector<std::pair<std::vector<prometheus::ClientMetric::Label>, dispatch::LatencySummaries>>
+        summaries;
     if (entries.ok()) {
       for (const ModelStatsEntry& entry : *entries) {
-        snapshots.push_back({{{"model", entry.name}, {"version", absl::StrCat(entry.version)}},
-                             entry.stats->Snapshot()});
+        std::vector<prometheus::ClientMetric::Label> labels = {
+            {"model", entry.name}, {"version", absl::StrCat(entry.version)}};
+        if (auto values = entry.stats->Summaries()) summaries.emplace_back(labels, *values);
+        snapshots.emplace_back(std::move(labels), entry.stats->Snapshot());
       }
     }
 
     std::vector<MetricFamily> families;
     for (const FamilySpec& spec : specs) {
+      if (spec.latency && !counter_latencies_) continue;
       MetricFamily family{spec.name, spec.help, spec.type, {}};
       for (const auto& [labels, snapshot] : snapshots) {
         ClientMetric metric;
@@ -122,11 +128,62 @@ class ModelStatsCollector final : public prometheus::Collectable {
       }
     }
     if (!worker_batches.metric.empty()) families.push_back(std::move(worker_batches));
+    if (!summaries.empty()) AppendSummaries(summaries, families);
     if (extra_) AppendExtra(extra_(), families);
     return families;
   }
 
  private:
+  // Triton's summary families (--metrics-config summary_latencies=true). The cache's appear for
+  // the versions the response cache has looked up.
+  static void AppendSummaries(
+      const std::vector<std::pair<std::vector<ClientMetric::Label>, dispatch::LatencySummaries>>&
+          summaries,
+      std::vector<MetricFamily>& families) {
+    using Summaries = dispatch::LatencySummaries;
+    struct SummarySpec {
+      const char* name;
+      const char* help;
+      dispatch::LatencySummary Summaries::*member;
+      bool cache;
+    };
+    constexpr SummarySpec kSpecs[] = {
+        {"nv_inference_request_summary_us",
+         "Summary of end-to-end request durations of successful requests (us)", &Summaries::request,
+         false},
+        {"nv_inference_queue_summary_us", "Summary of queue durations (us)", &Summaries::queue,
+         false},
+        {"nv_inference_compute_input_summary_us", "Summary of input preparation durations (us)",
+         &Summaries::compute_input, false},
+        {"nv_inference_compute_infer_summary_us", "Summary of model execution durations (us)",
+         &Summaries::compute_infer, false},
+        {"nv_inference_compute_output_summary_us", "Summary of output extraction durations (us)",
+         &Summaries::compute_output, false},
+        {"nv_cache_hit_summary_per_model",
+         "Summary of response cache lookup and copy-out durations of hits (us)",
+         &Summaries::cache_hit, true},
+        {"nv_cache_miss_summary_per_model",
+         "Summary of response cache lookup and insert durations of misses (us)",
+         &Summaries::cache_miss, true},
+    };
+    for (const SummarySpec& spec : kSpecs) {
+      MetricFamily family{spec.name, spec.help, MetricType::Summary, {}};
+      for (const auto& [labels, values] : summaries) {
+        if (spec.cache && values.cache_hit.count + values.cache_miss.count == 0) continue;
+        const dispatch::LatencySummary& summary = values.*spec.member;
+        ClientMetric metric;
+        metric.label = labels;
+        metric.summary.sample_count = summary.count;
+        metric.summary.sample_sum = summary.sum_us;
+        for (const auto& [quantile, value] : summary.quantiles_us) {
+          metric.summary.quantile.push_back({quantile, value});
+        }
+        family.metric.push_back(std::move(metric));
+      }
+      if (!family.metric.empty()) families.push_back(std::move(family));
+    }
+  }
+
   static void AppendExtra(const std::vector<MetricSample>& samples,
                           std::vector<MetricFamily>& families) {
     std::map<std::string, size_t> index;
@@ -151,6 +208,7 @@ class ModelStatsCollector final : public prometheus::Collectable {
 
   const ServerCore* core_;
   MetricsSource extra_;
+  const bool counter_latencies_;
 };
 
 // Serves GET /metrics from libmicrohttpd's epoll loop: a scrape is rendered on that thread (a few
@@ -233,13 +291,12 @@ class MhdMetricsEndpoint final : public MetricsEndpoint {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(const std::string& address,
-                                                                  int port,
+StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(const MetricsOptions& options,
                                                                   const ServerCore* core,
                                                                   MetricsSource extra) {
   auto endpoint = std::make_unique<MhdMetricsEndpoint>(
-      std::make_shared<ModelStatsCollector>(core, std::move(extra)));
-  TESSERA_RETURN_IF_ERROR(endpoint->Listen(address, port));
+      std::make_shared<ModelStatsCollector>(core, std::move(extra), options.counter_latencies));
+  TESSERA_RETURN_IF_ERROR(endpoint->Listen(options.address, options.port));
   return std::unique_ptr<MetricsEndpoint>(std::move(endpoint));
 }
 

@@ -345,6 +345,11 @@ int Run(int argc, char** argv) {
   manager_options.slo_drop = config.scheduler_slo_drop;
   manager_options.response_cache = config.response_cache_bytes > 0;
   manager_options.strict_readiness = config.strict_readiness;
+  if (config.metrics_port > 0 && config.metrics_summary_latencies) {
+    for (const tessera::SummaryQuantileSpec& q : config.metrics_summary_quantiles) {
+      manager_options.latency_summary_quantiles.push_back({q.quantile, q.error});
+    }
+  }
   tessera::server::ModelManager manager(manager_options, pool->get());
   const std::vector<std::string> failed = manager.LoadAtStartup(load_models);
   if (config.exit_on_error && !failed.empty()) {
@@ -432,8 +437,12 @@ int Run(int argc, char** argv) {
     }
     auto server_metrics =
         tessera::server::ServerMetrics(control.get(), pool->get(), host_metrics.get());
-    auto started = tessera::frontend::MetricsEndpoint::Start(
-        config.metrics_address, config.metrics_port, &manager, server_metrics);
+    tessera::frontend::MetricsOptions metrics_options;
+    metrics_options.address = config.metrics_address;
+    metrics_options.port = config.metrics_port;
+    metrics_options.counter_latencies = config.metrics_counter_latencies;
+    auto started =
+        tessera::frontend::MetricsEndpoint::Start(metrics_options, &manager, server_metrics);
     if (!started.ok()) {
       spdlog::error("{}", started.status().message());
       return 1;

@@ -56,7 +56,7 @@ std::shared_ptr<ModelManager::LoadedVersion> ModelManager::NewLoadedVersion(
   loaded->version = version.version;
   loaded->model_path = version.model_path;
   loaded->config = std::make_shared<const repository::ModelConfig>(config);
-  loaded->stats = std::make_shared<dispatch::ModelStats>();
+  loaded->stats = std::make_shared<dispatch::ModelStats>(options_.latency_summary_quantiles);
   loaded->load_id = next_load_id_++;
   return loaded;
 }

@@ -42,6 +42,9 @@ struct ModelManagerOptions {
   // Where the files of load requests go (LoadOverrideFolders); "" = <temp
   // dir>/tessera-<pid>-loaded-files.
   std::string load_files_root;
+  // Each model version's stats also keep latency summaries of these quantiles (the metrics
+  // endpoint's nv_inference_*_summary_us); empty: none.
+  std::vector<dispatch::SummaryQuantile> latency_summary_quantiles;
 };
 
 // A model as the control loop sees it: its newest ready version, the queue serving it, and the

@@ -17,7 +17,7 @@ constexpr char kGroup[] = "tritonserver flags";
 
 // Triton flags for its own machinery, which Tessera does not have: each is accepted with any
 // value and named in the log. Repeatable, as several of Triton's are (--backend-config).
-constexpr std::array<std::string_view, 20> kUnusedFlags = {
+constexpr std::array<std::string_view, 19> kUnusedFlags = {
     "--pinned-memory-pool-byte-size",
     "--cuda-memory-pool-byte-size",
     "--cuda-virtual-address-size",
@@ -33,7 +33,6 @@ constexpr std::array<std::string_view, 20> kUnusedFlags = {
     "--grpc-infer-allocation-pool-size",
     "--http-header-forward-pattern",
     "--grpc-header-forward-pattern",
-    "--metrics-config",
     "--rate-limit",
     "--rate-limit-resource",
     "--model-load-gpu-limit",
@@ -88,6 +87,58 @@ Status ApplyTraceConfig(const std::string& entry, ServerConfig* config) {
   return absl::InvalidArgumentError(absl::StrCat(
       "--trace-config ", entry,
       ": unknown setting (known: mode, level, rate, count, triton,file, triton,log-frequency)"));
+}
+
+// --metrics-config's "<setting>=<value>": the per-model latency metrics' form. `notes` gets a line
+// for a setting accepted without effect.
+Status ApplyMetricsConfig(const std::string& entry, ServerConfig* config,
+                          std::vector<std::string>* notes) {
+  const size_t equals = entry.find('=');
+  const std::string setting = entry.substr(0, equals);
+  std::string value = equals == std::string::npos ? "" : entry.substr(equals + 1);
+  if (equals == std::string::npos || setting.find(',') != std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--metrics-config ", entry,
+        ": expected <setting>=<value> (no setting groups: counter_latencies, summary_latencies, "
+        "summary_quantiles, histogram_latencies)"));
+  }
+  if (value.size() >= 2 && value.front() == '"' && value.back() == '"') {
+    value = value.substr(1, value.size() - 2);  // as a start script may leave it quoted
+  }
+  auto boolean = [&](bool* out) -> Status {
+    if (value != "true" && value != "false") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--metrics-config ", entry, ": ", setting, " must be true or false"));
+    }
+    *out = value == "true";
+    return absl::OkStatus();
+  };
+  if (setting == "counter_latencies") return boolean(&config->metrics_counter_latencies);
+  if (setting == "summary_latencies") return boolean(&config->metrics_summary_latencies);
+  if (setting == "summary_quantiles") {
+    auto quantiles = ParseSummaryQuantiles(value);
+    if (!quantiles.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--metrics-config ", entry, ": ", quantiles.status().message()));
+    }
+    config->metrics_summary_quantiles = *std::move(quantiles);
+    return absl::OkStatus();
+  }
+  if (setting == "histogram_latencies") {
+    bool histograms = false;
+    TESSERA_RETURN_IF_ERROR(boolean(&histograms));
+    // Triton's only latency histogram is the first response of decoupled models.
+    if (histograms) {
+      notes->push_back(absl::StrCat("--metrics-config ", entry,
+                                    ": no effect (nv_inference_first_response_histogram_ms is "
+                                    "for decoupled models, which Tessera does not serve)"));
+    }
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--metrics-config ", entry,
+      ": unknown setting (known: counter_latencies, summary_latencies, summary_quantiles, "
+      "histogram_latencies)"));
 }
 
 }  // namespace
@@ -174,6 +225,10 @@ TritonFlags::TritonFlags(CLI::App* app) : app_(app) {
       ->group(kGroup);
   app->add_option("--allow-gpu-metrics", allow_gpu_metrics_,
                   "false: no nv_gpu_* metrics (metrics.gpu)")
+      ->group(kGroup);
+  app->add_option("--metrics-config", metrics_config_,
+                  "Latency metrics, repeatable: counter_latencies=, summary_latencies=, "
+                  "summary_quantiles=<q>:<error>,... (metrics.*)")
       ->group(kGroup);
   app->add_option("--metrics-interval-ms", metrics_interval_ms_,
                   "How often the CPU metrics are sampled (metrics.interval_ms)")
@@ -279,6 +334,9 @@ Status TritonFlags::Apply(ServerConfig* config, LogSettingsUpdate* log,
   if (Given("--allow-cpu-metrics")) config->cpu_metrics = allow_cpu_metrics_;
   if (Given("--allow-gpu-metrics")) config->gpu_metrics = allow_gpu_metrics_;
   if (Given("--metrics-interval-ms")) config->metrics_interval_ms = metrics_interval_ms_;
+  for (const std::string& entry : metrics_config_) {
+    TESSERA_RETURN_IF_ERROR(ApplyMetricsConfig(entry, config, ignored));
+  }
   if (Given("--model-config-name")) {
     if (std::string why = CheckConfigName(model_config_name_); !why.empty()) {
       return absl::InvalidArgumentError(absl::StrCat("--model-config-name: ", why));

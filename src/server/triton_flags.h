@@ -59,6 +59,7 @@ class TritonFlags {
   bool allow_cpu_metrics_ = true;
   bool allow_gpu_metrics_ = true;
   int64_t metrics_interval_ms_ = 2000;
+  std::vector<std::string> metrics_config_;
   int64_t response_cache_byte_size_ = 0;
   bool log_info_ = true, log_warning_ = true, log_error_ = true;
   std::string log_format_, log_file_;

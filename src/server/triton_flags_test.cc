@@ -170,8 +170,8 @@ TEST(TritonFlagsTest, TraceConfigKeepaliveCompressionAndPortReuseMapOntoTheSetti
   EXPECT_EQ(p.config.grpc_response_compression, "high");
   EXPECT_TRUE(p.config.grpc_reuse_port);
   EXPECT_TRUE(p.config.http_reuse_port);
-  EXPECT_THAT(p.ignored, ElementsAre(HasSubstr("--metrics-config summary_latencies=true: not used"),
-                                     HasSubstr("--rate-limit execution_count: not used")));
+  EXPECT_TRUE(p.config.metrics_summary_latencies);
+  EXPECT_THAT(p.ignored, ElementsAre(HasSubstr("--rate-limit execution_count: not used")));
   // Not given: gRPC's defaults stay.
   EXPECT_EQ(Parse({}).config.grpc_keepalive.time_ms, -1);
 
@@ -182,6 +182,10 @@ TEST(TritonFlagsTest, TraceConfigKeepaliveCompressionAndPortReuseMapOntoTheSetti
            {{"--trace-config", "rate=0"}, "rate must be an integer >= 1"},
            {{"--trace-config", "rate"}, "expected <setting>=<value>"},
            {{"--trace-config", "colour=blue"}, "unknown setting"},
+           {{"--metrics-config", "summary_latencies=1"}, "must be true or false"},
+           {{"--metrics-config", "summary_quantiles=0.5:0.6"}, "the error must be a number in"},
+           {{"--metrics-config", "gpu,summary_latencies=true"}, "no setting groups"},
+           {{"--metrics-config", "pinned_memory=true"}, "unknown setting"},
            {{"--model-namespacing=true"}, "--model-namespacing=true"},
            {{"--grpc-infer-response-compression-level", "max"}, "max"},
        }) {
@@ -189,6 +193,25 @@ TEST(TritonFlagsTest, TraceConfigKeepaliveCompressionAndPortReuseMapOntoTheSetti
     EXPECT_EQ(refused.status.code(), absl::StatusCode::kInvalidArgument) << args[0];
     EXPECT_THAT(std::string(refused.status.message()), HasSubstr(message)) << args[0];
   }
+}
+
+TEST(TritonFlagsTest, MetricsConfigSetsTheLatencyMetrics) {
+  Parsed p = Parse({"--metrics-config", "counter_latencies=false", "--metrics-config",
+                    "summary_latencies=true", "--metrics-config",
+                    "summary_quantiles=\"0.5:0.05,0.99:0.001\"", "--metrics-config",
+                    "histogram_latencies=true"});
+  ASSERT_TRUE(p.status.ok()) << p.status;
+  EXPECT_FALSE(p.config.metrics_counter_latencies);
+  EXPECT_TRUE(p.config.metrics_summary_latencies);
+  ASSERT_EQ(p.config.metrics_summary_quantiles.size(), 2u);
+  EXPECT_EQ(p.config.metrics_summary_quantiles[1].quantile, 0.99);
+  EXPECT_EQ(p.config.metrics_summary_quantiles[1].error, 0.001);
+  // Triton's one latency histogram is for decoupled models: accepted, and said to do nothing.
+  EXPECT_THAT(p.ignored, ElementsAre(HasSubstr("histogram_latencies=true: no effect")));
+  Parsed defaults = Parse({});
+  EXPECT_TRUE(defaults.config.metrics_counter_latencies);
+  EXPECT_FALSE(defaults.config.metrics_summary_latencies);
+  EXPECT_EQ(defaults.config.metrics_summary_quantiles.size(), 5u);
 }
 
 TEST(TritonFlagsTest, AConfigNameThatIsNotAFileNameIsRefused) {

@@ -50,6 +50,17 @@ struct RestrictedApis {
   std::string value;
 };
 
+// A quantile a latency summary reports and its allowed rank error (Triton's summary_quantiles).
+struct SummaryQuantileSpec {
+  double quantile = 0;
+  double error = 0;
+};
+// Triton's: 0.5:0.05, 0.9:0.01, 0.95:0.001, 0.99:0.001, 0.999:0.001.
+std::vector<SummaryQuantileSpec> DefaultSummaryQuantiles();
+// Triton's "<quantile>:<error>,...": each quantile in (0, 1), each error in (0, min(q, 1 - q)],
+// so the band it allows stays inside [0, 1].
+StatusOr<std::vector<SummaryQuantileSpec>> ParseSummaryQuantiles(std::string_view text);
+
 struct ServerConfig {
   // Network.
   std::string grpc_address = "0.0.0.0";
@@ -63,6 +74,12 @@ struct ServerConfig {
   bool cpu_metrics = true;  // nv_cpu_* on /metrics (Triton: --allow-cpu-metrics)
   bool gpu_metrics = true;  // nv_gpu_* where NVML sees GPUs (Triton: --allow-gpu-metrics)
   int64_t metrics_interval_ms = 2000;  // how often they are sampled (Triton: --metrics-interval-ms)
+  // Per-model latency metrics (Triton's --metrics-config): the cumulative
+  // nv_inference_*_duration_us and cache duration counters, and quantile summaries
+  // (nv_inference_*_summary_us) over 60 s.
+  bool metrics_counter_latencies = true;
+  bool metrics_summary_latencies = false;
+  std::vector<SummaryQuantileSpec> metrics_summary_quantiles = DefaultSummaryQuantiles();
   int64_t max_grpc_message_bytes = 2147483647;  // INT32_MAX, as Triton and its clients use
   // Memory compressed requests may take at once while inflated (both endpoints); 0 = a quarter of
   // the machine's memory.

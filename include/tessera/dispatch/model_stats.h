@@ -4,8 +4,12 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "tessera/dispatch/request.h"
@@ -47,8 +51,45 @@ struct ModelStatsSnapshot {
   std::map<int64_t, uint64_t> worker_batches;
 };
 
+// A quantile a latency summary tracks, and the rank error it may have: {0.99, 0.001} reports a
+// value between the 98.9th and the 99.1st percentile (Triton's --metrics-config
+// summary_quantiles).
+struct SummaryQuantile {
+  double quantile = 0;
+  double error = 0;
+};
+
+// One latency's Prometheus summary over the last 60 s: a count and sum since the start, and the
+// quantiles of the window, all in microseconds.
+struct LatencySummary {
+  uint64_t count = 0;
+  double sum_us = 0;
+  std::vector<std::pair<double, double>> quantiles_us;  // (quantile, value)
+};
+
+// What Triton's nv_inference_*_summary_us and cache summaries report. request, queue and compute_*
+// are observed for each successful request (request also for cache hits), like the counters.
+struct LatencySummaries {
+  LatencySummary request;
+  LatencySummary queue;
+  LatencySummary compute_input;
+  LatencySummary compute_infer;
+  LatencySummary compute_output;
+  LatencySummary cache_hit;
+  LatencySummary cache_miss;
+};
+
+class LatencySummaryRecorder;
+
 class ModelStats {
  public:
+  ModelStats();
+  // Also keeps quantile summaries of each latency; none when `summary_quantiles` is empty.
+  explicit ModelStats(const std::vector<SummaryQuantile>& summary_quantiles);
+  ~ModelStats();
+  ModelStats(const ModelStats&) = delete;
+  ModelStats& operator=(const ModelStats&) = delete;
+
   void RecordSuccess(int64_t rows, uint64_t request_ns, const RequestTiming& timing);
   // `reason` is Triton's failure label: REJECTED (queue full / dropped), BACKEND (executor or
   // engine error), OTHER (validation).
@@ -67,8 +108,14 @@ class ModelStats {
   void SetActiveSequences(uint64_t count);
 
   ModelStatsSnapshot Snapshot() const;
+  // The summaries' values now; nullopt when this ModelStats keeps none. Computing the quantiles
+  // costs more than a Snapshot, so only the metrics endpoint asks.
+  std::optional<LatencySummaries> Summaries() const;
 
  private:
+  // Null unless summaries were asked for: then each Record* also observes its latencies there
+  // (under the recorder's own locks, after mu_ is released).
+  const std::unique_ptr<LatencySummaryRecorder> summaries_;
   mutable std::mutex mu_;
   ModelStatsSnapshot stats_ ABSL_GUARDED_BY(mu_);
 };

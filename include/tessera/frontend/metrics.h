@@ -23,10 +23,19 @@ struct MetricSample {
 };
 using MetricsSource = std::function<std::vector<MetricSample>()>;
 
+struct MetricsOptions {
+  std::string address = "0.0.0.0";
+  int port = 8002;
+  // false: no cumulative latency counters (nv_inference_*_duration_us, nv_cache_*_per_model), as
+  // Triton's --metrics-config counter_latencies=false. The quantile summaries are shown for the
+  // model versions whose ModelStats keep them.
+  bool counter_latencies = true;
+};
+
 class MetricsEndpoint {
  public:
-  // Binds `address:port`; `core` (and what `extra` reads) must outlive the endpoint.
-  static StatusOr<std::unique_ptr<MetricsEndpoint>> Start(const std::string& address, int port,
+  // Binds `options.address:port`; `core` (and what `extra` reads) must outlive the endpoint.
+  static StatusOr<std::unique_ptr<MetricsEndpoint>> Start(const MetricsOptions& options,
                                                           const ServerCore* core,
                                                           MetricsSource extra = {});
   virtual ~MetricsEndpoint() = default;
