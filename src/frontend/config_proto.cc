@@ -164,6 +164,7 @@ inference::ModelConfig ToTritonModelConfig(const repository::ModelConfig& config
     FillSequenceBatching(config.sequence_batching, wire.mutable_sequence_batching());
   }
   if (config.response_cache) wire.mutable_response_cache()->set_enable(true);
+  for (const auto& [key, value] : config.metric_tags) (*wire.mutable_metric_tags())[key] = value;
   (*wire.mutable_parameters())["precision"].set_string_value(config.precision);
   if (config.slo_ms > 0) {
     (*wire.mutable_parameters())["slo_ms"].set_string_value(absl::StrCat(config.slo_ms));

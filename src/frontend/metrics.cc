@@ -80,6 +80,9 @@ class ModelStatsCollector final : public prometheus::Collectable {
       for (const ModelStatsEntry& entry : *entries) {
         std::vector<prometheus::ClientMetric::Label> labels = {
             {"model", entry.name}, {"version", absl::StrCat(entry.version)}};
+        for (const auto& [key, value] : entry.metric_tags) {
+          labels.push_back({absl::StrCat("_", key), value});
+        }
         if (auto values = entry.stats->Summaries()) summaries.emplace_back(labels, *values);
         snapshots.emplace_back(std::move(labels), entry.stats->Snapshot());
       }

@@ -6,6 +6,7 @@
 #include <exception>
 #include <string_view>
 
+#include "absl/strings/ascii.h"
 #include "config_fields.h"
 #include "ensemble_config.h"
 #include "sequence_config.h"
@@ -65,11 +66,11 @@ constexpr std::array<std::string_view, 3> kPrecisions = {"fp32", "fp16", "bf16"}
 constexpr std::array<std::string_view, 3> kInstanceKinds = {"KIND_AUTO", "KIND_GPU", "KIND_CPU"};
 
 // clang-format off
-constexpr std::array<std::string_view, 17> kModelKeys = {
+constexpr std::array<std::string_view, 18> kModelKeys = {
     "name", "platform", "max_batch_size", "version_policy", "input", "output",
     "dynamic_batching", "instance_group", "default_model_filename", "slo_ms", "precision",
     "backend", "worker_batch_sizes", "model_warmup", "ensemble_scheduling", "response_cache",
-    "sequence_batching"};
+    "sequence_batching", "metric_tags"};
 // clang-format on
 constexpr std::array<std::string_view, 1> kResponseCacheKeys = {"enable"};
 constexpr std::array<std::string_view, 4> kWarmupKeys = {"name", "batch_size", "count", "inputs"};
@@ -436,6 +437,33 @@ Status ReadModelWarmup(const YamlMap& root, int max_batch_size,
   return absl::OkStatus();
 }
 
+// A tag is exported as the label "_<key>" (Triton's form): the key must make that a valid,
+// unreserved Prometheus label name, or every scrape of /metrics would be unreadable.
+Status ReadMetricTags(const YamlMap& root, std::map<std::string, std::string>& tags) {
+  std::optional<YAML::Node> node = root.Get("metric_tags");
+  if (!node) return absl::OkStatus();
+  std::string_view source = root.source();
+  if (!node->IsMap()) {
+    return yaml::ErrorAt(source, *node, "metric_tags", "expected a map from tag to value");
+  }
+  for (const auto& item : *node) {
+    TESSERA_ASSIGN_OR_RETURN(std::string key, yaml::ReadString(source, item.first, "metric_tags"));
+    const bool valid =
+        !key.empty() && key.front() != '_' && std::all_of(key.begin(), key.end(), [](char c) {
+          return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '_';
+        });
+    if (!valid) {
+      return yaml::ErrorAt(source, item.first, "metric_tags",
+                           absl::StrCat("'", key, "' cannot be a tag: it becomes the label '_", key,
+                                        "', so letters, digits and '_' only, not starting "
+                                        "with '_'"));
+    }
+    const std::string path = yaml::JoinPath("metric_tags", key);
+    TESSERA_ASSIGN_OR_RETURN(tags[key], yaml::ReadString(source, item.second, path));
+  }
+  return absl::OkStatus();
+}
+
 Status ParseInto(const YAML::Node& doc, std::string_view source, const std::string& expected_name,
                  ModelConfig& config) {
   TESSERA_ASSIGN_OR_RETURN(YamlMap root, YamlMap::Create(source, doc, "", kModelKeys));
@@ -502,6 +530,7 @@ Status ParseInto(const YAML::Node& doc, std::string_view source, const std::stri
     TESSERA_RETURN_IF_ERROR(m.GetBool("enable", &config.response_cache));
   }
   TESSERA_RETURN_IF_ERROR(ReadSequenceBatching(root, config));
+  TESSERA_RETURN_IF_ERROR(ReadMetricTags(root, config.metric_tags));
   return ReadEnsembleScheduling(root, config);
 }
 

@@ -10,7 +10,9 @@ namespace tessera::repository {
 namespace {
 
 using ::testing::AllOf;
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Pair;
 
 constexpr char kSource[] = "configs/models/mlp/config.yaml";
 
@@ -419,6 +421,21 @@ TEST(ModelConfigTest, ResponseCache) {
               "unknown key");
   ExpectError(Minimal("response_cache: {enable: 3}\n"), 9, "response_cache.enable",
               "expected true or false");
+}
+
+TEST(ModelConfigTest, MetricTags) {
+  StatusOr<ModelConfig> c = ParseModelConfig(
+      Minimal("metric_tags: {team: vision, tier_2: \"gold \\\"plus\\\"\"}\n"), kSource, "mlp");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_THAT(c->metric_tags, ElementsAre(Pair("team", "vision"), Pair("tier_2", "gold \"plus\"")));
+  // Each key becomes the label "_<key>": one that would make an invalid or reserved label is
+  // refused, as it would spoil every scrape.
+  for (const char* key : {"my-team", "_hidden", "\"a b\"", "\"\""}) {
+    ExpectError(Minimal(std::string("metric_tags: {") + key + ": x}\n"), 9, "metric_tags",
+                "cannot be a tag");
+  }
+  ExpectError(Minimal("metric_tags: [team]\n"), 9, "metric_tags", "expected a map");
+  ExpectError(Minimal("metric_tags: {team: [a]}\n"), 9, "metric_tags.team", "expected");
 }
 
 TEST(ModelConfigTest, ReshapeMapsShapesBothWays) {

@@ -447,7 +447,6 @@ Status CheckWholeFields(const inference::ModelConfig& config, const Locator& roo
   const Hint hints[] = {
       {"optimization", config.has_optimization(),
        "Tessera chooses its own kernels, precision (parameters[\"precision\"]) and CUDA graphs"},
-      {"metric_tags", !config.metric_tags().empty(), "metrics carry model and version labels"},
       {"cc_model_filenames", !config.cc_model_filenames().empty(),
        "one model file serves every device"},
       {"runtime", !config.runtime().empty(), "Tessera runs models with its own engine"},
@@ -560,6 +559,17 @@ StatusOr<ModelConfig> ParseTritonModelConfig(const std::string& pbtxt, const std
              LineOr(root.At("response_cache"), 1));
   }
 
+  if (!config.metric_tags().empty()) {
+    // Sorted, so the text (and the line of an error in it) does not follow the map's hash order.
+    const std::map<std::string, std::string> tags(config.metric_tags().begin(),
+                                                  config.metric_tags().end());
+    std::vector<std::string> pairs;
+    for (const auto& [key, value] : tags) {
+      pairs.push_back(absl::StrCat(Quoted(key), ": ", Quoted(value)));
+    }
+    yaml.Add(0, absl::StrCat("metric_tags: {", absl::StrJoin(pairs, ", "), "}"),
+             LineOr(root.At("metric_tags"), 1));
+  }
   if (!config.name().empty()) {
     yaml.Add(0, absl::StrCat("name: ", Quoted(config.name())), LineOr(root.At("name"), 1));
   }

@@ -15,6 +15,7 @@ using ::testing::Contains;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+using ::testing::Pair;
 using ::testing::SizeIs;
 using ::testing::StartsWith;
 
@@ -315,6 +316,20 @@ TEST(TritonConfigTest, ModelWarmupIsRead) {
                       "data_type: TYPE_FP32 dims: [ 64 ] input_data_file: \"a/raw\" } } } ]\n")),
       AllOf(HasSubstr("models/mlp/config.pbtxt:5:"), HasSubstr("input_data_file"),
             HasSubstr("must be a plain file name")));
+}
+
+TEST(TritonConfigTest, MetricTagsAreRead) {
+  StatusOr<ModelConfig> c = ParseTritonModelConfig(
+      Minimal("metric_tags { key: \"team\" value: \"vision\" }\n"
+              "metric_tags { key: \"app\" value: \"a \\\"quoted\\\" name\" }\n"),
+      kSource, "mlp");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_THAT(c->metric_tags,
+              ElementsAre(Pair("app", "a \"quoted\" name"), Pair("team", "vision")));
+  EXPECT_THAT(c->notes, IsEmpty());  // read, no longer a hint
+  EXPECT_THAT(
+      ErrorOf(Minimal("metric_tags { key: \"my-team\" value: \"x\" }\n")),
+      AllOf(HasSubstr("models/mlp/config.pbtxt:5:"), HasSubstr("'my-team' cannot be a tag")));
 }
 
 TEST(TritonConfigTest, IgnoredHintsAreNotedWithTheirLines) {

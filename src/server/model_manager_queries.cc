@@ -155,7 +155,7 @@ StatusOr<std::vector<frontend::ModelStatsEntry>> ModelManager::Statistics(
     if (!name.empty() && model_name != name) continue;
     for (const auto& [number, loaded] : record.versions) {
       if (wanted >= 0 && number != wanted) continue;
-      entries.push_back({model_name, number, loaded->stats});
+      entries.push_back({model_name, number, loaded->stats, loaded->config->metric_tags});
     }
   }
   if (!name.empty() && wanted >= 0 && entries.empty()) {

@@ -1,7 +1,7 @@
 """Triton's --metrics-config latency metrics on /metrics: quantile summaries
 (nv_inference_*_summary_us, summary_latencies=true, custom summary_quantiles), the cumulative
 counters turned off (counter_latencies=false), the same from the server YAML, and bad settings
-stopping the start with the setting named."""
+stopping the start with the setting named. Also a model's metric_tags as "_<key>" labels."""
 import shutil
 
 import numpy as np
@@ -136,3 +136,25 @@ def test_bad_summary_quantiles_in_yaml_names_the_key(tmp_path):
     config.write_text("metrics:\n  summary_quantiles: \"0.9:0\"\n")
     out = start_fails(config=config)
     assert "metrics.summary_quantiles" in out and "the error must be" in out, out
+
+
+def test_metric_tags_label_the_models_series(make_server, tmp_path):
+    repo = copy_repository(tmp_path / "models")
+    config = repo / "mlp" / "config.yaml"
+    config.write_text(config.read_text() + 'metric_tags: {team: vision, tier: "gold"}\n')
+    server = make_server(repository=repo, wait_models=["mlp"],
+                         extra_args=["--metrics-config", "summary_latencies=true"])
+    client = server.client()
+    x, _ = load_reference("mlp")
+    infer(client, "mlp", x[:1])
+    samples = scrape_after(server, client, "mlp", 1)
+    tagged = {"model": "mlp", "_team": "vision", "_tier": "gold"}
+    for family in ("nv_inference_request_success", "nv_inference_request_duration_us",
+                   "nv_inference_request_summary_us_count", "nv_inference_request_failure"):
+        assert metric_sum(samples, family, **tagged) is not None, family
+    assert metric_sum(samples, "nv_inference_request_success", **tagged) == 1
+    # Other models carry no tags.
+    assert all("_team" not in labels for name, labels, _ in samples
+               if labels.get("model") == "small_cnn")
+    assert dict(client.get_model_config("mlp").config.metric_tags) == {"team": "vision",
+                                                                        "tier": "gold"}

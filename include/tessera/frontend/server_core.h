@@ -47,6 +47,7 @@ struct ModelStatsEntry {
   std::string name;
   int64_t version = 0;
   std::shared_ptr<dispatch::ModelStats> stats;
+  std::map<std::string, std::string> metric_tags;  // the config's: labels "_<key>" on /metrics
 };
 
 // A load request's parameters (Triton's model repository extension).

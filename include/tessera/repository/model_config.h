@@ -205,6 +205,9 @@ struct ModelConfig {
   // server has one: --cache-config) and a repeated request is answered from it.
   bool response_cache = false;
   SequenceBatchingConfig sequence_batching;
+  // Triton's metric_tags: each becomes a label "_<key>" on the model's /metrics series. Keys are
+  // letters, digits and '_', not starting with '_' (so the label is valid and not reserved).
+  std::map<std::string, std::string> metric_tags;
 
   bool is_ensemble() const { return platform == "ensemble"; }
 
