@@ -86,7 +86,6 @@ constexpr std::array<std::string_view, 1> kShutdownKeys = {"drain_secs"};
 constexpr std::array<std::string_view, 2> kLogKeys = {"verbose", "allow_settings_rpc"};
 constexpr std::array<std::string_view, 5> kTraceKeys = {"file", "level", "rate", "count",
                                                         "log_frequency"};
-constexpr std::array<std::string_view, 2> kTraceLevels = {"OFF", "TIMESTAMPS"};
 
 // Reads the optional section `key` of `root` with `read`; an absent section keeps the defaults.
 template <size_t N, typename ReadSection>
@@ -376,7 +375,30 @@ Status ParseInto(const YAML::Node& doc, std::string_view source, ServerConfig& c
       }));
   return Section(root, "trace", kTraceKeys, [&](const YamlMap& m) -> Status {
     TESSERA_RETURN_IF_ERROR(m.GetString("file", &config.trace_file));
-    TESSERA_RETURN_IF_ERROR(m.GetEnum("level", kTraceLevels, &config.trace_level));
+    if (std::optional<YAML::Node> level = m.Get("level")) {
+      // One level, or a list of them (TIMESTAMPS and TENSORS together).
+      std::vector<std::string> levels;
+      if (level->IsSequence()) {
+        TESSERA_ASSIGN_OR_RETURN(std::vector<YAML::Node> items,
+                                 yaml::ReadList(source, *level, m.PathOf("level")));
+        for (const YAML::Node& item : items) {
+          TESSERA_ASSIGN_OR_RETURN(levels.emplace_back(),
+                                   yaml::ReadString(source, item, m.PathOf("level")));
+        }
+      } else {
+        TESSERA_ASSIGN_OR_RETURN(std::string text,
+                                 yaml::ReadString(source, *level, m.PathOf("level")));
+        for (absl::string_view part : absl::StrSplit(text, ',')) {
+          levels.emplace_back(absl::StripAsciiWhitespace(part));
+        }
+      }
+      StatusOr<std::string> canonical = CanonicalTraceLevel(levels);
+      if (!canonical.ok()) {
+        return yaml::ErrorAt(source, *level, m.PathOf("level"),
+                             std::string(canonical.status().message()));
+      }
+      config.trace_level = *std::move(canonical);
+    }
     TESSERA_RETURN_IF_ERROR(m.GetInt("rate", 1, INT64_MAX, &config.trace_rate));
     TESSERA_RETURN_IF_ERROR(m.GetInt("count", -1, INT64_MAX, &config.trace_count));
     TESSERA_RETURN_IF_ERROR(
@@ -390,6 +412,30 @@ Status ParseInto(const YAML::Node& doc, std::string_view source, ServerConfig& c
 }
 
 }  // namespace
+
+StatusOr<std::string> CanonicalTraceLevel(const std::vector<std::string>& levels) {
+  bool off = false, timestamps = false, tensors = false;
+  for (const std::string& level : levels) {
+    if (level == "OFF") {
+      off = true;
+    } else if (level == "TIMESTAMPS") {
+      timestamps = true;
+    } else if (level == "TENSORS") {
+      tensors = true;
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "trace level must be OFF, TIMESTAMPS or TENSORS (or both of the last two), got \"", level,
+          "\""));
+    }
+  }
+  if (off && (timestamps || tensors)) {
+    return absl::InvalidArgumentError("trace level OFF cannot be named beside another level");
+  }
+  if (timestamps && tensors) return std::string("TIMESTAMPS,TENSORS");
+  if (timestamps) return std::string("TIMESTAMPS");
+  if (tensors) return std::string("TENSORS");
+  return std::string("OFF");
+}
 
 std::vector<SummaryQuantileSpec> DefaultSummaryQuantiles() {
   return {{0.5, 0.05}, {0.9, 0.01}, {0.95, 0.001}, {0.99, 0.001}, {0.999, 0.001}};

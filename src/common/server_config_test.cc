@@ -346,8 +346,16 @@ TEST(ServerConfigTest, TraceSection) {
   EXPECT_EQ(c->trace_rate, 10);
   EXPECT_EQ(c->trace_count, 100);
   EXPECT_EQ(c->trace_log_frequency, 50);
-  ExpectError("trace:\n  level: TENSORS\n", 2, "trace.level",
-              "expected one of OFF, TIMESTAMPS, got \"TENSORS\"");
+  ExpectError("trace:\n  level: TENSOR\n", 2, "trace.level",
+              "must be OFF, TIMESTAMPS or TENSORS (or both of the last two), got \"TENSOR\"");
+  ExpectError("trace:\n  level: [OFF, TENSORS]\n", 2, "trace.level",
+              "OFF cannot be named beside another level");
+  for (const char* both : {"[TENSORS, TIMESTAMPS]", "\"TIMESTAMPS, TENSORS\""}) {
+    StatusOr<ServerConfig> levels = ParseServerConfig(
+        std::string("trace: {file: /tmp/t.json, level: ") + both + "}\n", kSource);
+    ASSERT_TRUE(levels.ok()) << levels.status();
+    EXPECT_EQ(levels->trace_level, "TIMESTAMPS,TENSORS") << both;
+  }
   ExpectError("trace:\n  rate: 0\n", 2, "trace.rate", "must be >= 1, got 0");
   ExpectError("trace:\n  count: -2\n", 2, "trace.count", "got -2");
   StatusOr<ServerConfig> no_file = ParseServerConfig("trace: { level: TIMESTAMPS }\n", kSource);

@@ -345,7 +345,9 @@ json NumbersFrom(std::string_view bytes) {
   return out;
 }
 
-StatusOr<json> DataToJson(const std::string& name, DataType type, std::string_view bytes) {
+}  // namespace
+
+StatusOr<json> TensorDataToJson(const std::string& name, DataType type, std::string_view bytes) {
   switch (type) {
     case DataType::kBool: {
       json out = json::array();
@@ -404,8 +406,6 @@ StatusOr<json> DataToJson(const std::string& name, DataType type, std::string_vi
   }
   return absl::InternalError(absl::StrCat("output '", name, "' has no known datatype"));
 }
-
-}  // namespace
 
 bool HttpOutputFormat::Binary(const std::string& output) const {
   auto it = binary.find(output);
@@ -498,7 +498,7 @@ StatusOr<HttpBody> RenderHttpInferResponse(const inference::ModelInferResponse& 
         return absl::InternalError(
             absl::StrCat("output '", tensor.name(), "' has unknown datatype ", tensor.datatype()));
       }
-      TESSERA_ASSIGN_OR_RETURN(out["data"], DataToJson(tensor.name(), *type, bytes));
+      TESSERA_ASSIGN_OR_RETURN(out["data"], TensorDataToJson(tensor.name(), *type, bytes));
     }
     outputs.push_back(std::move(out));
   }

@@ -16,6 +16,7 @@
 #include "google/protobuf/message.h"
 #include "inference/grpc_service.pb.h"
 #include "nlohmann/json.hpp"
+#include "tessera/common/data_type.h"
 #include "tessera/common/status.h"
 
 namespace tessera::frontend {
@@ -55,5 +56,10 @@ nlohmann::json ProtoToJson(const google::protobuf::Message& message);
 
 // {"error": message}. Messages may quote bytes from model files that are not UTF-8.
 std::string ErrorJson(const std::string& message);
+
+// A tensor's elements as a JSON array (numbers; booleans; BYTES elements as strings), from its raw
+// bytes (BYTES: the serialized form). INTERNAL naming `name` when the bytes are not whole elements.
+StatusOr<nlohmann::json> TensorDataToJson(const std::string& name, DataType type,
+                                          std::string_view bytes);
 
 }  // namespace tessera::frontend

@@ -69,8 +69,18 @@ void InferSubmitter::Submit(const inference::ModelInferRequest& request,
     }
   }
   // Held by a traced request's answer (which may come after the service is gone), null otherwise.
-  std::shared_ptr<RequestTracer> tracer = tracer_->Sample(model->name) ? tracer_ : nullptr;
+  const TraceLevels trace = tracer_->Sample(model->name);
+  std::shared_ptr<RequestTracer> tracer = trace ? tracer_ : nullptr;
   const uint64_t queue_start_ns = tracer ? MonotonicNs() : 0;
+  // Level TENSORS: the inputs as they are queued (client shared memory may change after).
+  std::vector<TracedTensor> traced_inputs;
+  if (trace.tensors) {
+    for (const TensorView& input : dispatch_request->inputs) {
+      traced_inputs.push_back(
+          TraceTensor("TENSOR_QUEUE_INPUT", input.name, input.dtype, input.shape,
+                      std::string_view(static_cast<const char*>(input.data), input.byte_size)));
+    }
+  }
 
   // Set again if a reload moves the request to a newer version before it is queued.
   auto served_version = std::make_shared<int64_t>(model->version);
@@ -78,13 +88,21 @@ void InferSubmitter::Submit(const inference::ModelInferRequest& request,
   // The cache, when the answer is to be kept, and the stats its miss is counted in.
   auto cache = cache_key ? cache_ : nullptr;
   dispatch_request->done = [finish, response, storage, served_version, name = model->name,
-                            id = request.id(), tracer = std::move(tracer), arrival_ns,
-                            queue_start_ns, cache, cache_key, lookup_ns,
-                            stats = model->stats](StatusOr<dispatch::Response> result) {
+                            id = request.id(), tracer = std::move(tracer), trace,
+                            traced_inputs = std::move(traced_inputs), arrival_ns, queue_start_ns,
+                            cache, cache_key, lookup_ns,
+                            stats = model->stats](StatusOr<dispatch::Response> result) mutable {
     Status status = result.status();
     dispatch::RequestTiming timing;
+    std::vector<TracedTensor> traced = std::move(traced_inputs);
     if (result.ok()) {
       timing = result->timing;
+      if (trace.tensors) {
+        for (const dispatch::OutputTensor& output : result->outputs) {
+          traced.push_back(TraceTensor("TENSOR_BACKEND_OUTPUT", output.name, output.dtype,
+                                       output.shape, output.bytes));
+        }
+      }
       if (cache) {
         const uint64_t insert_start = MonotonicNs();
         cache->Insert(*cache_key, *result);
@@ -94,8 +112,11 @@ void InferSubmitter::Submit(const inference::ModelInferRequest& request,
                                  response);
     }
     if (tracer) {
-      tracer->Record(MakeTrace(name, *served_version, id, arrival_ns, queue_start_ns,
-                               result.ok() ? &timing : nullptr, status));
+      TraceRecord record = MakeTrace(name, *served_version, id, arrival_ns, queue_start_ns,
+                                     result.ok() ? &timing : nullptr, status);
+      if (!trace.timestamps) record.timestamps.clear();
+      record.tensors = std::move(traced);
+      tracer->Record(std::move(record));
     }
     finish(status);
   };

@@ -6,15 +6,32 @@
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "http_json.h"
 #include "spdlog/spdlog.h"
 #include "tessera/common/clock.h"
+#include "tessera/common/server_config.h"
 
 namespace tessera::frontend {
 namespace {
 
 constexpr char kKnownKeys[] = "trace_level, trace_rate, trace_count, log_frequency, trace_file";
 
-bool IsLevel(const std::string& level) { return level == "OFF" || level == "TIMESTAMPS"; }
+// The canonical form of a level written as one or more comma-separated names.
+StatusOr<std::string> LevelOf(const std::string& text) {
+  std::vector<std::string> levels;
+  for (absl::string_view part : absl::StrSplit(text, ',')) {
+    levels.emplace_back(absl::StripAsciiWhitespace(part));
+  }
+  return CanonicalTraceLevel(levels);
+}
+
+TraceLevels LevelsOf(const std::string& canonical) {
+  return {canonical.find("TIMESTAMPS") != std::string::npos,
+          canonical.find("TENSORS") != std::string::npos};
+}
 
 StatusOr<int64_t> ParseInt(const std::string& key, const std::string& text, int64_t min) {
   int64_t value = 0;
@@ -62,12 +79,16 @@ StatusOr<TraceSettings> Apply(TraceSettings base, const TraceSettingsUpdate& upd
           "trace setting 'log_frequency' is global: send it without a model_name");
     }
     if (key == "trace_level") {
-      if (value && !IsLevel(*value)) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "trace setting 'trace_level' must be OFF or TIMESTAMPS, got \"", *value, "\"",
-            *value == "TENSORS" ? " (tensor tracing is not supported)" : ""));
+      if (value) {
+        StatusOr<std::string> level = LevelOf(*value);
+        if (!level.ok()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("trace setting 'trace_level': ", level.status().message()));
+        }
+        base.level = *std::move(level);
+      } else {
+        base.level = defaults.level;
       }
-      base.level = value.value_or(defaults.level);
     } else if (key == "trace_rate") {
       if (value) {
         TESSERA_ASSIGN_OR_RETURN(base.rate, ParseInt(key, *value, 1));
@@ -97,8 +118,9 @@ StatusOr<TraceSettings> Apply(TraceSettings base, const TraceSettingsUpdate& upd
 Status CheckFile(const TraceSettings& settings) {
   if (settings.level != "OFF" && settings.file.empty()) {
     return absl::FailedPreconditionError(
-        "trace_level TIMESTAMPS needs a trace file, and this server has none: start it with "
-        "--trace-file or trace.file in server.yaml");
+        absl::StrCat("trace_level ", settings.level,
+                     " needs a trace file, and this server has none: start it with --trace-file "
+                     "or trace.file in server.yaml"));
   }
   return absl::OkStatus();
 }
@@ -106,10 +128,8 @@ Status CheckFile(const TraceSettings& settings) {
 }  // namespace
 
 StatusOr<std::unique_ptr<RequestTracer>> RequestTracer::Create(const TraceSettings& settings) {
-  if (!IsLevel(settings.level)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("trace level must be OFF or TIMESTAMPS, got \"", settings.level, "\""));
-  }
+  StatusOr<std::string> level = LevelOf(settings.level);
+  if (!level.ok()) return level.status();
   if (settings.rate < 1 || settings.count < -1 || settings.log_frequency < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "trace rate must be >= 1, count >= -1 and log frequency >= 0; got ", settings.rate, ", ",
@@ -117,6 +137,7 @@ StatusOr<std::unique_ptr<RequestTracer>> RequestTracer::Create(const TraceSettin
   }
   TESSERA_RETURN_IF_ERROR(CheckFile(settings));
   std::unique_ptr<RequestTracer> tracer(new RequestTracer(settings));
+  tracer->global_.level = *std::move(level);
   absl::MutexLock lock(&tracer->mu_);
   tracer->RefreshEnabled();
   return tracer;
@@ -178,37 +199,49 @@ void RequestTracer::RefreshEnabled() {
   enabled_.store(enabled, std::memory_order_relaxed);
 }
 
-bool RequestTracer::Sample(const std::string& model) {
-  if (!enabled_.load(std::memory_order_relaxed)) return false;
+TraceLevels RequestTracer::Sample(const std::string& model) {
+  if (!enabled_.load(std::memory_order_relaxed)) return {};
   absl::MutexLock lock(&mu_);
   auto it = models_.find(model);
   ModelOverride* own = it == models_.end() ? nullptr : &it->second;
   const std::string& level = own && own->level ? *own->level : global_.level;
-  if (level == "OFF") return false;
+  if (level == "OFF") return {};
   // The rate and count counters belong to whichever settings define them.
   uint64_t& seen = own && own->rate ? own->seen : global_seen_;
   const int64_t rate = own && own->rate ? *own->rate : global_.rate;
   int64_t& count = own && own->count ? *own->count : global_.count;
-  if (count == 0) return false;
-  if (seen++ % static_cast<uint64_t>(rate) != 0) return false;
+  if (count == 0) return {};
+  if (seen++ % static_cast<uint64_t>(rate) != 0) return {};
+  const TraceLevels levels = LevelsOf(level);  // before RefreshEnabled may move `level`'s map
   if (count > 0 && --count == 0) RefreshEnabled();
-  return true;
+  return levels;
 }
 
 void RequestTracer::Record(TraceRecord record) {
   std::string json = "{";
   absl::MutexLock lock(&mu_);
-  absl::StrAppend(&json, "\"id\":", next_id_++, ",\"model_name\":", JsonString(record.model_name),
+  const uint64_t id = next_id_++;
+  absl::StrAppend(&json, "\"id\":", id, ",\"model_name\":", JsonString(record.model_name),
                   ",\"model_version\":", record.model_version,
-                  ",\"request_id\":", JsonString(record.request_id), ",\"timestamps\":[");
-  for (size_t i = 0; i < record.timestamps.size(); ++i) {
-    absl::StrAppend(&json, i ? "," : "", "{\"name\":\"", record.timestamps[i].first,
-                    "\",\"ns\":", record.timestamps[i].second, "}");
+                  ",\"request_id\":", JsonString(record.request_id));
+  if (!record.timestamps.empty()) {
+    json += ",\"timestamps\":[";
+    for (size_t i = 0; i < record.timestamps.size(); ++i) {
+      absl::StrAppend(&json, i ? "," : "", "{\"name\":\"", record.timestamps[i].first,
+                      "\",\"ns\":", record.timestamps[i].second, "}");
+    }
+    json += "]";
   }
-  json += "]";
   if (!record.error.empty()) absl::StrAppend(&json, ",\"error\":", JsonString(record.error));
   json += "}";
   pending_.push_back(std::move(json));
+  // Level TENSORS: one entry per tensor under the trace's id, in Triton's form.
+  for (const TracedTensor& tensor : record.tensors) {
+    pending_.push_back(absl::StrCat(
+        "{\"id\":", id, ",\"activity\":\"", tensor.activity,
+        "\",\"tensor\":{\"name\":", JsonString(tensor.name), ",\"data\":", JsonString(tensor.data),
+        ",\"shape\":", JsonString(tensor.shape), ",\"dtype\":", JsonString(tensor.dtype), "}}"));
+  }
   if (global_.log_frequency > 0 &&
       pending_.size() >= static_cast<size_t>(global_.log_frequency)) {
     Status written = WriteLocked();
@@ -271,10 +304,42 @@ TraceRecord MakeTrace(std::string model, int64_t version, std::string request_id
   return record;
 }
 
+TracedTensor TraceTensor(const char* activity, const std::string& name, DataType dtype,
+                         const Shape& shape, std::string_view bytes) {
+  TracedTensor tensor{activity, name, "", absl::StrJoin(shape, ","),
+                      std::string(DataTypeToWireName(dtype))};
+  StatusOr<nlohmann::json> values = TensorDataToJson(name, dtype, bytes);
+  if (!values.ok()) {
+    tensor.data = absl::StrCat("<", values.status().message(), ">");
+    return tensor;
+  }
+  for (size_t i = 0; i < values->size(); ++i) {
+    const nlohmann::json& value = (*values)[i];
+    if (i > 0) tensor.data += ',';
+    if (value.is_string()) {
+      tensor.data += value.get_ref<const std::string&>();
+    } else if (value.is_boolean()) {
+      tensor.data += value.get<bool>() ? "1" : "0";
+    } else if (value.is_number_float() && dtype != DataType::kFp64) {
+      // The shortest text that reads back as the same float (0.001, not the double's digits).
+      char text[32];
+      auto [end, ec] = std::to_chars(text, text + sizeof text, value.get<float>());
+      tensor.data.append(text, ec == std::errc() ? end : text);
+    } else {
+      tensor.data += value.dump();
+    }
+  }
+  return tensor;
+}
+
 StatusOr<TraceSettingsUpdate> TraceSettingsUpdateFromProto(
     const inference::TraceSettingRequest& request) {
   TraceSettingsUpdate update;
   for (const auto& [key, value] : request.settings()) {
+    if (key == "trace_level" && value.value_size() > 1) {  // several levels, each adding detail
+      update.values[key] = absl::StrJoin(value.value(), ",");
+      continue;
+    }
     if (value.value_size() > 1) {
       return absl::InvalidArgumentError(absl::StrCat("trace setting '", key,
                                                      "' takes one value, got ", value.value_size()));
@@ -288,7 +353,9 @@ StatusOr<TraceSettingsUpdate> TraceSettingsUpdateFromProto(
 void TraceSettingsToProto(const TraceSettings& settings, inference::TraceSettingResponse* response) {
   auto& out = *response->mutable_settings();
   out["trace_file"].add_value(settings.file);
-  out["trace_level"].add_value(settings.level);
+  for (absl::string_view level : absl::StrSplit(settings.level, ',')) {
+    out["trace_level"].add_value(std::string(level));
+  }
   out["trace_rate"].add_value(std::to_string(settings.rate));
   out["trace_count"].add_value(std::to_string(settings.count));
   out["log_frequency"].add_value(std::to_string(settings.log_frequency));

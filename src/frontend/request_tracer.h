@@ -1,6 +1,6 @@
-// Samples requests for tracing and writes their timestamps as JSON (Triton's trace extension,
-// timestamp level). Global settings, with per-model overrides of level, rate and count; the trace
-// file and how often it is written are global only.
+// Samples requests for tracing and writes their timestamps and, at level TENSORS, their input and
+// output tensors as JSON (Triton's trace extension). Global settings, with per-model overrides of
+// level, rate and count; the trace file and how often it is written are global only.
 #pragma once
 
 #include <atomic>
@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -28,6 +29,22 @@ struct TraceSettingsUpdate {
   std::map<std::string, std::optional<std::string>> values;
 };
 
+// What to record of one sampled request: the levels its settings name.
+struct TraceLevels {
+  bool timestamps = false;
+  bool tensors = false;
+  explicit operator bool() const { return timestamps || tensors; }
+};
+
+// One tensor of a traced request, as Triton's TENSORS level writes it.
+struct TracedTensor {
+  const char* activity = "";  // TENSOR_QUEUE_INPUT or TENSOR_BACKEND_OUTPUT
+  std::string name;
+  std::string data;   // the elements, comma-separated ("0.5,1,2"; BYTES elements as they are)
+  std::string shape;  // "1,64"
+  std::string dtype;  // "FP32"
+};
+
 // One traced request: its timestamps (MonotonicNs) in the order they happened.
 struct TraceRecord {
   std::string model_name;
@@ -35,7 +52,12 @@ struct TraceRecord {
   std::string request_id;
   std::vector<std::pair<const char*, uint64_t>> timestamps;
   std::string error;  // "" when the request succeeded
+  std::vector<TracedTensor> tensors;  // level TENSORS: the inputs as queued, then the outputs
 };
+
+// The tensor a trace shows for `view`'s bytes; `activity` as in TracedTensor.
+TracedTensor TraceTensor(const char* activity, const std::string& name, DataType dtype,
+                         const Shape& shape, std::string_view bytes);
 
 class RequestTracer {
  public:
@@ -52,8 +74,9 @@ class RequestTracer {
   // other than OFF is asked for with no trace file. Nothing changes on an error.
   Status Update(const std::string& model, const TraceSettingsUpdate& update);
 
-  // Per request: whether to trace it. Counts it toward its settings' rate and count.
-  bool Sample(const std::string& model);
+  // Per request: whether to trace it, and what of it. Counts it toward its settings' rate and
+  // count.
+  TraceLevels Sample(const std::string& model);
   // Keeps a trace; writes a file when log_frequency traces have gathered.
   void Record(TraceRecord record);
   // Writes the traces gathered so far (to `file`, or the next `file`.N with log_frequency > 0).
@@ -89,8 +112,8 @@ TraceRecord MakeTrace(std::string model, int64_t version, std::string request_id
                       uint64_t arrival_ns, uint64_t queue_start_ns,
                       const dispatch::RequestTiming* timing, const Status& status);
 
-// The update a TraceSettingRequest asks for: one value per key, none to clear it.
-// INVALID_ARGUMENT naming the key when a key has more than one value.
+// The update a TraceSettingRequest asks for: one value per key (trace_level: one or more levels),
+// none to clear it. INVALID_ARGUMENT naming the key when another key has more than one value.
 StatusOr<TraceSettingsUpdate> TraceSettingsUpdateFromProto(
     const inference::TraceSettingRequest& request);
 // Every setting, as the response lists them (each a one-element list of strings, as Triton's).

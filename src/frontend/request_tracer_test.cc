@@ -4,6 +4,7 @@
 
 #include <filesystem>
 
+#include "tessera/common/bytes_tensor.h"
 #include "tessera/common/yaml_util.h"
 
 namespace tessera::frontend {
@@ -76,7 +77,7 @@ TEST(RequestTracerTest, RateTracesOneInNAndCountStopsTracing) {
 
   ASSERT_TRUE(tracer->Update("", Set({{"trace_rate", "1"}, {"trace_count", "2"}})).ok());
   int n = 0;
-  for (int i = 0; i < 10; ++i) n += tracer->Sample("m");
+  for (int i = 0; i < 10; ++i) n += tracer->Sample("m") ? 1 : 0;
   EXPECT_EQ(n, 2);
   EXPECT_EQ(tracer->Get("").count, 0);  // the response shows that tracing has stopped
 }
@@ -108,10 +109,12 @@ TEST(RequestTracerTest, BadUpdatesNameTheKeyAndChangeNothing) {
     TraceSettingsUpdate update;
     std::string message;
   } cases[] = {
-      {"", Set({{"trace_rate", "5"}, {"trace_levle", "OFF"}}), "unknown trace setting 'trace_levle'"},
+      {"", Set({{"trace_rate", "5"}, {"trace_levle", "OFF"}}),
+       "unknown trace setting 'trace_levle'"},
       {"", Set({{"trace_rate", "often"}}), "'trace_rate' must be an integer >= 1"},
       {"", Set({{"trace_count", "-2"}}), "'trace_count' must be an integer >= -1"},
-      {"", Set({{"trace_level", "TENSORS"}}), "tensor tracing is not supported"},
+      {"", Set({{"trace_level", "TENSOR"}}), "must be OFF, TIMESTAMPS or TENSORS"},
+      {"", Set({{"trace_level", "OFF,TENSORS"}}), "OFF cannot be named beside another level"},
       {"", Set({{"trace_file", "/etc/passwd"}}), "'trace_file' cannot be changed"},
       {"m", Set({{"log_frequency", "10"}}), "'log_frequency' is global"},
   };
@@ -203,17 +206,88 @@ TEST(RequestTracerTest, ProtoUpdateTakesOneValueOrNoneToClear) {
   EXPECT_EQ(update.values.at("trace_rate"), "10");
   EXPECT_FALSE(update.values.at("trace_count").has_value());
 
-  (*request.mutable_settings())["trace_level"].add_value("TIMESTAMPS");
-  (*request.mutable_settings())["trace_level"].add_value("TENSORS");
+  (*request.mutable_settings())["trace_rate"].add_value("20");
   auto two = TraceSettingsUpdateFromProto(request);
   ASSERT_FALSE(two.ok());
-  EXPECT_NE(two.status().message().find("'trace_level' takes one value"), std::string::npos);
+  EXPECT_NE(two.status().message().find("'trace_rate' takes one value"), std::string::npos);
+
+  // Levels are the one setting that takes several values: each adds a kind of detail.
+  inference::TraceSettingRequest levels;
+  (*levels.mutable_settings())["trace_level"].add_value("TENSORS");
+  (*levels.mutable_settings())["trace_level"].add_value("TIMESTAMPS");
+  EXPECT_EQ(TraceSettingsUpdateFromProto(levels)->values.at("trace_level"), "TENSORS,TIMESTAMPS");
 
   inference::TraceSettingResponse response;
   TraceSettingsToProto(TraceSettings{}, &response);
   EXPECT_EQ(response.settings().at("trace_rate").value(0), "1000");
   EXPECT_EQ(response.settings().at("trace_level").value(0), "OFF");
   EXPECT_EQ(response.settings().size(), 5);
+  TraceSettings both;
+  both.level = "TIMESTAMPS,TENSORS";
+  inference::TraceSettingResponse both_response;
+  TraceSettingsToProto(both, &both_response);
+  ASSERT_EQ(both_response.settings().at("trace_level").value_size(), 2);
+  EXPECT_EQ(both_response.settings().at("trace_level").value(1), "TENSORS");
+}
+
+TEST(RequestTracerTest, LevelsSayWhatASampledRequestRecords) {
+  TraceSettings settings;
+  settings.level = "TENSORS";
+  settings.rate = 1;
+  settings.file = TempPath("t.json");
+  auto tracer = RequestTracer::Create(settings).value();
+  TraceLevels levels = tracer->Sample("m");
+  EXPECT_TRUE(levels.tensors);
+  EXPECT_FALSE(levels.timestamps);
+  // Given in any order, both levels are kept in one canonical order.
+  ASSERT_TRUE(tracer->Update("m", Set({{"trace_level", "TENSORS,TIMESTAMPS"}})).ok());
+  EXPECT_EQ(tracer->Get("m").level, "TIMESTAMPS,TENSORS");
+  levels = tracer->Sample("m");
+  EXPECT_TRUE(levels.tensors && levels.timestamps);
+  EXPECT_FALSE(tracer->Sample("other").timestamps);
+
+  settings.level = "TENSORS,TENSORS";  // a repeat is the same level
+  EXPECT_EQ(RequestTracer::Create(settings).value()->Get("").level, "TENSORS");
+}
+
+TEST(RequestTracerTest, TensorsAreWrittenUnderTheTracesId) {
+  TraceSettings settings;
+  settings.level = "TENSORS";
+  settings.file = TempPath("trace.json");
+  auto tracer = RequestTracer::Create(settings).value();
+  const float values[] = {0.5f, -2.0f, 1e-3f};
+  std::string text_bytes;
+  AppendBytesElement("a,\"b\"", &text_bytes);
+  AppendBytesElement("", &text_bytes);
+  const bool flags[] = {true, false};
+  TraceRecord record{"m", 3, "r1", {}, "", {}};
+  record.tensors.push_back(
+      TraceTensor("TENSOR_QUEUE_INPUT", "x", DataType::kFp32, {1, 3},
+                  std::string_view(reinterpret_cast<const char*>(values), sizeof values)));
+  record.tensors.push_back(
+      TraceTensor("TENSOR_QUEUE_INPUT", "text", DataType::kString, {2}, text_bytes));
+  record.tensors.push_back(
+      TraceTensor("TENSOR_BACKEND_OUTPUT", "flags", DataType::kBool, {2},
+                  std::string_view(reinterpret_cast<const char*>(flags), sizeof flags)));
+  EXPECT_EQ(record.tensors[0].data, "0.5,-2,0.001");
+  EXPECT_EQ(record.tensors[0].shape, "1,3");
+  EXPECT_EQ(record.tensors[0].dtype, "FP32");
+  EXPECT_EQ(record.tensors[1].data, "a,\"b\",");
+  EXPECT_EQ(record.tensors[2].data, "1,0");
+  tracer->Record(std::move(record));
+  ASSERT_TRUE(tracer->Flush().ok());
+  const std::string text = ReadFile(settings.file);
+  EXPECT_EQ(text.find("\"timestamps\""), std::string::npos);  // level TENSORS only
+  EXPECT_NE(text.find("{\"id\":1,\"activity\":\"TENSOR_QUEUE_INPUT\",\"tensor\":{\"name\":\"x\","
+                      "\"data\":\"0.5,-2,0.001\",\"shape\":\"1,3\","
+                      "\"dtype\":\"FP32\"}}"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("\"data\":\"a,\\\"b\\\",\""), std::string::npos) << text;  // escaped
+  EXPECT_EQ(CountOf(text, "\"id\":1,"), 4);
+  // Bytes that are not whole elements say so instead of data.
+  EXPECT_EQ(TraceTensor("TENSOR_QUEUE_INPUT", "bad", DataType::kString, {1}, "\x09").data.front(),
+            '<');
 }
 
 }  // namespace

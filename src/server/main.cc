@@ -107,11 +107,13 @@ int Run(int argc, char** argv) {
   bool allow_log_settings = false;
   app.add_flag("--allow-log-settings", allow_log_settings,
                "Let clients change the log settings, the log file included (LogSettings RPC)");
-  std::string trace_file, trace_level;
+  std::string trace_file;
+  std::vector<std::string> trace_levels;
   int64_t trace_rate = 0;
   app.add_option("--trace-file", trace_file, "Write request traces (JSON) here");
-  app.add_option("--trace-level", trace_level, "Request tracing: OFF or TIMESTAMPS")
-      ->check(CLI::IsMember({"OFF", "TIMESTAMPS"}));
+  app.add_option("--trace-level", trace_levels,
+                 "Request tracing: OFF, TIMESTAMPS or TENSORS (repeat it for both)")
+      ->check(CLI::IsMember({"OFF", "TIMESTAMPS", "TENSORS"}));
   app.add_option("--trace-rate", trace_rate, "Trace one request in this many (default 1000)")
       ->check(CLI::PositiveNumber);
   // Triton's TLS flags (grpc.tls in server.yaml): a certificate turns TLS on, --grpc-use-ssl only
@@ -173,7 +175,14 @@ int Run(int argc, char** argv) {
   if (disable_auto_complete) config.auto_complete_config = false;
   if (app.count("--allow-log-settings")) config.allow_log_settings = allow_log_settings;
   if (app.count("--trace-file")) config.trace_file = trace_file;
-  if (app.count("--trace-level")) config.trace_level = trace_level;
+  if (app.count("--trace-level")) {
+    tessera::StatusOr<std::string> level = tessera::CanonicalTraceLevel(trace_levels);
+    if (!level.ok()) {
+      std::cerr << "tessera-server: --trace-level: " << level.status().message() << "\n";
+      return 2;
+    }
+    config.trace_level = *std::move(level);
+  }
   if (app.count("--trace-rate")) config.trace_rate = trace_rate;
   if (app.count("--grpc-server-cert")) config.grpc_tls.cert = grpc_server_cert;
   if (app.count("--grpc-server-key")) config.grpc_tls.key = grpc_server_key;

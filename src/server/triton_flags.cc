@@ -40,7 +40,9 @@ constexpr std::array<std::string_view, 19> kUnusedFlags = {
 };
 
 // --trace-config's settings and where they go: "<setting>=<value>" or "triton,<setting>=<value>".
-Status ApplyTraceConfig(const std::string& entry, ServerConfig* config) {
+// Levels are gathered in `levels` (each level= adds one, as in Triton).
+Status ApplyTraceConfig(const std::string& entry, ServerConfig* config,
+                        std::vector<std::string>* levels) {
   absl::string_view text = entry;
   absl::ConsumePrefix(&text, "triton,");
   if (absl::StartsWith(text, "opentelemetry,")) {
@@ -69,12 +71,11 @@ Status ApplyTraceConfig(const std::string& entry, ServerConfig* config) {
     return absl::OkStatus();
   }
   if (setting == "level") {
-    if (value != "OFF" && value != "TIMESTAMPS") {
+    if (!CanonicalTraceLevel({value}).ok()) {
       return absl::InvalidArgumentError(
-          absl::StrCat("--trace-config ", entry,
-                       ": level must be OFF or TIMESTAMPS (TENSORS is not supported)"));
+          absl::StrCat("--trace-config ", entry, ": level must be OFF, TIMESTAMPS or TENSORS"));
     }
-    config->trace_level = value;
+    levels->push_back(value);
     return absl::OkStatus();
   }
   if (setting == "rate") return number(1, &config->trace_rate);
@@ -172,7 +173,8 @@ TritonFlags::TritonFlags(CLI::App* app) : app_(app) {
       ->check(CLI::Range(1, 4096))
       ->group(kGroup);
   app->add_option("--trace-config", trace_config_,
-                  "Tracing settings, repeatable: level=, rate=, count=, triton,file=, "
+                  "Tracing settings, repeatable: level= (OFF, TIMESTAMPS, TENSORS; repeat it for "
+                  "both), rate=, count=, triton,file=, "
                   "triton,log-frequency= (trace.*)")
       ->group(kGroup);
   app->add_option("--trace-count", trace_count_, "Traces to take; -1 = no limit (trace.count)")
@@ -306,8 +308,17 @@ Status TritonFlags::Apply(ServerConfig* config, LogSettingsUpdate* log,
   }
   if (Given("--trace-count")) config->trace_count = trace_count_;
   if (Given("--trace-log-frequency")) config->trace_log_frequency = trace_log_frequency_;
+  std::vector<std::string> trace_levels;
   for (const std::string& entry : trace_config_) {
-    TESSERA_RETURN_IF_ERROR(ApplyTraceConfig(entry, config));
+    TESSERA_RETURN_IF_ERROR(ApplyTraceConfig(entry, config, &trace_levels));
+  }
+  if (!trace_levels.empty()) {
+    StatusOr<std::string> level = CanonicalTraceLevel(trace_levels);
+    if (!level.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--trace-config level=: ", level.status().message()));
+    }
+    config->trace_level = *std::move(level);
   }
   ServerConfig::GrpcKeepalive& keepalive = config->grpc_keepalive;
   for (const auto& [flag, from, to] : {

@@ -178,7 +178,7 @@ TEST(TritonFlagsTest, TraceConfigKeepaliveCompressionAndPortReuseMapOntoTheSetti
   for (const auto& [args, message] : std::vector<std::pair<std::vector<std::string>, std::string>>{
            {{"--trace-config", "opentelemetry,url=localhost:4318"}, "OpenTelemetry"},
            {{"--trace-config", "mode=opentelemetry"}, "only mode triton"},
-           {{"--trace-config", "level=TENSORS"}, "TENSORS is not supported"},
+           {{"--trace-config", "level=DETAILED"}, "level must be OFF, TIMESTAMPS or TENSORS"},
            {{"--trace-config", "rate=0"}, "rate must be an integer >= 1"},
            {{"--trace-config", "rate"}, "expected <setting>=<value>"},
            {{"--trace-config", "colour=blue"}, "unknown setting"},
@@ -193,6 +193,16 @@ TEST(TritonFlagsTest, TraceConfigKeepaliveCompressionAndPortReuseMapOntoTheSetti
     EXPECT_EQ(refused.status.code(), absl::StatusCode::kInvalidArgument) << args[0];
     EXPECT_THAT(std::string(refused.status.message()), HasSubstr(message)) << args[0];
   }
+}
+
+TEST(TritonFlagsTest, TraceLevelsAddUp) {
+  Parsed both = Parse({"--trace-config", "level=TENSORS", "--trace-config", "level=TIMESTAMPS"});
+  ASSERT_TRUE(both.status.ok()) << both.status;
+  EXPECT_EQ(both.config.trace_level, "TIMESTAMPS,TENSORS");
+  EXPECT_EQ(Parse({"--trace-config", "level=TENSORS"}).config.trace_level, "TENSORS");
+  Parsed contradiction = Parse({"--trace-config", "level=OFF", "--trace-config", "level=TENSORS"});
+  EXPECT_THAT(std::string(contradiction.status.message()),
+              HasSubstr("OFF cannot be named beside another level"));
 }
 
 TEST(TritonFlagsTest, MetricsConfigSetsTheLatencyMetrics) {

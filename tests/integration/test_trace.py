@@ -1,9 +1,11 @@
 """Triton's trace extension through tritonclient: TraceSetting reads and changes the settings
 (global and per model), traced requests land in the trace file as JSON with their timestamps in
-order, bad settings are refused naming the key, and the traces left over are written at stop."""
+order and, at level TENSORS, their input and output tensors, bad settings are refused naming the
+key, and the traces left over are written at stop."""
 
 import json
 
+import numpy as np
 import pytest
 
 from tessera_testlib import MODELS_DIR, assert_mlp_serves, expect_error, infer, load_reference
@@ -91,7 +93,13 @@ def test_bad_settings_are_refused_and_change_nothing(trace_client, tmp_path):
                      "INVALID_ARGUMENT")
     assert "trace_rate" in e.message()
     e = expect_error(lambda: trace_client.update_trace_settings(
-        settings={"trace_level": ["TIMESTAMPS", "TENSORS"]}), "INVALID_ARGUMENT")
+        settings={"trace_level": ["OFF", "TENSORS"]}), "INVALID_ARGUMENT")
+    assert "OFF cannot be named beside another level" in e.message()
+    e = expect_error(lambda: trace_client.update_trace_settings(
+        settings={"trace_level": "TENSOR"}), "INVALID_ARGUMENT")
+    assert "must be OFF, TIMESTAMPS or TENSORS" in e.message()
+    e = expect_error(lambda: trace_client.update_trace_settings(
+        settings={"trace_rate": ["1", "2"]}), "INVALID_ARGUMENT")
     assert "one value" in e.message()
     e = expect_error(lambda: trace_client.get_trace_settings(model_name="no_such_model"),
                      "NOT_FOUND")
@@ -113,6 +121,37 @@ def test_traces_left_are_written_at_stop(make_server, tmp_path):
     assert not path.exists()
     assert server.stop() == 0
     assert [t["request_id"] for t in read_traces(path)] == ["r0", "r2"]
+
+
+def test_tensors_level_records_the_inputs_and_outputs(make_server, tmp_path):
+    path = tmp_path / "tensors.json"
+    server = make_server(repository=MODELS_DIR, mode="explicit", load_models=("mlp",),
+                         wait_models=("mlp",),
+                         extra_args=("--trace-file", str(path), "--trace-config", "level=TENSORS",
+                                     "--trace-config", "rate=1"))
+    client = server.client()
+    assert settings_of(client)["trace_level"] == ["TENSORS"]
+    x = np.linspace(-1, 1, 64, dtype=np.float32).reshape(1, 64)
+    y = infer(client, "mlp", x, request_id="t0").as_numpy("output")
+    # Both levels at once, as a TraceSetting call lists them.
+    client.update_trace_settings(settings={"trace_level": ["TIMESTAMPS", "TENSORS"]})
+    assert settings_of(client)["trace_level"] == ["TIMESTAMPS", "TENSORS"]
+    infer(client, "mlp", x, request_id="t1")
+    assert server.stop() == 0
+    entries = read_traces(path)
+    heads = [e for e in entries if "model_name" in e]
+    assert [h["request_id"] for h in heads] == ["t0", "t1"]
+    assert "timestamps" not in heads[0] and [s["name"] for s in heads[1]["timestamps"]] == STAGES
+    for head in heads:
+        tensors = [e for e in entries if e["id"] == head["id"] and "activity" in e]
+        assert [(t["activity"], t["tensor"]["name"]) for t in tensors] == [
+            ("TENSOR_QUEUE_INPUT", "input"), ("TENSOR_BACKEND_OUTPUT", "output")]
+        sent, answered = tensors[0]["tensor"], tensors[1]["tensor"]
+        assert (sent["shape"], sent["dtype"]) == ("1,64", "FP32")
+        np.testing.assert_array_equal(np.array(sent["data"].split(","), np.float32), x.ravel())
+        assert (answered["shape"], answered["dtype"]) == ("1,10", "FP32")
+        np.testing.assert_array_equal(np.array(answered["data"].split(","), np.float32),
+                                      y.ravel())
 
 
 def test_tracing_is_off_by_default(client):

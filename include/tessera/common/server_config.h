@@ -197,6 +197,11 @@ StatusOr<RestrictedApis> ParseRestrictedApisFlag(std::string_view text, std::str
 // endpoint's setting).
 Status CheckRestrictedApis(const std::vector<RestrictedApis>& groups, std::string_view what);
 
+// Triton's trace levels, each OFF, TIMESTAMPS or TENSORS (a level may be named more than once, each
+// adding a kind of detail): "OFF", "TIMESTAMPS", "TENSORS" or "TIMESTAMPS,TENSORS". OFF beside
+// another level, or an unknown one, is INVALID_ARGUMENT naming it.
+StatusOr<std::string> CanonicalTraceLevel(const std::vector<std::string>& levels);
+
 // Parses server YAML text; `source` names the file in error messages.
 StatusOr<ServerConfig> ParseServerConfig(const std::string& yaml_text, const std::string& source);
 StatusOr<ServerConfig> LoadServerConfigFile(const std::string& path);

@@ -9,7 +9,9 @@
 namespace tessera::frontend {
 
 struct TraceSettings {
-  std::string level = "OFF";  // OFF | TIMESTAMPS
+  // OFF, TIMESTAMPS, TENSORS, or both as "TIMESTAMPS,TENSORS" (Triton's level may be given more
+  // than once: each names a kind of detail).
+  std::string level = "OFF";
   int64_t rate = 1000;        // trace one request in `rate`
   int64_t count = -1;         // traces still to take; -1 = no limit, 0 = tracing has stopped
   // 0: every trace goes to `file` when the server stops; N > 0: each N traces go to
