@@ -67,7 +67,10 @@ uint64_t LargestId(DataType type) {
 }
 
 uint64_t StateBytes(const SequenceState& state) {
-  return DenseByteSize(state.dims, DataTypeByteSize(state.data_type)).value_or(0);
+  // A BYTES state of zeros is all empty strings: each element a zero length prefix.
+  const size_t element =
+      state.data_type == DataType::kString ? kBytesLengthPrefix : DataTypeByteSize(state.data_type);
+  return DenseByteSize(state.dims, element).value_or(0);
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "tessera/common/bytes_tensor.h"
 #include "tessera/common/utf8.h"
 #include "tessera/common/yaml_util.h"
 
@@ -136,6 +137,16 @@ StatusOr<ModelConfig> ReadDataFiles(const fs::path& dir, const std::string& name
     const std::string what = absl::StrCat("model '", name, "': state '", state.input_name,
                                           "': initial_state data_file ", path);
     if (!bytes.ok()) return absl::InvalidArgumentError(absl::StrCat(what, " cannot be read"));
+    if (state.data_type == DataType::kString) {
+      // BYTES: the elements serialized as on the wire, each a 4-byte length and its bytes.
+      const std::optional<uint64_t> count = DenseByteSize(state.dims, 1);
+      if (!count) return absl::InvalidArgumentError(absl::StrCat(what, ": dims too large"));
+      TESSERA_RETURN_IF_ERROR(
+          CheckBytesElements(what, bytes->data(), bytes->size(), static_cast<int64_t>(*count)));
+      hash.Add(*bytes);
+      state.initial_data = std::make_shared<const std::string>(std::move(bytes).value());
+      continue;
+    }
     const std::optional<uint64_t> wanted =
         DenseByteSize(state.dims, DataTypeByteSize(state.data_type));
     if (!wanted || *wanted != bytes->size()) {

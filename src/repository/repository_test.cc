@@ -1,5 +1,4 @@
 #include "tessera/repository/repository.h"
-#include "tessera/repository/model_completion.h"
 
 #include <chrono>
 #include <filesystem>
@@ -8,6 +7,8 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tessera/common/bytes_tensor.h"
+#include "tessera/repository/model_completion.h"
 
 namespace tessera::repository {
 namespace {
@@ -407,6 +408,31 @@ TEST_F(RepositoryTest, InitialStateFilesAreReadAndSizeChecked) {
   Write("acc/config.yaml", config("none.bin"));
   EXPECT_THAT(std::string(ScanModel(root(), "acc")->config.status().message()),
               HasSubstr("none.bin cannot be read"));
+}
+
+TEST_F(RepositoryTest, BytesInitialStateFilesHoldSerializedElements) {
+  Write("words/config.yaml",
+        "name: words\nmax_batch_size: 2\n"
+        "input: [{name: x, data_type: TYPE_STRING, dims: [1]}]\n"
+        "output: [{name: y, data_type: TYPE_STRING, dims: [2]}]\n"
+        "sequence_batching:\n  state:\n    - input_name: s_in\n      output_name: s_out\n"
+        "      data_type: TYPE_STRING\n      dims: [2]\n      initial_state: [{data_type: "
+        "TYPE_STRING, dims: [2], data_file: two.bin}]\n");
+  Write("words/1/model.onnx", "x");
+  std::string two;
+  AppendBytesElement("hi", &two);
+  AppendBytesElement("", &two);
+  Write("words/initial_state/two.bin", two);
+  StatusOr<ModelEntry> entry = ScanModel(root(), "words");
+  ASSERT_TRUE(entry.ok() && entry->config.ok()) << entry->config.status();
+  EXPECT_EQ(*entry->config->sequence_batching.states[0].initial_data, two);
+
+  Write("words/initial_state/two.bin", two.substr(0, two.size() - 4));  // one element
+  StatusOr<ModelEntry> short_file = ScanModel(root(), "words");
+  ASSERT_TRUE(short_file.ok());
+  EXPECT_THAT(std::string(short_file->config.status().message()),
+              AllOf(HasSubstr("state 's_in': initial_state data_file"), HasSubstr("two.bin"),
+                    HasSubstr("1 element")));
 }
 
 TEST_F(RepositoryTest, LabelFilesAreReadWithTheConfig) {

@@ -172,9 +172,6 @@ StatusOr<SequenceState> ReadState(std::string_view source, const YAML::Node& ite
   std::optional<YAML::Node> type = m.Get("data_type");
   if (!type) return m.Missing("data_type");
   TESSERA_ASSIGN_OR_RETURN(state.data_type, ReadDataType(source, *type, m.PathOf("data_type")));
-  if (state.data_type == DataType::kString) {
-    return yaml::ErrorAt(source, *type, m.PathOf("data_type"), "BYTES states are not supported");
-  }
   std::optional<YAML::Node> dims = m.Get("dims");
   if (!dims) return m.Missing("dims");
   TESSERA_ASSIGN_OR_RETURN(state.dims, ReadDims(source, *dims, m.PathOf("dims")));

@@ -11,6 +11,7 @@ import numpy as np
 import onnx
 import pytest
 import tritonclient.http as httpclient
+from tritonclient.grpc import model_config_pb2
 
 from conftest import copy_repository
 from tessera_testlib import (assert_mlp_serves, expect_error, fetch_metrics, make_input,
@@ -87,6 +88,49 @@ def save_accumulator(repo, name, idle_us=5_000_000, text_ids=False, initial=None
     (repo / name / "config.pbtxt").write_text(config)
 
 
+WORD_WINDOW = """name: "{name}"
+platform: "onnxruntime_onnx"
+max_batch_size: 8
+input [ {{ name: "WORD" data_type: TYPE_STRING dims: [ 1 ] }} ]
+output [ {{ name: "LAST_TWO" data_type: TYPE_STRING dims: [ 2 ] }} ]
+sequence_batching {{
+  direct {{ max_queue_delay_microseconds: 2000 }}
+  state [ {{
+    input_name: "WORDS_IN" output_name: "WORDS_OUT" data_type: TYPE_STRING dims: [ 2 ]
+    initial_state [ {{ data_type: TYPE_STRING dims: [ 2 ] {initial} name: "start" }} ]
+  }} ]
+}}
+"""
+
+
+def save_word_window(repo, name, initial=None):
+    """A BYTES (TYPE_STRING) state: the sequence's last two words. WORDS_OUT = the newer of
+    WORDS_IN's two, then WORD; LAST_TWO = WORDS_OUT. A sequence starts from two empty strings, or
+    from `initial`'s two words, read from a file in initial_state/ (4-byte length, then bytes)."""
+    string = onnx.TensorProto.STRING
+    inputs = [onnx.helper.make_tensor_value_info("WORD", string, ["batch", 1]),
+              onnx.helper.make_tensor_value_info("WORDS_IN", string, ["batch", 2])]
+    outputs = [onnx.helper.make_tensor_value_info(n, string, ["batch", 2])
+               for n in ("LAST_TWO", "WORDS_OUT")]
+    ints = [onnx.helper.make_tensor(n, onnx.TensorProto.INT64, [1], [v])
+            for n, v in (("one", 1), ("two", 2))]
+    nodes = [onnx.helper.make_node("Slice", ["WORDS_IN", "one", "two", "one"], ["newer"]),
+             onnx.helper.make_node("Concat", ["newer", "WORD"], ["WORDS_OUT"], axis=1),
+             onnx.helper.make_node("Identity", ["WORDS_OUT"], ["LAST_TWO"])]
+    graph = onnx.helper.make_graph(nodes, name, inputs, outputs, initializer=ints)
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    (repo / name / "1").mkdir(parents=True, exist_ok=True)
+    onnx.save(model, str(repo / name / "1" / "model.onnx"))
+    start = "zero_data: true"
+    if initial is not None:
+        (repo / name / "initial_state").mkdir()
+        (repo / name / "initial_state" / "words.bin").write_bytes(
+            b"".join(len(w).to_bytes(4, "little") + w for w in initial))
+        start = 'data_file: "words.bin"'
+    (repo / name / "config.pbtxt").write_text(WORD_WINDOW.format(name=name, initial=start))
+
+
 @pytest.fixture(scope="module")
 def server(make_server, tmp_path_factory):
     repo = copy_repository(tmp_path_factory.mktemp("sequence") / "models")
@@ -94,9 +138,11 @@ def server(make_server, tmp_path_factory):
     save_accumulator(repo, "accumulate_short_idle", idle_us=1_000_000)
     save_accumulator(repo, "accumulate_text_id", text_ids=True)
     save_accumulator(repo, "accumulate_from_100", initial=100.0)
+    save_word_window(repo, "word_window")
+    save_word_window(repo, "word_window_from_file", initial=(b"once", b"upon"))
     return make_server(repository=repo, mode="poll", wait_models=[
         "mlp", "accumulate", "accumulate_short_idle", "accumulate_text_id",
-        "accumulate_from_100"])
+        "accumulate_from_100", "word_window", "word_window_from_file"])
 
 
 def step(client, model, value, sequence_id, start=False, end=False):
@@ -220,6 +266,32 @@ def test_a_string_corrid_sees_string_ids_and_numbers_as_text(server):
     # The number 7 and the string "7" are two sequences (as in Triton); the model sees "7" for both.
     assert text_step(5.0, "7", start=True) == (5.0, b"7")
     assert text_step(1.0, 7) == (101.0, b"7")
+
+
+def test_a_bytes_state_carries_strings_between_requests(server):
+    client = server.client()
+
+    def say(model, word, sequence_id, start=False):
+        x = np.array([[word]], dtype=np.object_)
+        result = client.infer(model, [make_input(x, "BYTES", "WORD")], sequence_id=sequence_id,
+                              sequence_start=start)
+        return result.as_numpy("LAST_TWO")[0].tolist()
+
+    # Two sequences side by side, sent together so their rows may share a batch: each keeps its
+    # own strings, whatever the lengths of the other's.
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        firsts = list(pool.map(lambda a: say("word_window", *a, start=True),
+                               [("a", 1), ("a-much-longer-word", 2)]))
+    assert firsts == [[b"", b"a"], [b"", b"a-much-longer-word"]]
+    assert say("word_window", "b", 1) == [b"a", b"b"]
+    assert say("word_window", "", 2) == [b"a-much-longer-word", b""]
+    assert say("word_window", "c", 1) == [b"b", b"c"]
+    assert say("word_window", "x", 1, start=True) == [b"", b"x"]  # a new start, a new state
+    # The initial state from a data file of serialized strings.
+    assert say("word_window_from_file", "a", 5, start=True) == [b"upon", b"a"]
+    assert say("word_window_from_file", "time", 5) == [b"a", b"time"]
+    config = client.get_model_config("word_window").config
+    assert config.sequence_batching.state[0].data_type == model_config_pb2.TYPE_STRING
 
 
 def test_an_idle_sequence_is_released(server):
