@@ -212,7 +212,7 @@ TraceLevels RequestTracer::Sample(const std::string& model) {
   int64_t& count = own && own->count ? *own->count : global_.count;
   if (count == 0) return {};
   if (seen++ % static_cast<uint64_t>(rate) != 0) return {};
-  const TraceLevels levels = LevelsOf(level);  // before RefreshEnabled may move `level`'s map
+  const TraceLevels levels = LevelsOf(level);
   if (count > 0 && --count == 0) RefreshEnabled();
   return levels;
 }
