@@ -28,6 +28,7 @@ APT_PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
   libspdlog-dev libyaml-cpp-dev libcli11-dev prometheus-cpp-dev libeigen3-dev
   libcivetweb-dev libmicrohttpd-dev libgnutls28-dev nlohmann-json3-dev zlib1g-dev libssl-dev openssl
+  libcurl4-openssl-dev
   libonnx-dev libonnx-testdata libdnnl-dev ocl-icd-opencl-dev libgoogle-perftools-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3-venv python3-numpy python3-onnx python3-torch python3-torchvision

@@ -84,8 +84,15 @@ constexpr std::array<std::string_view, 5> kSchedulerKeys = {"policy", "profiles"
                                                             "rate_window_ms", "slo_drop"};
 constexpr std::array<std::string_view, 1> kShutdownKeys = {"drain_secs"};
 constexpr std::array<std::string_view, 2> kLogKeys = {"verbose", "allow_settings_rpc"};
-constexpr std::array<std::string_view, 5> kTraceKeys = {"file", "level", "rate", "count",
-                                                        "log_frequency"};
+constexpr std::array<std::string_view, 7> kTraceKeys = {
+    "file", "level", "rate", "count", "log_frequency", "mode", "opentelemetry"};
+constexpr std::array<std::string_view, 2> kTraceModes = {"triton", "opentelemetry"};
+constexpr std::array<std::string_view, 6> kOtelKeys = {"url",
+                                                       "resource",
+                                                       "headers",
+                                                       "bsp_max_queue_size",
+                                                       "bsp_schedule_delay",
+                                                       "bsp_max_export_batch_size"};
 
 // Reads the optional section `key` of `root` with `read`; an absent section keeps the defaults.
 template <size_t N, typename ReadSection>
@@ -96,6 +103,43 @@ Status Section(const YamlMap& root, std::string_view key,
   TESSERA_ASSIGN_OR_RETURN(YamlMap section,
                            YamlMap::Create(root.source(), *node, root.PathOf(key), known_keys));
   return read(section);
+}
+
+// A map of strings under `key` (resource attributes, headers), in the order written.
+Status StringPairs(const YamlMap& m, std::string_view key,
+                   std::vector<std::pair<std::string, std::string>>& pairs) {
+  std::optional<YAML::Node> node = m.Get(key);
+  if (!node || node->IsNull()) return absl::OkStatus();
+  if (!node->IsMap()) {
+    return yaml::ErrorAt(
+        m.source(), *node, m.PathOf(key),
+        absl::StrCat("expected a map of names to values, got ", yaml::Describe(*node)));
+  }
+  for (const auto& item : *node) {
+    TESSERA_ASSIGN_OR_RETURN(std::string name,
+                             yaml::ReadString(m.source(), item.first, m.PathOf(key)));
+    if (name.empty()) return yaml::ErrorAt(m.source(), item.first, m.PathOf(key), "empty name");
+    const std::string path = yaml::JoinPath(m.PathOf(key), name);
+    TESSERA_ASSIGN_OR_RETURN(std::string value, yaml::ReadString(m.source(), item.second, path));
+    pairs.emplace_back(std::move(name), std::move(value));
+  }
+  return absl::OkStatus();
+}
+
+// trace.opentelemetry: what is given is kept as set; the rest stays unset for the environment.
+Status OtelSection(const YamlMap& trace, ServerConfig::OtelTrace& otel) {
+  return Section(trace, "opentelemetry", kOtelKeys, [&](const YamlMap& m) -> Status {
+    if (m.Has("url")) TESSERA_RETURN_IF_ERROR(m.GetString("url", &otel.url.emplace()));
+    TESSERA_RETURN_IF_ERROR(StringPairs(m, "resource", otel.resource));
+    TESSERA_RETURN_IF_ERROR(StringPairs(m, "headers", otel.headers));
+    for (auto [key, out] :
+         {std::pair{"bsp_max_queue_size", &otel.bsp_max_queue_size},
+          std::pair{"bsp_schedule_delay", &otel.bsp_schedule_delay_ms},
+          std::pair{"bsp_max_export_batch_size", &otel.bsp_max_export_batch_size}}) {
+      if (m.Has(key)) TESSERA_RETURN_IF_ERROR(m.GetInt(key, 1, INT32_MAX, &out->emplace()));
+    }
+    return absl::OkStatus();
+  });
 }
 
 // A tls section. A certificate needs its key and the other way round; client CAs need both.
@@ -374,6 +418,8 @@ Status ParseInto(const YAML::Node& doc, std::string_view source, ServerConfig& c
         return m.GetInt("size_bytes", 0, INT64_MAX, &config.response_cache_bytes);
       }));
   return Section(root, "trace", kTraceKeys, [&](const YamlMap& m) -> Status {
+    TESSERA_RETURN_IF_ERROR(m.GetEnum("mode", kTraceModes, &config.trace_mode));
+    TESSERA_RETURN_IF_ERROR(OtelSection(m, config.trace_otel));
     TESSERA_RETURN_IF_ERROR(m.GetString("file", &config.trace_file));
     if (std::optional<YAML::Node> level = m.Get("level")) {
       // One level, or a list of them (TIMESTAMPS and TENSORS together).
@@ -399,19 +445,38 @@ Status ParseInto(const YAML::Node& doc, std::string_view source, ServerConfig& c
       }
       config.trace_level = *std::move(canonical);
     }
-    TESSERA_RETURN_IF_ERROR(m.GetInt("rate", 1, INT64_MAX, &config.trace_rate));
+    TESSERA_RETURN_IF_ERROR(m.GetInt("rate", 0, INT64_MAX, &config.trace_rate));
     TESSERA_RETURN_IF_ERROR(m.GetInt("count", -1, INT64_MAX, &config.trace_count));
     TESSERA_RETURN_IF_ERROR(
         m.GetInt("log_frequency", 0, INT64_MAX, &config.trace_log_frequency));
-    if (config.trace_level != "OFF" && config.trace_file.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          std::string(source), ": trace.level ", config.trace_level, " needs trace.file"));
-    }
-    return absl::OkStatus();
+    return CheckTraceConfig(config, source);
   });
 }
 
 }  // namespace
+
+Status CheckTraceConfig(const ServerConfig& config, std::string_view source) {
+  auto error = [&](absl::string_view what) {
+    return absl::InvalidArgumentError(absl::StrCat(yaml::AsAbsl(source), ": ", what));
+  };
+  if (config.trace_mode == "opentelemetry") {
+    if (config.trace_level.find("TENSORS") != std::string::npos) {
+      return error(absl::StrCat("trace level ", config.trace_level,
+                                ": mode opentelemetry records TIMESTAMPS only (as Triton's)"));
+    }
+    return absl::OkStatus();
+  }
+  if (config.trace_otel.any()) {
+    return error(
+        "OpenTelemetry settings (trace.opentelemetry, --trace-config opentelemetry,...) need "
+        "trace mode opentelemetry (trace.mode, or --trace-config mode=opentelemetry)");
+  }
+  if (config.trace_level != "OFF" && config.trace_file.empty()) {
+    return error(absl::StrCat("trace level ", config.trace_level,
+                              " needs a trace file (trace.file, or --trace-file) in mode triton"));
+  }
+  return absl::OkStatus();
+}
 
 StatusOr<std::string> CanonicalTraceLevel(const std::vector<std::string>& levels) {
   bool off = false, timestamps = false, tensors = false;

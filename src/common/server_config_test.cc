@@ -356,13 +356,52 @@ TEST(ServerConfigTest, TraceSection) {
     ASSERT_TRUE(levels.ok()) << levels.status();
     EXPECT_EQ(levels->trace_level, "TIMESTAMPS,TENSORS") << both;
   }
-  ExpectError("trace:\n  rate: 0\n", 2, "trace.rate", "must be >= 1, got 0");
+  ExpectError("trace:\n  rate: -1\n", 2, "trace.rate", "must be >= 0, got -1");
   ExpectError("trace:\n  count: -2\n", 2, "trace.count", "got -2");
   StatusOr<ServerConfig> no_file = ParseServerConfig("trace: { level: TIMESTAMPS }\n", kSource);
   ASSERT_FALSE(no_file.ok());
-  EXPECT_NE(no_file.status().message().find("trace.level TIMESTAMPS needs trace.file"),
+  EXPECT_NE(no_file.status().message().find("trace level TIMESTAMPS needs a trace file"),
             std::string::npos)
       << no_file.status();
+}
+
+TEST(ServerConfigTest, TraceOpenTelemetry) {
+  StatusOr<ServerConfig> c = ParseServerConfig(
+      "trace:\n"
+      "  mode: opentelemetry\n"
+      "  level: TIMESTAMPS\n"
+      "  opentelemetry:\n"
+      "    url: https://collector:4318/v1/traces\n"
+      "    resource: {service.name: tessera-prod, team: search}\n"
+      "    headers: {x-api-key: secret}\n"
+      "    bsp_schedule_delay: 250\n",
+      kSource);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->trace_mode, "opentelemetry");
+  EXPECT_EQ(c->trace_otel.url, "https://collector:4318/v1/traces");
+  ASSERT_EQ(c->trace_otel.resource.size(), 2u);
+  EXPECT_EQ(c->trace_otel.resource[1].first, "team");
+  ASSERT_EQ(c->trace_otel.headers.size(), 1u);
+  EXPECT_EQ(c->trace_otel.headers[0].second, "secret");
+  EXPECT_EQ(c->trace_otel.bsp_schedule_delay_ms, 250);
+  EXPECT_FALSE(c->trace_otel.bsp_max_queue_size.has_value());
+
+  ExpectError("trace:\n  mode: zipkin\n", 2, "trace.mode", "triton, opentelemetry");
+  ExpectError("trace:\n  mode: opentelemetry\n  opentelemetry:\n    batch: 5\n", 4,
+              "trace.opentelemetry.batch", "");
+  ExpectError("trace:\n  mode: opentelemetry\n  opentelemetry:\n    bsp_max_queue_size: 0\n", 4,
+              "trace.opentelemetry.bsp_max_queue_size", "got 0");
+  EXPECT_THAT(
+      std::string(ParseServerConfig("trace: {mode: opentelemetry, level: TENSORS}\n", kSource)
+                      .status()
+                      .message()),
+      HasSubstr("mode opentelemetry records TIMESTAMPS only"));
+  EXPECT_THAT(std::string(ParseServerConfig("trace: {opentelemetry: {url: 'http://x'}}\n", kSource)
+                              .status()
+                              .message()),
+              HasSubstr("need trace mode opentelemetry"));
+  // No trace file needed in mode opentelemetry.
+  EXPECT_TRUE(ParseServerConfig("trace: {mode: opentelemetry, level: TIMESTAMPS}\n", kSource).ok());
 }
 
 TEST(ServerConfigTest, ResponseCache) {

@@ -101,7 +101,9 @@ Status CheckTlsFiles(const TlsFiles& files, std::string_view what) {
 StatusOr<std::unique_ptr<Frontend>> Frontend::Start(const FrontendOptions& options,
                                                     ServerCore* core) {
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<RequestTracer> tracer,
-                           RequestTracer::Create(options.trace));
+                           options.otlp
+                               ? RequestTracer::CreateOpenTelemetry(options.trace, *options.otlp)
+                               : RequestTracer::Create(options.trace));
   auto frontend = std::make_unique<FrontendImpl>(
       std::make_unique<InferSubmitter>(core, options.allow_client_shm, std::move(tracer),
                                        options.response_cache_bytes),

@@ -189,10 +189,25 @@ class InferenceService final : public InferenceServiceBase {
   // `finish` given a gRPC status and the call's cancellation dropping the request while queued.
   void Submit(const inference::ModelInferRequest& request, inference::ModelInferResponse* response,
               std::function<void(const grpc::Status&)> finish, CallbackServerContext* context) {
+    InferSubmitter::CallContext call;
+    call.cancelled = [context] { return context->IsCancelled(); };
+    call.received_event = "GRPC_WAITREAD_END";
+    if (submitter_->tracer().opentelemetry()) {
+      call.traceparent = MetadataValue(context, "traceparent");
+      call.tracestate = MetadataValue(context, "tracestate");
+    }
     submitter_->Submit(
         request, response,
         [finish = std::move(finish)](const Status& status) { finish(ToGrpc(status)); },
-        [context] { return context->IsCancelled(); });
+        std::move(call));
+  }
+
+  // The value of the client's metadata `key` (the first, if sent twice), "" when absent.
+  static std::string MetadataValue(CallbackServerContext* context, const char* key) {
+    const auto& metadata = context->client_metadata();
+    const auto sent = metadata.find(grpc::string_ref(key));
+    return sent == metadata.end() ? std::string()
+                                  : std::string(sent->second.data(), sent->second.size());
   }
 
  private:

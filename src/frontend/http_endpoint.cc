@@ -312,6 +312,10 @@ class HttpEndpointImpl final : public HttpEndpoint {
     request.json_length = Header(connection, "Inference-Header-Content-Length");
     request.content_encoding = Header(connection, "Content-Encoding");
     request.accept_encoding = Header(connection, "Accept-Encoding");
+    if (submitter_->tracer().opentelemetry()) {
+      request.traceparent = Header(connection, "traceparent").value_or("");
+      request.tracestate = Header(connection, "tracestate").value_or("");
+    }
     // Before the body is read: a client without the header cannot make the server buffer it.
     if (std::optional<ApiGroup> api = HttpApiGroup(request.path)) {
       if (const std::string* header = access_.HeaderOf(*api)) {
@@ -428,12 +432,11 @@ class HttpEndpointImpl final : public HttpEndpoint {
     // The callback runs on the thread that finished the request (an executor's result reader,
     // which answers gRPC too): the answer is rendered on a worker. It touches only the exchange
     // and the lifeline, since it may come after the endpoint is gone.
-    submitter_->Submit(
-        exchange->infer.wire, &exchange->response,
-        [this, exchange, lifeline = lifeline_](const Status& status) {
-          lifeline->Post([this, exchange, status] { Render(exchange, status); });
-        },
-        nullptr);
+    submitter_->Submit(exchange->infer.wire, &exchange->response,
+                       [this, exchange, lifeline = lifeline_](const Status& status) {
+                         lifeline->Post([this, exchange, status] { Render(exchange, status); });
+                       },
+                       {nullptr, "HTTP_RECV_END", request.traceparent, request.tracestate});
     return true;
   }
 

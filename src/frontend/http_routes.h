@@ -36,6 +36,9 @@ struct HttpRequest {
   std::optional<std::string> json_length;  // the Inference-Header-Content-Length header
   std::optional<std::string> content_encoding;
   std::optional<std::string> accept_encoding;
+  // W3C trace context headers ("" when absent), for an inference's OpenTelemetry trace.
+  std::string traceparent;
+  std::string tracestate;
 };
 
 // The part of a URL path after /v2/models/<name>[/versions/<version>].

@@ -29,7 +29,7 @@ void InferSubmitter::Refuse(const Finish& finish) {
 
 void InferSubmitter::Submit(const inference::ModelInferRequest& request,
                             inference::ModelInferResponse* response, Finish finish,
-                            std::function<bool()> cancelled) {
+                            CallContext context) {
   const uint64_t arrival_ns = MonotonicNs();
   if (!core_->IsReady()) return Refuse(finish);
   auto model = core_->GetReadyModel(request.model_name(), request.model_version());
@@ -52,7 +52,7 @@ void InferSubmitter::Submit(const inference::ModelInferRequest& request,
     sequence = *std::move(flags);
   }
   dispatch_request->arrival_ns = arrival_ns;
-  dispatch_request->cancelled = std::move(cancelled);
+  dispatch_request->cancelled = std::move(context.cancelled);
   std::optional<ResponseCacheKey> cache_key;
   uint64_t lookup_ns = 0;
   if (cache_ && model->config->response_cache) {
@@ -69,7 +69,11 @@ void InferSubmitter::Submit(const inference::ModelInferRequest& request,
     }
   }
   // Held by a traced request's answer (which may come after the service is gone), null otherwise.
-  const TraceLevels trace = tracer_->Sample(model->name);
+  std::optional<TraceParent> trace_parent;
+  if (!context.traceparent.empty() && tracer_->opentelemetry()) {
+    trace_parent = ParseTraceParent(context.traceparent, context.tracestate);
+  }
+  const TraceLevels trace = tracer_->Sample(model->name, trace_parent.has_value());
   std::shared_ptr<RequestTracer> tracer = trace ? tracer_ : nullptr;
   const uint64_t queue_start_ns = tracer ? MonotonicNs() : 0;
   // Level TENSORS: the inputs as they are queued (client shared memory may change after).
@@ -90,7 +94,8 @@ void InferSubmitter::Submit(const inference::ModelInferRequest& request,
   dispatch_request->done = [finish, response, storage, served_version, name = model->name,
                             id = request.id(), tracer = std::move(tracer), trace,
                             traced_inputs = std::move(traced_inputs), arrival_ns, queue_start_ns,
-                            cache, cache_key, lookup_ns,
+                            received_event = context.received_event,
+                            trace_parent = std::move(trace_parent), cache, cache_key, lookup_ns,
                             stats = model->stats](StatusOr<dispatch::Response> result) mutable {
     Status status = result.status();
     dispatch::RequestTiming timing;
@@ -116,6 +121,8 @@ void InferSubmitter::Submit(const inference::ModelInferRequest& request,
                                      result.ok() ? &timing : nullptr, status);
       if (!trace.timestamps) record.timestamps.clear();
       record.tensors = std::move(traced);
+      record.received_event = received_event;
+      record.parent = std::move(trace_parent);
       tracer->Record(std::move(record));
     }
     finish(status);

@@ -29,11 +29,21 @@ class InferSubmitter {
 
   using Finish = std::function<void(const Status&)>;
 
+  // What an endpoint knows of a request besides its message.
+  struct CallContext {
+    // Whether the client has gone (may be empty): a request still queued is then dropped.
+    std::function<bool()> cancelled;
+    // Its trace's event for the request having been read: "GRPC_WAITREAD_END", "HTTP_RECV_END".
+    const char* received_event = "";
+    // The W3C trace context headers it carried ("" when absent); read in mode opentelemetry.
+    std::string traceparent;
+    std::string tracestate;
+  };
+
   // Validates and queues one inference; `finish` runs exactly once, after `response` is filled,
-  // or at once with the error. `request` and `response` must stay alive until then. `cancelled`
-  // (may be empty) says whether the client has gone: a request still queued is then dropped.
+  // or at once with the error. `request` and `response` must stay alive until then.
   void Submit(const inference::ModelInferRequest& request, inference::ModelInferResponse* response,
-              Finish finish, std::function<bool()> cancelled);
+              Finish finish, CallContext context);
 
   // Answers `finish` with the shutdown refusal, counted for RefuseUntilQuiet.
   void Refuse(const Finish& finish);

@@ -91,7 +91,7 @@ StatusOr<TraceSettings> Apply(TraceSettings base, const TraceSettingsUpdate& upd
       }
     } else if (key == "trace_rate") {
       if (value) {
-        TESSERA_ASSIGN_OR_RETURN(base.rate, ParseInt(key, *value, 1));
+        TESSERA_ASSIGN_OR_RETURN(base.rate, ParseInt(key, *value, 0));
       } else {
         base.rate = defaults.rate;
       }
@@ -115,7 +115,15 @@ StatusOr<TraceSettings> Apply(TraceSettings base, const TraceSettingsUpdate& upd
   return base;
 }
 
-Status CheckFile(const TraceSettings& settings) {
+// What the level needs: a trace file in mode triton; in mode opentelemetry, no TENSORS level
+// (spans carry timestamps only, as Triton's).
+Status CheckLevel(const TraceSettings& settings, bool opentelemetry) {
+  if (opentelemetry) {
+    if (settings.level.find("TENSORS") == std::string::npos) return absl::OkStatus();
+    return absl::InvalidArgumentError(
+        absl::StrCat("trace_level ", settings.level,
+                     ": this server traces in mode opentelemetry, which records TIMESTAMPS only"));
+  }
   if (settings.level != "OFF" && settings.file.empty()) {
     return absl::FailedPreconditionError(
         absl::StrCat("trace_level ", settings.level,
@@ -128,19 +136,38 @@ Status CheckFile(const TraceSettings& settings) {
 }  // namespace
 
 StatusOr<std::unique_ptr<RequestTracer>> RequestTracer::Create(const TraceSettings& settings) {
+  return Create(settings, nullptr);
+}
+
+StatusOr<std::unique_ptr<RequestTracer>> RequestTracer::Create(
+    const TraceSettings& settings, std::unique_ptr<OtlpExporter> exporter) {
   StatusOr<std::string> level = LevelOf(settings.level);
   if (!level.ok()) return level.status();
-  if (settings.rate < 1 || settings.count < -1 || settings.log_frequency < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "trace rate must be >= 1, count >= -1 and log frequency >= 0; got ", settings.rate, ", ",
-        settings.count, " and ", settings.log_frequency));
+  if (settings.rate < 0 || settings.count < -1 || settings.log_frequency < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("trace rate must be >= 0, count >= -1 and log frequency >= 0; got ",
+                     settings.rate, ", ", settings.count, " and ", settings.log_frequency));
   }
-  TESSERA_RETURN_IF_ERROR(CheckFile(settings));
-  std::unique_ptr<RequestTracer> tracer(new RequestTracer(settings));
-  tracer->global_.level = *std::move(level);
+  TraceSettings checked = settings;
+  checked.level = *std::move(level);
+  TESSERA_RETURN_IF_ERROR(CheckLevel(checked, exporter != nullptr));
+  std::unique_ptr<RequestTracer> tracer(new RequestTracer(std::move(checked)));
+  tracer->exporter_ = std::move(exporter);
   absl::MutexLock lock(&tracer->mu_);
   tracer->RefreshEnabled();
   return tracer;
+}
+
+StatusOr<std::unique_ptr<RequestTracer>> RequestTracer::CreateOpenTelemetry(
+    const TraceSettings& settings, const OtlpExportSettings& export_settings,
+    std::unique_ptr<OtlpSink> sink) {
+  if (sink == nullptr) {
+    TESSERA_ASSIGN_OR_RETURN(sink, MakeCurlOtlpSink(export_settings));
+  }
+  const int64_t wall_offset_ns =
+      static_cast<int64_t>(WallNs()) - static_cast<int64_t>(MonotonicNs());
+  return Create(settings,
+                std::make_unique<OtlpExporter>(export_settings, std::move(sink), wall_offset_ns));
 }
 
 RequestTracer::~RequestTracer() {
@@ -163,7 +190,7 @@ Status RequestTracer::Update(const std::string& model, const TraceSettingsUpdate
   absl::MutexLock lock(&mu_);
   if (model.empty()) {
     TESSERA_ASSIGN_OR_RETURN(TraceSettings next, Apply(global_, update, false));
-    TESSERA_RETURN_IF_ERROR(CheckFile(next));
+    TESSERA_RETURN_IF_ERROR(CheckLevel(next, exporter_ != nullptr));
     global_ = std::move(next);
   } else {
     ModelOverride next = models_[model];
@@ -172,7 +199,7 @@ Status RequestTracer::Update(const std::string& model, const TraceSettingsUpdate
     effective.rate = next.rate.value_or(effective.rate);
     effective.count = next.count.value_or(effective.count);
     TESSERA_ASSIGN_OR_RETURN(TraceSettings applied, Apply(effective, update, true));
-    TESSERA_RETURN_IF_ERROR(CheckFile(applied));
+    TESSERA_RETURN_IF_ERROR(CheckLevel(applied, exporter_ != nullptr));
     // Keys the call named become the model's own; keys it cleared follow the global ones again.
     for (const auto& [key, value] : update.values) {
       if (key == "trace_level") {
@@ -190,27 +217,32 @@ Status RequestTracer::Update(const std::string& model, const TraceSettingsUpdate
 }
 
 void RequestTracer::RefreshEnabled() {
-  bool enabled = global_.level != "OFF" && global_.count != 0;
+  // In mode opentelemetry a request with a trace context is traced whatever the count.
+  const bool counted = exporter_ == nullptr;
+  bool enabled = global_.level != "OFF" && (global_.count != 0 || !counted);
   for (const auto& [name, o] : models_) {
-    if (o.level.value_or(global_.level) != "OFF" && o.count.value_or(global_.count) != 0) {
+    if (o.level.value_or(global_.level) != "OFF" &&
+        (o.count.value_or(global_.count) != 0 || !counted)) {
       enabled = true;
     }
   }
   enabled_.store(enabled, std::memory_order_relaxed);
 }
 
-TraceLevels RequestTracer::Sample(const std::string& model) {
+TraceLevels RequestTracer::Sample(const std::string& model, bool has_trace_context) {
   if (!enabled_.load(std::memory_order_relaxed)) return {};
   absl::MutexLock lock(&mu_);
   auto it = models_.find(model);
   ModelOverride* own = it == models_.end() ? nullptr : &it->second;
   const std::string& level = own && own->level ? *own->level : global_.level;
   if (level == "OFF") return {};
+  // The caller's trace goes on here whatever the rate and count (Triton's context propagation).
+  if (has_trace_context && exporter_) return LevelsOf(level);
   // The rate and count counters belong to whichever settings define them.
   uint64_t& seen = own && own->rate ? own->seen : global_seen_;
   const int64_t rate = own && own->rate ? *own->rate : global_.rate;
   int64_t& count = own && own->count ? *own->count : global_.count;
-  if (count == 0) return {};
+  if (count == 0 || rate == 0) return {};
   if (seen++ % static_cast<uint64_t>(rate) != 0) return {};
   const TraceLevels levels = LevelsOf(level);
   if (count > 0 && --count == 0) RefreshEnabled();
@@ -218,6 +250,15 @@ TraceLevels RequestTracer::Sample(const std::string& model) {
 }
 
 void RequestTracer::Record(TraceRecord record) {
+  if (exporter_) {
+    uint64_t id = 0;
+    {
+      absl::MutexLock lock(&mu_);
+      id = next_id_++;
+    }
+    exporter_->Add(std::move(record), id);
+    return;
+  }
   std::string json = "{";
   absl::MutexLock lock(&mu_);
   const uint64_t id = next_id_++;
@@ -250,6 +291,10 @@ void RequestTracer::Record(TraceRecord record) {
 }
 
 Status RequestTracer::Flush() {
+  if (exporter_) {
+    exporter_->Flush();
+    return absl::OkStatus();
+  }
   absl::MutexLock lock(&mu_);
   return WriteLocked();
 }
@@ -283,7 +328,10 @@ Status RequestTracer::WriteLocked() {
 TraceRecord MakeTrace(std::string model, int64_t version, std::string request_id,
                       uint64_t arrival_ns, uint64_t queue_start_ns,
                       const dispatch::RequestTiming* timing, const Status& status) {
-  TraceRecord record{std::move(model), version, std::move(request_id), {}, ""};
+  TraceRecord record;
+  record.model_name = std::move(model);
+  record.model_version = version;
+  record.request_id = std::move(request_id);
   const uint64_t end_ns = MonotonicNs();
   record.timestamps.emplace_back("REQUEST_START", arrival_ns);
   record.timestamps.emplace_back("QUEUE_START", queue_start_ns);

@@ -1,6 +1,7 @@
 // Samples requests for tracing and writes their timestamps and, at level TENSORS, their input and
-// output tensors as JSON (Triton's trace extension). Global settings, with per-model overrides of
-// level, rate and count; the trace file and how often it is written are global only.
+// output tensors as JSON (Triton's trace extension), or, in mode opentelemetry, sends their
+// timestamps as spans to a collector (otlp_exporter.h). Global settings, with per-model overrides
+// of level, rate and count; the trace file and how often it is written are global only.
 #pragma once
 
 #include <atomic>
@@ -16,9 +17,11 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "inference/grpc_service.pb.h"
+#include "otlp_exporter.h"
 #include "tessera/common/status.h"
 #include "tessera/dispatch/request.h"
 #include "tessera/frontend/trace_settings.h"
+#include "trace_record.h"
 
 namespace tessera::frontend {
 
@@ -36,33 +39,20 @@ struct TraceLevels {
   explicit operator bool() const { return timestamps || tensors; }
 };
 
-// One tensor of a traced request, as Triton's TENSORS level writes it.
-struct TracedTensor {
-  const char* activity = "";  // TENSOR_QUEUE_INPUT or TENSOR_BACKEND_OUTPUT
-  std::string name;
-  std::string data;   // the elements, comma-separated ("0.5,1,2"; BYTES elements as they are)
-  std::string shape;  // "1,64"
-  std::string dtype;  // "FP32"
-};
-
-// One traced request: its timestamps (MonotonicNs) in the order they happened.
-struct TraceRecord {
-  std::string model_name;
-  int64_t model_version = 0;
-  std::string request_id;
-  std::vector<std::pair<const char*, uint64_t>> timestamps;
-  std::string error;  // "" when the request succeeded
-  std::vector<TracedTensor> tensors;  // level TENSORS: the inputs as queued, then the outputs
-};
-
 // The tensor a trace shows for `view`'s bytes; `activity` as in TracedTensor.
 TracedTensor TraceTensor(const char* activity, const std::string& name, DataType dtype,
                          const Shape& shape, std::string_view bytes);
 
 class RequestTracer {
  public:
-  // `settings` is checked as an update of the defaults would be.
+  // Mode triton: traces go to settings.file as JSON. `settings` is checked as an update of the
+  // defaults would be.
   static StatusOr<std::unique_ptr<RequestTracer>> Create(const TraceSettings& settings);
+  // Mode opentelemetry: traces go as spans to `sink` (null: the collector at export.url, over
+  // HTTP). settings.file is not used; a TENSORS level is refused.
+  static StatusOr<std::unique_ptr<RequestTracer>> CreateOpenTelemetry(
+      const TraceSettings& settings, const OtlpExportSettings& export_settings,
+      std::unique_ptr<OtlpSink> sink = nullptr);
   // Writes the traces not written yet.
   ~RequestTracer();
 
@@ -74,12 +64,17 @@ class RequestTracer {
   // other than OFF is asked for with no trace file. Nothing changes on an error.
   Status Update(const std::string& model, const TraceSettingsUpdate& update);
 
+  // Whether traces go out as OpenTelemetry spans (so a request's trace context matters).
+  bool opentelemetry() const { return exporter_ != nullptr; }
+
   // Per request: whether to trace it, and what of it. Counts it toward its settings' rate and
-  // count.
-  TraceLevels Sample(const std::string& model);
-  // Keeps a trace; writes a file when log_frequency traces have gathered.
+  // count; in mode opentelemetry a request that carries a trace context is traced whatever they
+  // say (unless the level is OFF), and not counted.
+  TraceLevels Sample(const std::string& model, bool has_trace_context = false);
+  // Keeps a trace; writes a file when log_frequency traces have gathered, or queues its spans.
   void Record(TraceRecord record);
-  // Writes the traces gathered so far (to `file`, or the next `file`.N with log_frequency > 0).
+  // Writes the traces gathered so far (to `file`, or the next `file`.N with log_frequency > 0),
+  // or sends the queued spans.
   Status Flush();
 
  private:
@@ -90,6 +85,8 @@ class RequestTracer {
     uint64_t seen = 0;
   };
 
+  static StatusOr<std::unique_ptr<RequestTracer>> Create(const TraceSettings& settings,
+                                                         std::unique_ptr<OtlpExporter> exporter);
   explicit RequestTracer(TraceSettings settings) : global_(std::move(settings)) {}
   void RefreshEnabled() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Status WriteLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -104,6 +101,9 @@ class RequestTracer {
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
   // False while no settings can trace anything: the per-request check is then one load.
   std::atomic<bool> enabled_{false};
+  // Mode opentelemetry; null in mode triton. Declared last: destroyed first, sending what is
+  // queued while the rest is still whole.
+  std::unique_ptr<OtlpExporter> exporter_;
 };
 
 // The trace of one request: REQUEST_START at arrival, QUEUE_START once validated, the compute

@@ -54,8 +54,13 @@ TEST(RequestTracerTest, CreateRefusesBadSettings) {
   EXPECT_NE(bad_level.status().message().find("VERBOSE"), std::string::npos);
 
   settings.level = "TIMESTAMPS";
-  settings.rate = 0;
+  settings.rate = -1;
   EXPECT_FALSE(RequestTracer::Create(settings).ok());
+  settings.rate = 0;  // none by rate
+  auto none = RequestTracer::Create(settings);
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_FALSE((*none)->Sample("m"));
+  EXPECT_FALSE((*none)->Sample("m", /*has_trace_context=*/true));  // mode triton: no exception
 }
 
 TEST(RequestTracerTest, OffByDefaultTracesNothing) {
@@ -111,7 +116,7 @@ TEST(RequestTracerTest, BadUpdatesNameTheKeyAndChangeNothing) {
   } cases[] = {
       {"", Set({{"trace_rate", "5"}, {"trace_levle", "OFF"}}),
        "unknown trace setting 'trace_levle'"},
-      {"", Set({{"trace_rate", "often"}}), "'trace_rate' must be an integer >= 1"},
+      {"", Set({{"trace_rate", "often"}}), "'trace_rate' must be an integer >= 0"},
       {"", Set({{"trace_count", "-2"}}), "'trace_count' must be an integer >= -1"},
       {"", Set({{"trace_level", "TENSOR"}}), "must be OFF, TIMESTAMPS or TENSORS"},
       {"", Set({{"trace_level", "OFF,TENSORS"}}), "OFF cannot be named beside another level"},
@@ -260,7 +265,10 @@ TEST(RequestTracerTest, TensorsAreWrittenUnderTheTracesId) {
   AppendBytesElement("a,\"b\"", &text_bytes);
   AppendBytesElement("", &text_bytes);
   const bool flags[] = {true, false};
-  TraceRecord record{"m", 3, "r1", {}, "", {}};
+  TraceRecord record;
+  record.model_name = "m";
+  record.model_version = 3;
+  record.request_id = "r1";
   record.tensors.push_back(
       TraceTensor("TENSOR_QUEUE_INPUT", "x", DataType::kFp32, {1, 3},
                   std::string_view(reinterpret_cast<const char*>(values), sizeof values)));

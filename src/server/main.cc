@@ -10,10 +10,12 @@
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <tuple>
 
@@ -114,8 +116,10 @@ int Run(int argc, char** argv) {
   app.add_option("--trace-level", trace_levels,
                  "Request tracing: OFF, TIMESTAMPS or TENSORS (repeat it for both)")
       ->check(CLI::IsMember({"OFF", "TIMESTAMPS", "TENSORS"}));
-  app.add_option("--trace-rate", trace_rate, "Trace one request in this many (default 1000)")
-      ->check(CLI::PositiveNumber);
+  app.add_option("--trace-rate", trace_rate,
+                 "Trace one request in this many (default 1000; 0: only requests carrying an "
+                 "OpenTelemetry traceparent, in mode opentelemetry)")
+      ->check(CLI::NonNegativeNumber);
   // Triton's TLS flags (grpc.tls in server.yaml): a certificate turns TLS on, --grpc-use-ssl only
   // insists on one; --grpc-root-cert verifies client certificates with --grpc-use-ssl-mutual.
   bool grpc_use_ssl = false, grpc_use_ssl_mutual = false;
@@ -236,10 +240,19 @@ int Run(int argc, char** argv) {
     std::cerr << "tessera-server: " << applied.message() << "\n";
     return 2;
   }
-  if (config.trace_level != "OFF" && config.trace_file.empty()) {
-    std::cerr << "tessera-server: --trace-level " << config.trace_level
-              << " needs --trace-file (or trace.file in server.yaml)\n";
+  if (tessera::Status traced = tessera::CheckTraceConfig(config, "tessera-server"); !traced.ok()) {
+    std::cerr << traced.message() << "\n";
     return 2;
+  }
+  std::optional<tessera::frontend::OtlpExportSettings> otlp;
+  if (config.trace_mode == "opentelemetry") {
+    auto resolved = tessera::frontend::ResolveOtlpExport(
+        config.trace_otel, [](const char* name) -> const char* { return std::getenv(name); });
+    if (!resolved.ok()) {
+      std::cerr << "tessera-server: " << resolved.status().message() << "\n";
+      return 2;
+    }
+    otlp = *std::move(resolved);
   }
   if (!load_models.empty() && config.model_control_mode != ModelControlMode::kExplicit) {
     std::cerr << "tessera-server: --load-model needs --model-control-mode=explicit\n";
@@ -412,6 +425,10 @@ int Run(int argc, char** argv) {
   frontend_options.allow_log_settings = config.allow_log_settings;
   frontend_options.trace = {config.trace_level, config.trace_rate, config.trace_count,
                             config.trace_log_frequency, config.trace_file};
+  frontend_options.otlp = std::move(otlp);
+  if (frontend_options.otlp) {
+    spdlog::info("request traces go as OpenTelemetry spans to {}", frontend_options.otlp->url);
+  }
   frontend_options.server_version = TESSERA_VERSION;
   frontend_options.response_cache_bytes = static_cast<uint64_t>(config.response_cache_bytes);
   auto frontend = tessera::frontend::Frontend::Start(frontend_options, &manager);

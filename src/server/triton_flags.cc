@@ -39,16 +39,14 @@ constexpr std::array<std::string_view, 19> kUnusedFlags = {
     "--cache-directory",
 };
 
-// --trace-config's settings and where they go: "<setting>=<value>" or "triton,<setting>=<value>".
-// Levels are gathered in `levels` (each level= adds one, as in Triton).
+// --trace-config's settings and where they go: "<setting>=<value>", "triton,<setting>=<value>" or
+// "opentelemetry,<setting>=<value>". Levels are gathered in `levels` (each level= adds one, as in
+// Triton).
 Status ApplyTraceConfig(const std::string& entry, ServerConfig* config,
                         std::vector<std::string>* levels) {
   absl::string_view text = entry;
   absl::ConsumePrefix(&text, "triton,");
-  if (absl::StartsWith(text, "opentelemetry,")) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--trace-config ", entry, ": OpenTelemetry tracing is not supported (mode triton only)"));
-  }
+  const bool otel = absl::ConsumePrefix(&text, "opentelemetry,");
   const size_t equals = text.find('=');
   if (equals == absl::string_view::npos) {
     return absl::InvalidArgumentError(
@@ -63,11 +61,38 @@ Status ApplyTraceConfig(const std::string& entry, ServerConfig* config,
     }
     return absl::OkStatus();
   };
-  if (setting == "mode") {
-    if (value != "triton") {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--trace-config ", entry, ": only mode triton is supported (no OpenTelemetry)"));
+  if (otel) {
+    ServerConfig::OtelTrace& o = config->trace_otel;
+    if (setting == "url") {
+      o.url = value;
+      return absl::OkStatus();
     }
+    if (setting == "resource") {  // resource=<key>=<value>, repeatable
+      const size_t inner = value.find('=');
+      if (inner == std::string::npos || inner == 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--trace-config ", entry, ": resource must be <key>=<value>, such as service.name=x"));
+      }
+      o.resource.emplace_back(value.substr(0, inner), value.substr(inner + 1));
+      return absl::OkStatus();
+    }
+    for (auto [name, out] :
+         {std::pair{"bsp_max_queue_size", &o.bsp_max_queue_size},
+          std::pair{"bsp_schedule_delay", &o.bsp_schedule_delay_ms},
+          std::pair{"bsp_max_export_batch_size", &o.bsp_max_export_batch_size}}) {
+      if (setting == name) return number(1, &out->emplace());
+    }
+    return absl::InvalidArgumentError(
+        absl::StrCat("--trace-config ", entry,
+                     ": unknown opentelemetry setting (known: url, resource, bsp_max_queue_size, "
+                     "bsp_schedule_delay, bsp_max_export_batch_size)"));
+  }
+  if (setting == "mode") {
+    if (value != "triton" && value != "opentelemetry") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--trace-config ", entry, ": mode must be triton or opentelemetry"));
+    }
+    config->trace_mode = value;
     return absl::OkStatus();
   }
   if (setting == "level") {
@@ -78,7 +103,7 @@ Status ApplyTraceConfig(const std::string& entry, ServerConfig* config,
     levels->push_back(value);
     return absl::OkStatus();
   }
-  if (setting == "rate") return number(1, &config->trace_rate);
+  if (setting == "rate") return number(0, &config->trace_rate);
   if (setting == "count") return number(-1, &config->trace_count);
   if (setting == "file") {  // Triton spells it "triton,file=..."; the bare form is read too
     config->trace_file = value;
@@ -87,7 +112,8 @@ Status ApplyTraceConfig(const std::string& entry, ServerConfig* config,
   if (setting == "log-frequency") return number(0, &config->trace_log_frequency);
   return absl::InvalidArgumentError(absl::StrCat(
       "--trace-config ", entry,
-      ": unknown setting (known: mode, level, rate, count, triton,file, triton,log-frequency)"));
+      ": unknown setting (known: mode, level, rate, count, triton,file, triton,log-frequency, "
+      "opentelemetry,<setting>)"));
 }
 
 // --metrics-config's "<setting>=<value>": the per-model latency metrics' form. `notes` gets a line

@@ -176,10 +176,13 @@ TEST(TritonFlagsTest, TraceConfigKeepaliveCompressionAndPortReuseMapOntoTheSetti
   EXPECT_EQ(Parse({}).config.grpc_keepalive.time_ms, -1);
 
   for (const auto& [args, message] : std::vector<std::pair<std::vector<std::string>, std::string>>{
-           {{"--trace-config", "opentelemetry,url=localhost:4318"}, "OpenTelemetry"},
-           {{"--trace-config", "mode=opentelemetry"}, "only mode triton"},
+           {{"--trace-config", "mode=jaeger"}, "mode must be triton or opentelemetry"},
+           {{"--trace-config", "opentelemetry,bsp_max_queue_size=0"},
+            "bsp_max_queue_size must be an integer >= 1"},
+           {{"--trace-config", "opentelemetry,resource=service.name"}, "resource must be"},
+           {{"--trace-config", "opentelemetry,file=/tmp/t"}, "unknown opentelemetry setting"},
            {{"--trace-config", "level=DETAILED"}, "level must be OFF, TIMESTAMPS or TENSORS"},
-           {{"--trace-config", "rate=0"}, "rate must be an integer >= 1"},
+           {{"--trace-config", "rate=-1"}, "rate must be an integer >= 0"},
            {{"--trace-config", "rate"}, "expected <setting>=<value>"},
            {{"--trace-config", "colour=blue"}, "unknown setting"},
            {{"--metrics-config", "summary_latencies=1"}, "must be true or false"},
@@ -193,6 +196,29 @@ TEST(TritonFlagsTest, TraceConfigKeepaliveCompressionAndPortReuseMapOntoTheSetti
     EXPECT_EQ(refused.status.code(), absl::StatusCode::kInvalidArgument) << args[0];
     EXPECT_THAT(std::string(refused.status.message()), HasSubstr(message)) << args[0];
   }
+}
+
+TEST(TritonFlagsTest, OpenTelemetrySettingsAreKeptAsGiven) {
+  Parsed p = Parse({"--trace-config", "mode=opentelemetry", "--trace-config",
+                    "opentelemetry,url=http://collector:4318/v1/traces", "--trace-config",
+                    "opentelemetry,resource=service.name=a=b", "--trace-config",
+                    "opentelemetry,resource=team=search", "--trace-config",
+                    "opentelemetry,bsp_schedule_delay=100", "--trace-config",
+                    "opentelemetry,bsp_max_queue_size=64", "--trace-config",
+                    "opentelemetry,bsp_max_export_batch_size=8", "--trace-config", "rate=0"});
+  ASSERT_TRUE(p.status.ok()) << p.status;
+  EXPECT_EQ(p.config.trace_mode, "opentelemetry");
+  EXPECT_EQ(p.config.trace_rate, 0);
+  const ServerConfig::OtelTrace& otel = p.config.trace_otel;
+  EXPECT_EQ(otel.url, "http://collector:4318/v1/traces");
+  // The value is everything after the key's '=' (a value may hold '=').
+  EXPECT_THAT(otel.resource, ElementsAre(std::pair<std::string, std::string>("service.name", "a=b"),
+                                         std::pair<std::string, std::string>("team", "search")));
+  EXPECT_EQ(otel.bsp_schedule_delay_ms, 100);
+  EXPECT_EQ(otel.bsp_max_queue_size, 64);
+  EXPECT_EQ(otel.bsp_max_export_batch_size, 8);
+  // Not given: left unset, for the environment to fill.
+  EXPECT_FALSE(Parse({"--trace-config", "mode=opentelemetry"}).config.trace_otel.any());
 }
 
 TEST(TritonFlagsTest, TraceLevelsAddUp) {

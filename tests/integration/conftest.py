@@ -57,7 +57,8 @@ class TesseraServer:
     """One tessera-server process in its own process group (so that its executors die with it)."""
 
     def __init__(self, log_dir, repository=None, mode="poll", poll_secs=None, load_models=(),
-                 config=None, extra_args=(), wait_models=(), command_prefix=(), client_kwargs=None):
+                 config=None, extra_args=(), wait_models=(), command_prefix=(), client_kwargs=None,
+                 env=None):
         self.log_dir = Path(log_dir)
         self.repository = Path(repository) if repository else None
         self.mode = mode
@@ -68,6 +69,7 @@ class TesseraServer:
         self.wait_models = tuple(wait_models)
         self.command_prefix = tuple(command_prefix)  # e.g. prlimit: it execs the server (same pid)
         self.client_kwargs = dict(client_kwargs or {})  # e.g. ssl=True, root_certificates=...
+        self.env = dict(env or {})  # added to (or, with None values, removed from) the environment
         self.proc = None
         self.grpc_port = None
         self.metrics_port = None
@@ -130,9 +132,15 @@ class TesseraServer:
         self._starts += 1
         self.log_path = self.log_dir / f"tessera-server-{self.grpc_port}-{self._starts}.log"
         with open(self.log_path, "wb") as log:
+            env = dict(os.environ)
+            for key, value in self.env.items():
+                if value is None:
+                    env.pop(key, None)
+                else:
+                    env[key] = value
             self.proc = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL, stdout=log,
                                          stderr=subprocess.STDOUT, cwd=str(SOURCE_DIR),
-                                         start_new_session=True)
+                                         start_new_session=True, env=env)
         if self not in _LIVE_SERVERS:
             _LIVE_SERVERS.append(self)
 

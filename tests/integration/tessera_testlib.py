@@ -141,15 +141,15 @@ def run_bench(*args, timeout=60):
                           capture_output=True, text=True, timeout=timeout)
 
 
-def start_fails(*args, config=None):
+def start_fails(*args, config=None, env=None):
     """Runs tessera-server with settings that must stop its start (exit code 2, before any
-    endpoint listens); returns its output."""
+    endpoint listens); returns its output. `env`: variables added to the environment."""
     command = [str(BIN_DIR / "tessera-server"), "--model-repository", str(MODELS_DIR),
                "--grpc-port", "0", "--metrics-port", "-1", "--http-port", "0", *map(str, args)]
     if config is not None:
         command += ["--config", str(config)]
     run = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                         timeout=30)
+                         timeout=30, env={**os.environ, **(env or {})})
     output = run.stdout + run.stderr
     assert run.returncode == 2, output
     assert "listening" not in output, output

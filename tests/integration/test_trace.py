@@ -89,7 +89,7 @@ def test_bad_settings_are_refused_and_change_nothing(trace_client, tmp_path):
     e = expect_error(lambda: trace_client.update_trace_settings(
         settings={"trace_file": str(tmp_path / "elsewhere.json")}), "INVALID_ARGUMENT")
     assert "--trace-file" in e.message()
-    e = expect_error(lambda: trace_client.update_trace_settings(settings={"trace_rate": "0"}),
+    e = expect_error(lambda: trace_client.update_trace_settings(settings={"trace_rate": "-1"}),
                      "INVALID_ARGUMENT")
     assert "trace_rate" in e.message()
     e = expect_error(lambda: trace_client.update_trace_settings(

@@ -85,7 +85,7 @@ def test_a_second_server_cannot_take_a_port_in_use(make_server, tmp_path):
     (["--log-format", "json"], "json"),
     (["--allow-http", "perhaps"], "perhaps"),
     (["--model-config-name", "../h100"], "--model-config-name: '../h100' is not a config name"),
-    (["--trace-config", "opentelemetry,url=localhost:4318"], "OpenTelemetry tracing is not"),
+    (["--trace-config", "opentelemetry,url=localhost:4318"], "need trace mode opentelemetry"),
     (["--model-namespacing=true"], "--model-namespacing=true"),
 ])
 def test_values_that_cannot_be_honoured_stop_the_start(args, message):

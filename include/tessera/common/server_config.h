@@ -3,8 +3,10 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "tessera/common/status.h"
@@ -172,11 +174,32 @@ struct ServerConfig {
   bool allow_log_settings = false;
 
   // Request tracing (Triton's trace extension; TraceSetting RPC changes all but the file).
-  std::string trace_file;             // "" = none: the level must stay OFF
-  std::string trace_level = "OFF";    // OFF | TIMESTAMPS
+  // Mode "triton" writes traces as JSON to trace_file; "opentelemetry" sends them as OTLP spans
+  // to a collector (trace_otel), TIMESTAMPS level only.
+  std::string trace_mode = "triton";
+  std::string trace_file;             // "" = none: in mode triton the level must stay OFF
+  std::string trace_level = "OFF";    // OFF | TIMESTAMPS | TENSORS | TIMESTAMPS,TENSORS
   int64_t trace_rate = 1000;          // one request in `rate`
   int64_t trace_count = -1;           // -1 = no limit
   int64_t trace_log_frequency = 0;    // 0 = write at stop; N = every N traces to file.<i>
+  // Mode opentelemetry's exporter (trace.opentelemetry, or tritonserver's --trace-config
+  // opentelemetry,<setting>=<value>). Unset values come from the OTEL_* environment variables,
+  // then OpenTelemetry's defaults (frontend::ResolveOtlpExport).
+  struct OtelTrace {
+    std::optional<std::string> url;  // the collector's OTLP/HTTP traces URL
+    // Resource attributes, in the order given (a key given twice: the last one holds).
+    std::vector<std::pair<std::string, std::string>> resource;
+    // HTTP headers sent with each export (a collector's API key), as resource.
+    std::vector<std::pair<std::string, std::string>> headers;
+    std::optional<int64_t> bsp_max_queue_size;         // spans waiting; more are dropped
+    std::optional<int64_t> bsp_schedule_delay_ms;      // the longest a span waits for export
+    std::optional<int64_t> bsp_max_export_batch_size;  // spans per export, <= the queue size
+    bool any() const {
+      return url || !resource.empty() || !headers.empty() || bsp_max_queue_size ||
+             bsp_schedule_delay_ms || bsp_max_export_batch_size;
+    }
+  };
+  OtelTrace trace_otel;
 
   // Triton's response cache, for models whose config enables response_cache; 0 = none.
   int64_t response_cache_bytes = 0;
@@ -201,6 +224,11 @@ Status CheckRestrictedApis(const std::vector<RestrictedApis>& groups, std::strin
 // adding a kind of detail): "OFF", "TIMESTAMPS", "TENSORS" or "TIMESTAMPS,TENSORS". OFF beside
 // another level, or an unknown one, is INVALID_ARGUMENT naming it.
 StatusOr<std::string> CanonicalTraceLevel(const std::vector<std::string>& levels);
+
+// The trace settings' combined checks, once YAML and flags are applied: a level other than OFF
+// needs trace_file in mode triton; mode opentelemetry takes no TENSORS level; opentelemetry
+// settings need that mode. INVALID_ARGUMENT naming the settings; `source` prefixes the message.
+Status CheckTraceConfig(const ServerConfig& config, std::string_view source);
 
 // Parses server YAML text; `source` names the file in error messages.
 StatusOr<ServerConfig> ParseServerConfig(const std::string& yaml_text, const std::string& source);

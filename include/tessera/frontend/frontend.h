@@ -5,6 +5,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -56,6 +57,8 @@ struct FrontendOptions {
   bool allow_log_settings = false;
   // Request tracing (TraceSetting RPC); off unless a level and a trace file are given.
   TraceSettings trace;
+  // Set: mode opentelemetry, the traces go as spans to this collector instead of trace.file.
+  std::optional<OtlpExportSettings> otlp;
   // Triton's response cache (--cache-config local,size=N) for the models whose config enables
   // response_cache; 0 = no cache.
   uint64_t response_cache_bytes = 0;
