@@ -168,11 +168,17 @@ void OtlpExporter::Run() {
       return stopping_ || queued_spans_ >= settings_.max_export_batch_size ||
              (flush_until_ > handled_ && !queue_.empty());
     };
-    mu_.AwaitWithTimeout(absl::Condition(&ready), absl::Milliseconds(settings_.schedule_delay_ms));
-    // On a full batch, a flush, a stop or the delay's end: send all that is queued, in batches.
+    const bool woken = mu_.AwaitWithTimeout(absl::Condition(&ready),
+                                            absl::Milliseconds(settings_.schedule_delay_ms));
+    // At the delay's end, a flush or a stop, all that is queued goes, in batches. Woken by a full
+    // batch, only full batches go: the rest waits to fill one, or for the delay (sending it at
+    // once would make many small exports under steady load).
+    auto send_all = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return !woken || stopping_ || flush_until_ > handled_;
+    };
     // A stop or a flush waits for the sends: after one fails, the rest is given up on.
     bool give_up = false;
-    while (!queue_.empty()) {
+    while (!queue_.empty() && (send_all() || queued_spans_ >= settings_.max_export_batch_size)) {
       std::deque<Pending> batch;
       int64_t spans = 0;
       while (!queue_.empty() &&

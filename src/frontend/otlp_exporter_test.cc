@@ -94,6 +94,27 @@ TEST(OtlpExporterTest, AFullBatchGoesAtOnceAndNoBatchIsLargerThanTheLimit) {
   }
 }
 
+TEST(OtlpExporterTest, WokenByAFullBatchTheRestWaitsToFillTheNext) {
+  auto shared = std::make_shared<FakeOtlpSinkForTest::Shared>();
+  OtlpExporter exporter(Settings(100, 6, kHour), std::make_unique<FakeOtlpSinkForTest>(shared), 0);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(exporter.Add(Record(), i));
+  {
+    std::unique_lock lock(shared->mu);
+    ASSERT_TRUE(shared->changed.wait_for(lock, std::chrono::seconds(10),
+                                         [&] { return !shared->posts.empty(); }));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  {
+    std::lock_guard lock(shared->mu);
+    ASSERT_EQ(shared->posts.size(), 1u);  // not a small export of the 3 spans left over
+    EXPECT_EQ(SpansIn(shared->posts[0]), 6u);
+  }
+  exporter.Flush();
+  std::lock_guard lock(shared->mu);
+  ASSERT_EQ(shared->posts.size(), 2u);
+  EXPECT_EQ(SpansIn(shared->posts[1]), 3u);
+}
+
 TEST(OtlpExporterTest, ThePartOfABatchWaitsNoLongerThanTheScheduleDelay) {
   auto shared = std::make_shared<FakeOtlpSinkForTest::Shared>();
   OtlpExporter exporter(Settings(100, 60, 20), std::make_unique<FakeOtlpSinkForTest>(shared), 0);
