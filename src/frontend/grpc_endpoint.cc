@@ -178,36 +178,32 @@ class InferenceService final : public InferenceServiceBase {
   // OK, or PERMISSION_DENIED when grpc.restricted restricts `api` and the call lacks its header.
   Status Allowed(CallbackServerContext* context, ApiGroup api) const {
     const std::string* header = access_.HeaderOf(api);
-    if (header == nullptr) return absl::OkStatus();
+    return header == nullptr ? absl::OkStatus() : access_.Check(api, Metadata(context, *header));
+  }
+
+  // The client's metadata `key` (the first, if sent twice); nullopt when absent.
+  static std::optional<std::string_view> Metadata(CallbackServerContext* context,
+                                                  std::string_view key) {
     const auto& metadata = context->client_metadata();
-    const auto sent = metadata.find(grpc::string_ref(*header));
-    if (sent == metadata.end()) return access_.Check(api, std::nullopt);
-    return access_.Check(api, std::string_view(sent->second.data(), sent->second.size()));
+    const auto sent = metadata.find(grpc::string_ref(key.data(), key.size()));
+    if (sent == metadata.end()) return std::nullopt;
+    return std::string_view(sent->second.data(), sent->second.size());
   }
 
   // One inference (a ModelInfer call, or one request of a stream): InferSubmitter::Submit, with
   // `finish` given a gRPC status and the call's cancellation dropping the request while queued.
   void Submit(const inference::ModelInferRequest& request, inference::ModelInferResponse* response,
               std::function<void(const grpc::Status&)> finish, CallbackServerContext* context) {
-    InferSubmitter::CallContext call;
-    call.cancelled = [context] { return context->IsCancelled(); };
-    call.received_event = "GRPC_WAITREAD_END";
-    if (submitter_->tracer().opentelemetry()) {
-      call.traceparent = MetadataValue(context, "traceparent");
-      call.tracestate = MetadataValue(context, "tracestate");
+    InferSubmitter::CallContext call{[context] { return context->IsCancelled(); },
+                                     "GRPC_WAITREAD_END", "", ""};
+    if (submitter_->tracer().opentelemetry()) {  // W3C trace context, read only when it is used
+      call.traceparent = Metadata(context, "traceparent").value_or("");
+      call.tracestate = Metadata(context, "tracestate").value_or("");
     }
     submitter_->Submit(
         request, response,
         [finish = std::move(finish)](const Status& status) { finish(ToGrpc(status)); },
         std::move(call));
-  }
-
-  // The value of the client's metadata `key` (the first, if sent twice), "" when absent.
-  static std::string MetadataValue(CallbackServerContext* context, const char* key) {
-    const auto& metadata = context->client_metadata();
-    const auto sent = metadata.find(grpc::string_ref(key));
-    return sent == metadata.end() ? std::string()
-                                  : std::string(sent->second.data(), sent->second.size());
   }
 
  private:

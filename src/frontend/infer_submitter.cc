@@ -76,6 +76,14 @@ void InferSubmitter::Submit(const inference::ModelInferRequest& request,
   const TraceLevels trace = tracer_->Sample(model->name, trace_parent.has_value());
   std::shared_ptr<RequestTracer> tracer = trace ? tracer_ : nullptr;
   const uint64_t queue_start_ns = tracer ? MonotonicNs() : 0;
+  // An ensemble's steps are traced as children of this trace, so its id is taken now.
+  uint64_t trace_id = 0;
+  if (tracer && !model->config->ensemble_steps.empty()) {
+    trace_id = tracer->NewTraceId();
+    dispatch_request->trace = {
+        std::make_shared<TracedSteps>(tracer, trace, request.id(), trace_id, trace_parent),
+        trace_id};
+  }
   // Level TENSORS: the inputs as they are queued (client shared memory may change after).
   std::vector<TracedTensor> traced_inputs;
   if (trace.tensors) {
@@ -94,7 +102,7 @@ void InferSubmitter::Submit(const inference::ModelInferRequest& request,
   dispatch_request->done = [finish, response, storage, served_version, name = model->name,
                             id = request.id(), tracer = std::move(tracer), trace,
                             traced_inputs = std::move(traced_inputs), arrival_ns, queue_start_ns,
-                            received_event = context.received_event,
+                            received_event = context.received_event, trace_id,
                             trace_parent = std::move(trace_parent), cache, cache_key, lookup_ns,
                             stats = model->stats](StatusOr<dispatch::Response> result) mutable {
     Status status = result.status();
@@ -123,6 +131,7 @@ void InferSubmitter::Submit(const inference::ModelInferRequest& request,
       record.tensors = std::move(traced);
       record.received_event = received_event;
       record.parent = std::move(trace_parent);
+      record.id = trace_id;
       tracer->Record(std::move(record));
     }
     finish(status);

@@ -1,11 +1,9 @@
 #include "otel_spans.h"
 
 #include <algorithm>
-#include <cstring>
+#include <random>
 #include <string>
 #include <string_view>
-
-#include "absl/strings/match.h"
 
 namespace tessera::frontend {
 namespace {
@@ -61,6 +59,17 @@ void SetError(otlp::Span* span, const std::string& error) {
   span->mutable_status()->set_message(error);
 }
 
+// splitmix64's finalizer: a bijection of 64-bit values that scatters neighbours.
+uint64_t Mix(uint64_t x) {
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+std::string BytesOf(uint64_t value) {
+  return std::string(reinterpret_cast<const char*>(&value), sizeof value);
+}
+
 }  // namespace
 
 std::optional<TraceParent> ParseTraceParent(std::string_view traceparent,
@@ -89,33 +98,34 @@ std::optional<TraceParent> ParseTraceParent(std::string_view traceparent,
   return parent;
 }
 
-SpanIdSource::SpanIdSource() : random_(std::random_device{}()) {}
-
-std::string SpanIdSource::NewTraceId() {
-  std::string id(16, '\0');
-  do {
-    const uint64_t high = random_(), low = random_();
-    std::memcpy(id.data(), &high, 8);
-    std::memcpy(id.data() + 8, &low, 8);
-  } while (id == std::string(16, '\0'));
-  return id;
+SpanIdSource::SpanIdSource() {
+  std::random_device random;
+  for (uint64_t& salt : salt_) salt = (uint64_t{random()} << 32) ^ random();
 }
 
-std::string SpanIdSource::NewSpanId() {
-  uint64_t value = 0;
-  while (value == 0) value = random_();
-  return std::string(reinterpret_cast<const char*>(&value), 8);
+std::string SpanIdSource::TraceIdOf(uint64_t root_number) const {
+  const uint64_t high = Mix(salt_[0] ^ root_number);
+  const uint64_t low = Mix(salt_[1] ^ root_number);
+  return BytesOf(high) + BytesOf(high == 0 && low == 0 ? 1 : low);
+}
+
+std::string SpanIdSource::SpanIdOf(uint64_t trace_number, Role role) const {
+  // Distinct (number, role) pairs give distinct inputs, so distinct ids.
+  const uint64_t id = Mix(salt_[2] ^ (trace_number * 3 + static_cast<uint64_t>(role)));
+  return BytesOf(id == 0 ? 1 : id);
 }
 
 int SpanCount(const TraceRecord& record) {
   const bool computed =
       std::any_of(record.timestamps.begin(), record.timestamps.end(),
                   [](const auto& t) { return std::string_view(t.first) == "COMPUTE_START"; });
-  return computed ? 3 : 2;
+  return (record.parent_id == 0 ? 2 : 1) + (computed ? 1 : 0);
 }
 
 void AppendTraceSpans(const TraceRecord& record, uint64_t trace_number, int64_t wall_offset_ns,
-                      SpanIdSource& ids, google::protobuf::RepeatedPtrField<otlp::Span>* spans) {
+                      const SpanIdSource& ids,
+                      google::protobuf::RepeatedPtrField<otlp::Span>* spans) {
+  using Role = SpanIdSource::Role;
   auto unix_ns = [&](uint64_t monotonic_ns) {
     return static_cast<uint64_t>(static_cast<int64_t>(monotonic_ns) + wall_offset_ns);
   };
@@ -125,28 +135,37 @@ void AppendTraceSpans(const TraceRecord& record, uint64_t trace_number, int64_t 
     if (event == "REQUEST_START") start_ns = ns;
     if (event == "REQUEST_END") end_ns = ns;
   }
-  const std::string trace_id = record.parent ? Bytes(record.parent->trace_id) : ids.NewTraceId();
+  const bool step = record.parent_id != 0;
+  const uint64_t root_number = step ? record.root_id : trace_number;
+  const std::string trace_id =
+      record.parent ? Bytes(record.parent->trace_id) : ids.TraceIdOf(root_number);
 
-  otlp::Span* root = spans->Add();
-  root->set_trace_id(trace_id);
-  root->set_span_id(ids.NewSpanId());
-  if (record.parent) {
-    root->set_parent_span_id(Bytes(record.parent->span_id));
-    root->set_trace_state(record.parent->trace_state);
+  std::string model_parent;
+  if (step) {
+    model_parent = ids.SpanIdOf(record.parent_id, Role::kModel);
+  } else {
+    otlp::Span* root = spans->Add();
+    root->set_trace_id(trace_id);
+    root->set_span_id(ids.SpanIdOf(trace_number, Role::kRoot));
+    if (record.parent) {
+      root->set_parent_span_id(Bytes(record.parent->span_id));
+      root->set_trace_state(record.parent->trace_state);
+    }
+    root->set_name(kRootSpan);
+    root->set_kind(otlp::Span::SPAN_KIND_SERVER);
+    root->set_start_time_unix_nano(unix_ns(start_ns));
+    root->set_end_time_unix_nano(unix_ns(end_ns));
+    if (*record.received_event != '\0') AddEvent(root, record.received_event, unix_ns(start_ns));
+    AddEvent(root, "INFER_RESPONSE_COMPLETE", unix_ns(end_ns));
+    SetError(root, record.error);
+    model_parent = root->span_id();
   }
-  root->set_name(kRootSpan);
-  root->set_kind(otlp::Span::SPAN_KIND_SERVER);
-  root->set_start_time_unix_nano(unix_ns(start_ns));
-  root->set_end_time_unix_nano(unix_ns(end_ns));
-  if (*record.received_event != '\0') AddEvent(root, record.received_event, unix_ns(start_ns));
-  AddEvent(root, "INFER_RESPONSE_COMPLETE", unix_ns(end_ns));
-  SetError(root, record.error);
 
   // Triton makes every span of a trace a server span; kept, so that queries on kind match.
   otlp::Span* model = spans->Add();
   model->set_trace_id(trace_id);
-  model->set_span_id(ids.NewSpanId());
-  model->set_parent_span_id(root->span_id());
+  model->set_span_id(ids.SpanIdOf(trace_number, Role::kModel));
+  model->set_parent_span_id(model_parent);
   model->set_name(record.model_name);
   model->set_kind(otlp::Span::SPAN_KIND_SERVER);
   model->set_start_time_unix_nano(unix_ns(start_ns));
@@ -154,7 +173,7 @@ void AppendTraceSpans(const TraceRecord& record, uint64_t trace_number, int64_t 
   SetAttribute(model, "triton.model_name", record.model_name);
   SetAttribute(model, "triton.model_version", record.model_version);
   SetAttribute(model, "triton.trace_id", static_cast<int64_t>(trace_number));
-  SetAttribute(model, "triton.trace_parent_id", int64_t{0});
+  SetAttribute(model, "triton.trace_parent_id", static_cast<int64_t>(record.parent_id));
   if (!record.request_id.empty()) SetAttribute(model, "triton.request_id", record.request_id);
   SetError(model, record.error);
 
@@ -164,7 +183,7 @@ void AppendTraceSpans(const TraceRecord& record, uint64_t trace_number, int64_t 
     if (event == "COMPUTE_START") {
       compute = spans->Add();
       compute->set_trace_id(trace_id);
-      compute->set_span_id(ids.NewSpanId());
+      compute->set_span_id(ids.SpanIdOf(trace_number, Role::kCompute));
       compute->set_parent_span_id(model->span_id());
       compute->set_name(kComputeSpan);
       compute->set_kind(otlp::Span::SPAN_KIND_SERVER);

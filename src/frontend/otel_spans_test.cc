@@ -57,17 +57,26 @@ TEST(TraceParentTest, RefusesWhatTheSpecificationRefuses) {
   }
 }
 
-TEST(SpanIdSourceTest, IdsHaveTheirSizesAndDiffer) {
-  SpanIdSource ids;
+TEST(SpanIdSourceTest, IdsHaveTheirSizesAreStableAndDiffer) {
+  using Role = SpanIdSource::Role;
+  SpanIdSource ids, other;
   std::set<std::string> seen;
-  for (int i = 0; i < 100; ++i) {
-    const std::string trace = ids.NewTraceId(), span = ids.NewSpanId();
+  for (uint64_t n = 0; n < 100; ++n) {
+    const std::string trace = ids.TraceIdOf(n);
     EXPECT_EQ(trace.size(), 16u);
-    EXPECT_EQ(span.size(), 8u);
+    EXPECT_EQ(trace, ids.TraceIdOf(n));  // a step finds its request's trace again
     seen.insert(trace);
-    seen.insert(span);
+    for (Role role : {Role::kRoot, Role::kModel, Role::kCompute}) {
+      const std::string span = ids.SpanIdOf(n, role);
+      EXPECT_EQ(span.size(), 8u);
+      EXPECT_NE(span, std::string(8, '\0'));
+      EXPECT_EQ(span, ids.SpanIdOf(n, role));
+      seen.insert(span);
+    }
   }
-  EXPECT_EQ(seen.size(), 200u);
+  EXPECT_EQ(seen.size(), 400u);
+  // Another source (another server run) makes other ids for the same numbers.
+  EXPECT_NE(ids.TraceIdOf(1), other.TraceIdOf(1));
 }
 
 TraceRecord Record(bool failed) {
@@ -82,7 +91,7 @@ TraceRecord Record(bool failed) {
 TEST(AppendTraceSpansTest, MakesTritonsThreeSpans) {
   TraceRecord record = Record(false);
   ASSERT_EQ(SpanCount(record), 3);
-  SpanIdSource ids;
+  const SpanIdSource ids;
   google::protobuf::RepeatedPtrField<otlp::Span> spans;
   const int64_t offset = 1'700'000'000'000'000'000;
   AppendTraceSpans(record, 42, offset, ids, &spans);
@@ -131,7 +140,7 @@ TEST(AppendTraceSpansTest, MakesTritonsThreeSpans) {
 TEST(AppendTraceSpansTest, AFailedRequestHasNoComputeSpanAndCarriesItsError) {
   TraceRecord record = Record(true);
   ASSERT_EQ(SpanCount(record), 2);
-  SpanIdSource ids;
+  const SpanIdSource ids;
   google::protobuf::RepeatedPtrField<otlp::Span> spans;
   AppendTraceSpans(record, 1, 0, ids, &spans);
   ASSERT_EQ(spans.size(), 2);
@@ -141,10 +150,31 @@ TEST(AppendTraceSpansTest, AFailedRequestHasNoComputeSpanAndCarriesItsError) {
   }
 }
 
+TEST(AppendTraceSpansTest, AStepIsAModelSpanUnderTheModelSpanOfTheRequestItServes) {
+  const SpanIdSource ids;
+  google::protobuf::RepeatedPtrField<otlp::Span> spans;
+  AppendTraceSpans(Record(false), 7, 0, ids, &spans);  // the ensemble request, trace 7
+  TraceRecord step = Record(false);
+  step.model_name = "step_model";
+  step.id = 9;
+  step.parent_id = 7;
+  step.root_id = 7;
+  ASSERT_EQ(SpanCount(step), 2);
+  AppendTraceSpans(step, 9, 0, ids, &spans);
+  ASSERT_EQ(spans.size(), 5);
+  const otlp::Span &ensemble = spans[1], &step_model = spans[3], &step_compute = spans[4];
+  EXPECT_EQ(step_model.name(), "step_model");
+  EXPECT_EQ(step_model.parent_span_id(), ensemble.span_id());
+  EXPECT_EQ(step_model.trace_id(), ensemble.trace_id());
+  EXPECT_EQ(step_compute.parent_span_id(), step_model.span_id());
+  EXPECT_EQ(step_model.attributes(3).key(), "triton.trace_parent_id");
+  EXPECT_EQ(step_model.attributes(3).value().int_value(), 7);
+}
+
 TEST(AppendTraceSpansTest, TheCallersContextIsTheRootsParent) {
   TraceRecord record = Record(false);
   record.parent = ParseTraceParent(kParent, "a=1");
-  SpanIdSource ids;
+  const SpanIdSource ids;
   google::protobuf::RepeatedPtrField<otlp::Span> spans;
   AppendTraceSpans(record, 1, 0, ids, &spans);
   EXPECT_EQ(Hex(spans[0].trace_id()), "0af7651916cd43dd8448eb211c12666c");

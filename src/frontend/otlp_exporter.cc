@@ -214,10 +214,9 @@ void OtlpExporter::Export(std::deque<Pending>& batch) {
   }
   otlp::ScopeSpans* scope_spans = resource_spans->add_scope_spans();
   scope_spans->mutable_scope()->set_name("tessera");
-  thread_local SpanIdSource ids;
   int64_t spans = 0;
   for (const Pending& pending : batch) {
-    AppendTraceSpans(pending.record, pending.trace_number, wall_offset_ns_, ids,
+    AppendTraceSpans(pending.record, pending.trace_number, wall_offset_ns_, ids_,
                      scope_spans->mutable_spans());
     spans += pending.spans;
   }

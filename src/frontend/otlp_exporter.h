@@ -15,6 +15,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "otel_spans.h"
 #include "tessera/common/status.h"
 #include "tessera/frontend/trace_settings.h"
 #include "trace_record.h"
@@ -68,6 +69,7 @@ class OtlpExporter {
   const OtlpExportSettings settings_;
   const std::unique_ptr<OtlpSink> sink_;
   const int64_t wall_offset_ns_;
+  const SpanIdSource ids_;  // one for all traces, so a step's spans find their parent's
 
   mutable absl::Mutex mu_;
   std::deque<Pending> queue_ ABSL_GUARDED_BY(mu_);

@@ -249,22 +249,24 @@ TraceLevels RequestTracer::Sample(const std::string& model, bool has_trace_conte
   return levels;
 }
 
+uint64_t RequestTracer::NewTraceId() {
+  absl::MutexLock lock(&mu_);
+  return next_id_++;
+}
+
 void RequestTracer::Record(TraceRecord record) {
   if (exporter_) {
-    uint64_t id = 0;
-    {
-      absl::MutexLock lock(&mu_);
-      id = next_id_++;
-    }
+    const uint64_t id = record.id != 0 ? record.id : NewTraceId();
     exporter_->Add(std::move(record), id);
     return;
   }
   std::string json = "{";
   absl::MutexLock lock(&mu_);
-  const uint64_t id = next_id_++;
+  const uint64_t id = record.id != 0 ? record.id : next_id_++;
   absl::StrAppend(&json, "\"id\":", id, ",\"model_name\":", JsonString(record.model_name),
                   ",\"model_version\":", record.model_version,
                   ",\"request_id\":", JsonString(record.request_id));
+  if (record.parent_id != 0) absl::StrAppend(&json, ",\"parent_id\":", record.parent_id);
   if (!record.timestamps.empty()) {
     json += ",\"timestamps\":[";
     for (size_t i = 0; i < record.timestamps.size(); ++i) {
@@ -350,6 +352,33 @@ TraceRecord MakeTrace(std::string model, int64_t version, std::string request_id
   record.timestamps.emplace_back("REQUEST_END", end_ns);
   if (!status.ok()) record.error = std::string(status.message());
   return record;
+}
+
+void TracedSteps::StepDone(uint64_t step_id, uint64_t parent_id, const std::string& model,
+                           int64_t version, const dispatch::Request& step,
+                           const StatusOr<dispatch::Response>& result) {
+  // A step is queued as soon as it is made: its queue starts at its arrival.
+  TraceRecord record = MakeTrace(model, version, request_id_, step.arrival_ns, step.arrival_ns,
+                                 result.ok() ? &result->timing : nullptr, result.status());
+  if (!levels_.timestamps) record.timestamps.clear();
+  if (levels_.tensors) {
+    for (const TensorView& input : step.inputs) {
+      record.tensors.push_back(
+          TraceTensor("TENSOR_QUEUE_INPUT", input.name, input.dtype, input.shape,
+                      std::string_view(static_cast<const char*>(input.data), input.byte_size)));
+    }
+    if (result.ok()) {
+      for (const dispatch::OutputTensor& output : result->outputs) {
+        record.tensors.push_back(TraceTensor("TENSOR_BACKEND_OUTPUT", output.name, output.dtype,
+                                             output.shape, output.bytes));
+      }
+    }
+  }
+  record.id = step_id;
+  record.parent_id = parent_id;
+  record.root_id = root_id_;
+  record.parent = context_;
+  tracer_->Record(std::move(record));
 }
 
 TracedTensor TraceTensor(const char* activity, const std::string& name, DataType dtype,

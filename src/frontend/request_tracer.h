@@ -71,7 +71,11 @@ class RequestTracer {
   // count; in mode opentelemetry a request that carries a trace context is traced whatever they
   // say (unless the level is OFF), and not counted.
   TraceLevels Sample(const std::string& model, bool has_trace_context = false);
-  // Keeps a trace; writes a file when log_frequency traces have gathered, or queues its spans.
+  // A new trace id, for a record that must be known by it before it is recorded (a request whose
+  // steps name it as their parent).
+  uint64_t NewTraceId();
+  // Keeps a trace (numbered now unless record.id is set); writes a file when log_frequency traces
+  // have gathered, or queues its spans.
   void Record(TraceRecord record);
   // Writes the traces gathered so far (to `file`, or the next `file`.N with log_frequency > 0),
   // or sends the queued spans.
@@ -104,6 +108,31 @@ class RequestTracer {
   // Mode opentelemetry; null in mode triton. Declared last: destroyed first, sending what is
   // queued while the rest is still whole.
   std::unique_ptr<OtlpExporter> exporter_;
+};
+
+// The steps of one traced request (an ensemble's, and theirs in turn), each recorded when it is
+// answered as a trace of its own whose parent_id is the request it serves, with the request's
+// levels, request id and trace context.
+class TracedSteps final : public dispatch::StepTraceSink {
+ public:
+  TracedSteps(std::shared_ptr<RequestTracer> tracer, TraceLevels levels, std::string request_id,
+              uint64_t root_id, std::optional<TraceParent> context)
+      : tracer_(std::move(tracer)),
+        levels_(levels),
+        request_id_(std::move(request_id)),
+        root_id_(root_id),
+        context_(std::move(context)) {}
+
+  uint64_t NewStepId() override { return tracer_->NewTraceId(); }
+  void StepDone(uint64_t step_id, uint64_t parent_id, const std::string& model, int64_t version,
+                const dispatch::Request& step, const StatusOr<dispatch::Response>& result) override;
+
+ private:
+  const std::shared_ptr<RequestTracer> tracer_;
+  const TraceLevels levels_;
+  const std::string request_id_;
+  const uint64_t root_id_;
+  const std::optional<TraceParent> context_;
 };
 
 // The trace of one request: REQUEST_START at arrival, QUEUE_START once validated, the compute

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 
+#include "nlohmann/json.hpp"
 #include "tessera/common/bytes_tensor.h"
 #include "tessera/common/yaml_util.h"
 
@@ -296,6 +297,40 @@ TEST(RequestTracerTest, TensorsAreWrittenUnderTheTracesId) {
   // Bytes that are not whole elements say so instead of data.
   EXPECT_EQ(TraceTensor("TENSOR_QUEUE_INPUT", "bad", DataType::kString, {1}, "\x09").data.front(),
             '<');
+}
+
+TEST(RequestTracerTest, AnEnsemblesStepsAreWrittenAsChildrenOfTheirRequest) {
+  TraceSettings settings;
+  settings.level = "TIMESTAMPS";
+  settings.rate = 1;
+  settings.file = TempPath("steps.json");
+  std::shared_ptr<RequestTracer> tracer = RequestTracer::Create(settings).value();
+  const uint64_t parent = tracer->NewTraceId();
+  TracedSteps steps(tracer, TraceLevels{true, false}, "req-1", parent, std::nullopt);
+  const uint64_t child = steps.NewStepId();
+  EXPECT_NE(child, parent);
+  dispatch::Request step;
+  step.arrival_ns = 2000;
+  dispatch::Response answered;
+  answered.timing = {10, 1, 2, 3};
+  steps.StepDone(child, parent, "relu", 2, step, answered);
+  TraceRecord request = Trace("pipeline", "req-1");
+  request.id = parent;
+  tracer->Record(std::move(request));
+  ASSERT_TRUE(tracer->Flush().ok());
+
+  const nlohmann::json traces = nlohmann::json::parse(ReadFile(settings.file));
+  ASSERT_EQ(traces.size(), 2u);
+  const nlohmann::json& step_trace = traces[0];
+  EXPECT_EQ(step_trace["id"], child);
+  EXPECT_EQ(step_trace["parent_id"], parent);
+  EXPECT_EQ(step_trace["model_name"], "relu");
+  EXPECT_EQ(step_trace["model_version"], 2);
+  EXPECT_EQ(step_trace["request_id"], "req-1");
+  EXPECT_EQ(step_trace["timestamps"][0]["ns"], 2000);  // REQUEST_START: the step's arrival
+  EXPECT_EQ(step_trace["timestamps"][2]["ns"], 2010);  // COMPUTE_START: after its queue time
+  EXPECT_EQ(traces[1]["id"], parent);
+  EXPECT_FALSE(traces[1].contains("parent_id"));
 }
 
 }  // namespace

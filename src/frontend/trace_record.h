@@ -50,6 +50,12 @@ struct TraceRecord {
   // "HTTP_RECV_END"; "" = neither), and the trace context it carried.
   const char* received_event = "";
   std::optional<TraceParent> parent;
+  // The trace's id (0: the tracer numbers it when it is recorded). A step of another traced
+  // request (an ensemble's) names that request's id as `parent_id`, and the id of the request
+  // the client sent, at the top, as `root_id`; both are 0 for the request the client sent.
+  uint64_t id = 0;
+  uint64_t parent_id = 0;
+  uint64_t root_id = 0;
 };
 
 }  // namespace tessera::frontend

@@ -212,6 +212,8 @@ class EnsembleCall : public std::enable_shared_from_this<EnsembleCall> {
     request->arrival_ns = MonotonicNs();
     request->cancelled = request_->cancelled;  // a step of a request its client gave up on
     request->priority = composing.dynamic_batching.PriorityLevel(0);  // its default level
+    if (request_->trace.sink)
+      request->trace = {request_->trace.sink, request_->trace.sink->NewStepId()};
     return request;
   }
 
@@ -239,8 +241,22 @@ class EnsembleCall : public std::enable_shared_from_this<EnsembleCall> {
   Status Enqueue(Launch& launch) {
     if (!launch.error.ok()) return launch.error;
     std::shared_ptr<const ModelConfig> composing = launch.model.config;
-    launch.request->done = [self = shared_from_this(), s = launch.step,
-                            composing](StatusOr<Response> result) {
+    // A traced step reports when answered; the queue owns the request by then, so its trace
+    // keeps what it reads (the input views point at tensors_, alive as long as this call).
+    std::shared_ptr<Request> traced;
+    if (launch.request->trace.sink) {
+      traced = std::make_shared<Request>();
+      traced->inputs = launch.request->inputs;
+      traced->arrival_ns = launch.request->arrival_ns;
+      traced->batch_size = launch.request->batch_size;
+      traced->trace = launch.request->trace;
+    }
+    launch.request->done = [self = shared_from_this(), s = launch.step, composing, traced,
+                            version = launch.model.version](StatusOr<Response> result) {
+      if (traced) {
+        traced->trace.sink->StepDone(traced->trace.id, self->request_->trace.id, composing->name,
+                                     version, *traced, result);
+      }
       self->OnStepDone(s, composing.get(), std::move(result));
     };
     return launch.model.queue->Enqueue(std::move(launch.request));

@@ -9,12 +9,13 @@ import http.server
 import threading
 import time
 
+import numpy as np
 import pytest
 import tritonclient.http as httpclient
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
-from tessera_testlib import (MODELS_DIR, expect_error, infer, load_reference, start_fails,
-                             wait_until)
+from tessera_testlib import (MODELS_DIR, expect_error, infer, load_reference, make_input,
+                             start_fails, wait_until)
 
 TRACEPARENT = "00-0af7651916cd43dd8448eb211c12666c-b7ad6b7169242424-01"
 MODEL_EVENTS = ["REQUEST_START", "QUEUE_START", "REQUEST_END"]
@@ -312,3 +313,47 @@ def test_bad_opentelemetry_settings_stop_the_start(tmp_path):
     config.write_text("trace:\n  mode: opentelemetry\n  opentelemetry:\n    resource: [a, b]\n")
     output = start_fails(config=config)
     assert "trace.opentelemetry.resource" in output and "expected a map" in output, output
+
+
+def test_an_ensembles_steps_are_model_spans_under_the_ensembles(make_server, collector, tmp_path):
+    from test_ensemble import OUTER, PIPELINE, save_ensemble, save_unary_model
+
+    repo = tmp_path / "models"
+    save_unary_model(repo, "ens_relu", "Relu")
+    save_unary_model(repo, "ens_neg", "Neg")
+    save_ensemble(repo, "c_pipeline", PIPELINE.format(name="c_pipeline"))
+    save_ensemble(repo, "b_outer", OUTER.format(name="b_outer", inner="c_pipeline"))
+    server = make_server(
+        repository=repo, mode="none", wait_models=["b_outer"],
+        extra_args=("--trace-config", "mode=opentelemetry", "--trace-config", "level=TIMESTAMPS",
+                    "--trace-config", "rate=1",
+                    "--trace-config", f"opentelemetry,url={collector.url}",
+                    "--trace-config", "opentelemetry,bsp_schedule_delay=50"))
+    x = np.array([[-1.0, 2.0, -3.0, 4.0]], dtype=np.float32)
+    # A trace of its own (the other tests send TRACEPARENT's).
+    traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    server.client().infer("b_outer", [make_input(x, name="IN")], request_id="ensemble-otel",
+                          headers={"traceparent": traceparent})
+    trace_id = bytes.fromhex(traceparent.split("-")[1])
+
+    def spans_of_trace():
+        spans = [s for s in collector.spans() if s.trace_id == trace_id
+                 and s.name in ("InferRequest", "b_outer", "c_pipeline", "ens_relu", "ens_neg")]
+        return spans if len(spans) >= 6 else None
+    spans = wait_until(spans_of_trace, 10.0, what="the ensemble's spans")
+    by_id = {s.span_id: s for s in collector.spans() if s.trace_id == trace_id}
+    parent_of = {}
+    for s in by_id.values():
+        parent = by_id.get(s.parent_span_id)
+        parent_of.setdefault(parent.name if parent else "(caller)", []).append(s.name)
+    parent_of = {k: sorted(v) for k, v in parent_of.items()}
+    assert parent_of["(caller)"] == ["InferRequest"]
+    assert parent_of["InferRequest"] == ["b_outer"]
+    assert parent_of["b_outer"] == ["c_pipeline", "compute", "ens_neg"]
+    assert parent_of["c_pipeline"] == ["compute", "ens_neg", "ens_relu"]
+    assert parent_of["ens_relu"] == ["compute"]
+    steps = [s for s in by_id.values() if s.name in ("c_pipeline", "ens_relu", "ens_neg")]
+    for step in steps:
+        assert attributes(step)["triton.trace_parent_id"] != 0
+        assert attributes(step)["triton.request_id"] == "ensemble-otel"
+        assert event_names(step) == MODEL_EVENTS

@@ -8,7 +8,8 @@ import json
 import numpy as np
 import pytest
 
-from tessera_testlib import MODELS_DIR, assert_mlp_serves, expect_error, infer, load_reference
+from tessera_testlib import (MODELS_DIR, assert_mlp_serves, expect_error, infer, load_reference,
+                             make_input)
 
 STAGES = ["REQUEST_START", "QUEUE_START", "COMPUTE_START", "COMPUTE_INPUT_END",
           "COMPUTE_OUTPUT_START", "COMPUTE_END", "REQUEST_END"]
@@ -160,3 +161,49 @@ def test_tracing_is_off_by_default(client):
     e = expect_error(lambda: client.update_trace_settings(settings={"trace_level": "TIMESTAMPS"}),
                      "FAILED_PRECONDITION")
     assert "--trace-file" in e.message()
+
+
+def test_an_ensembles_steps_are_traced_as_its_children(make_server, tmp_path):
+    """Each step of a traced ensemble request (and each step of a nested ensemble's) is a trace of
+    its own whose parent_id is the trace of the request it serves, as Triton writes them; at level
+    TENSORS the steps' tensors show the data flow."""
+    from test_ensemble import OUTER, PIPELINE, save_ensemble, save_unary_model
+
+    repo = tmp_path / "models"
+    save_unary_model(repo, "ens_relu", "Relu")
+    save_unary_model(repo, "ens_neg", "Neg")
+    save_ensemble(repo, "c_pipeline", PIPELINE.format(name="c_pipeline"))  # -relu(x)
+    save_ensemble(repo, "b_outer", OUTER.format(name="b_outer", inner="c_pipeline"))  # relu(x)
+    trace_file = tmp_path / "steps.json"
+    server = make_server(repository=repo, mode="none", wait_models=["b_outer"],
+                         extra_args=("--trace-file", str(trace_file), "--trace-level", "TIMESTAMPS",
+                                     "--trace-level", "TENSORS", "--trace-rate", "1"))
+    x = np.array([[-1.0, 2.0, -3.0, 4.0]], dtype=np.float32)
+    out = server.client().infer("b_outer", [make_input(x, name="IN")], request_id="flow")
+    np.testing.assert_array_equal(out.as_numpy("OUT"), np.maximum(x, 0))
+    assert server.stop() == 0
+
+    entries = read_traces(trace_file)
+    traces = {e["id"]: e for e in entries if "model_name" in e}
+    assert sorted(t["model_name"] for t in traces.values()) == [
+        "b_outer", "c_pipeline", "ens_neg", "ens_neg", "ens_relu"]
+    top = [t for t in traces.values() if "parent_id" not in t]
+    assert [t["model_name"] for t in top] == ["b_outer"]
+    children = {t["model_name"]: t for t in traces.values() if t.get("parent_id") == top[0]["id"]}
+    assert sorted(children) == ["c_pipeline", "ens_neg"]
+    inner = children["c_pipeline"]["id"]
+    assert sorted(t["model_name"] for t in traces.values() if t.get("parent_id") == inner) == [
+        "ens_neg", "ens_relu"]
+    for t in traces.values():
+        assert t["request_id"] == "flow"
+        assert [s["name"] for s in t["timestamps"]] == STAGES, t
+        ns = [s["ns"] for s in t["timestamps"]]
+        assert ns == sorted(ns), t
+        if "parent_id" in t:  # a step runs inside the request it serves
+            parent = traces[t["parent_id"]]["timestamps"]
+            assert parent[0]["ns"] <= ns[0] and ns[-1] <= parent[-1]["ns"], t
+
+    relu = [t for t in traces.values() if t["model_name"] == "ens_relu"][0]["id"]
+    tensors = [e for e in entries if e["id"] == relu and "tensor" in e]
+    assert [(e["activity"], e["tensor"]["name"], e["tensor"]["data"]) for e in tensors] == [
+        ("TENSOR_QUEUE_INPUT", "x", "-1,2,-3,4"), ("TENSOR_BACKEND_OUTPUT", "y", "0,2,0,4")]

@@ -37,6 +37,28 @@ struct Response {
 // Called exactly once per request, from any thread.
 using CompletionCallback = std::function<void(StatusOr<Response>)>;
 
+struct Request;
+
+// Where a traced request's sub-requests report: the steps an ensemble makes of it, and their own
+// steps in turn (Triton traces each as a child of the request it serves). The frontend's request
+// tracer stands behind it. Shared by a request and its steps; called from any thread.
+class StepTraceSink {
+ public:
+  virtual ~StepTraceSink() = default;
+  // The trace id of a new step.
+  virtual uint64_t NewStepId() = 0;
+  // Step `step_id` of the trace `parent_id`, a request `step` to `model` version `version`, was
+  // answered with `result`. `step.inputs` still point at the step's tensors.
+  virtual void StepDone(uint64_t step_id, uint64_t parent_id, const std::string& model,
+                        int64_t version, const Request& step, const StatusOr<Response>& result) = 0;
+};
+
+// A traced request's place in its trace: empty `sink` = not traced.
+struct RequestTrace {
+  std::shared_ptr<StepTraceSink> sink;
+  uint64_t id = 0;  // the trace id its steps name as their parent
+};
+
 // A request's inputs copied ahead of its batch into an executor's input pool (E²bird, seed 002):
 // made by BatchRunner::Stage, read by the same runner's Run. Destroying it gives the pool space
 // back, so a request dropped or moved to another runner never leaks a slot. Opaque to the queue.
@@ -68,6 +90,8 @@ struct Request {
   // Set by the runner the request was routed to, when it copied the inputs ahead; null otherwise
   // (Run then gathers from `inputs`).
   std::unique_ptr<StagedInputs> staged;
+  // Set when the request is traced, so that the requests made for it (ensemble steps) are too.
+  RequestTrace trace;
 };
 
 }  // namespace tessera::dispatch
