@@ -212,8 +212,9 @@ class EnsembleCall : public std::enable_shared_from_this<EnsembleCall> {
     request->arrival_ns = MonotonicNs();
     request->cancelled = request_->cancelled;  // a step of a request its client gave up on
     request->priority = composing.dynamic_batching.PriorityLevel(0);  // its default level
-    if (request_->trace.sink)
+    if (request_->trace.sink) {  // traced: the step is too, as a child of this request
       request->trace = {request_->trace.sink, request_->trace.sink->NewStepId()};
+    }
     return request;
   }
 
