@@ -10,6 +10,7 @@ import os
 import platform
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -207,3 +208,30 @@ def emit(lines, output=None):
     print(text)
     if output:
         Path(output).write_text(text)
+
+
+def add_closed_loop_args(parser, concurrency, channels, duration_s, devices):
+    """The arguments every interleaved closed-loop comparison takes (interleaved_closed_loop
+    reads them), with that script's defaults."""
+    parser.add_argument("--build-dir", default=str(REPO / "build"))
+    parser.add_argument("--dims", type=int, nargs="+", default=[256],
+                        help="input dims without the batch dim (default 256 FP32 = 1 KiB)")
+    parser.add_argument("--concurrency", type=int, nargs="+", default=concurrency)
+    parser.add_argument("--channels", type=int, default=channels,
+                        help="gRPC connections the client spreads its requests over "
+                             "(tessera-bench --channels)")
+    parser.add_argument("--duration-s", type=float, default=duration_s)
+    parser.add_argument("--warmup-s", type=float, default=1)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--devices", choices=["auto", "cpu", "gpu"], default=devices,
+                        help="tessera-server's executors.devices (auto: the GPU when there is "
+                             "one)")
+    parser.add_argument("--output", help="also write the table (markdown) here")
+
+
+def median_of(results, name, concurrency, key, sub=None):
+    """The median over interleaved_closed_loop's runs of `name` at `concurrency` of a summary
+    field (`key`, or `key`[`sub`] such as latency_ms p50)."""
+    return statistics.median((o[key][sub] if sub else o[key])
+                             for o in results[(name, concurrency)])
+

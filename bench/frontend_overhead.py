@@ -28,7 +28,6 @@ against the plain bare server, as the issue defines them.
 """
 
 import argparse
-import statistics
 import sys
 from pathlib import Path
 
@@ -38,24 +37,12 @@ import benchlib  # noqa: E402
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--build-dir", default=str(benchlib.REPO / "build"))
-    p.add_argument("--dims", type=int, nargs="+", default=[256],
-                   help="input dims without the batch dim (default 256 FP32 = 1 KiB)")
-    p.add_argument("--concurrency", type=int, nargs="+", default=[1, 16, 32, 64, 128])
-    p.add_argument("--channels", type=int, default=1,
-                   help="gRPC connections the client spreads its requests over (tessera-bench "
-                        "--channels); the bare server gains more from several than Tessera does")
-    p.add_argument("--duration-s", type=float, default=5)
-    p.add_argument("--warmup-s", type=float, default=1)
-    p.add_argument("--repeats", type=int, default=3)
+    benchlib.add_closed_loop_args(p, concurrency=[1, 16, 32, 64, 128], channels=1, duration_s=5,
+                                  devices="auto")
     p.add_argument("--batching", action="store_true",
                    help="give the identity model dynamic_batching (max_queue_delay 0): queued "
                         "requests run as one batch")
     p.add_argument("--machine", default=None, help="machine class for the header")
-    p.add_argument("--devices", choices=["auto", "cpu", "gpu"], default="auto",
-                   help="tessera-server's executors.devices (auto: the GPU when there is one); "
-                        "cpu on a GPU machine measures the frontend without the GPU's copies")
-    p.add_argument("--output", help="also write the table (markdown) here")
     args = p.parse_args()
 
     build = Path(args.build_dir)
@@ -91,8 +78,7 @@ def main():
             s.stop()
 
     def med(name, c, key, sub=None):
-        values = [(o[key][sub] if sub else o[key]) for o in results[(name, c)]]
-        return statistics.median(values)
+        return benchlib.median_of(results, name, c, key, sub)
 
     lines = [
         "# Frontend overhead: tessera-server (identity model) vs bare grpc++ server",

@@ -9,7 +9,6 @@ Usage (from the repository root, after building tessera-server, tessera-executor
 """
 
 import argparse
-import statistics
 import sys
 from pathlib import Path
 
@@ -21,16 +20,8 @@ from tls_certs import make_ca, make_leaf  # noqa: E402
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--build-dir", default=str(benchlib.REPO / "build"))
-    p.add_argument("--dims", type=int, nargs="+", default=[256],
-                   help="input dims without the batch dim (default 256 FP32 = 1 KiB)")
-    p.add_argument("--concurrency", type=int, nargs="+", default=[1, 16, 64])
-    p.add_argument("--channels", type=int, default=4, help="gRPC connections (TLS sessions)")
-    p.add_argument("--duration-s", type=float, default=4)
-    p.add_argument("--warmup-s", type=float, default=1)
-    p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--devices", choices=["auto", "cpu", "gpu"], default="cpu")
-    p.add_argument("--output", help="also write the table (markdown) here")
+    benchlib.add_closed_loop_args(p, concurrency=[1, 16, 64], channels=4, duration_s=4,
+                                  devices="cpu")
     args = p.parse_args()
 
     build = Path(args.build_dir)
@@ -65,7 +56,7 @@ def main():
             server.stop()
 
     def med(name, c, key, sub=None):
-        return statistics.median((o[key][sub] if sub else o[key]) for o in results[(name, c)])
+        return benchlib.median_of(results, name, c, key, sub)
 
     dims = " ".join(map(str, args.dims))
     lines = [

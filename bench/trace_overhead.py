@@ -12,7 +12,6 @@ Usage (from the repository root, after building tessera-server, tessera-executor
 
 import argparse
 import http.server
-import statistics
 import sys
 import threading
 from pathlib import Path
@@ -51,16 +50,8 @@ class DiscardingCollector:
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--build-dir", default=str(benchlib.REPO / "build"))
-    p.add_argument("--dims", type=int, nargs="+", default=[256],
-                   help="input dims without the batch dim (default 256 FP32 = 1 KiB)")
-    p.add_argument("--concurrency", type=int, nargs="+", default=[1, 16, 64])
-    p.add_argument("--channels", type=int, default=4, help="gRPC connections")
-    p.add_argument("--duration-s", type=float, default=4)
-    p.add_argument("--warmup-s", type=float, default=1)
-    p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--devices", choices=["auto", "cpu", "gpu"], default="cpu")
-    p.add_argument("--output", help="also write the table (markdown) here")
+    benchlib.add_closed_loop_args(p, concurrency=[1, 16, 64], channels=4, duration_s=4,
+                                  devices="cpu")
     args = p.parse_args()
 
     build = Path(args.build_dir)
@@ -97,7 +88,7 @@ def main():
                if "OpenTelemetry traces:" in line]
 
     def med(name, c, key, sub=None):
-        return statistics.median((o[key][sub] if sub else o[key]) for o in results[(name, c)])
+        return benchlib.median_of(results, name, c, key, sub)
 
     lines = [
         "# Request tracing at rate 1: Triton-mode JSON and OpenTelemetry spans vs tracing off",
