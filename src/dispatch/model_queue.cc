@@ -12,9 +12,11 @@
 
 namespace tessera::dispatch {
 
-uint64_t ShapeKey(const Request& request, bool leading_batch_dim) {
+uint64_t ShapeKey(const Request& request, bool leading_batch_dim, const std::vector<bool>& ragged) {
   uint64_t key = 0;
-  for (const TensorView& input : request.inputs) {
+  for (size_t k = 0; k < request.inputs.size(); ++k) {
+    if (k < ragged.size() && ragged[k]) continue;
+    const TensorView& input = request.inputs[k];
     size_t first = leading_batch_dim && !input.shape.empty() ? 1 : 0;
     for (size_t i = first; i < input.shape.size(); ++i) {
       key = absl::HashOf(key, input.shape[i]);
@@ -120,7 +122,7 @@ Status ModelQueue::EnqueueAdmitted(std::unique_ptr<Request>&& request) {
 }
 
 Status ModelQueue::EnqueueImpl(std::unique_ptr<Request>&& request, bool admitted) {
-  const uint64_t key = ShapeKey(*request, batched_);
+  const uint64_t key = ShapeKey(*request, batched_, options_.ragged_inputs);
   auto refused = [this] {
     return absl::AbortedError(
         absl::StrCat("model '", options_.model_label, "' is not accepting requests (unloading)"));

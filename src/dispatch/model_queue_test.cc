@@ -273,5 +273,22 @@ TEST(ModelQueueTest, ShutdownFailsQueuedRequests) {
   EXPECT_GE(abandoned, 1);
 }
 
+TEST(ShapeKeyTest, RaggedInputsDoNotKeepRequestsApart) {
+  float data[8] = {};
+  auto request = [&](int64_t tokens, int64_t width) {
+    Request r;
+    r.inputs.push_back(TensorView{"tokens", DataType::kFp32, {1, tokens}, data, 0});
+    r.inputs.push_back(TensorView{"width", DataType::kFp32, {1, width}, data, 0});
+    return r;
+  };
+  const Request a = request(3, 2), b = request(5, 2), c = request(3, 4);
+  EXPECT_NE(ShapeKey(a, true), ShapeKey(b, true));
+  EXPECT_EQ(ShapeKey(a, true, {true, false}), ShapeKey(b, true, {true, false}));
+  // Only the ragged input's shape is left out.
+  EXPECT_NE(ShapeKey(a, true, {true, false}), ShapeKey(c, true, {true, false}));
+  // Rows are never part of the key.
+  EXPECT_EQ(ShapeKey(request(3, 2), true), ShapeKey(a, true));
+}
+
 }  // namespace
 }  // namespace tessera::dispatch

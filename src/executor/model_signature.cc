@@ -32,11 +32,13 @@ Status CheckTensor(const char* kind, const ipc::TensorSpec& spec, const engine::
                                                    std::string(DataTypeToWireName(info.dtype))));
   }
   const Shape config_dims(spec.dims().begin(), spec.dims().end());
-  const bool batched = max_batch_size > 0;
+  const bool batched = max_batch_size > 0 && !spec.flat();
   auto mismatch = [&](const std::string& why) {
     return absl::InvalidArgumentError(absl::StrCat(
         kind, " '", spec.name(), "': config dims ", ShapeToString(config_dims),
-        batched ? absl::StrCat(" (plus batch dim, max_batch_size ", max_batch_size, ")") : "",
+        batched       ? absl::StrCat(" (plus batch dim, max_batch_size ", max_batch_size, ")")
+        : spec.flat() ? " (flat for the whole batch: ragged batching)"
+                      : "",
         " do not match the model's shape ", ShapeToString(info.shape), ": ", why));
   };
   const size_t offset = batched ? 1 : 0;
@@ -73,11 +75,21 @@ Status CheckModelSignature(const ipc::LoadModel& config, const engine::Model& mo
     }
     TESSERA_RETURN_IF_ERROR(CheckTensor("input", spec, *info, config.max_batch_size()));
   }
+  for (const auto& spec : config.batch_inputs()) {
+    const engine::TensorInfo* info = Find(model.inputs(), spec.name());
+    if (info == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("batch_input target '", spec.name(),
+                       "' is not an input of the model (inputs: ", Names(model.inputs()), ")"));
+    }
+    TESSERA_RETURN_IF_ERROR(CheckTensor("batch input", spec, *info, config.max_batch_size()));
+  }
   if (config.inputs_size() > 0) {
     // The server only ever sends the inputs the config names; a missing one fails every batch.
     for (const auto& info : model.inputs()) {
       bool listed = false;
       for (const auto& spec : config.inputs()) listed = listed || spec.name() == info.name;
+      for (const auto& spec : config.batch_inputs()) listed = listed || spec.name() == info.name;
       if (!listed) {
         return absl::InvalidArgumentError(absl::StrCat(
             "model input '", info.name, "' (", std::string(DataTypeToWireName(info.dtype)), " ",

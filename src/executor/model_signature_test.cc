@@ -113,5 +113,42 @@ TEST(ModelSignatureTest, FixedModelBatchDimBelowMaxBatchSize) {
   EXPECT_NE(status.message().find("batch dim is fixed at 1"), std::string::npos) << status;
 }
 
+TEST(ModelSignatureTest, FlatTensorsHaveNoBatchDim) {
+  class Ragged : public FakeEngineModelForTest {
+   public:
+    // x flat ([elements]), n a batch input ([requests]); y flat as well.
+    Ragged() : FakeEngineModelForTest({}) {
+      inputs_ = {{"x", DataType::kFp32, {-1}}, {"n", DataType::kInt32, {-1}}};
+    }
+    const std::vector<engine::TensorInfo>& inputs() const override { return inputs_; }
+
+   private:
+    std::vector<engine::TensorInfo> inputs_;
+  };
+  Ragged model;
+  ipc::LoadModel load = Config(8, {-1});
+  load.mutable_inputs(0)->set_flat(true);
+  // Without n: the model takes an input the server never sends.
+  Status missing = CheckModelSignature(load, model);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.message().find("model input 'n'"), std::string::npos) << missing;
+  ipc::TensorSpec* n = load.add_batch_inputs();
+  n->set_name("n");
+  n->set_data_type(static_cast<int>(DataType::kInt32));
+  n->add_dims(-1);
+  n->set_flat(true);
+  EXPECT_TRUE(CheckModelSignature(load, model).ok());
+  // Not flat, x would need a batch dim the model does not have.
+  load.mutable_inputs(0)->set_flat(false);
+  EXPECT_FALSE(CheckModelSignature(load, model).ok());
+  load.mutable_inputs(0)->set_flat(true);
+  n->set_name("counts");
+  Status unknown = CheckModelSignature(load, model);
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.message().find("batch_input target 'counts' is not an input of the model"),
+            std::string::npos)
+      << unknown;
+}
+
 }  // namespace
 }  // namespace tessera::executor

@@ -96,6 +96,20 @@ inference::ModelConfig ToTritonModelConfig(const repository::ModelConfig& config
       input->mutable_reshape();  // set even when empty: `reshape: {}` is a scalar per item
       for (int64_t dim : *tensor.reshape) input->mutable_reshape()->add_shape(dim);
     }
+    input->set_allow_ragged_batch(tensor.allow_ragged_batch);
+  }
+  for (const repository::BatchInputConfig& batch_input : config.batch_inputs) {
+    auto* out = wire.add_batch_input();
+    out->set_kind(static_cast<inference::BatchInput::Kind>(batch_input.kind));
+    for (const std::string& target : batch_input.target_names) out->add_target_name(target);
+    out->set_data_type(ToWire(batch_input.data_type));
+    out->add_source_input(batch_input.source_input);
+  }
+  for (const repository::BatchOutputConfig& batch_output : config.batch_outputs) {
+    auto* out = wire.add_batch_output();
+    for (const std::string& target : batch_output.target_names) out->add_target_name(target);
+    out->set_kind(inference::BatchOutput::BATCH_SCATTER_WITH_INPUT_SHAPE);
+    out->add_source_input(batch_output.source_input);
   }
   for (const auto& tensor : config.outputs) {
     auto* output = wire.add_output();

@@ -9,6 +9,7 @@
 #include "absl/strings/ascii.h"
 #include "config_fields.h"
 #include "ensemble_config.h"
+#include "ragged_config.h"
 #include "sequence_config.h"
 #include "tessera/common/yaml_util.h"
 
@@ -58,6 +59,12 @@ Status CheckPlainFileName(std::string_view source, const YAML::Node& node, std::
   return absl::OkStatus();
 }
 
+const TensorConfig* FindTensor(const std::vector<TensorConfig>& tensors, const std::string& name) {
+  auto it = std::find_if(tensors.begin(), tensors.end(),
+                         [&](const TensorConfig& t) { return t.name == name; });
+  return it == tensors.end() ? nullptr : &*it;
+}
+
 namespace {
 
 using yaml::YamlMap;
@@ -66,17 +73,18 @@ constexpr std::array<std::string_view, 3> kPrecisions = {"fp32", "fp16", "bf16"}
 constexpr std::array<std::string_view, 3> kInstanceKinds = {"KIND_AUTO", "KIND_GPU", "KIND_CPU"};
 
 // clang-format off
-constexpr std::array<std::string_view, 18> kModelKeys = {
+constexpr std::array<std::string_view, 20> kModelKeys = {
     "name", "platform", "max_batch_size", "version_policy", "input", "output",
     "dynamic_batching", "instance_group", "default_model_filename", "slo_ms", "precision",
     "backend", "worker_batch_sizes", "model_warmup", "ensemble_scheduling", "response_cache",
-    "sequence_batching", "metric_tags"};
+    "sequence_batching", "metric_tags", "batch_input", "batch_output"};
 // clang-format on
 constexpr std::array<std::string_view, 1> kResponseCacheKeys = {"enable"};
 constexpr std::array<std::string_view, 4> kWarmupKeys = {"name", "batch_size", "count", "inputs"};
 constexpr std::array<std::string_view, 5> kWarmupInputKeys = {
     "data_type", "dims", "zero_data", "random_data", "input_data_file"};
-constexpr std::array<std::string_view, 4> kInputKeys = {"name", "data_type", "dims", "reshape"};
+constexpr std::array<std::string_view, 5> kInputKeys = {"name", "data_type", "dims", "reshape",
+                                                        "allow_ragged_batch"};
 constexpr std::array<std::string_view, 5> kOutputKeys = {"name", "data_type", "dims", "reshape",
                                                          "label_filename"};
 constexpr std::array<std::string_view, 1> kReshapeKeys = {"shape"};
@@ -149,6 +157,14 @@ Status ReadTensors(const YamlMap& root, std::string_view key, std::vector<Tensor
                                yaml::ReadString(source, *labels, m.PathOf("label_filename")));
       TESSERA_RETURN_IF_ERROR(
           CheckPlainFileName(source, *labels, m.PathOf("label_filename"), tensor.label_filename));
+    }
+
+    if (std::optional<YAML::Node> ragged = m.Get("allow_ragged_batch")) {
+      TESSERA_RETURN_IF_ERROR(m.GetBool("allow_ragged_batch", &tensor.allow_ragged_batch));
+      if (tensor.allow_ragged_batch && tensor.reshape) {
+        return yaml::ErrorAt(source, *ragged, m.PathOf("allow_ragged_batch"),
+                             "a ragged input cannot have a reshape: the model takes it flat");
+      }
     }
 
     tensors.push_back(std::move(tensor));
@@ -531,6 +547,7 @@ Status ParseInto(const YAML::Node& doc, std::string_view source, const std::stri
   }
   TESSERA_RETURN_IF_ERROR(ReadSequenceBatching(root, config));
   TESSERA_RETURN_IF_ERROR(ReadMetricTags(root, config.metric_tags));
+  TESSERA_RETURN_IF_ERROR(ReadRaggedBatching(root, config));
   return ReadEnsembleScheduling(root, config);
 }
 

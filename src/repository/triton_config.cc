@@ -47,8 +47,8 @@ class FirstParseError : public google::protobuf::io::ErrorCollector {
 // The Triton blocks Tessera refuses or ignores as a whole. model_config.proto declares them as
 // empty messages; their insides are blanked before parsing (protobuf's own skipping of unknown
 // fields cannot step over `name [ {...} ]` lists).
-constexpr const char* kWholeBlocks[] = {"optimization", "model_operations",        "batch_input",
-                                        "batch_output", "model_repository_agents", "model_metrics"};
+constexpr const char* kWholeBlocks[] = {"optimization", "model_operations",
+                                        "model_repository_agents", "model_metrics"};
 constexpr const char* kWholeBlocksInInstanceGroup = "secondary_devices";
 
 // Index just past a string literal or comment starting at `i`, or `i` when there is none.
@@ -163,9 +163,6 @@ Status WriteTensor(const TensorProto& tensor, const std::string& key, int index,
     return refuse("is_non_linear_format_io", "non-linear tensor formats are not supported");
   }
   if constexpr (kInput) {
-    if (tensor.allow_ragged_batch()) {
-      return refuse("allow_ragged_batch", "ragged batching is not supported");
-    }
     if (tensor.optional()) {
       return refuse("optional", "optional inputs are not supported: every input is required");
     }
@@ -190,7 +187,11 @@ Status WriteTensor(const TensorProto& tensor, const std::string& key, int index,
     keys.emplace_back(absl::StrCat("reshape: {shape: ", FlowList(tensor.reshape().shape()), "}"),
                       at.At("reshape"));
   }
-  if constexpr (!kInput) {
+  if constexpr (kInput) {
+    if (tensor.allow_ragged_batch()) {
+      keys.emplace_back("allow_ragged_batch: true", at.At("allow_ragged_batch"));
+    }
+  } else {
     if (!tensor.label_filename().empty()) {
       keys.emplace_back(absl::StrCat("label_filename: ", Quoted(tensor.label_filename())),
                         at.At("label_filename"));
@@ -430,10 +431,6 @@ Status CheckWholeFields(const inference::ModelConfig& config, const Locator& roo
   auto refuse = [&](const std::string& field, const std::string& reason) {
     return RefuseAt(reading.source, LineOr(root.At(field), 1), field, reason);
   };
-  if (!config.batch_input().empty())
-    return refuse("batch_input", "ragged batching is not supported");
-  if (!config.batch_output().empty())
-    return refuse("batch_output", "ragged batching is not supported");
   if (config.model_transaction_policy().decoupled()) {
     return refuse("model_transaction_policy",
                   "decoupled models (zero or many responses per request) are not supported");
@@ -501,8 +498,6 @@ void BlankWholeBlocksInJson(nlohmann::json& config) {
   };
   blank(config, "optimization", "optimization");
   blank(config, "model_operations", "modelOperations");
-  blank(config, "batch_input", "batchInput");
-  blank(config, "batch_output", "batchOutput");
   blank(config, "model_repository_agents", "modelRepositoryAgents");
   blank(config, "model_metrics", "modelMetrics");
   for (const char* groups : {"instance_group", "instanceGroup"}) {
@@ -552,6 +547,8 @@ StatusOr<ModelConfig> ParseTritonModelConfig(const std::string& pbtxt, const std
   WriteModelWarmup(config, root, yaml);
   WriteEnsembleScheduling(config, root, yaml);
   WriteSequenceBatching(config, root, yaml);
+  WriteBatchInputs(config, root, yaml);
+  WriteBatchOutputs(config, root, yaml);
   if (config.has_response_cache()) {
     yaml.Add(0,
              absl::StrCat("response_cache: {enable: ",

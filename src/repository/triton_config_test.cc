@@ -286,8 +286,9 @@ TEST(TritonConfigTest, RefusesWhatWouldChangeTheAnswers) {
                 "supported"));
   EXPECT_THAT(ErrorOf(Minimal("model_transaction_policy { decoupled: true }\n")),
               HasSubstr("models/mlp/config.pbtxt:5: model_transaction_policy: decoupled models"));
+  // Ragged batching is read (ragged_config_test.cc), with the same checks as config.yaml.
   EXPECT_THAT(ErrorOf(Minimal("batch_input [ { kind: BATCH_ELEMENT_COUNT } ]\n")),
-              HasSubstr("models/mlp/config.pbtxt:5: batch_input: ragged batching"));
+              HasSubstr("models/mlp/config.pbtxt:5: batch_input[0].target_name: required key"));
 }
 
 TEST(TritonConfigTest, ModelWarmupIsRead) {
@@ -480,13 +481,14 @@ TEST(TritonJsonConfigTest, ErrorsNameTheSourceAndFieldWithoutALine) {
 TEST(TritonJsonConfigTest, WholeBlocksAreRefusedOrNotedAsInTheTextForm) {
   // Blocks whose insides Tessera's proto does not declare: still refused or noted, whatever
   // they hold.
+  // batch_input is declared now: read, and checked as in the text form.
   StatusOr<ModelConfig> ragged = ParseTritonJsonModelConfig(
       R"({"batch_input": [{"kind": "BATCH_ACCUMULATED_ELEMENT_COUNT", "target_name": ["x"]}]})",
       kJsonSource, "mlp");
   ASSERT_FALSE(ragged.ok());
   EXPECT_THAT(std::string(ragged.status().message()),
-              HasSubstr("the load request's 'config': batch_input: ragged batching is not "
-                        "supported"));
+              HasSubstr("the load request's 'config': batch_input: batch inputs and outputs "
+                        "describe a batch"));
   StatusOr<ModelConfig> hinted = ParseTritonJsonModelConfig(
       R"({"optimization": {"execution_accelerators": {"gpu_execution_accelerator":
            [{"name": "tensorrt"}]}},

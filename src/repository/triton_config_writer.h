@@ -119,4 +119,9 @@ void WriteEnsembleScheduling(const inference::ModelConfig& config, const Locator
 void WriteSequenceBatching(const inference::ModelConfig& config, const Locator& root,
                            YamlWriter& yaml);
 
+// batch_input and batch_output (ragged batching), as the same keys in YAML
+// (triton_config_batch_io.cc).
+void WriteBatchInputs(const inference::ModelConfig& config, const Locator& root, YamlWriter& yaml);
+void WriteBatchOutputs(const inference::ModelConfig& config, const Locator& root, YamlWriter& yaml);
+
 }  // namespace tessera::repository::pbtxt

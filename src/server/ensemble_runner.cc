@@ -18,6 +18,7 @@ namespace {
 using dispatch::Request;
 using dispatch::Response;
 using repository::EnsembleStep;
+using repository::FindTensor;
 using repository::ModelConfig;
 using repository::TensorConfig;
 
@@ -39,13 +40,6 @@ std::string DimsText(const Shape& dims) {
 std::string StepLabel(const ModelConfig& ensemble, size_t s) {
   return absl::StrCat("ensemble '", ensemble.name, "' step[", s, "] (model '",
                       ensemble.ensemble_steps[s].model_name, "')");
-}
-
-const TensorConfig* FindTensor(const std::vector<TensorConfig>& tensors, const std::string& name) {
-  for (const TensorConfig& tensor : tensors) {
-    if (tensor.name == name) return &tensor;
-  }
-  return nullptr;
 }
 
 // Whether `shape` is one `tensor` takes: the batch dim first (1..max_batch_size) when the model

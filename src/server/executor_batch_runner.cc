@@ -31,10 +31,30 @@ ipc::LoadModel BuildLoadModel(const repository::ModelConfig& config, int64_t ver
   load.set_model_path(model_path);
   load.set_max_batch_size(config.max_batch_size);
   // What the model file takes and gives: a stateful model's control and state tensors too.
-  for (const auto& tensor : repository::ModelFileInputs(config))
-    *load.add_inputs() = ToSpec(tensor);
+  for (const auto& tensor : repository::ModelFileInputs(config)) {
+    ipc::TensorSpec& spec = *load.add_inputs() = ToSpec(tensor);
+    if (tensor.allow_ragged_batch) {
+      spec.clear_dims();
+      spec.add_dims(-1);
+      spec.set_flat(true);
+    }
+  }
+  for (const repository::BatchInputConfig& batch_input : config.batch_inputs) {
+    for (const std::string& target : batch_input.target_names) {
+      ipc::TensorSpec& spec = *load.add_batch_inputs();
+      spec.set_name(target);
+      spec.set_data_type(static_cast<int>(batch_input.data_type));
+      spec.add_dims(-1);
+      if (batch_input.kind == repository::BatchInputConfig::Kind::kItemShape) {
+        spec.add_dims(static_cast<int64_t>(
+            repository::FindTensor(config.inputs, batch_input.source_input)->dims.size()));
+      }
+      spec.set_flat(true);
+    }
+  }
   for (const auto& tensor : repository::ModelFileOutputs(config)) {
-    *load.add_outputs() = ToSpec(tensor);
+    ipc::TensorSpec& spec = *load.add_outputs() = ToSpec(tensor);
+    spec.set_flat(repository::IsBatchOutput(config, tensor.name));
   }
   return load;
 }
@@ -137,10 +157,11 @@ Status CheckRowData(const std::string& label, const repository::WarmupInput& inp
   return absl::OkStatus();
 }
 
-// Runs one batch made of `inputs` `runs` times. `label` says which warm-up in errors.
+// Runs one batch made of `inputs` `runs` times: one request of `rows` rows, or with
+// `row_requests` `rows` requests of one row each. `label` says which warm-up in errors.
 Status RunWarmUpBatch(ExecutorProcess& process, const std::string& instance_key,
-                      const repository::ModelConfig& config, const std::string& label,
-                      int64_t rows, std::vector<WarmUpInput> inputs, int runs) {
+                      const repository::ModelConfig& config, const std::string& label, int64_t rows,
+                      std::vector<WarmUpInput> inputs, int runs, bool row_requests = false) {
   uint64_t total_bytes = 0;
   std::vector<uint64_t> sizes;
   for (const WarmUpInput& input : inputs) {
@@ -183,6 +204,24 @@ Status RunWarmUpBatch(ExecutorProcess& process, const std::string& instance_key,
                                         buffers.back().size()});
   }
   std::vector<const dispatch::Request*> batch = {&request};
+  // Every row is the same size: zeros, random FP32 or one repeated row (BYTES zeros are empty
+  // strings, one 4-byte length each).
+  std::vector<dispatch::Request> row_batch;
+  if (row_requests && rows > 1) {
+    row_batch.resize(static_cast<size_t>(rows));
+    batch.clear();
+    for (int64_t r = 0; r < rows; ++r) {
+      dispatch::Request& one = row_batch[static_cast<size_t>(r)];
+      for (const TensorView& view : request.inputs) {
+        const size_t row_bytes = view.byte_size / static_cast<size_t>(rows);
+        Shape shape = view.shape;
+        shape[0] = 1;
+        one.inputs.push_back(TensorView{view.name, view.dtype, std::move(shape),
+                                        static_cast<char*>(view.data) + r * row_bytes, row_bytes});
+      }
+      batch.push_back(&one);
+    }
+  }
   for (int run = 0; run < runs; ++run) {
     auto result = process.RunBatch(instance_key, config, batch);
     if (!result.ok()) {
@@ -213,9 +252,11 @@ Status WarmUp(ExecutorProcess& process, const std::string& instance_key,
   // run plans the activation arena; CUDA: the second captures the CUDA graph later runs replay),
   // so the first live batch of this size already takes the fast path (GSLICE §4.6: a shadow is
   // warm before it takes over).
+  // A ragged model's batch inputs describe requests: warm it with one request per row, as its
+  // clients send them (a model made for ragged batching often takes one row per request).
   return RunWarmUpBatch(process, instance_key, config,
                         absl::StrCat("warm-up of ", instance_key, " (batch ", rows, ")"), rows,
-                        std::move(inputs), 2);
+                        std::move(inputs), 2, config.ragged_batching() && batched);
 }
 
 Status WarmUpSample(ExecutorProcess& process, const std::string& instance_key,

@@ -25,6 +25,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "input_pool.h"
+#include "ragged_batch.h"
 #include "tessera/common/status.h"
 #include "tessera/dispatch/request.h"
 #include "tessera/executor.pb.h"
@@ -175,6 +176,7 @@ class ExecutorProcess {
     bool batched = false;
     int64_t total_rows = 0;
     std::vector<const dispatch::Request*> requests;
+    std::shared_ptr<const RaggedBatching> ragged;  // null: no ragged batching
     std::vector<uint64_t> gather_allocations;  // input-ring offsets to free once answered
     uint64_t prep_ns = 0;
     uint64_t sent_ns = 0;
@@ -189,7 +191,10 @@ class ExecutorProcess {
     size_t input_count = 0;
     std::vector<const dispatch::Request*> requests;
     BatchDone done;
-    std::vector<uint64_t> gather_bytes;  // per input, for a gathered batch
+    // Per input, then per made batch input, for a gathered batch.
+    std::vector<uint64_t> gather_bytes;
+    std::shared_ptr<const RaggedBatching> ragged;  // null: no ragged batching
+    std::vector<MadeTensor> batch_inputs;          // made for this batch (ragged.batch_inputs)
   };
   // InferBatch messages ready to be written (each after the InputsStaged its spill copies need),
   // and their batch ids (registered as pending).

@@ -55,8 +55,20 @@ void ExecutorProcess::StartBatch(BatchJob job, Outbox& out) {
   // Pooled: every request was staged here, back to back per input, so the pool already holds each
   // input as one tensor. Otherwise gather: each input becomes one contiguous tensor in the gather
   // part of the input ring, requests in batch order.
+  // Batch inputs are made now, into gather space: a batch that has them is always gathered.
+  const bool makes_inputs = job.ragged && !job.ragged->batch_inputs.empty();
+  if (makes_inputs) {
+    for (const RaggedBatching::MadeInput& made : job.ragged->batch_inputs) {
+      std::vector<Shape> shapes;
+      shapes.reserve(job.requests.size());
+      for (const dispatch::Request* request : job.requests) {
+        shapes.push_back(request->inputs[made.source].shape);
+      }
+      job.batch_inputs.push_back(MakeBatchInput(made.config, shapes));
+    }
+  }
   std::optional<PooledRun> pooled;
-  {
+  if (!makes_inputs) {
     std::vector<const PooledInputs*> staged;
     staged.reserve(job.requests.size());
     for (const dispatch::Request* request : job.requests) {
@@ -83,6 +95,10 @@ void ExecutorProcess::StartBatch(BatchJob job, Outbox& out) {
       job.gather_bytes[k] += request->inputs[k].byte_size;
     }
     reserved += input_allocator_.RoundUp(job.gather_bytes[k]);  // RoundUp reads constants only
+  }
+  for (const MadeTensor& made : job.batch_inputs) {
+    job.gather_bytes.push_back(made.bytes.size());
+    reserved += input_allocator_.RoundUp(made.bytes.size());
   }
   std::vector<uint64_t> offsets;
   {
@@ -155,6 +171,7 @@ void ExecutorProcess::QueueBatch(BatchJob job, const std::vector<PoolRange>& poo
   pending.batched = job.batched;
   pending.total_rows = total_rows;
   pending.requests = job.requests;
+  pending.ragged = job.ragged;
   pending.gather_allocations = std::move(gather_offsets);
 
   ipc::InferBatch infer;
@@ -183,11 +200,35 @@ void ExecutorProcess::QueueBatch(BatchJob job, const std::vector<PoolRange>& poo
     auto* tensor = infer.add_inputs();
     tensor->set_name(first.name);
     tensor->set_data_type(static_cast<int>(first.dtype));
-    for (size_t d = 0; d < first.shape.size(); ++d) {
-      tensor->add_shape(job.batched && d == 0 ? total_rows : first.shape[d]);
+    if (job.ragged && job.ragged->flat_inputs[k]) {
+      int64_t elements = 0;
+      for (const dispatch::Request* request : job.requests) {
+        elements += ElementCount(request->inputs[k].shape);
+      }
+      tensor->add_shape(elements);
+    } else {
+      for (size_t d = 0; d < first.shape.size(); ++d) {
+        tensor->add_shape(job.batched && d == 0 ? total_rows : first.shape[d]);
+      }
     }
     tensor->set_offset(ring_offset);
     tensor->set_byte_size(bytes);
+  }
+  // Made batch inputs follow the inputs in the gather space; each of a batch input's targets
+  // reads the same bytes.
+  for (size_t j = 0; j < job.batch_inputs.size(); ++j) {
+    const MadeTensor& made = job.batch_inputs[j];
+    const uint64_t ring_offset = gather_base_ + pending.gather_allocations[job.input_count + j];
+    if (!made.bytes.empty()) std::memcpy(ring + ring_offset, made.bytes.data(), made.bytes.size());
+    gathered_bytes += made.bytes.size();
+    for (const std::string& target : job.ragged->batch_inputs[j].config.target_names) {
+      auto* tensor = infer.add_inputs();
+      tensor->set_name(target);
+      tensor->set_data_type(static_cast<int>(made.dtype));
+      for (int64_t dim : made.shape) tensor->add_shape(dim);
+      tensor->set_offset(ring_offset);
+      tensor->set_byte_size(made.bytes.size());
+    }
   }
   if (gathered) {
     ++batches_gathered_;
@@ -226,6 +267,7 @@ void ExecutorProcess::SubmitBatches(const std::string& instance_key,
   const bool on_reader = reader_of_ == this;
   Outbox local;
   Outbox& out = on_reader ? reader_outbox_ : local;
+  const std::shared_ptr<const RaggedBatching> ragged = MakeRaggedBatching(config);
   for (size_t i = 0; i < batches.size(); ++i) {
     if (!alive_) {
       done[i](absl::UnavailableError(absl::StrCat(Describe(), " is not running")));
@@ -239,6 +281,7 @@ void ExecutorProcess::SubmitBatches(const std::string& instance_key,
     job.input_count = repository::ModelFileInputCount(config);
     job.requests = batches[i];
     job.done = std::move(done[i]);
+    job.ragged = ragged;
     StartBatch(std::move(job), out);
   }
   if (!on_reader) Flush(local);  // the reader writes its outbox when its burst ends
@@ -273,6 +316,14 @@ StatusOr<std::vector<dispatch::Response>> ExecutorProcess::FinishBatch(
       split_status = absl::InternalError(absl::StrCat(Describe(), " returned output '",
                                                       output.name(), "' outside its ring"));
       break;
+    }
+    if (const RaggedBatching::Scatter* scatter =
+            pending.ragged ? pending.ragged->FindScatter(output.name()) : nullptr) {
+      split_status = ScatterOutput(
+          *scatter, pending.model_name, static_cast<DataType>(output.data_type()),
+          out_base + output.offset(), output.byte_size(), pending.requests, responses);
+      if (!split_status.ok()) break;
+      continue;
     }
     Shape shape(output.shape().begin(), output.shape().end());
     if (pending.batched && (shape.empty() || shape[0] != pending.total_rows)) {

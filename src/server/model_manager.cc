@@ -188,6 +188,9 @@ StatusOr<std::shared_ptr<ModelManager::LoadedVersion>> ModelManager::LoadVersion
   queue_options.policy.batching =
       (config.dynamic_batching.enabled || sequence.enabled) && config.max_batch_size > 0;
   queue_options.policy.max_batch_size = config.max_batch_size;
+  for (const repository::TensorConfig& input : config.inputs) {
+    queue_options.ragged_inputs.push_back(input.allow_ragged_batch);
+  }
   const std::vector<int>& preferred = sequence.enabled
                                           ? sequence.preferred_batch_sizes
                                           : config.dynamic_batching.preferred_batch_sizes;

@@ -89,6 +89,9 @@ struct ModelQueueOptions {
   std::map<uint32_t, uint32_t> max_queue_size_by_level = {};  // levels not at max_queue_size
   uint64_t slo_ns = 0;          // the model's latency SLO; 0 = none
   bool slo_drop = false;        // drop requests that can no longer meet slo_ns (see LanePlan)
+  // By input index, the inputs whose shapes need not agree within a batch (Triton's
+  // allow_ragged_batch: the model takes them flat). Empty = none.
+  std::vector<bool> ragged_inputs = {};
 };
 
 // How one lane batches and how much of the model's traffic it takes.
@@ -281,7 +284,9 @@ class ModelQueue {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
 };
 
-// Hash of the non-batch dims of every input: requests with equal keys can share a batch.
-uint64_t ShapeKey(const Request& request, bool leading_batch_dim);
+// Hash of the non-batch dims of every input but the `ragged` ones (by input index): requests with
+// equal keys can share a batch.
+uint64_t ShapeKey(const Request& request, bool leading_batch_dim,
+                  const std::vector<bool>& ragged = {});
 
 }  // namespace tessera::dispatch

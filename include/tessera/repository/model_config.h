@@ -4,11 +4,13 @@
 // beside them.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -33,6 +35,11 @@ struct TensorConfig {
   // where clients see `dims`. Same element count; the k-th -1 of `dims` is the k-th -1 here
   // (CheckReshape). Unset = the model's shape is `dims`.
   std::optional<Shape> reshape = std::nullopt;
+  // Inputs only, Triton's allow_ragged_batch: requests whose shapes of it differ still batch
+  // together, and the model takes it flat, as one 1-D tensor of the batch's elements back to back
+  // (the backends' rule in Triton's ragged_batching.md); the batch inputs say where each request's
+  // part lies.
+  bool allow_ragged_batch = false;
 };
 
 // The tensor's shape in the model file, without the batch dim: `reshape` when set, else `dims`.
@@ -177,6 +184,41 @@ struct SequenceBatchingConfig {
   std::vector<SequenceState> states;
 };
 
+// Triton's BatchInput: a model input the server makes for each batch, from the shapes of one
+// config input in the batch's requests (model_config.proto's kinds; N = the batch's requests,
+// e_i = request i's element count of the source input, rows = the batch's rows):
+//   kElementCount                   [N]      e_1, ..., e_N
+//   kAccumulatedElementCount        [N]      e_1, e_1 + e_2, ...
+//   kAccumulatedElementCountWithZero [N + 1] 0, e_1, e_1 + e_2, ...
+//   kMaxElementCountAsShape         [max e_i] zeros: only the shape carries the information
+//   kItemShape                      [rows, r] each row's shape without the batch dim (r = its rank)
+//   kItemShapeFlatten               [rows * r] the same, flat
+struct BatchInputConfig {
+  enum class Kind {
+    kElementCount,
+    kAccumulatedElementCount,
+    kAccumulatedElementCountWithZero,
+    kMaxElementCountAsShape,
+    kItemShape,
+    kItemShapeFlatten,
+  };
+  Kind kind = Kind::kElementCount;
+  std::vector<std::string> target_names;    // model inputs that each get the tensor
+  DataType data_type = DataType::kInvalid;  // TYPE_INT32, TYPE_INT64 or TYPE_FP32
+  std::string source_input;                 // a config input
+};
+
+// Triton's BatchOutput (kind BATCH_SCATTER_WITH_INPUT_SHAPE, the only one): the model gives these
+// outputs flat for the whole batch, and each request's part has the output's dims (batch dim
+// first) with every -1 taken from the same dim of the request's `source_input` shape.
+struct BatchOutputConfig {
+  std::vector<std::string> target_names;  // config outputs
+  std::string source_input;               // a config input
+};
+
+// The names of the kinds as config files write them (BATCH_ELEMENT_COUNT, ...), in enum order.
+std::string_view BatchInputKindName(BatchInputConfig::Kind kind);
+
 struct ModelConfig {
   std::string name;
   std::string platform = "onnx";
@@ -208,8 +250,17 @@ struct ModelConfig {
   // Triton's metric_tags: each becomes a label "_<key>" on the model's /metrics series. Keys are
   // letters, digits and '_', not starting with '_' (so the label is valid and not reserved).
   std::map<std::string, std::string> metric_tags;
+  // Triton's ragged batching (with the inputs' allow_ragged_batch); max_batch_size > 0 only.
+  std::vector<BatchInputConfig> batch_inputs;
+  std::vector<BatchOutputConfig> batch_outputs;
 
   bool is_ensemble() const { return platform == "ensemble"; }
+  // Whether batches need the ragged-batching steps: flat inputs, batch inputs, scattered outputs.
+  bool ragged_batching() const {
+    return !batch_inputs.empty() || !batch_outputs.empty() ||
+           std::any_of(inputs.begin(), inputs.end(),
+                       [](const TensorConfig& t) { return t.allow_ragged_batch; });
+  }
 
   // config.pbtxt only: the Triton fields that were read but are not acted on, one line each
   // ("models/m/config.pbtxt:12: optimization: ignored (...)"), for the load log.
@@ -225,6 +276,10 @@ inline size_t ModelFileInputCount(const ModelConfig& config) {
   return config.inputs.size() + config.sequence_batching.controls.size() +
          config.sequence_batching.states.size();
 }
+// The tensor named `name` in `tensors`; null when there is none.
+const TensorConfig* FindTensor(const std::vector<TensorConfig>& tensors, const std::string& name);
+// Whether `name` is the target of one of the config's batch outputs.
+bool IsBatchOutput(const ModelConfig& config, const std::string& name);
 // Whether `name` is a control or state tensor of a stateful model (an input or an output).
 bool IsSequenceTensor(const SequenceBatchingConfig& sequence, const std::string& name);
 
@@ -239,9 +294,8 @@ StatusOr<ModelConfig> ParseModelConfig(const std::string& yaml_text, const std::
 // through the same checks as config.yaml, so both formats accept and refuse the same things. Errors
 // name the file, the line, the field and the reason. Tessera's own keys come from `parameters`
 // (slo_ms, precision, worker_batch_sizes, as string values). Triton fields that would change what a
-// client sees (shape tensors, ragged or optional inputs,
-// decoupled models) are refused with the reason; hints that do not (optimization, response
-// cache, metric tags, ...) are ignored and listed in `notes`.
+// client sees (shape tensors, optional inputs, decoupled models) are refused with the reason; hints
+// that do not (optimization, response cache, metric tags, ...) are ignored and listed in `notes`.
 StatusOr<ModelConfig> ParseTritonModelConfig(const std::string& pbtxt, const std::string& source,
                                              const std::string& expected_name);
 
