@@ -52,10 +52,8 @@ bool ExecutorProcess::AllocateGatherLocked(const std::vector<uint64_t>& bytes,
 
 void ExecutorProcess::StartBatch(BatchJob job, Outbox& out) {
   const uint64_t start_ns = MonotonicNs();
-  // Pooled: every request was staged here, back to back per input, so the pool already holds each
-  // input as one tensor. Otherwise gather: each input becomes one contiguous tensor in the gather
-  // part of the input ring, requests in batch order.
-  // Batch inputs are made now, into gather space: a batch that has them is always gathered.
+  // Ragged batching's batch inputs are made now, for the gather space: a batch that has them is
+  // always gathered.
   const bool makes_inputs = job.ragged && !job.ragged->batch_inputs.empty();
   if (makes_inputs) {
     for (const RaggedBatching::MadeInput& made : job.ragged->batch_inputs) {
@@ -67,6 +65,9 @@ void ExecutorProcess::StartBatch(BatchJob job, Outbox& out) {
       job.batch_inputs.push_back(MakeBatchInput(made.config, shapes));
     }
   }
+  // Pooled: every request was staged here, back to back per input, so the pool already holds each
+  // input as one tensor. Otherwise gather: each input becomes one contiguous tensor in the gather
+  // part of the input ring, requests in batch order.
   std::optional<PooledRun> pooled;
   if (!makes_inputs) {
     std::vector<const PooledInputs*> staged;
