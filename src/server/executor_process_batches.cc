@@ -331,7 +331,11 @@ StatusOr<std::vector<dispatch::Response>> ExecutorProcess::FinishBatch(
       split_status = absl::InternalError(absl::StrCat(
           "model '", pending.model_name, "' output '", output.name(), "' has shape ",
           ShapeToString(shape), ", but a batch of ", pending.total_rows,
-          " rows needs it as the leading dim (max_batch_size > 0 models must batch every output)"));
+          " rows needs it as the leading dim (max_batch_size > 0 models must batch every output",
+          pending.ragged ? "; a ragged model that gives a row per request needs requests of one "
+                           "row, or the output as a batch_output"
+                         : "",
+          ")"));
       break;
     }
     const uint64_t row_bytes =

@@ -8,6 +8,7 @@ import json
 import numpy as np
 import onnx
 import pytest
+import tritonclient.http as httpclient
 from onnx import TensorProto, helper
 
 from conftest import copy_repository
@@ -153,12 +154,53 @@ def test_a_request_alone_is_a_batch_of_one(server):
     assert answer["DOUBLED"].tolist() == [[2.0, 4.0, 7.0]]
 
 
+def test_http_and_ensemble_steps_take_the_same_path(server):
+    repo, srv = server
+    http = httpclient.InferenceServerClient(srv.http_url)
+    for binary in (True, False):
+        x = np.array([[1.0, 2.0, 3.0, 4.0, 5.0]], dtype=np.float32)
+        inp = httpclient.InferInput("INPUT", list(x.shape), "FP32")
+        inp.set_data_from_numpy(x, binary_data=binary)
+        result = http.infer("ragged", [inp])
+        assert result.as_numpy("SUM").tolist() == [[15.0]]
+        assert result.as_numpy("DOUBLED").tolist() == [[2.0, 4.0, 6.0, 8.0, 10.0]]
+    # An ensemble step is one more request to the ragged model, of its own length.
+    (repo / "sum_of" / "1").mkdir(parents=True)
+    (repo / "sum_of" / "config.pbtxt").write_text("""name: "sum_of"
+platform: "ensemble"
+max_batch_size: 8
+input [ { name: "IN" data_type: TYPE_FP32 dims: [ -1 ] } ]
+output [ { name: "OUT" data_type: TYPE_FP32 dims: [ 1 ] } ]
+ensemble_scheduling { step [ {
+  model_name: "ragged"
+  input_map { key: "INPUT" value: "IN" }
+  output_map { key: "SUM" value: "OUT" }
+} ] }
+""")
+    client = srv.client()
+    client.load_model("sum_of")
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        sums = list(pool.map(lambda n: srv.client().infer("sum_of", [make_input(
+            np.ones((1, n), np.float32), name="IN")]).as_numpy("OUT").tolist(), [1, 2, 3, 4]))
+    assert sums == [[[1.0]], [[2.0]], [[3.0]], [[4.0]]]
+
+
 def test_a_ragged_input_of_fixed_dims_is_warmed_and_served(server):
     _, srv = server
     assert "batch sizes [1, 8]" in srv.log_path.read_text().split("model ragged_fixed/1: ")[1]
     x = np.array([[1.0, 2.0, 3.0, 4.0]], dtype=np.float32)
     result = srv.client().infer("ragged_fixed", [make_input(x, name="INPUT")])
     assert result.as_numpy("SUM").tolist() == [[10.0]]
+
+
+def test_a_request_of_two_rows_to_a_row_per_request_model_gets_a_clear_error(server):
+    _, srv = server
+    x = np.ones((2, 3), np.float32)
+    e = expect_error(lambda: srv.client().infer("ragged", [make_input(x, name="INPUT")]),
+                     "INTERNAL")
+    assert "a ragged model that gives a row per request needs requests of one row" in \
+        e.message(), e.message()
+    assert ask(srv.client(), [1.0])["SUM"].tolist() == [[1.0]]
 
 
 def test_model_config_shows_the_ragged_batching_fields(server):
