@@ -66,24 +66,21 @@ Status CheckTensor(const char* kind, const ipc::TensorSpec& spec, const engine::
 }  // namespace
 
 Status CheckModelSignature(const ipc::LoadModel& config, const engine::Model& model) {
-  for (const auto& spec : config.inputs()) {
-    const engine::TensorInfo* info = Find(model.inputs(), spec.name());
-    if (info == nullptr) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("config input '", spec.name(),
-                       "' is not an input of the model (inputs: ", Names(model.inputs()), ")"));
+  // The client's inputs, then the ones the server makes per batch (ragged batching).
+  auto check_inputs = [&](const auto& specs, const char* kind, const char* listed_as) {
+    for (const auto& spec : specs) {
+      const engine::TensorInfo* info = Find(model.inputs(), spec.name());
+      if (info == nullptr) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(listed_as, " '", spec.name(),
+                         "' is not an input of the model (inputs: ", Names(model.inputs()), ")"));
+      }
+      TESSERA_RETURN_IF_ERROR(CheckTensor(kind, spec, *info, config.max_batch_size()));
     }
-    TESSERA_RETURN_IF_ERROR(CheckTensor("input", spec, *info, config.max_batch_size()));
-  }
-  for (const auto& spec : config.batch_inputs()) {
-    const engine::TensorInfo* info = Find(model.inputs(), spec.name());
-    if (info == nullptr) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("batch_input target '", spec.name(),
-                       "' is not an input of the model (inputs: ", Names(model.inputs()), ")"));
-    }
-    TESSERA_RETURN_IF_ERROR(CheckTensor("batch input", spec, *info, config.max_batch_size()));
-  }
+    return absl::OkStatus();
+  };
+  TESSERA_RETURN_IF_ERROR(check_inputs(config.inputs(), "input", "config input"));
+  TESSERA_RETURN_IF_ERROR(check_inputs(config.batch_inputs(), "batch input", "batch_input target"));
   if (config.inputs_size() > 0) {
     // The server only ever sends the inputs the config names; a missing one fails every batch.
     for (const auto& info : model.inputs()) {

@@ -14,6 +14,15 @@ std::string NameList(const google::protobuf::RepeatedPtrField<std::string>& name
   return FlowList(quoted);
 }
 
+// target_name and source_input, the fields BatchInput and BatchOutput share, when present.
+template <typename Entry>
+void AddNames(const Entry& entry, const Locator& at, std::vector<std::pair<std::string, int>>& keys,
+              bool sources) {
+  const auto& names = sources ? entry.source_input() : entry.target_name();
+  const char* key = sources ? "source_input" : "target_name";
+  if (!names.empty()) keys.emplace_back(absl::StrCat(key, ": ", NameList(names)), at.At(key, 0));
+}
+
 // Each entry's fields as written, so the YAML reader reports a missing one (proto3 leaves an
 // absent list empty and an absent data type TYPE_INVALID, which the reader refuses by name).
 template <typename Entry, typename WriteFields>
@@ -44,19 +53,13 @@ void WriteBatchInputs(const inference::ModelConfig& config, const Locator& root,
                  keys.emplace_back(
                      absl::StrCat("kind: ", inference::BatchInput::Kind_Name(entry.kind())),
                      at.At("kind"));
-                 if (!entry.target_name().empty()) {
-                   keys.emplace_back(absl::StrCat("target_name: ", NameList(entry.target_name())),
-                                     at.At("target_name", 0));
-                 }
+                 AddNames(entry, at, keys, /*sources=*/false);
                  if (entry.data_type() != inference::TYPE_INVALID) {
                    keys.emplace_back(
                        absl::StrCat("data_type: ", inference::DataType_Name(entry.data_type())),
                        at.At("data_type"));
                  }
-                 if (!entry.source_input().empty()) {
-                   keys.emplace_back(absl::StrCat("source_input: ", NameList(entry.source_input())),
-                                     at.At("source_input", 0));
-                 }
+                 AddNames(entry, at, keys, /*sources=*/true);
                });
 }
 
@@ -68,14 +71,8 @@ void WriteBatchOutputs(const inference::ModelConfig& config, const Locator& root
                  keys.emplace_back(
                      absl::StrCat("kind: ", inference::BatchOutput::Kind_Name(entry.kind())),
                      at.At("kind"));
-                 if (!entry.target_name().empty()) {
-                   keys.emplace_back(absl::StrCat("target_name: ", NameList(entry.target_name())),
-                                     at.At("target_name", 0));
-                 }
-                 if (!entry.source_input().empty()) {
-                   keys.emplace_back(absl::StrCat("source_input: ", NameList(entry.source_input())),
-                                     at.At("source_input", 0));
-                 }
+                 AddNames(entry, at, keys, /*sources=*/false);
+                 AddNames(entry, at, keys, /*sources=*/true);
                });
 }
 
