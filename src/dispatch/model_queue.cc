@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <iterator>
+#include <limits>
 
 #include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
@@ -17,6 +18,10 @@ uint64_t ShapeKey(const Request& request, bool leading_batch_dim, const std::vec
   for (size_t k = 0; k < request.inputs.size(); ++k) {
     if (k < ragged.size() && ragged[k]) continue;
     const TensorView& input = request.inputs[k];
+    if (IsAbsent(input)) {  // no rank is this large: apart from any given shape
+      key = absl::HashOf(key, std::numeric_limits<size_t>::max());
+      continue;
+    }
     size_t first = leading_batch_dim && !input.shape.empty() ? 1 : 0;
     for (size_t i = first; i < input.shape.size(); ++i) {
       key = absl::HashOf(key, input.shape[i]);

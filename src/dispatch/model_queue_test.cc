@@ -290,5 +290,23 @@ TEST(ShapeKeyTest, RaggedInputsDoNotKeepRequestsApart) {
   EXPECT_EQ(ShapeKey(request(3, 2), true), ShapeKey(a, true));
 }
 
+TEST(ShapeKeyTest, RequestsThatLeaveOutDifferentInputsAreKeptApart) {
+  float data[8] = {};
+  auto request = [&](bool with_scale) {
+    Request r;
+    r.inputs.push_back(TensorView{"x", DataType::kFp32, {1, 2}, data, 8});
+    r.inputs.push_back(with_scale ? TensorView{"scale", DataType::kFp32, {1}, data, 4}
+                                  : AbsentInput("scale", DataType::kFp32));
+    return r;
+  };
+  EXPECT_EQ(ShapeKey(request(false), true), ShapeKey(request(false), true));
+  EXPECT_NE(ShapeKey(request(false), true), ShapeKey(request(true), true));
+  // Without the batch dim a given [1] leaves no dims at all, still not the absent input's key.
+  Request scalar = request(true);
+  scalar.inputs[1].shape = {};
+  EXPECT_NE(ShapeKey(request(false), false), ShapeKey(scalar, false));
+  EXPECT_FALSE(IsAbsent(scalar.inputs[1]));  // a scalar has its element's bytes
+}
+
 }  // namespace
 }  // namespace tessera::dispatch

@@ -19,10 +19,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "engine/cpu/ops.h"
+#include "engine/defaulted_inputs_model.h"
 #include "engine/graph.h"
 #include "engine/graph_passes.h"
 #include "engine/memory_planner.h"
 #include "engine/onnx_import.h"
+#include "engine/prepare_cpu_graph.h"
 #include "engine/string_tensor.h"
 #include "engine/thread_pool.h"
 #include "spdlog/spdlog.h"
@@ -244,7 +246,7 @@ Status CpuModel::ValidateInputs(const std::vector<TensorView>& views, std::vecto
   for (size_t i = 0; i < seen.size(); ++i) {
     if (!seen[i]) {
       return absl::InvalidArgumentError(
-          absl::StrCat("missing input \"", graph_.inputs[i].name, "\""));
+          absl::StrCat("missing input \"", graph_.inputs[i].name, "\"", kNoDefaultNote));
     }
   }
   return absl::OkStatus();
@@ -535,85 +537,29 @@ StatusOr<MemoryPlanInfo> CpuModel::PlanMemory(int64_t batch) const {
   return MemoryPlanInfo{batch, plan->arena_bytes, plan->naive_bytes, plan->num_values};
 }
 
-}  // namespace
-
-namespace {
-
-// Import, per-node checks and graph passes: everything about a file that does not depend on the
-// ModelOptions.
-StatusOr<Graph> PrepareGraph(const std::string& path) {
-  TESSERA_ASSIGN_OR_RETURN(
-      Graph graph, ImportOnnxModel(path, [](const std::string& op) {
-        return cpu::FindOp(op) != nullptr;
-      }));
-  // Every node the kernels cannot run as configured, and every one that is invalid, reported
-  // together.
-  std::vector<std::string> problems;
-  std::vector<std::string> invalid;
-  // Ops whose opset 1..6 semantics equal today's; the others had legacy attributes then
-  // (`broadcast`, `consumed_inputs`, Reshape's `shape`) that the kernels do not implement.
-  static const std::unordered_set<std::string> kStableSinceOpset1 = {
-      "GlobalAveragePool", "Relu", "Sigmoid", "Tanh", "Identity", "Transpose", "Flatten", "MatMul",
-      "Softmax", "Shape", "Gather", "MaxPool", "AveragePool", "Squeeze", "Unsqueeze", "Not",
-      "GlobalMaxPool", "Size", "SpaceToDepth", "DepthToSpace", "TopK", "LRN",
-      // Version 1 differs only by the legacy consumed_inputs attribute.
-      "InstanceNormalization",
-
-      // LogSoftmax and Hardmax read their pre-13 axis semantics from the node's opset.
-      "Softplus", "Softsign", "LogSoftmax", "Hardmax", "ArgMax", "ArgMin", "ReduceProd", "ReduceL1",
-      "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp"};
-  // Ops whose opset-6 version (which dropped `consumed_inputs`) equals today's.
-  static const std::unordered_set<std::string> kStableSinceOpset6 = {"Abs", "Ceil", "Floor",
-                                                                     "Log", "Elu",  "Selu"};
-  for (const Node& node : graph.nodes) {
-    if (graph.opset < 7 && kStableSinceOpset1.count(node.op_type) == 0 &&
-        !(graph.opset == 6 && kStableSinceOpset6.count(node.op_type) != 0)) {
-      problems.push_back(absl::StrCat(node.Describe(graph.value_names), ": opset ", graph.opset,
-                                      " semantics are not supported (need opset >= 7)"));
-      continue;
-    }
-    const cpu::OpDef* op = cpu::FindOp(node.op_type);
-    if (op->check == nullptr) continue;
-    Status status = op->check(node, graph);
-    if (!status.ok()) {
-      (status.code() == absl::StatusCode::kInvalidArgument ? invalid : problems)
-          .push_back(absl::StrCat(node.Describe(graph.value_names), ": ", status.message()));
-    }
-  }
-  // A node that breaks the operator's spec makes the file invalid, whatever else is unsupported.
-  if (!invalid.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": invalid node: ", absl::StrJoin(invalid, "; ")));
-  }
-  if (!problems.empty()) {
-    return absl::UnimplementedError(
-        absl::StrCat(path, ": unsupported node configuration: ", absl::StrJoin(problems, "; ")));
-  }
-  StatusOr<PassSummary> passes = RunGraphPasses(&graph);
-  if (!passes.ok()) return Prefixed(passes.status(), path);
-  // Typed now: a STRING value reaching a kernel without string support is refused at load.
-  if (Status strings = cpu::CheckStringUse(graph); !strings.ok()) return Prefixed(strings, path);
-  spdlog::info("{}: graph passes: {}", path, passes->ToString());
-  return graph;
-}
-
 // Models loaded from the same unchanged file share one prepared graph and so its weights (a
 // Value's storage is shared on copy): the instances of a model in one executor hold its weights
 // once. Entries are weak: the graph goes when the last Model using it does.
 class GraphCache {
  public:
-  StatusOr<std::shared_ptr<const SharedModelData>> Get(const std::string& path) {
+  // `kept`: ModelOptions::overridable_initializers, which change the graph.
+  StatusOr<std::shared_ptr<const SharedModelData>> Get(const std::string& path,
+                                                       std::vector<std::string> kept = {}) {
+    std::sort(kept.begin(), kept.end());
+    kept.erase(std::unique(kept.begin(), kept.end()), kept.end());
     struct stat st;
-    if (stat(path.c_str(), &st) != 0) return PrepareShared(path);  // import reports the error
-    const std::string key = absl::StrCat(path, "|", st.st_dev, ":", st.st_ino, "|", st.st_size,
-                                         "|", st.st_mtim.tv_sec, ".", st.st_mtim.tv_nsec);
+    if (stat(path.c_str(), &st) != 0) return PrepareShared(path, kept);  // import reports it
+    const std::string key =
+        absl::StrCat(path, "|", st.st_dev, ":", st.st_ino, "|", st.st_size, "|", st.st_mtim.tv_sec,
+                     ".", st.st_mtim.tv_nsec, "|", kept.size(), ":", absl::StrJoin(kept, "\n"));
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (auto it = graphs_.find(key); it != graphs_.end()) {
         if (std::shared_ptr<const SharedModelData> shared = it->second.lock()) return shared;
       }
     }
-    TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<const SharedModelData> shared, PrepareShared(path));
+    TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<const SharedModelData> shared,
+                             PrepareShared(path, kept));
     std::lock_guard<std::mutex> lock(mu_);
     for (auto it = graphs_.begin(); it != graphs_.end();) {
       it = it->second.expired() ? graphs_.erase(it) : std::next(it);
@@ -623,8 +569,9 @@ class GraphCache {
   }
 
  private:
-  static StatusOr<std::shared_ptr<const SharedModelData>> PrepareShared(const std::string& path) {
-    TESSERA_ASSIGN_OR_RETURN(Graph graph, PrepareGraph(path));
+  static StatusOr<std::shared_ptr<const SharedModelData>> PrepareShared(
+      const std::string& path, const std::vector<std::string>& kept) {
+    TESSERA_ASSIGN_OR_RETURN(Graph graph, PrepareCpuGraph(path, kept));
     return std::shared_ptr<const SharedModelData>(
         std::make_shared<SharedModelData>(std::move(graph)));
   }
@@ -649,17 +596,23 @@ StatusOr<std::unique_ptr<Model>> LoadOnnxModel(const std::string& path,
 #endif
   try {
     TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<const SharedModelData> shared,
-                             SharedGraphs().Get(path));
+                             SharedGraphs().Get(path, options.overridable_initializers));
+    std::map<std::string, Value> defaults = shared->graph().input_defaults;
+    std::unique_ptr<Model> model;
 #ifdef TESSERA_HAVE_CUDA
     if (options.backend == Backend::kCuda) {
       auto cuda_model = LoadCudaModel(Graph(shared->graph()), options);
       if (!cuda_model.ok()) return Prefixed(cuda_model.status(), path);
-      return cuda_model;
+      model = *std::move(cuda_model);
     }
 #endif
+    if (model == nullptr) {
+      model = std::make_unique<CpuModel>(std::move(shared), std::max(1, options.num_threads),
+                                         options.plan_memory, options.onednn);
+    }
+    if (defaults.empty()) return model;
     return std::unique_ptr<Model>(
-        std::make_unique<CpuModel>(std::move(shared), std::max(1, options.num_threads),
-                                   options.plan_memory, options.onednn));
+        std::make_unique<DefaultedInputsModel>(std::move(model), std::move(defaults)));
   } catch (const std::bad_alloc&) {
     return absl::ResourceExhaustedError(absl::StrCat(path, ": out of memory loading the model"));
   }

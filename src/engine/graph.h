@@ -80,6 +80,18 @@ struct Graph {
   int opset = 0;     // default domain
   int ml_opset = 0;  // ai.onnx.ml; 0 when the model imports none
 
+  // Graph inputs that also have an initializer (ONNX's overridable initializers, as IR < 4
+  // exporters list every weight). They are constants unless KeepInitializerInputs makes them
+  // inputs, whose values then move to `input_defaults`.
+  struct InitializerInput {
+    int id = kNoValue;
+    TensorInfo info;
+    bool rank_known = false;
+  };
+  std::vector<InitializerInput> initializer_inputs;
+  // By input name: the value a Run that leaves the input out runs with.
+  std::map<std::string, Value> input_defaults;
+
   // Filled by InferShapes (graph_passes.h), indexed by value id: the static shape (dims as above;
   // nullopt = rank unknown) and dtype (kInvalid = unknown). Never wrong, possibly incomplete.
   std::vector<std::optional<Shape>> shapes;
@@ -95,6 +107,11 @@ struct Graph {
   // Bytes of the constants (a STRING constant: its handles and its strings' bytes).
   uint64_t ConstantBytes() const;
 };
+
+// Ends a backend's "missing input" error: only an input with a default may be left out.
+inline constexpr char kNoDefaultNote[] =
+    " (it has no default: the model file has no initializer of that name, or the loader did not "
+    "keep it as an input)";
 
 // The domain prefix of ai.onnx.ml op types in Node::op_type.
 inline constexpr char kMlDomainPrefix[] = "ai.onnx.ml.";

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -279,8 +280,14 @@ StatusOr<Graph> ConvertModel(const onnx::ModelProto& model, const OpSupportFn& i
     TESSERA_ASSIGN_OR_RETURN(graph.constants[id], ValueFromTensorProto(init, model_dir));
   }
   for (const auto& input : g.input()) {
-    if (ids.count(input.name()) != 0) continue;  // IR < 4 lists initializers as inputs too
     bool rank_known = false;
+    if (auto it = ids.find(input.name()); it != ids.end()) {
+      // An overridable initializer (IR < 4 lists every weight so): a weight unless the caller
+      // keeps it as an input. One whose declared type is unusable can only be a weight.
+      StatusOr<TensorInfo> info = InfoFromValueInfo(input, &rank_known);
+      if (info.ok()) graph.initializer_inputs.push_back({it->second, *std::move(info), rank_known});
+      continue;
+    }
     TESSERA_ASSIGN_OR_RETURN(TensorInfo info, InfoFromValueInfo(input, &rank_known));
     TESSERA_ASSIGN_OR_RETURN(int id, define(input.name()));
     graph.input_ids.push_back(id);
@@ -397,6 +404,43 @@ StatusOr<Graph> ImportOnnxModel(const std::string& path, const OpSupportFn& is_s
   if (in.bad()) return absl::DataLossError(absl::StrCat("error reading ", path));
   std::string model_dir = std::filesystem::path(path).parent_path().string();
   return ImportBytes(bytes.str(), path, is_supported, model_dir.empty() ? "." : model_dir);
+}
+
+Status KeepInitializerInputs(const std::vector<std::string>& names, Graph* graph) {
+  for (const Graph::InitializerInput& kept : graph->initializer_inputs) {
+    const std::string& name = graph->value_names[kept.id];
+    if (std::find(names.begin(), names.end(), name) == names.end()) continue;
+    if (!graph->constants[kept.id]) continue;  // kept already
+    Value value = *graph->constants[kept.id];
+    const std::string what = absl::StrCat("input \"", name, "\" (an overridable initializer)");
+    if (value.dtype() == DataType::kString) {
+      return absl::UnimplementedError(
+          absl::StrCat(what, ": a STRING initializer cannot be an input's default"));
+    }
+    if (value.dtype() != kept.info.dtype) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": declared ", std::string(DataTypeToWireName(kept.info.dtype)),
+                       " but its initializer is ", std::string(DataTypeToWireName(value.dtype()))));
+    }
+    TensorInfo info = kept.info;
+    if (!kept.rank_known) info.shape = value.shape();  // the one size the file vouches for
+    bool fits = info.shape.size() == value.shape().size();
+    for (size_t d = 0; fits && d < info.shape.size(); ++d) {
+      fits = info.shape[d] < 0 || info.shape[d] == value.shape()[d];
+    }
+    if (!fits) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": declared shape ", ShapeToString(info.shape),
+                       " but its initializer is ", ShapeToString(value.shape())));
+    }
+    info.has_default = true;
+    graph->constants[kept.id].reset();
+    graph->input_defaults.emplace(name, std::move(value));
+    graph->input_ids.push_back(kept.id);
+    graph->inputs.push_back(std::move(info));
+    graph->input_rank_known.push_back(true);
+  }
+  return absl::OkStatus();
 }
 
 StatusOr<Tensor> ReadTensorProtoFile(const std::string& path) {

@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "engine/graph.h"
 #include "tessera/common/status.h"
@@ -30,6 +31,12 @@ StatusOr<Graph> ImportOnnxModel(const std::string& path, const OpSupportFn& is_s
 // (there is no folder to read it from): INVALID_ARGUMENT naming the tensor.
 StatusOr<Graph> ImportOnnxModelBytes(const std::string& bytes, const std::string& source,
                                      const OpSupportFn& is_supported);
+
+// Makes the graph's initializer inputs (Graph::initializer_inputs) named in `names` inputs, their
+// initializers their defaults (Graph::input_defaults); other names are ignored. Before the graph
+// passes, which would fold the constants. INVALID_ARGUMENT when an initializer disagrees with its
+// input's declared type or shape; UNIMPLEMENTED for a STRING one.
+Status KeepInitializerInputs(const std::vector<std::string>& names, Graph* graph);
 
 // Reads one serialized onnx.TensorProto (the libonnx-testdata `input_0.pb` format), of the
 // dtypes the importer takes; a STRING tensor's bytes are in the BYTES serialized form

@@ -115,7 +115,10 @@ void Executor::LoaderLoop() {
                          request.model_path(), "): ", status.message()));
       }
     }
-    if (status.ok()) weight_bytes = model->weight_bytes();
+    if (status.ok()) {
+      weight_bytes = model->weight_bytes();
+      WarnOfOptionalInputsWithoutDefault(request, *model);
+    }
     if (status.ok() && shared.has_value()) {
       sharing = model->weight_import();
       if (!sharing.requested) {

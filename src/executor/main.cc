@@ -159,6 +159,10 @@ int Main(int argc, char** argv) {
                                    const tessera::engine::WeightImport* shared_weights) {
     tessera::engine::ModelOptions options = model_options;
     if (shared_weights != nullptr) options.import_weights = *shared_weights;
+    // A config input that the file gives an initializer too overrides it (as in ONNX Runtime).
+    for (const tessera::ipc::TensorSpec& input : request.inputs()) {
+      options.overridable_initializers.push_back(input.name());
+    }
     return tessera::engine::LoadOnnxModel(request.model_path(), options);
   };
   if (input_mirror == "host") {

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_join.h"
+#include "spdlog/spdlog.h"
 
 namespace tessera::executor {
 namespace {
@@ -84,7 +85,7 @@ Status CheckModelSignature(const ipc::LoadModel& config, const engine::Model& mo
   if (config.inputs_size() > 0) {
     // The server only ever sends the inputs the config names; a missing one fails every batch.
     for (const auto& info : model.inputs()) {
-      bool listed = false;
+      bool listed = info.has_default;
       for (const auto& spec : config.inputs()) listed = listed || spec.name() == info.name;
       for (const auto& spec : config.batch_inputs()) listed = listed || spec.name() == info.name;
       if (!listed) {
@@ -104,6 +105,18 @@ Status CheckModelSignature(const ipc::LoadModel& config, const engine::Model& mo
     TESSERA_RETURN_IF_ERROR(CheckTensor("output", spec, *info, config.max_batch_size()));
   }
   return absl::OkStatus();
+}
+
+void WarnOfOptionalInputsWithoutDefault(const ipc::LoadModel& config, const engine::Model& model) {
+  for (const ipc::TensorSpec& spec : config.inputs()) {
+    if (!spec.optional()) continue;
+    const engine::TensorInfo* info = Find(model.inputs(), spec.name());
+    if (info == nullptr || info->has_default) continue;
+    spdlog::warn(
+        "model {} version {}: input '{}' is optional, but the model file has no default for it "
+        "(a graph input with an initializer of that name): a request that leaves it out fails",
+        config.model_name(), config.version(), spec.name());
+  }
 }
 
 }  // namespace tessera::executor

@@ -97,6 +97,7 @@ inference::ModelConfig ToTritonModelConfig(const repository::ModelConfig& config
       for (int64_t dim : *tensor.reshape) input->mutable_reshape()->add_shape(dim);
     }
     input->set_allow_ragged_batch(tensor.allow_ragged_batch);
+    input->set_optional(tensor.optional);
   }
   for (const repository::BatchInputConfig& batch_input : config.batch_inputs) {
     auto* out = wire.add_batch_input();

@@ -188,6 +188,10 @@ StatusOr<std::unique_ptr<dispatch::Request>> BuildDispatchRequest(
   for (size_t k = 0; k < config.inputs.size(); ++k) {
     const repository::TensorConfig& tensor = config.inputs[k];
     if (wire_index[k] < 0) {
+      if (tensor.optional) {
+        request->inputs.push_back(dispatch::AbsentInput(tensor.name, tensor.data_type));
+        continue;
+      }
       return absl::InvalidArgumentError(absl::StrCat("missing input '", tensor.name,
                                                      "': model '", config.name, "' requires it"));
     }
@@ -282,6 +286,11 @@ StatusOr<std::unique_ptr<dispatch::Request>> BuildDispatchRequest(
     // The engine never writes inputs; the view type is shared with outputs, hence non-const.
     request->inputs.push_back(
         TensorView{tensor.name, *dtype, std::move(shape), const_cast<void*>(data), byte_size});
+  }
+  if (config.max_batch_size > 0 && batch_size < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the request gives no input, so it has no batch size: model '", config.name,
+                     "' needs at least one of its inputs"));
   }
   request->batch_size = batch_size > 0 ? batch_size : 1;
   for (const repository::TensorConfig& tensor : config.outputs) {

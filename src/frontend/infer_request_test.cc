@@ -135,6 +135,28 @@ TEST(InferRequestTest, TypedBytesContentsAreSerialized) {
   ExpectInvalid(Build(wire, TextConfig()), "contents hold 3 elements, but shape [1, 2] needs 2");
 }
 
+TEST(InferRequestTest, AnOptionalInputMayBeLeftOut) {
+  repository::ModelConfig config = MlpConfig();
+  config.inputs.push_back({"scale", DataType::kFp32, {4}});
+  ExpectInvalid(Build(RawRequest("FP32", {2, 4}, 32), config), "missing input 'scale'");
+  config.inputs.back().optional = true;
+  RequestStorage storage;
+  auto request = BuildDispatchRequest(RawRequest("FP32", {2, 4}, 32), config, &storage);
+  ASSERT_TRUE(request.ok()) << request.status();
+  ASSERT_EQ((*request)->inputs.size(), 2u);  // one per config input, in the config's order
+  EXPECT_FALSE(dispatch::IsAbsent((*request)->inputs[0]));
+  EXPECT_TRUE(dispatch::IsAbsent((*request)->inputs[1]));
+  EXPECT_EQ((*request)->inputs[1].name, "scale");
+  EXPECT_EQ((*request)->batch_size, 2);
+
+  // Every input left out: a batched model has no batch size to go by.
+  config.inputs.front().optional = true;
+  ExpectInvalid(Build(inference::ModelInferRequest(), config), "the request gives no input");
+  config.max_batch_size = 0;
+  config.inputs.front().dims = {2, 4};
+  EXPECT_TRUE(Build(inference::ModelInferRequest(), config).ok());
+}
+
 TEST(InferRequestTest, RejectsMissingUnknownAndDuplicateTensors) {
   inference::ModelInferRequest empty;
   ExpectInvalid(Build(empty, MlpConfig()), "missing input 'input'");

@@ -88,6 +88,7 @@ void InferSubmitter::Submit(const inference::ModelInferRequest& request,
   std::vector<TracedTensor> traced_inputs;
   if (trace.tensors) {
     for (const TensorView& input : dispatch_request->inputs) {
+      if (dispatch::IsAbsent(input)) continue;  // an optional input the request leaves out
       traced_inputs.push_back(
           TraceTensor("TENSOR_QUEUE_INPUT", input.name, input.dtype, input.shape,
                       std::string_view(static_cast<const char*>(input.data), input.byte_size)));

@@ -363,6 +363,7 @@ void TracedSteps::StepDone(uint64_t step_id, uint64_t parent_id, const std::stri
   if (!levels_.timestamps) record.timestamps.clear();
   if (levels_.tensors) {
     for (const TensorView& input : step.inputs) {
+      if (dispatch::IsAbsent(input)) continue;  // an optional input the step leaves out
       record.tensors.push_back(
           TraceTensor("TENSOR_QUEUE_INPUT", input.name, input.dtype, input.shape,
                       std::string_view(static_cast<const char*>(input.data), input.byte_size)));

@@ -13,7 +13,8 @@ uint64_t Digest(uint64_t salt, const std::string& model, uint64_t load_id,
                 const dispatch::Request& request) {
   uint64_t h = absl::HashOf(salt, model, load_id, request.inputs.size());
   for (const TensorView& input : request.inputs) {
-    h = absl::HashOf(h, input.name, static_cast<int>(input.dtype), input.shape,
+    h = absl::HashOf(h, input.name, static_cast<int>(input.dtype), dispatch::IsAbsent(input),
+                     input.shape,
                      std::string_view(static_cast<const char*>(input.data), input.byte_size));
   }
   return absl::HashOf(h, request.requested_outputs);

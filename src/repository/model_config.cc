@@ -83,8 +83,8 @@ constexpr std::array<std::string_view, 1> kResponseCacheKeys = {"enable"};
 constexpr std::array<std::string_view, 4> kWarmupKeys = {"name", "batch_size", "count", "inputs"};
 constexpr std::array<std::string_view, 5> kWarmupInputKeys = {
     "data_type", "dims", "zero_data", "random_data", "input_data_file"};
-constexpr std::array<std::string_view, 5> kInputKeys = {"name", "data_type", "dims", "reshape",
-                                                        "allow_ragged_batch"};
+constexpr std::array<std::string_view, 6> kInputKeys = {
+    "name", "data_type", "dims", "reshape", "allow_ragged_batch", "optional"};
 constexpr std::array<std::string_view, 5> kOutputKeys = {"name", "data_type", "dims", "reshape",
                                                          "label_filename"};
 constexpr std::array<std::string_view, 1> kReshapeKeys = {"shape"};
@@ -167,7 +167,35 @@ Status ReadTensors(const YamlMap& root, std::string_view key, std::vector<Tensor
       }
     }
 
+    if (std::optional<YAML::Node> optional = m.Get("optional")) {
+      TESSERA_RETURN_IF_ERROR(m.GetBool("optional", &tensor.optional));
+      if (tensor.optional && tensor.allow_ragged_batch) {
+        return yaml::ErrorAt(source, *optional, m.PathOf("optional"),
+                             "a ragged input cannot be optional: its batch inputs describe it");
+      }
+    }
+
     tensors.push_back(std::move(tensor));
+  }
+  return absl::OkStatus();
+}
+
+// Where a request without an optional input could not be served.
+Status CheckOptionalInputs(const YamlMap& root, const ModelConfig& config) {
+  for (size_t i = 0; i < config.inputs.size(); ++i) {
+    if (!config.inputs[i].optional) continue;
+    auto refuse = [&](std::string_view why) {
+      return yaml::ErrorAt(root.source(), root.KeyLine("input"),
+                           absl::StrCat(yaml::IndexPath("input", i), ".optional"), why);
+    };
+    if (config.is_ensemble()) {
+      return refuse(
+          "an ensemble's inputs cannot be optional; a step's model may have optional inputs, "
+          "which its input_map then need not give");
+    }
+    if (config.sequence_batching.enabled) {
+      return refuse("optional inputs with sequence_batching are not supported");
+    }
   }
   return absl::OkStatus();
 }
@@ -548,7 +576,8 @@ Status ParseInto(const YAML::Node& doc, std::string_view source, const std::stri
   TESSERA_RETURN_IF_ERROR(ReadSequenceBatching(root, config));
   TESSERA_RETURN_IF_ERROR(ReadMetricTags(root, config.metric_tags));
   TESSERA_RETURN_IF_ERROR(ReadRaggedBatching(root, config));
-  return ReadEnsembleScheduling(root, config);
+  TESSERA_RETURN_IF_ERROR(ReadEnsembleScheduling(root, config));
+  return CheckOptionalInputs(root, config);
 }
 
 }  // namespace

@@ -57,9 +57,15 @@ StatusOr<std::string> ReadSource(const YamlMap& m, const ModelConfig& config) {
     return yaml::ErrorAt(m.source(), line, m.PathOf("source_input"),
                          absl::StrCat("takes exactly one input, got ", sources.size()));
   }
-  if (FindTensor(config.inputs, sources[0]) == nullptr) {
+  const TensorConfig* input = FindTensor(config.inputs, sources[0]);
+  if (input == nullptr) {
     return yaml::ErrorAt(m.source(), line, m.PathOf("source_input"),
                          absl::StrCat("'", sources[0], "' is not an input of the config"));
+  }
+  if (input->optional) {
+    return yaml::ErrorAt(m.source(), line, m.PathOf("source_input"),
+                         absl::StrCat("'", sources[0], "' is optional: a request could leave out ",
+                                      "what this describes"));
   }
   return sources[0];
 }

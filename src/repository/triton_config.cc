@@ -163,9 +163,6 @@ Status WriteTensor(const TensorProto& tensor, const std::string& key, int index,
     return refuse("is_non_linear_format_io", "non-linear tensor formats are not supported");
   }
   if constexpr (kInput) {
-    if (tensor.optional()) {
-      return refuse("optional", "optional inputs are not supported: every input is required");
-    }
     if (tensor.format() != inference::ModelInput::FORMAT_NONE) {
       reading.Ignore(LineOr(at.At("format"), line), absl::StrCat(path, ".format"),
                      "the layout is the model's own");
@@ -191,6 +188,7 @@ Status WriteTensor(const TensorProto& tensor, const std::string& key, int index,
     if (tensor.allow_ragged_batch()) {
       keys.emplace_back("allow_ragged_batch: true", at.At("allow_ragged_batch"));
     }
+    if (tensor.optional()) keys.emplace_back("optional: true", at.At("optional"));
   } else {
     if (!tensor.label_filename().empty()) {
       keys.emplace_back(absl::StrCat("label_filename: ", Quoted(tensor.label_filename())),

@@ -280,10 +280,7 @@ TEST(TritonConfigTest, RefusesWhatWouldChangeTheAnswers) {
   EXPECT_EQ(ErrorOf(Minimal("\nsequence_batching { direct { } iterative_sequence: true }\n")),
             "models/mlp/config.pbtxt:6: sequence_batching.iterative_sequence: iterative sequences "
             "are not supported");
-  EXPECT_THAT(
-      ErrorOf(Minimal("input { name: \"o\" data_type: TYPE_FP32 dims: 1 optional: true }\n")),
-      HasSubstr("models/mlp/config.pbtxt:5: input[1].optional: optional inputs are not "
-                "supported"));
+  // Optional inputs are read (optional_input_config_test.cc).
   EXPECT_THAT(ErrorOf(Minimal("model_transaction_policy { decoupled: true }\n")),
               HasSubstr("models/mlp/config.pbtxt:5: model_transaction_policy: decoupled models"));
   // Ragged batching is read (ragged_config_test.cc), with the same checks as config.yaml.

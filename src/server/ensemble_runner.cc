@@ -166,13 +166,20 @@ class EnsembleCall : public std::enable_shared_from_this<EnsembleCall> {
     const ModelConfig& composing = *model.config;
     const bool batched = composing.max_batch_size > 0;
     auto request = std::make_unique<Request>();
+    size_t mapped_inputs = 0;
+    std::optional<TensorView> first_given;  // its shape and name, for the batch size
     for (const TensorConfig& input : composing.inputs) {
       auto mapped = std::find_if(step.input_map.begin(), step.input_map.end(),
                                  [&](const auto& entry) { return entry.first == input.name; });
       if (mapped == step.input_map.end()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("the step gives the model's input '", input.name, "' no tensor"));
+        if (!input.optional) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("the step gives the model's input '", input.name, "' no tensor"));
+        }
+        request->inputs.push_back(dispatch::AbsentInput(input.name, input.data_type));
+        continue;
       }
+      ++mapped_inputs;
       const HeldTensor& tensor = *tensors_.at(mapped->second);
       if (tensor.dtype != input.data_type) {
         return absl::InvalidArgumentError(absl::StrCat(
@@ -185,24 +192,23 @@ class EnsembleCall : public std::enable_shared_from_this<EnsembleCall> {
                          ", the model's input '", input.name, "' takes ",
                          ShapeToString(FullDims(input, composing.max_batch_size))));
       }
-      if (batched && !request->inputs.empty() &&
-          request->inputs.front().shape[0] != tensor.shape[0]) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "tensor '", mapped->second, "' has batch size ", tensor.shape[0], ", the step's '",
-            request->inputs.front().name, "' has ", request->inputs.front().shape[0]));
+      if (batched && first_given && first_given->shape[0] != tensor.shape[0]) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("tensor '", mapped->second, "' has batch size ", tensor.shape[0],
+                         ", the step's '", first_given->name, "' has ", first_given->shape[0]));
       }
       Shape shape =
           input.reshape ? repository::ToModelShape(input, tensor.shape, batched) : tensor.shape;
       request->inputs.push_back(
           TensorView{input.name, tensor.dtype, std::move(shape), tensor.data, tensor.size});
+      if (!first_given) first_given = request->inputs.back();
     }
-    if (step.input_map.size() != composing.inputs.size()) {
+    if (step.input_map.size() != mapped_inputs) {
       return absl::InvalidArgumentError("the step maps an input the model does not have");
     }
     for (const auto& [output, unused] : step.output_map)
       request->requested_outputs.push_back(output);
-    request->batch_size =
-        batched && !request->inputs.empty() ? request->inputs.front().shape[0] : 1;
+    request->batch_size = batched && first_given ? first_given->shape[0] : 1;
     request->arrival_ns = MonotonicNs();
     request->cancelled = request_->cancelled;  // a step of a request its client gave up on
     request->priority = composing.dynamic_batching.PriorityLevel(0);  // its default level
@@ -474,7 +480,7 @@ Status CheckEnsembleSteps(const ModelConfig& ensemble, const ComposingModelLooku
     for (const TensorConfig& input : config.inputs) {
       const bool mapped = std::any_of(step.input_map.begin(), step.input_map.end(),
                                       [&](const auto& e) { return e.first == input.name; });
-      if (!mapped) {
+      if (!mapped && !input.optional) {
         return absl::InvalidArgumentError(absl::StrCat(StepLabel(ensemble, s),
                                                        ": input_map gives the model's input '",
                                                        input.name, "' no ensemble tensor"));

@@ -17,6 +17,7 @@ ipc::TensorSpec ToSpec(const repository::TensorConfig& tensor) {
   spec.set_data_type(static_cast<int>(tensor.data_type));
   // The executor sees the model file's shapes (the frontend reshapes requests and answers).
   for (int64_t dim : repository::ModelDims(tensor)) spec.add_dims(dim);
+  spec.set_optional(tensor.optional);
   return spec;
 }
 
@@ -126,6 +127,8 @@ struct WarmUpInput {
   bool random_data = false;
   // One row's bytes from an input_data_file, repeated for every row; null = zeros or random.
   std::shared_ptr<const std::string> row_data = nullptr;
+  // An optional input the sample leaves out: sent as a client leaving it out would.
+  bool absent = false;
 };
 
 // Bytes of `rows` copies of a `row_bytes` row, or nullopt past 2^64.
@@ -165,6 +168,10 @@ Status RunWarmUpBatch(ExecutorProcess& process, const std::string& instance_key,
   uint64_t total_bytes = 0;
   std::vector<uint64_t> sizes;
   for (const WarmUpInput& input : inputs) {
+    if (input.absent) {
+      sizes.push_back(0);
+      continue;
+    }
     // Checked before anything is allocated: the dims come from a config or a model file.
     // A BYTES input's zeros are empty strings: each element its 4-byte zero length.
     std::optional<uint64_t> bytes =
@@ -189,6 +196,10 @@ Status RunWarmUpBatch(ExecutorProcess& process, const std::string& instance_key,
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> uniform(0.0f, 1.0f);
   for (size_t k = 0; k < inputs.size(); ++k) {
+    if (inputs[k].absent) {
+      request.inputs.push_back(dispatch::AbsentInput(inputs[k].name, inputs[k].data_type));
+      continue;
+    }
     buffers.emplace_back(sizes[k], '\0');
     if (inputs[k].row_data) {
       const std::string& row = *inputs[k].row_data;
@@ -213,6 +224,10 @@ Status RunWarmUpBatch(ExecutorProcess& process, const std::string& instance_key,
     for (int64_t r = 0; r < rows; ++r) {
       dispatch::Request& one = row_batch[static_cast<size_t>(r)];
       for (const TensorView& view : request.inputs) {
+        if (dispatch::IsAbsent(view)) {
+          one.inputs.push_back(view);
+          continue;
+        }
         const size_t row_bytes = view.byte_size / static_cast<size_t>(rows);
         Shape shape = view.shape;
         shape[0] = 1;
@@ -270,6 +285,14 @@ Status WarmUpSample(ExecutorProcess& process, const std::string& instance_key,
     auto given = std::find_if(sample.inputs.begin(), sample.inputs.end(),
                               [&](const repository::WarmupInput& w) { return w.name == input.name; });
     if (given == sample.inputs.end()) {
+      if (input.optional) {
+        inputs.push_back(WarmUpInput{.name = input.name,
+                                     .data_type = input.data_type,
+                                     .shape = {},
+                                     .row_data = nullptr,
+                                     .absent = true});
+        continue;
+      }
       return absl::InvalidArgumentError(
           absl::StrCat(label, ": gives no data for the model's input '", input.name, "'"));
     }

@@ -450,6 +450,8 @@ std::unique_ptr<dispatch::StagedInputs> ExecutorProcess::Stage(
   std::vector<uint64_t> bytes;
   bytes.reserve(request.inputs.size());
   for (const TensorView& input : request.inputs) {
+    // An absent optional input: its batch sends the executor no tensor for it, so gather.
+    if (dispatch::IsAbsent(input)) return nullptr;
     if (input.data == nullptr && input.byte_size > 0) return nullptr;
     bytes.push_back(input.byte_size);
   }

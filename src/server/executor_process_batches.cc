@@ -181,6 +181,10 @@ void ExecutorProcess::QueueBatch(BatchJob job, const std::vector<PoolRange>& poo
   uint64_t gathered_bytes = 0;
   auto* ring = reinterpret_cast<char*>(input_ring_->data());
   for (size_t k = 0; k < job.input_count; ++k) {
+    // An optional input the batch's requests leave out (ShapeKey keeps them apart from those
+    // that give it) is not sent: the model runs with its default.
+    const TensorView& first = job.requests.front()->inputs[k];
+    if (dispatch::IsAbsent(first)) continue;
     uint64_t ring_offset;
     uint64_t bytes;
     if (gathered) {
@@ -197,7 +201,6 @@ void ExecutorProcess::QueueBatch(BatchJob job, const std::vector<PoolRange>& poo
       ring_offset = pooled[k].offset;
       bytes = pooled[k].bytes;
     }
-    const TensorView& first = job.requests.front()->inputs[k];
     auto* tensor = infer.add_inputs();
     tensor->set_name(first.name);
     tensor->set_data_type(static_cast<int>(first.dtype));

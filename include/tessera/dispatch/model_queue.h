@@ -284,8 +284,8 @@ class ModelQueue {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
 };
 
-// Hash of the non-batch dims of every input but the `ragged` ones (by input index): requests with
-// equal keys can share a batch.
+// Hash of the non-batch dims of every input but the `ragged` ones (by input index), and of which
+// optional inputs are absent: requests with equal keys can share a batch.
 uint64_t ShapeKey(const Request& request, bool leading_batch_dim,
                   const std::vector<bool>& ragged = {});
 

@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tessera/common/status.h"
@@ -67,9 +68,21 @@ class StagedInputs {
   virtual ~StagedInputs() = default;
 };
 
+// An optional input (repository::TensorConfig::optional) that a request leaves out: its name and
+// data type, no shape, no bytes. Requests that leave out different inputs never share a batch
+// (ShapeKey), so a batch either has an input or runs without it.
+inline TensorView AbsentInput(std::string name, DataType dtype) {
+  return TensorView{std::move(name), dtype, {}, nullptr, 0};
+}
+// A given input always has a shape or bytes: a scalar has one element's bytes.
+inline bool IsAbsent(const TensorView& input) {
+  return input.data == nullptr && input.byte_size == 0 && input.shape.empty();
+}
+
 struct Request {
   // One view per model input, in the model's declared input order, already validated by the
-  // frontend (dtype, shape, byte size). Non-owning: the caller keeps the bytes alive until `done`.
+  // frontend (dtype, shape, byte size); an optional input left out is an AbsentInput.
+  // Non-owning: the caller keeps the bytes alive until `done`.
   std::vector<TensorView> inputs;
   // Output names to return; empty = every output of the model.
   std::vector<std::string> requested_outputs;

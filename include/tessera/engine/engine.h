@@ -59,6 +59,11 @@ struct ModelOptions {
   // copy; GSLICE §4.4's shadow instance sharing its active's parameters. When the layout differs
   // or the driver refuses, the model uploads its own copy and Model::weight_import() says why.
   std::optional<WeightImport> import_weights;
+  // Graph inputs that also have an initializer of the same name (ONNX's overridable initializers)
+  // named here stay inputs: a Run may give them, and one that leaves them out runs with the
+  // initializer's value (TensorInfo::has_default). Unnamed ones are weights, folded at load.
+  // Other names are ignored, so a caller may pass every input name it knows.
+  std::vector<std::string> overridable_initializers;
 };
 
 // A model's weight buffer, exported for other processes on the same device.
@@ -97,6 +102,8 @@ struct TensorInfo {
   std::string name;
   DataType dtype = DataType::kInvalid;
   Shape shape;
+  // An input a Run may leave out (ModelOptions::overridable_initializers).
+  bool has_default = false;
 };
 
 class Model {
@@ -109,11 +116,11 @@ class Model {
   // Bytes of weights (initializers) held by this model.
   virtual uint64_t weight_bytes() const = 0;
 
-  // Runs the graph once. `inputs` are matched to graph inputs by name and must all be present,
-  // with the declared dtype and a shape that agrees with the declared one (dynamic dims free).
-  // `outputs` is cleared and filled with every graph output, in declaration order.
-  // Errors (missing input, wrong dtype/shape, a kernel failure) come back as a Status naming the
-  // tensor or node; the Model stays usable afterwards.
+  // Runs the graph once. `inputs` are matched to graph inputs by name and must all be present
+  // (but those with TensorInfo::has_default), with the declared dtype and a shape that agrees with
+  // the declared one (dynamic dims free). `outputs` is cleared and filled with every graph output,
+  // in declaration order. Errors (missing input, wrong dtype/shape, a kernel failure) come back as
+  // a Status naming the tensor or node; the Model stays usable afterwards.
   virtual Status Run(const std::vector<TensorView>& inputs, std::vector<Tensor>* outputs) = 0;
 
   // Run() that also appends one LayerTiming per executed node, in execution order, to `timings`

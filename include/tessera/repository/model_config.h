@@ -40,6 +40,9 @@ struct TensorConfig {
   // (the backends' rule in Triton's ragged_batching.md); the batch inputs say where each request's
   // part lies.
   bool allow_ragged_batch = false;
+  // Inputs only, Triton's `optional`: a request may leave it out. The model then runs with the
+  // model file's default for it (an ONNX initializer of the input's name, as ONNX Runtime does).
+  bool optional = false;
 };
 
 // The tensor's shape in the model file, without the batch dim: `reshape` when set, else `dims`.

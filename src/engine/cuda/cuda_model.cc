@@ -172,7 +172,7 @@ Status CudaModel::ValidateInputs(const std::vector<TensorView>& views,
   for (size_t i = 0; i < ordered->size(); ++i) {
     if ((*ordered)[i] == nullptr) {
       return absl::InvalidArgumentError(
-          absl::StrCat("missing input \"", graph_.inputs[i].name, "\""));
+          absl::StrCat("missing input \"", graph_.inputs[i].name, "\"", kNoDefaultNote));
     }
   }
   return absl::OkStatus();
