@@ -70,7 +70,17 @@ uint64_t StateBytes(const SequenceState& state) {
   // A BYTES state of zeros is all empty strings: each element a zero length prefix.
   const size_t element =
       state.data_type == DataType::kString ? kBytesLengthPrefix : DataTypeByteSize(state.data_type);
-  return DenseByteSize(state.dims, element).value_or(0);
+  return DenseByteSize(StartShape(state), element).value_or(0);
+}
+
+// Whether a state output's shape (without the batch dim) is one the state takes: its rank, and
+// its size in each fixed dim.
+bool FitsStateDims(const Shape& shape, const Shape& dims) {
+  if (shape.size() != dims.size()) return false;
+  for (size_t d = 0; d < dims.size(); ++d) {
+    if (dims[d] >= 0 ? shape[d] != dims[d] : shape[d] < 0) return false;
+  }
+  return true;
 }
 
 }  // namespace
@@ -159,7 +169,8 @@ Status SequenceBatcher::Enqueue(std::unique_ptr<Request>&& request, const Sequen
 }
 
 std::shared_ptr<SequenceBatcher::AddedInputs> SequenceBatcher::MakeAddedInputs(
-    const SequenceFlags& flags, const std::vector<std::string>& state) const {
+    const SequenceFlags& flags, const std::vector<std::string>& state,
+    const std::vector<Shape>& shapes) const {
   auto added = std::make_shared<AddedInputs>();
   added->buffers.reserve(options_.controls.size() + options_.states.size());
   const Shape control_shape = options_.batched ? Shape{1, 1} : Shape{1};
@@ -191,7 +202,7 @@ std::shared_ptr<SequenceBatcher::AddedInputs> SequenceBatcher::MakeAddedInputs(
     } else {
       added->buffers.emplace_back(StateBytes(spec), '\0');  // the initial state: zeros
     }
-    Shape shape = spec.dims;
+    Shape shape = k < shapes.size() ? shapes[k] : StartShape(spec);
     if (options_.batched) shape.insert(shape.begin(), 1);
     std::string& bytes = added->buffers.back();
     added->views.push_back(
@@ -221,6 +232,7 @@ void SequenceBatcher::LaunchNext(const Key& key) {
         if (!sequence.live) ++live_;
         sequence.live = true;
         sequence.state.clear();
+        sequence.state_shapes.clear();
         stats_->SetActiveSequences(live_);
       }
       if (!sequence.live) {
@@ -233,7 +245,7 @@ void SequenceBatcher::LaunchNext(const Key& key) {
             "request cancelled by the client while it waited for "
             "its sequence's earlier requests");
       } else {
-        added = MakeAddedInputs(held.flags, sequence.state);
+        added = MakeAddedInputs(held.flags, sequence.state, sequence.state_shapes);
       }
     }
     Request& request = *held.request;
@@ -267,6 +279,7 @@ void SequenceBatcher::LaunchNext(const Key& key) {
 void SequenceBatcher::Finished(const Key& key, const SequenceFlags& flags,
                                StatusOr<Response>& result) {
   std::vector<std::string> next_state;
+  std::vector<Shape> next_shapes;
   if (result.ok()) {
     // Take each state output out of the answer, checked against the config's state.
     for (const SequenceState& spec : options_.states) {
@@ -278,16 +291,22 @@ void SequenceBatcher::Finished(const Key& key, const SequenceFlags& flags,
         break;
       }
       Shape expected = spec.dims;
-      if (options_.batched) expected.insert(expected.begin(), 1);
-      if (found->dtype != spec.data_type || found->shape != expected) {
+      Shape shape = found->shape;
+      const bool row = !options_.batched || (!shape.empty() && shape[0] == 1);
+      if (options_.batched) {
+        expected.insert(expected.begin(), 1);
+        if (!shape.empty()) shape.erase(shape.begin());
+      }
+      if (found->dtype != spec.data_type || !row || !FitsStateDims(shape, spec.dims)) {
         result = absl::InvalidArgumentError(absl::StrCat(
             "model '", options_.model_label, "' gave state output '", spec.output_name, "' as ",
             std::string(DataTypeToConfigName(found->dtype)), " ", ShapeToString(found->shape),
             ", but its state is ", std::string(DataTypeToConfigName(spec.data_type)), " ",
-            ShapeToString(expected), " (sequence_batching.state)"));
+            ShapeToString(expected), " (sequence_batching.state; -1 = any size)"));
         break;
       }
       next_state.push_back(std::move(found->bytes));
+      next_shapes.push_back(std::move(shape));
       result->outputs.erase(found);
     }
   }
@@ -295,11 +314,15 @@ void SequenceBatcher::Finished(const Key& key, const SequenceFlags& flags,
     std::lock_guard lock(mu_);
     Sequence& sequence = sequences_[key];
     // A failed request leaves the state as it was: the sequence goes on from its last good step.
-    if (result.ok() && sequence.live) sequence.state = std::move(next_state);
+    if (result.ok() && sequence.live) {
+      sequence.state = std::move(next_state);
+      sequence.state_shapes = std::move(next_shapes);
+    }
     if (flags.end && sequence.live) {
       sequence.live = false;
       --live_;
       sequence.state.clear();
+      sequence.state_shapes.clear();
       stats_->SetActiveSequences(live_);
     }
     sequence.last_request_ns = clock_->NowNs();

@@ -30,7 +30,7 @@ const TensorView* Find(const Request& request, const std::string& name) {
 
 // Test double: an accumulator. y = x + state, and the next state is y; records every row's START
 // and CORRID control values and the batch sizes. Optionally pauses per batch, or gives a state
-// output of the wrong shape.
+// output of the wrong shape, or keeps a growing state: every y so far, y = x + the last of them.
 class AccumulatorRunnerForTest : public BatchRunner {
  public:
   StatusOr<std::vector<Response>> Run(const std::vector<const Request*>& batch) override {
@@ -45,7 +45,9 @@ class AccumulatorRunnerForTest : public BatchRunner {
       const TensorView* corrid = Find(*request, "CORRID");
       if (!x || !state || !start || !corrid) return absl::InternalError("an input is missing");
       EXPECT_EQ(start->shape, (Shape{1, 1}));
-      EXPECT_EQ(state->shape, (Shape{1, 1}));
+      if (!growing_state) EXPECT_EQ(state->shape, (Shape{1, 1}));
+      const int64_t length = state->shape.at(1);
+      state_lengths.push_back(length);
       int32_t start_value;
       std::memcpy(&start_value, start->data, 4);
       starts.push_back(start_value);
@@ -58,13 +60,22 @@ class AccumulatorRunnerForTest : public BatchRunner {
         std::memcpy(&id, corrid->data, 8);
         ids.push_back(id);
       }
-      const float y = FloatAt(x->data) + FloatAt(state->data);
+      const auto* state_floats = static_cast<const char*>(state->data);
+      const float y = FloatAt(x->data) + FloatAt(state_floats + 4 * (length - 1));
       Response response;
       std::string bytes(4, '\0');
       std::memcpy(bytes.data(), &y, 4);
       response.outputs.push_back(OutputTensor{"y", DataType::kFp32, {1, 1}, bytes});
-      response.outputs.push_back(OutputTensor{
-          "state_out", DataType::kFp32, wrong_state_shape ? Shape{1, 2} : Shape{1, 1}, bytes});
+      if (growing_state) {
+        response.outputs.push_back(
+            OutputTensor{"state_out",
+                         DataType::kFp32,
+                         {1, length + 1},
+                         std::string(state_floats, state->byte_size) + bytes});
+      } else {
+        response.outputs.push_back(OutputTensor{
+            "state_out", DataType::kFp32, wrong_state_shape ? Shape{1, 2} : Shape{1, 1}, bytes});
+      }
       responses.push_back(std::move(response));
     }
     return responses;
@@ -73,7 +84,9 @@ class AccumulatorRunnerForTest : public BatchRunner {
 
   std::chrono::milliseconds pause{0};
   bool wrong_state_shape = false;
+  bool growing_state = false;
   std::mutex mu;
+  std::vector<int64_t> state_lengths;  // each row's state_in dim 1
   std::vector<size_t> batch_sizes;
   std::vector<int32_t> starts;
   std::vector<uint64_t> ids;
@@ -88,7 +101,7 @@ class ManualClockForTest : public Clock {
 
 struct Accumulator {
   explicit Accumulator(uint64_t max_queue_delay_ns = 0, const Clock* clock = nullptr,
-                       DataType corrid_type = DataType::kUint64) {
+                       DataType corrid_type = DataType::kUint64, Shape state_dims = {1}) {
     auto owned = std::make_unique<AccumulatorRunnerForTest>();
     runner = owned.get();
     std::vector<std::unique_ptr<BatchRunner>> runners;
@@ -103,7 +116,7 @@ struct Accumulator {
     options.controls.push_back({"START", SequenceControl::Kind::kStart, DataType::kInt32, 0, 1});
     options.controls.push_back(
         {"CORRID", SequenceControl::Kind::kCorrelationId, corrid_type, 0, 1});
-    options.states.push_back({"state_in", "state_out", DataType::kFp32, {1}});
+    options.states.push_back({"state_in", "state_out", DataType::kFp32, std::move(state_dims)});
     options.outputs = {"y"};
     batcher = std::make_shared<SequenceBatcher>(options, queue, stats, clock);
   }
@@ -152,6 +165,27 @@ TEST(SequenceBatcherTest, StateCarriesFromOneRequestToTheNextAndIsHiddenFromTheA
   EXPECT_EQ(acc.runner->ids, (std::vector<uint64_t>{7, 7, 7, 7}));
   EXPECT_TRUE(acc.batcher->WaitIdle(1000));
   EXPECT_EQ(acc.batcher->active_sequences(), 0u);  // ended
+}
+
+TEST(SequenceBatcherTest, AVariableStateTakesTheShapeTheRequestBeforeGaveIt) {
+  Accumulator acc(0, nullptr, DataType::kUint64, /*state_dims=*/{-1});
+  acc.runner->growing_state = true;
+  for (int round = 0; round < 2; ++round) {  // the second START begins again at one element
+    std::vector<Submitted> steps(3);
+    for (size_t i = 0; i < steps.size(); ++i) {
+      steps[i].value = static_cast<float>(i + 1);
+      ASSERT_TRUE(acc.batcher->Enqueue(Step(steps[i]), Flags(7, i == 0, i == 2)).ok());
+    }
+    const float expected[] = {1, 3, 6};  // x + the last y: 1, 2 + 1, 3 + 3
+    for (size_t i = 0; i < steps.size(); ++i) {
+      auto result = steps[i].promise.get_future().get();
+      ASSERT_TRUE(result.ok()) << result.status();
+      EXPECT_EQ(FirstFloat(*result), expected[i]);
+    }
+  }
+  std::lock_guard lock(acc.runner->mu);
+  // Zeros of one element at START (the -1 as 1), then what each request gave.
+  EXPECT_EQ(acc.runner->state_lengths, (std::vector<int64_t>{1, 2, 3, 1, 2, 3}));
 }
 
 TEST(SequenceBatcherTest, SequencesKeepApartStatesAndBatchTogether) {

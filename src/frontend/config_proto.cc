@@ -51,6 +51,15 @@ void FillSequenceBatching(const repository::SequenceBatchingConfig& config,
     out->set_output_name(state.output_name);
     out->set_data_type(ToWire(state.data_type));
     for (int64_t dim : state.dims) out->add_dims(dim);
+    if (state.initial_data_file.empty() && state.initial_dims.empty()) continue;
+    auto* initial = out->add_initial_state();
+    initial->set_data_type(ToWire(state.data_type));
+    for (int64_t dim : StartShape(state)) initial->add_dims(dim);
+    if (state.initial_data_file.empty()) {
+      initial->set_zero_data(true);
+    } else {
+      initial->set_data_file(state.initial_data_file);
+    }
   }
 }
 

@@ -139,7 +139,7 @@ StatusOr<ModelConfig> ReadDataFiles(const fs::path& dir, const std::string& name
     if (!bytes.ok()) return absl::InvalidArgumentError(absl::StrCat(what, " cannot be read"));
     if (state.data_type == DataType::kString) {
       // BYTES: the elements serialized as on the wire, each a 4-byte length and its bytes.
-      const std::optional<uint64_t> count = DenseByteSize(state.dims, 1);
+      const std::optional<uint64_t> count = DenseByteSize(StartShape(state), 1);
       if (!count) return absl::InvalidArgumentError(absl::StrCat(what, ": dims too large"));
       TESSERA_RETURN_IF_ERROR(
           CheckBytesElements(what, bytes->data(), bytes->size(), static_cast<int64_t>(*count)));
@@ -148,12 +148,13 @@ StatusOr<ModelConfig> ReadDataFiles(const fs::path& dir, const std::string& name
       continue;
     }
     const std::optional<uint64_t> wanted =
-        DenseByteSize(state.dims, DataTypeByteSize(state.data_type));
+        DenseByteSize(StartShape(state), DataTypeByteSize(state.data_type));
     if (!wanted || *wanted != bytes->size()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          what, " holds ", bytes->size(), " bytes; the state's dims ", ShapeToString(state.dims),
-          " of ", std::string(DataTypeToConfigName(state.data_type)), " are ",
-          wanted ? absl::StrCat(*wanted) : std::string("more than 2^64"), " bytes"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, " holds ", bytes->size(), " bytes; the initial state's dims ",
+                       ShapeToString(StartShape(state)), " of ",
+                       std::string(DataTypeToConfigName(state.data_type)), " are ",
+                       wanted ? absl::StrCat(*wanted) : std::string("more than 2^64"), " bytes"));
     }
     hash.Add(*bytes);
     state.initial_data = std::make_shared<const std::string>(std::move(bytes).value());

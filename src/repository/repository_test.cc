@@ -404,7 +404,7 @@ TEST_F(RepositoryTest, InitialStateFilesAreReadAndSizeChecked) {
   EXPECT_THAT(std::string(wrong->config.status().message()),
               HasSubstr("state 's_in': initial_state data_file " +
                         (root_ / "acc" / "initial_state" / "three.bin").string() +
-                        " holds 12 bytes; the state's dims [2] of TYPE_FP32 are 8 bytes"));
+                        " holds 12 bytes; the initial state's dims [2] of TYPE_FP32 are 8 bytes"));
   Write("acc/config.yaml", config("none.bin"));
   EXPECT_THAT(std::string(ScanModel(root(), "acc")->config.status().message()),
               HasSubstr("none.bin cannot be read"));

@@ -175,18 +175,10 @@ StatusOr<SequenceState> ReadState(std::string_view source, const YAML::Node& ite
   std::optional<YAML::Node> dims = m.Get("dims");
   if (!dims) return m.Missing("dims");
   TESSERA_ASSIGN_OR_RETURN(state.dims, ReadDims(source, *dims, m.PathOf("dims")));
-  if (std::any_of(state.dims.begin(), state.dims.end(), [](int64_t d) { return d < 0; })) {
-    return yaml::ErrorAt(source, *dims, m.PathOf("dims"),
-                         "variable state dims (-1) are not supported: the server keeps a fixed "
-                         "size per sequence");
-  }
-  bool growable = false, same_buffer = false;  // same_buffer: a memory hint, nothing to act on
+  // Memory hints with nothing to act on: states live in host memory, sized per request.
+  bool growable = false, same_buffer = false;
   TESSERA_RETURN_IF_ERROR(m.GetBool("use_growable_memory", &growable));
   TESSERA_RETURN_IF_ERROR(m.GetBool("use_same_buffer_for_input_output", &same_buffer));
-  if (growable) {
-    return yaml::ErrorAt(source, m.KeyLine("use_growable_memory"), m.PathOf("use_growable_memory"),
-                         "growable states are not supported");
-  }
   if (std::optional<YAML::Node> initial = m.Get("initial_state")) {
     const std::string list_path = m.PathOf("initial_state");
     TESSERA_ASSIGN_OR_RETURN(std::vector<YAML::Node> items,
@@ -218,13 +210,20 @@ StatusOr<SequenceState> ReadState(std::string_view source, const YAML::Node& ite
       std::optional<YAML::Node> initial_dims = s.Get("dims");
       if (!initial_dims) return s.Missing("dims");
       TESSERA_ASSIGN_OR_RETURN(Shape d, ReadDims(source, *initial_dims, s.PathOf("dims")));
-      if (t != state.data_type || d != state.dims) {
+      bool fits = d.size() == state.dims.size();
+      for (size_t k = 0; fits && k < d.size(); ++k) {
+        fits = d[k] > 0 && (state.dims[k] < 0 || state.dims[k] == d[k]);
+      }
+      if (t != state.data_type || !fits) {
         return yaml::ErrorAt(
             source, items[i], at,
-            absl::StrCat("is ", std::string(DataTypeToConfigName(t)), " ", ShapeToString(d),
-                         ", the state is ", std::string(DataTypeToConfigName(state.data_type)), " ",
-                         ShapeToString(state.dims)));
+            absl::StrCat(
+                "is ", std::string(DataTypeToConfigName(t)), " ", ShapeToString(d),
+                ", the state is ", std::string(DataTypeToConfigName(state.data_type)), " ",
+                ShapeToString(state.dims),
+                d.size() == state.dims.size() ? " (an initial state has every dim > 0)" : ""));
       }
+      state.initial_dims = std::move(d);
     }
   }
   return state;
@@ -326,6 +325,14 @@ bool IsSequenceTensor(const SequenceBatchingConfig& sequence, const std::string&
     if (state.input_name == name || state.output_name == name) return true;
   }
   return false;
+}
+
+const SequenceState* FindStateInput(const SequenceBatchingConfig& sequence,
+                                    const std::string& input_name) {
+  for (const SequenceState& state : sequence.states) {
+    if (state.input_name == input_name) return &state;
+  }
+  return nullptr;
 }
 
 std::vector<TensorConfig> ModelFileInputs(const ModelConfig& config) {

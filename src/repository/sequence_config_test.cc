@@ -173,17 +173,37 @@ TEST(SequenceConfigTest, RefusesWhatItCannotServe) {
   ExpectYamlError("- name: READY", "- name: INPUT", "is also a config input");
   ExpectYamlError("- name: READY", "- name: START", "is also sequence_batching.control_input[0]");
   ExpectYamlError("output_name: STATE_OUT", "output_name: OUTPUT", "is also a config output");
-  ExpectYamlError("      dims: [2, 3]\n      initial", "      dims: [2, -1]\n      initial",
-                  "variable state dims");
+  // A variable state's initial state gives every dim, and the state's fixed ones.
+  ExpectYamlError("initial_state: [{data_type: TYPE_FP32, dims: [2, 3]",
+                  "initial_state: [{data_type: TYPE_FP32, dims: [2, -1]",
+                  "(an initial state has every dim > 0)");
   ExpectYamlError("zero_data: true", "zero_data: true, data_file: init.bin",
                   "needs exactly one of zero_data: true or data_file");
   ExpectYamlError("zero_data: true", "data_file: ../init.bin", "must be a plain file name");
   ExpectYamlError("initial_state: [{data_type: TYPE_FP32, dims: [2, 3]",
                   "initial_state: [{data_type: TYPE_FP32, dims: [3, 2]", "the state is TYPE_FP32");
-  ExpectYamlError("      dims: [2, 3]\n      initial",
-                  "      dims: [2, 3]\n      use_growable_memory: true\n      initial",
-                  "growable states");
   ExpectYamlError("name: acc\n", "name: acc\nplatform: ensemble\n", "an ensemble");
+}
+
+TEST(SequenceConfigTest, AVariableStateStartsAtItsInitialStateOrWithOnes) {
+  auto state_of = [](const std::string& from, const std::string& to) {
+    std::string text = kYaml;
+    text.replace(text.find(from), from.size(), to);
+    StatusOr<ModelConfig> c = ParseModelConfig(text, "acc/config.yaml", "acc");
+    EXPECT_TRUE(c.ok()) << c.status();
+    return c.ok() ? c->sequence_batching.states.at(0) : SequenceState{};
+  };
+  // Growable memory is a hint about where the state lives: read, nothing to act on.
+  SequenceState given = state_of("      dims: [2, 3]\n      initial",
+                                 "      dims: [2, -1]\n      use_growable_memory: true\n"
+                                 "      use_same_buffer_for_input_output: true\n      initial");
+  EXPECT_EQ(given.dims, (Shape{2, -1}));
+  EXPECT_EQ(StartShape(given), (Shape{2, 3}));  // the initial_state's dims
+  SequenceState ones = state_of(
+      "      dims: [2, 3]\n      initial_state: [{data_type: TYPE_FP32, "
+      "dims: [2, 3], zero_data: true}]",
+      "      dims: [-1, 3]");
+  EXPECT_EQ(StartShape(ones), (Shape{1, 3}));  // Triton's rule: each -1 starts as 1
 }
 
 TEST(SequenceConfigTest, PbtxtErrorsNameThePbtxtLine) {

@@ -257,7 +257,9 @@ Status WarmUp(ExecutorProcess& process, const std::string& instance_key,
   for (const repository::TensorConfig& input : repository::ModelFileInputs(config)) {
     Shape shape;
     if (batched) shape.push_back(rows);
-    for (int64_t dim : repository::ModelDims(input)) {
+    // A state as a sequence's first request gets it (its -1 dims are the server's to fill).
+    const SequenceState* state = repository::FindStateInput(config.sequence_batching, input.name);
+    for (int64_t dim : state != nullptr ? StartShape(*state) : repository::ModelDims(input)) {
       if (dim < 0) return absl::OkStatus();
       shape.push_back(dim);
     }
@@ -331,7 +333,8 @@ Status WarmUpSample(ExecutorProcess& process, const std::string& instance_key,
   // A stateful model's control and state inputs are the server's: zeros, as at a START.
   for (const repository::TensorConfig& input : repository::ModelFileInputs(config)) {
     if (!repository::IsSequenceTensor(config.sequence_batching, input.name)) continue;
-    Shape shape = input.dims;
+    const SequenceState* state = repository::FindStateInput(config.sequence_batching, input.name);
+    Shape shape = state != nullptr ? StartShape(*state) : input.dims;
     if (batched) shape.insert(shape.begin(), sample.batch_size);
     inputs.push_back(WarmUpInput{input.name, input.data_type, std::move(shape)});
   }

@@ -182,12 +182,11 @@ def test_triton_config_pbtxt_model_serves(server, client, repo):
 def test_broken_triton_config_pbtxt_fails_cleanly(client, repo):
     seq = (TRITON_MLP_PBTXT.replace('"mlp_triton"', '"seq_triton"')
            .replace("dynamic_batching { max_queue_delay_microseconds: 500 }\n", "")
-           + "sequence_batching { state [ { input_name: \"s\" output_name: \"t\" "
-           "data_type: TYPE_FP32 dims: [ -1 ] } ] }\n")
+           + "sequence_batching { iterative_sequence: true }\n")
     triton_model(repo, "seq_triton", seq)
     e = expect_error(lambda: client.load_model("seq_triton"), "INVALID_ARGUMENT")
-    assert "config.pbtxt:16: sequence_batching.state[0].dims: variable state dims" in e.message(), \
-        e.message()
+    assert "config.pbtxt:16: sequence_batching.iterative_sequence: iterative sequences are not " \
+        "supported" in e.message(), e.message()
     triton_model(repo, "typo_triton", TRITON_MLP_PBTXT.replace('"mlp_triton"', '"typo_triton"')
                  .replace("max_queue_delay_microseconds", "max_queue_delay_us"))
     e = expect_error(lambda: client.load_model("typo_triton"), "INVALID_ARGUMENT")

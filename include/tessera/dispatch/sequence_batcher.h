@@ -8,9 +8,11 @@
 //
 // Per request the batcher adds the model's control inputs (START, END, READY, CORRID) and its
 // implicit state inputs: the state the sequence's previous request produced, or zeros at START
-// (Triton's "implicit state management"). The state outputs are taken out of the answer and kept
-// for the sequence's next request, so the model itself holds no state and any instance can run
-// any sequence. A sequence without a request for `idle_timeout_ns` is released.
+// (Triton's "implicit state management"); a state with -1 dims takes the shape the previous
+// request gave it, so only requests whose states have equal shapes share a batch (ShapeKey). The
+// state outputs are taken out of the answer and kept for the sequence's next request, so the model
+// itself holds no state and any instance can run any sequence. A sequence without a request for
+// `idle_timeout_ns` is released.
 //
 // Thread-safe. Create with std::make_shared: answers in flight hold the batcher.
 #pragma once
@@ -87,8 +89,11 @@ class SequenceBatcher : public std::enable_shared_from_this<SequenceBatcher> {
     std::deque<Held> waiting;  // behind the running request
     bool running = false;      // one of its requests is in the model's queue
     bool live = false;         // started, and not ended or released
-    // One per options_.states, the state the next request takes; empty = the initial state.
+    // One per options_.states, the state the next request takes, and its shape (without the
+    // batch dim; it may change from request to request where the state's dims hold a -1);
+    // empty = the initial state.
     std::vector<std::string> state;
+    std::vector<Shape> state_shapes;
     uint64_t last_request_ns = 0;
   };
   using Key = std::string;
@@ -100,7 +105,8 @@ class SequenceBatcher : public std::enable_shared_from_this<SequenceBatcher> {
   // What a request of the sequence needs beyond its own inputs: the control and state tensors.
   struct AddedInputs;
   std::shared_ptr<AddedInputs> MakeAddedInputs(const SequenceFlags& flags,
-                                               const std::vector<std::string>& state) const;
+                                               const std::vector<std::string>& state,
+                                               const std::vector<Shape>& shapes) const;
   // After a request of `key` was answered: keeps its state outputs (taking them out of
   // `result`), ends the sequence at END, and starts the next request.
   void Finished(const Key& key, const SequenceFlags& flags, StatusOr<Response>& result);

@@ -279,6 +279,9 @@ inline size_t ModelFileInputCount(const ModelConfig& config) {
   return config.inputs.size() + config.sequence_batching.controls.size() +
          config.sequence_batching.states.size();
 }
+// The state whose input is `input_name`, or null.
+const SequenceState* FindStateInput(const SequenceBatchingConfig& sequence,
+                                    const std::string& input_name);
 // The tensor named `name` in `tensors`; null when there is none.
 const TensorConfig* FindTensor(const std::vector<TensorConfig>& tensors, const std::string& name);
 // Whether `name` is the target of one of the config's batch outputs.
