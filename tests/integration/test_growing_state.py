@@ -3,6 +3,8 @@ model keeps a sequence's history, one element longer per request; the server han
 the state in the shape the request before it gave, starts a sequence at the initial state (or
 with each -1 as 1), and batches together only sequences whose states have the same shape."""
 import concurrent.futures
+import json
+import shutil
 
 import numpy as np
 import onnx
@@ -126,12 +128,18 @@ def test_sequences_batch_only_with_states_of_their_length(server):
 
 
 def test_model_config_shows_the_variable_dims_and_the_initial_state(server):
-    _, srv = server
-    config = srv.client().get_model_config("history_from_file", as_json=True)["config"]
+    repo, srv = server
+    client = srv.client()
+    config = client.get_model_config("history_from_file", as_json=True)["config"]
     state = config["sequence_batching"]["state"][0]
     assert state["dims"] == ["-1"]
     assert state["initial_state"][0]["dims"] == ["3"]
     assert state["initial_state"][0]["data_file"] == "start.bin"
+    # The config read back loads a copy of the folder as it is, initial state included.
+    shutil.copytree(repo / "history_from_file", repo / "history_copy")
+    config["name"] = "history_copy"
+    client.load_model("history_copy", config=json.dumps(config))
+    assert step(client, 1.0, 9, start=True, model="history_copy") == (19.0, 4)
 
 
 def test_a_model_whose_state_has_another_rank_fails_its_load(server):
