@@ -133,11 +133,19 @@ def test_http_and_an_ensemble_step_may_leave_it_out(server):
     assert result.as_numpy("OUT").tolist() == [[2.0, 6.0]]
 
 
-def test_a_required_input_left_out_is_still_refused(server):
+def test_a_required_input_left_out_is_still_refused_and_a_given_one_still_checked(server):
     _, srv = server
-    e = expect_error(lambda: srv.client().infer(
+    client = srv.client()
+    e = expect_error(lambda: client.infer(
         "scaled", [make_input(np.ones((1, 2), np.float32), name="SCALE")]), "INVALID_ARGUMENT")
     assert "missing input 'X'" in e.message()
+    e = expect_error(lambda: ask(client, [[1.0, 1.0]], scale=[[1.0, 2.0, 3.0]]),
+                     "INVALID_ARGUMENT")
+    assert "input 'SCALE'" in e.message(), e.message()
+    e = expect_error(lambda: ask(client, [[1.0, 1.0]], scale=[[1.0, 2.0], [3.0, 4.0]]),
+                     "INVALID_ARGUMENT")
+    assert "batch size 2 differs" in e.message(), e.message()
+    assert ask(client, [[1.0, 1.0]]) == [[2.0, 3.0]]
 
 
 def test_an_optional_input_without_a_default_in_the_file_is_served_when_given(server):
