@@ -180,7 +180,8 @@ Status ReadTensors(const YamlMap& root, std::string_view key, std::vector<Tensor
   return absl::OkStatus();
 }
 
-// Where a request without an optional input could not be served.
+// Where a request without an optional input could not be served. (An ensemble's optional input
+// may feed only steps whose models take it as optional: checked per request, as in Triton.)
 Status CheckOptionalInputs(const YamlMap& root, const ModelConfig& config) {
   for (size_t i = 0; i < config.inputs.size(); ++i) {
     if (!config.inputs[i].optional) continue;
@@ -188,11 +189,6 @@ Status CheckOptionalInputs(const YamlMap& root, const ModelConfig& config) {
       return yaml::ErrorAt(root.source(), root.KeyLine("input"),
                            absl::StrCat(yaml::IndexPath("input", i), ".optional"), why);
     };
-    if (config.is_ensemble()) {
-      return refuse(
-          "an ensemble's inputs cannot be optional; a step's model may have optional inputs, "
-          "which its input_map then need not give");
-    }
     if (config.sequence_batching.enabled) {
       return refuse("optional inputs with sequence_batching are not supported");
     }

@@ -66,7 +66,7 @@ batch_input:
               HasSubstr("m/config.yaml:8: batch_input[0].source_input: 'X' is optional"));
 }
 
-TEST(OptionalInputConfigTest, SequenceModelsAndEnsemblesCannotHaveOptionalInputs) {
+TEST(OptionalInputConfigTest, SequenceModelsCannotHaveOptionalInputsButEnsemblesCan) {
   EXPECT_EQ(YamlError(R"(name: m
 max_batch_size: 4
 input:
@@ -77,16 +77,18 @@ sequence_batching: {}
 )"),
             "m/config.yaml:3: input[1].optional: optional inputs with sequence_batching are not "
             "supported");
-  EXPECT_THAT(YamlError(R"(name: m
+  // An ensemble's may be optional: the steps that take it are checked per request.
+  StatusOr<ModelConfig> ensemble = ParseModelConfig(R"(name: m
 platform: ensemble
 input: [{name: IN, data_type: TYPE_FP32, dims: [4], optional: true}]
 output: [{name: OUT, data_type: TYPE_FP32, dims: [4]}]
 ensemble_scheduling:
   step:
     - {model_name: a, input_map: {x: IN}, output_map: {y: OUT}}
-)"),
-              HasSubstr("m/config.yaml:3: input[0].optional: an ensemble's inputs cannot be "
-                        "optional"));
+)",
+                                                    "m/config.yaml", "m");
+  ASSERT_TRUE(ensemble.ok()) << ensemble.status();
+  EXPECT_TRUE(ensemble->inputs[0].optional);
   // A pbtxt's field is refused at its own line, as the YAML's key.
   StatusOr<ModelConfig> c = ParseTritonModelConfig(R"(name: "m"
 max_batch_size: 4

@@ -69,6 +69,7 @@ struct HeldTensor {
   std::string bytes;
   void* data = nullptr;
   size_t size = 0;
+  bool absent = false;  // an optional ensemble input the request leaves out
 };
 
 // One ensemble request on its way through the steps. Owned by the step callbacks in flight: it
@@ -97,6 +98,7 @@ class EnsembleCall : public std::enable_shared_from_this<EnsembleCall> {
         held->shape = input.shape;
         held->data = input.data;
         held->size = input.byte_size;
+        held->absent = dispatch::IsAbsent(input);
         tensors_[config_->inputs[k].name] = std::move(held);
       }
       launches = TakeRunnableLocked();
@@ -181,6 +183,15 @@ class EnsembleCall : public std::enable_shared_from_this<EnsembleCall> {
       }
       ++mapped_inputs;
       const HeldTensor& tensor = *tensors_.at(mapped->second);
+      if (tensor.absent) {  // left out of the ensemble's request: left out of the step's too
+        if (!input.optional) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("the request leaves out the ensemble's optional input '", mapped->second,
+                           "', which the model takes as its required input '", input.name, "'"));
+        }
+        request->inputs.push_back(dispatch::AbsentInput(input.name, input.data_type));
+        continue;
+      }
       if (tensor.dtype != input.data_type) {
         return absl::InvalidArgumentError(absl::StrCat(
             "tensor '", mapped->second, "' is ", TypeName(tensor.dtype), ", the model's input '",

@@ -32,6 +32,22 @@ model_warmup [ {{
 
 DEFAULT_SCALE = [2.0, 3.0]
 
+ENSEMBLE_PASS = """name: "{name}"
+platform: "ensemble"
+max_batch_size: 8
+input [
+  {{ name: "IN" data_type: TYPE_FP32 dims: [ 2 ] }},
+  {{ name: "S" data_type: TYPE_FP32 dims: [ 2 ] optional: true }}
+]
+output [ {{ name: "OUT" data_type: TYPE_FP32 dims: [ 2 ] }} ]
+ensemble_scheduling {{ step [ {{
+  model_name: "scaled"
+  input_map {{ key: "X" value: "{x_from}" }}
+  input_map {{ key: "SCALE" value: "{scale_from}" }}
+  output_map {{ key: "Y" value: "OUT" }}
+}} ] }}
+"""
+
 
 def save_model(repo, name, config, default=True):
     """Y = X * SCALE. With `default`, SCALE is also an initializer ([[2, 3]]), so a run without
@@ -69,7 +85,14 @@ ensemble_scheduling { step [ {
   output_map { key: "Y" value: "OUT" }
 } ] }
 """)
-    models = ["scaled", "no_default", "scale_step"]
+    for name, scale_input in (("scale_pass", "SCALE"), ("scale_into_x", "X")):
+        # An ensemble whose optional input S goes to the model's optional SCALE, or (a config
+        # error only a request without S shows) to its required X.
+        (repo / name / "1").mkdir(parents=True)
+        (repo / name / "config.pbtxt").write_text(ENSEMBLE_PASS.format(
+            name=name, x_from="S" if scale_input == "X" else "IN",
+            scale_from="IN" if scale_input == "X" else "S"))
+    models = ["scaled", "no_default", "scale_step", "scale_pass", "scale_into_x"]
     return repo, make_server(repository=repo, mode="explicit", load_models=models,
                              wait_models=models)
 
@@ -170,3 +193,22 @@ def test_model_config_shows_the_flag_and_a_json_config_sets_it(server):
     config.pop("model_warmup", None)
     client.load_model("json_loaded", config=json.dumps(config))
     assert ask(client, [[1.0, 1.0]], model="json_loaded") == [[2.0, 3.0]]
+
+
+def test_an_ensembles_optional_input_reaches_its_step_left_out(server):
+    _, srv = server
+    client = srv.client()
+
+    def run(model, x, s=None):
+        inputs = [make_input(np.array(x, np.float32), name="IN")]
+        if s is not None:
+            inputs.append(make_input(np.array(s, np.float32), name="S"))
+        return client.infer(model, inputs).as_numpy("OUT").tolist()
+
+    assert run("scale_pass", [[1.0, 2.0]]) == [[2.0, 6.0]]  # the model's default
+    assert run("scale_pass", [[1.0, 2.0]], s=[[10.0, 10.0]]) == [[10.0, 20.0]]
+    # Given, S may feed the required X; left out, the step cannot run, and the error says why.
+    assert run("scale_into_x", [[2.0, 2.0]], s=[[1.0, 3.0]]) == [[2.0, 6.0]]
+    e = expect_error(lambda: run("scale_into_x", [[1.0, 2.0]]), "INVALID_ARGUMENT")
+    assert "leaves out the ensemble's optional input 'S', which the model takes as its " \
+        "required input 'X'" in e.message(), e.message()
