@@ -74,6 +74,15 @@ def assert_close(actual, expected, what=""):
 
 
 # ---- requests ---------------------------------------------------------------------------------------
+def save_graph_model(repo, name, graph):
+    """Writes `graph` (opset 13, IR 8, checked) as version 1 of model `name` in `repo`."""
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    (repo / name / "1").mkdir(parents=True, exist_ok=True)
+    onnx.save(model, str(repo / name / "1" / "model.onnx"))
+
+
 def make_input(x, datatype="FP32", name=INPUT_NAME):
     inp = grpcclient.InferInput(name, list(x.shape), datatype)
     inp.set_data_from_numpy(x)

@@ -7,12 +7,11 @@ import json
 import shutil
 
 import numpy as np
-import onnx
 import pytest
 from onnx import TensorProto, helper
 
 from conftest import copy_repository
-from tessera_testlib import expect_error, make_input, model_stats
+from tessera_testlib import expect_error, make_input, model_stats, save_graph_model
 
 HISTORY = """name: "{name}"
 platform: "onnxruntime_onnx"
@@ -57,11 +56,7 @@ def save_history(repo, name, initial=None, width=None):
              helper.make_node("Add", ["zeros", "one"], ["ones"]),
              helper.make_node("ReduceSum", ["ones", "axis1"], ["COUNT"], keepdims=1)]
     graph = helper.make_graph(nodes, name, inputs, outputs, initializer=initializers)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 8
-    onnx.checker.check_model(model)
-    (repo / name / "1").mkdir(parents=True, exist_ok=True)
-    onnx.save(model, str(repo / name / "1" / "model.onnx"))
+    save_graph_model(repo, name, graph)
     start = ""
     if initial is not None:
         (repo / name / "initial_state").mkdir()

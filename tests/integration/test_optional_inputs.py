@@ -7,13 +7,12 @@ import concurrent.futures
 import json
 
 import numpy as np
-import onnx
 import pytest
 import tritonclient.http as httpclient
 from onnx import TensorProto, helper
 
 from conftest import copy_repository
-from tessera_testlib import expect_error, make_input, model_stats
+from tessera_testlib import expect_error, make_input, model_stats, save_graph_model
 
 SCALED = """name: "{name}"
 platform: "onnxruntime_onnx"
@@ -59,11 +58,7 @@ def save_model(repo, name, config, default=True):
     graph = helper.make_graph([helper.make_node("Mul", ["X", "SCALE"], ["Y"])], name, inputs,
                               [helper.make_tensor_value_info("Y", f32, ["batch", 2])],
                               initializer=initializers)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 8
-    onnx.checker.check_model(model)
-    (repo / name / "1").mkdir(parents=True, exist_ok=True)
-    onnx.save(model, str(repo / name / "1" / "model.onnx"))
+    save_graph_model(repo, name, graph)
     if config is not None:
         (repo / name / "config.pbtxt").write_text(config.format(name=name))
 

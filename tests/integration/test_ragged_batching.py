@@ -6,13 +6,13 @@ import concurrent.futures
 import json
 
 import numpy as np
-import onnx
 import pytest
 import tritonclient.http as httpclient
 from onnx import TensorProto, helper
 
 from conftest import copy_repository
-from tessera_testlib import assert_mlp_serves, expect_error, make_input, model_stats
+from tessera_testlib import (assert_mlp_serves, expect_error, make_input,
+                             model_stats, save_graph_model)
 
 RAGGED = """name: "{name}"
 platform: "onnxruntime_onnx"
@@ -93,11 +93,7 @@ def save_ragged_model(repo, name, config=None, leave_out=()):
                          "MAXLEN": TensorProto.INT32}.get(target, i64),
                 [1, 1] if target == "ITEM_SHAPE" else [1], [1])))
     graph = helper.make_graph(nodes, name, inputs, outputs, initializer=initializers)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 8
-    onnx.checker.check_model(model)
-    (repo / name / "1").mkdir(parents=True, exist_ok=True)
-    onnx.save(model, str(repo / name / "1" / "model.onnx"))
+    save_graph_model(repo, name, graph)
     (repo / name / "config.pbtxt").write_text(config or RAGGED.format(name=name))
 
 
