@@ -169,7 +169,7 @@ class EnsembleCall : public std::enable_shared_from_this<EnsembleCall> {
     const bool batched = composing.max_batch_size > 0;
     auto request = std::make_unique<Request>();
     size_t mapped_inputs = 0;
-    std::optional<TensorView> first_given;  // its shape and name, for the batch size
+    std::optional<size_t> first_given;  // in request->inputs: the batch size is its rows
     for (const TensorConfig& input : composing.inputs) {
       auto mapped = std::find_if(step.input_map.begin(), step.input_map.end(),
                                  [&](const auto& entry) { return entry.first == input.name; });
@@ -203,23 +203,28 @@ class EnsembleCall : public std::enable_shared_from_this<EnsembleCall> {
                          ", the model's input '", input.name, "' takes ",
                          ShapeToString(FullDims(input, composing.max_batch_size))));
       }
-      if (batched && first_given && first_given->shape[0] != tensor.shape[0]) {
+      if (batched && first_given && request->inputs[*first_given].shape[0] != tensor.shape[0]) {
+        const TensorView& first = request->inputs[*first_given];
         return absl::InvalidArgumentError(
             absl::StrCat("tensor '", mapped->second, "' has batch size ", tensor.shape[0],
-                         ", the step's '", first_given->name, "' has ", first_given->shape[0]));
+                         ", the step's '", first.name, "' has ", first.shape[0]));
       }
       Shape shape =
           input.reshape ? repository::ToModelShape(input, tensor.shape, batched) : tensor.shape;
       request->inputs.push_back(
           TensorView{input.name, tensor.dtype, std::move(shape), tensor.data, tensor.size});
-      if (!first_given) first_given = request->inputs.back();
+      if (!first_given) first_given = request->inputs.size() - 1;
     }
     if (step.input_map.size() != mapped_inputs) {
       return absl::InvalidArgumentError("the step maps an input the model does not have");
     }
     for (const auto& [output, unused] : step.output_map)
       request->requested_outputs.push_back(output);
-    request->batch_size = batched && first_given ? first_given->shape[0] : 1;
+    // A step given none of its inputs (all optional, all left out) takes the ensemble request's
+    // rows.
+    request->batch_size = !batched      ? 1
+                          : first_given ? request->inputs[*first_given].shape[0]
+                                        : request_->batch_size;
     request->arrival_ns = MonotonicNs();
     request->cancelled = request_->cancelled;  // a step of a request its client gave up on
     request->priority = composing.dynamic_batching.PriorityLevel(0);  // its default level
