@@ -21,7 +21,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "integration"))
 import benchlib  # noqa: E402
 import tritonclient.grpc as grpcclient  # noqa: E402
-from soak_load import MODELS, SoakLoad, build_repository, server_resources  # noqa: E402
+from soak_load import (MODELS, SoakLoad, build_repository, server_resources,  # noqa: E402
+                       write_server_config)
 from tessera_testlib import descendants  # noqa: E402
 
 COLUMNS = ("server_rss_kib", "executors_rss_kib", "server_fds", "executors_fds", "server_threads",
@@ -83,7 +84,8 @@ def main():
     command = [*args.server_prefix.split(), benchlib.find_bin(args.build_dir, "tessera-server"),
                "--model-repository", work / "models", "--grpc-port", ports[0], "--http-port",
                ports[1], "--metrics-port", ports[2], "--model-control-mode", "explicit",
-               "--cache-config", "local,size=1048576", "--allow-client-shm"]
+               "--cache-config", "local,size=1048576", "--allow-client-shm",
+               "--config", write_server_config(work / "server.yaml")]
     for model in MODELS:
         command += ["--load-model", model]
     server = benchlib.Server("tessera-server", command, work)

@@ -105,6 +105,15 @@ def build_repository(repo):
     return repo
 
 
+def write_server_config(path):
+    """A server.yaml whose inflate budget holds 16 of the soak's compressed requests at once (each
+    takes at least 64 KiB of it while it is inflated; two workers compress), so that budget not
+    given back would soon refuse them all (UNAVAILABLE)."""
+    path = Path(path)
+    path.write_text("grpc:\n  max_inflating_bytes: 1048576\n")
+    return path
+
+
 class Tally:
     """What the workers did: answers checked, errors that were asked for, and failures."""
 
@@ -184,7 +193,10 @@ class SoakLoad:
         fixed = np.arange(2 * WIDTH, dtype=np.float32).reshape(2, WIDTH)  # a cache hit each time
         while not self._stop.is_set():
             x = fixed if rng.random() < 0.2 else self._batch(rng)
-            self._check(client, grpcclient, "soak_add", x, x + 1, "grpc")
+            # A third compressed: each is inflated within the server's shared inflate budget,
+            # which must be given back.
+            self._check(client, grpcclient, "soak_add", x, x + 1, "grpc",
+                        compression=rng.choice([None, None, "gzip", "deflate"]))
         client.close()
 
     def _http_ensemble(self, rng):
@@ -192,7 +204,8 @@ class SoakLoad:
         while not self._stop.is_set():
             x = self._batch(rng)
             self._check(client, httpclient, "soak_twice", x, x + 2, "http ensemble",
-                        binary=rng.random() < 0.5)
+                        binary=rng.random() < 0.5,
+                        compression=rng.choice([None, None, "gzip", "deflate"]))
         client.close()
 
     def _stream(self, rng):
@@ -376,16 +389,21 @@ class SoakLoad:
         inp.set_data_from_numpy(x)
         return inp
 
-    def _check(self, client, module, model, x, want, what, binary=True):
+    def _check(self, client, module, model, x, want, what, binary=True, compression=None):
         inp = module.InferInput("IN", list(x.shape), "FP32")
+        kwargs = {}
         if module is httpclient:
             inp.set_data_from_numpy(x, binary_data=binary)
-            outputs = [httpclient.InferRequestedOutput("OUT", binary_data=binary)]
+            kwargs["outputs"] = [httpclient.InferRequestedOutput("OUT", binary_data=binary)]
+            if compression:
+                kwargs["request_compression_algorithm"] = compression
+                kwargs["response_compression_algorithm"] = compression
         else:
             inp.set_data_from_numpy(x)
-            outputs = None
+            if compression:
+                kwargs["compression_algorithm"] = compression
         try:
-            result = client.infer(model, [inp], outputs=outputs)
+            result = client.infer(model, [inp], **kwargs)
         except InferenceServerException as e:
             self.tally.bad(what, f"{model}: {_code(e)} {e.message()}")
             return

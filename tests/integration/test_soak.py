@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from soak_load import MODELS, SoakLoad, build_repository, server_resources
+from soak_load import MODELS, SoakLoad, build_repository, server_resources, write_server_config
 
 ROUND_S = 8
 # What may differ between two settled samples without anything being kept: gRPC starts and ends
@@ -23,8 +23,10 @@ KINDS = ("grpc", "http ensemble", "stream", "sequence", "shared memory", "deadli
 
 @pytest.fixture(scope="module")
 def soak_server(make_server, tmp_path_factory):
-    repo = build_repository(tmp_path_factory.mktemp("soak") / "models")
+    folder = tmp_path_factory.mktemp("soak")
+    repo = build_repository(folder / "models")
     return make_server(repository=repo, mode="explicit", load_models=MODELS, wait_models=MODELS,
+                       config=write_server_config(folder / "server.yaml"),
                        extra_args=("--cache-config", "local,size=1048576", "--allow-client-shm"))
 
 
