@@ -21,8 +21,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "integration"))
 import benchlib  # noqa: E402
 import tritonclient.grpc as grpcclient  # noqa: E402
-from soak_load import (MODELS, SoakLoad, build_repository, server_resources,  # noqa: E402
-                       write_server_config)
+from soak_load import (MODELS, MutualTls, SoakLoad, build_repository,  # noqa: E402
+                       server_resources, write_server_config)
 from tessera_testlib import descendants  # noqa: E402
 
 COLUMNS = ("server_rss_kib", "executors_rss_kib", "server_fds", "executors_fds", "server_threads",
@@ -49,8 +49,8 @@ def server_pid(started_pid):
     benchlib.die(f"no tessera-server process under pid {started_pid}")
 
 
-def wait_ready(server, url, timeout_s=60):
-    client = grpcclient.InferenceServerClient(url)
+def wait_ready(server, url, tls, timeout_s=60):
+    client = grpcclient.InferenceServerClient(url, **(tls.grpc_kwargs() if tls else {}))
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         server.check_alive()
@@ -73,6 +73,9 @@ def main():
                         help="a command the server runs under, e.g. 'heaptrack -o /tmp/soak' "
                              "(with a build configured -DTESSERA_TCMALLOC=OFF: tcmalloc's "
                              "operator new bypasses heaptrack)")
+    parser.add_argument("--tls", action="store_true",
+                        help="both endpoints speak only mutual TLS and reload their certificate "
+                             "files every second (throw-away certificates from tools/tls_certs.py)")
     parser.add_argument("--output")
     args = parser.parse_args()
     if args.duration_s < 2 * args.window_s:
@@ -81,11 +84,12 @@ def main():
     work = benchlib.temp_dir("tessera-soak-")
     build_repository(work / "models")
     ports = [benchlib.free_port() for _ in range(3)]
+    tls = MutualTls(work) if args.tls else None
     command = [*args.server_prefix.split(), benchlib.find_bin(args.build_dir, "tessera-server"),
                "--model-repository", work / "models", "--grpc-port", ports[0], "--http-port",
                ports[1], "--metrics-port", ports[2], "--model-control-mode", "explicit",
                "--cache-config", "local,size=1048576", "--allow-client-shm",
-               "--config", write_server_config(work / "server.yaml")]
+               "--config", write_server_config(work / "server.yaml", tls)]
     for model in MODELS:
         command += ["--load-model", model]
     server = benchlib.Server("tessera-server", command, work)
@@ -94,9 +98,9 @@ def main():
     rows = []
     try:
         endpoints = Endpoints(*ports)
-        wait_ready(server, endpoints.url)
+        wait_ready(server, endpoints.url, tls)
         pid = server_pid(server.proc.pid)
-        load = SoakLoad(endpoints, seed=args.seed)
+        load = SoakLoad(endpoints, seed=args.seed, tls=tls)
         started = time.monotonic()
         while time.monotonic() - started < args.duration_s:
             load.run(args.window_s)
@@ -122,9 +126,12 @@ def main():
         f"- commit: {benchlib.commit_id()}",
         f"- command: `.venv/bin/python bench/soak.py --build-dir {args.build_dir} --duration-s "
         f"{args.duration_s:g} --window-s {args.window_s:g} --seed {args.seed}"
-        + (f" --server-prefix '{args.server_prefix}'" if args.server_prefix else "") + "`",
+        + (f" --server-prefix '{args.server_prefix}'" if args.server_prefix else "")
+        + (" --tls" if args.tls else "") + "`",
         f"- load: tests/integration/soak_load.py's ten workers, {len(rows)} windows of "
-        f"{args.window_s:g} s; sampled after each window",
+        f"{args.window_s:g} s; sampled after each window"
+        + ("; both endpoints mutual TLS, certificate files reloaded every second"
+           if args.tls else ""),
         f"- answers checked: {last['answers']}, failures: {last['failures']}, refused as asked: "
         f"{sum(refused.values())} {refused}",
         "",

@@ -13,6 +13,7 @@ error, or any wrong answer, is counted as a failure with its message kept.
 import os
 import queue
 import random
+import sys
 import threading
 import time
 from pathlib import Path
@@ -24,7 +25,10 @@ import tritonclient.http as httpclient
 import tritonclient.utils.shared_memory as shm
 from tritonclient.utils import InferenceServerException
 
-from tessera_testlib import executor_pids, fetch_metrics
+from tessera_testlib import SOURCE_DIR, executor_pids, fetch_metrics
+
+sys.path.insert(0, str(SOURCE_DIR / "tools"))
+from tls_certs import make_ca, make_leaf  # noqa: E402
 
 WIDTH = 4
 
@@ -105,12 +109,43 @@ def build_repository(repo):
     return repo
 
 
-def write_server_config(path):
+class MutualTls:
+    """Throw-away certificates for a soak over mutual TLS: the server's (of one CA) and a
+    client's (of another)."""
+
+    def __init__(self, folder):
+        folder = Path(folder)
+        self.ca = make_ca(folder, "soak-ca")
+        self.server = make_leaf(folder, "soak-server", self.ca)
+        self.client_ca = make_ca(folder, "soak-client-ca")
+        self.client = make_leaf(folder, "soak-client", self.client_ca, usage="clientAuth")
+
+    def server_yaml(self):
+        # Both endpoints read their files again every second: a reload that kept anything would
+        # add up over a round.
+        tls = (f"  tls: {{cert: {self.server.cert}, key: {self.server.key}, "
+               f"client_ca: {self.client_ca.cert}, reload_secs: 1}}\n")
+        return tls, tls
+
+    def grpc_kwargs(self):
+        return {"ssl": True, "root_certificates": str(self.ca.cert),
+                "private_key": str(self.client.key), "certificate_chain": str(self.client.cert)}
+
+    def http_kwargs(self):
+        return {"ssl": True, "ssl_options": {"ca_certs": str(self.ca.cert),
+                                             "certfile": str(self.client.cert),
+                                             "keyfile": str(self.client.key)}}
+
+
+def write_server_config(path, tls=None):
     """A server.yaml whose inflate budget holds 16 of the soak's compressed requests at once (each
     takes at least 64 KiB of it while it is inflated; two workers compress), so that budget not
-    given back would soon refuse them all (UNAVAILABLE)."""
+    given back would soon refuse them all (UNAVAILABLE); with `tls` (MutualTls), both endpoints
+    speak only mutual TLS."""
+    grpc_tls, http_tls = tls.server_yaml() if tls else ("", "")
     path = Path(path)
-    path.write_text("grpc:\n  max_inflating_bytes: 1048576\n")
+    path.write_text(f"grpc:\n  max_inflating_bytes: 1048576\n{grpc_tls}"
+                    + (f"http:\n{http_tls}" if http_tls else ""))
     return path
 
 
@@ -149,11 +184,12 @@ def _code(error):
 
 class SoakLoad:
     """The workers of one round of load against `server` (conftest.TesseraServer, explicit mode,
-    with build_repository's models loaded)."""
+    with build_repository's models loaded), over mutual TLS when `tls` (MutualTls) is given."""
 
-    def __init__(self, server, seed=0):
+    def __init__(self, server, seed=0, tls=None):
         self.server = server
         self.seed = seed
+        self.tls = tls
         self.tally = Tally()
         self._stop = threading.Event()
         self._threads = []
@@ -189,7 +225,7 @@ class SoakLoad:
 
     # ---- workers --------------------------------------------------------------------------------
     def _grpc_unary(self, rng):
-        client = grpcclient.InferenceServerClient(self.server.url)
+        client = self._grpc()
         fixed = np.arange(2 * WIDTH, dtype=np.float32).reshape(2, WIDTH)  # a cache hit each time
         while not self._stop.is_set():
             x = fixed if rng.random() < 0.2 else self._batch(rng)
@@ -200,7 +236,7 @@ class SoakLoad:
         client.close()
 
     def _http_ensemble(self, rng):
-        client = httpclient.InferenceServerClient(self.server.http_url)
+        client = self._http()
         while not self._stop.is_set():
             x = self._batch(rng)
             self._check(client, httpclient, "soak_twice", x, x + 2, "http ensemble",
@@ -209,7 +245,7 @@ class SoakLoad:
         client.close()
 
     def _stream(self, rng):
-        client = grpcclient.InferenceServerClient(self.server.url)
+        client = self._grpc()
         while not self._stop.is_set():
             answers = queue.Queue()
             client.start_stream(callback=lambda result, error: answers.put((result, error)))
@@ -234,7 +270,7 @@ class SoakLoad:
         client.close()
 
     def _sequences(self, rng):
-        client = grpcclient.InferenceServerClient(self.server.url)
+        client = self._grpc()
         sequence = (self.seed * 1_000_003 + self._round * 10_007) * 1000 + 1
         while not self._stop.is_set():
             sequence += 1
@@ -258,7 +294,7 @@ class SoakLoad:
         client.close()
 
     def _shared_memory(self, rng):
-        client = grpcclient.InferenceServerClient(self.server.url)
+        client = self._grpc()
         tag = f"soak-{os.getpid()}-{self._round}"
         n = 0
         while not self._stop.is_set():
@@ -292,7 +328,7 @@ class SoakLoad:
 
     def _refused(self, rng):
         """Requests the server must refuse, each with the code it calls for."""
-        client = grpcclient.InferenceServerClient(self.server.url)
+        client = self._grpc()
         cases = [
             ("wrong shape", "soak_add", np.zeros([1, WIDTH + 1], np.float32), "FP32",
              "INVALID_ARGUMENT"),
@@ -320,7 +356,7 @@ class SoakLoad:
 
     def _deadlines(self, rng):
         """Requests whose client gives up first: the server must drop them and go on."""
-        client = grpcclient.InferenceServerClient(self.server.url)
+        client = self._grpc()
         while not self._stop.is_set():
             x = self._batch(rng)
             try:
@@ -337,7 +373,7 @@ class SoakLoad:
     def _reload(self, rng):
         """soak_reload loaded, asked, unloaded, over and over: each load starts instances on the
         executors and each unload must give back all they took."""
-        client = grpcclient.InferenceServerClient(self.server.url)
+        client = self._grpc()
         while not self._stop.is_set():
             try:
                 client.load_model(RELOADED)
@@ -355,13 +391,13 @@ class SoakLoad:
 
     def _new_connections(self, rng):
         while not self._stop.is_set():
-            client = grpcclient.InferenceServerClient(self.server.url)
+            client = self._grpc()
             x = self._batch(rng)
             self._check(client, grpcclient, "soak_add", x, x + 1, "new connection")
             client.close()
 
     def _observe(self, rng):
-        client = grpcclient.InferenceServerClient(self.server.url)
+        client = self._grpc()
         while not self._stop.is_set():
             try:
                 client.get_inference_statistics()
@@ -377,6 +413,14 @@ class SoakLoad:
         client.close()
 
     # ---- helpers --------------------------------------------------------------------------------
+    def _grpc(self):
+        return grpcclient.InferenceServerClient(
+            self.server.url, **(self.tls.grpc_kwargs() if self.tls else {}))
+
+    def _http(self):
+        return httpclient.InferenceServerClient(
+            self.server.http_url, **(self.tls.http_kwargs() if self.tls else {}))
+
     @staticmethod
     def _batch(rng):
         rows = rng.randint(1, 4)

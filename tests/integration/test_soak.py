@@ -8,7 +8,8 @@ import time
 
 import pytest
 
-from soak_load import MODELS, SoakLoad, build_repository, server_resources, write_server_config
+from soak_load import (MODELS, MutualTls, SoakLoad, build_repository, server_resources,
+                       write_server_config)
 
 ROUND_S = 8
 # What may differ between two settled samples without anything being kept: gRPC starts and ends
@@ -21,13 +22,18 @@ KINDS = ("grpc", "http ensemble", "stream", "sequence", "shared memory", "deadli
          "unload", "new connection", "observe")
 
 
-@pytest.fixture(scope="module")
-def soak_server(make_server, tmp_path_factory):
+@pytest.fixture(scope="module", params=["plaintext", "mutual TLS"])
+def soak_target(request, make_server, tmp_path_factory):
+    """A server and the certificates its clients need (None in plaintext). Over mutual TLS every
+    new connection is a handshake, and both endpoints reload their certificate files each second."""
     folder = tmp_path_factory.mktemp("soak")
+    tls = MutualTls(folder) if request.param == "mutual TLS" else None
     repo = build_repository(folder / "models")
-    return make_server(repository=repo, mode="explicit", load_models=MODELS, wait_models=MODELS,
-                       config=write_server_config(folder / "server.yaml"),
-                       extra_args=("--cache-config", "local,size=1048576", "--allow-client-shm"))
+    server = make_server(repository=repo, mode="explicit", load_models=MODELS, wait_models=MODELS,
+                         config=write_server_config(folder / "server.yaml", tls),
+                         extra_args=("--cache-config", "local,size=1048576", "--allow-client-shm"),
+                         client_kwargs=tls.grpc_kwargs() if tls else None)
+    return server, tls
 
 
 def settled(pid, within_s=15.0):
@@ -50,9 +56,10 @@ def assert_clean(tally):
     assert tally.expected_errors, "no request was refused as asked"
 
 
-def test_a_second_round_of_mixed_load_keeps_no_more_than_the_first(soak_server):
-    pid = soak_server.proc.pid
-    load = SoakLoad(soak_server, seed=1)
+def test_a_second_round_of_mixed_load_keeps_no_more_than_the_first(soak_target):
+    server, tls = soak_target
+    pid = server.proc.pid
+    load = SoakLoad(server, seed=1, tls=tls)
     assert_clean(load.run(ROUND_S))
     first = settled(pid)
     answered = load.tally.total_ok()
