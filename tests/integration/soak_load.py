@@ -229,8 +229,8 @@ class SoakLoad:
         fixed = np.arange(2 * WIDTH, dtype=np.float32).reshape(2, WIDTH)  # a cache hit each time
         while not self._stop.is_set():
             x = fixed if rng.random() < 0.2 else self._batch(rng)
-            # A third compressed: each is inflated within the server's shared inflate budget,
-            # which must be given back.
+            # Half compressed: each is inflated within the server's shared inflate budget, which
+            # must be given back.
             self._check(client, grpcclient, "soak_add", x, x + 1, "grpc",
                         compression=rng.choice([None, None, "gzip", "deflate"]))
         client.close()
@@ -294,11 +294,15 @@ class SoakLoad:
         client.close()
 
     def _shared_memory(self, rng):
-        client = self._grpc()
+        """Regions made, registered, used for an input and an output, unregistered and removed;
+        by turns over gRPC and over HTTP."""
+        clients = {grpcclient: self._grpc(), httpclient: self._http()}
         tag = f"soak-{os.getpid()}-{self._round}"
         n = 0
         while not self._stop.is_set():
             n += 1
+            module = grpcclient if n % 2 else httpclient
+            client = clients[module]
             x = self._batch(rng)
             name_in, name_out = f"{tag}-in-{n}", f"{tag}-out-{n}"
             h_in = shm.create_shared_memory_region(name_in, "/" + name_in, x.nbytes)
@@ -307,24 +311,26 @@ class SoakLoad:
                 shm.set_shared_memory_region(h_in, [x])
                 client.register_system_shared_memory(name_in, "/" + name_in, x.nbytes)
                 client.register_system_shared_memory(name_out, "/" + name_out, x.nbytes)
-                inp = grpcclient.InferInput("IN", list(x.shape), "FP32")
+                inp = module.InferInput("IN", list(x.shape), "FP32")
                 inp.set_shared_memory(name_in, x.nbytes)
-                out = grpcclient.InferRequestedOutput("OUT")
+                out = module.InferRequestedOutput("OUT")
                 out.set_shared_memory(name_out, x.nbytes)
                 client.infer("soak_add", [inp], outputs=[out])
                 got = shm.get_contents_as_numpy(h_out, np.float32, list(x.shape))
                 self._compare("shared memory", got, x + 1)
             except InferenceServerException as e:
-                self.tally.bad("shared memory", str(e))
+                self.tally.bad("shared memory", f"{module.__name__}: {e}")
             finally:
                 for name in (name_in, name_out):
                     try:
                         client.unregister_system_shared_memory(name)
                     except InferenceServerException as e:
-                        self.tally.bad("shared memory", f"unregister {name}: {e}")
+                        self.tally.bad("shared memory",
+                                       f"{module.__name__}: unregister {name}: {e}")
                 shm.destroy_shared_memory_region(h_in)
                 shm.destroy_shared_memory_region(h_out)
-        client.close()
+        for client in clients.values():
+            client.close()
 
     def _refused(self, rng):
         """Requests the server must refuse, each with the code it calls for."""
