@@ -181,8 +181,11 @@ TEST(OtlpExporterTest, AStopGivesUpAfterTheFirstFailedExport) {
   }
   for (int i = 0; i < 5; ++i) ASSERT_TRUE(raw->Add(Record(/*failed=*/true), 2 + i));
   std::thread stopper([&] { exporter.reset(); });
-  // Add refuses once the stop has begun (the destructor waits for the held post meanwhile).
-  while (raw->Add(Record(/*failed=*/true), 99)) std::this_thread::yield();
+  // Flush returns once the stop has begun, since the held post keeps the queue from being
+  // handled (the destructor waits for that post meanwhile). Waiting for Add to refuse instead was
+  // flaky: it also refuses when the queue is full, which happened before a slow stopper began.
+  raw->Flush();
+  EXPECT_FALSE(raw->Add(Record(/*failed=*/true), 99));  // refused: the stop has begun
   {
     std::lock_guard lock(shared->mu);
     shared->hold_first = false;
