@@ -55,10 +55,16 @@ def time_ort(session, feeds, warmup, iterations):
     return statistics.median(samples)
 
 
-def time_tessera(bench, model, batch, threads, warmup, iterations):
+# --openmp-spin: the engine's OpenMP workers spin briefly between parallel regions, as
+# onnxruntime's own pool does by default, instead of the executor's default PASSIVE wait
+# (docs/engine.md, "Threads").
+SPIN_ENV = {"OMP_WAIT_POLICY": "ACTIVE", "GOMP_SPINCOUNT": "1000"}
+
+
+def time_tessera(bench, model, batch, threads, warmup, iterations, env=None):
     cmd = [bench, "--model", model, "--batches", str(batch), "--threads", str(threads),
            "--warmup", str(warmup), "--iterations", str(iterations)]
-    out = subprocess.run(cmd, capture_output=True, text=True)
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if out.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed:\n{out.stderr}")
     match = re.search(r"median_ms=([0-9.]+)", out.stdout)
@@ -77,7 +83,11 @@ def main():
     parser.add_argument("--iterations", type=int, default=20)
     parser.add_argument("--bench", default=os.path.join(REPO, "build", "bin", "tessera-engine-bench"))
     parser.add_argument("--out", help="also write the table as Markdown to this file")
+    parser.add_argument("--openmp-spin", action="store_true",
+                        help="run the engine with OMP_WAIT_POLICY=ACTIVE GOMP_SPINCOUNT=1000 "
+                             "(default: its PASSIVE wait)")
     args = parser.parse_args()
+    engine_env = {**os.environ, **SPIN_ENV} if args.openmp_spin else None
 
     models = args.models.split(",")
     batches = [int(b) for b in args.batches.split(",")]
@@ -94,7 +104,8 @@ def main():
     rows = []
     header = (f"CPU engine vs onnxruntime {ort.__version__}, {args.threads} thread(s), "
               f"median of {args.iterations} runs after {args.warmup} warm-up; "
-              f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs")
+              f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs; engine "
+              f"OpenMP wait {'ACTIVE, GOMP_SPINCOUNT=1000' if args.openmp_spin else 'PASSIVE'}")
     print(header)
     print(f"{'model':<14}{'batch':>6}{'tessera ms':>12}{'onnxruntime ms':>16}{'speed':>8}  target")
     for model in models:
@@ -105,7 +116,8 @@ def main():
         session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
         for batch in batches:
             feeds = ort_inputs(session, batch, 1, rng)
-            ours = time_tessera(args.bench, path, batch, args.threads, args.warmup, args.iterations)
+            ours = time_tessera(args.bench, path, batch, args.threads, args.warmup, args.iterations,
+                                engine_env)
             theirs = time_ort(session, feeds, args.warmup, args.iterations)
             speed = theirs / ours
             verdict = "ok" if speed >= TARGET else "MISSED"

@@ -462,6 +462,7 @@ void CpuModel::StorePlan(const std::vector<Shape>& key,
 
 Status CpuModel::RunImpl(const std::vector<TensorView>& inputs, std::vector<Tensor>* outputs,
                          std::vector<LayerTiming>* timings) {
+  const ConcurrentRun share;  // the pool shares the threads with runs of other models meanwhile
   StringArena strings;  // declared before `slots`: outlives every Value that points into it
   std::vector<Value> slots(graph_.value_names.size());
   TESSERA_RETURN_IF_ERROR(ValidateInputs(inputs, &slots, &strings));

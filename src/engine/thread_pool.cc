@@ -1,5 +1,7 @@
 #include "engine/thread_pool.h"
 
+#include <algorithm>
+
 #include "tessera/common/thread_name.h"
 
 namespace tessera::engine {
@@ -10,6 +12,8 @@ namespace {
 thread_local bool tls_inside_pool = false;
 
 }  // namespace
+
+std::atomic<int> ConcurrentRun::in_progress_{0};
 
 ThreadPool::ThreadPool(int num_threads) {
   for (int i = 1; i < num_threads; ++i) workers_.emplace_back([this] { WorkerLoop(); });
@@ -24,13 +28,19 @@ ThreadPool::~ThreadPool() {
   for (auto& worker : workers_) worker.join();
 }
 
+int ThreadPool::usable_threads() const {
+  return std::max(1, num_threads() / std::max(1, ConcurrentRun::InProgress()));
+}
+
 void ThreadPool::Drain(const std::function<void(int64_t)>& fn, int64_t n) {
   for (int64_t i = next_index_.fetch_add(1); i < n; i = next_index_.fetch_add(1)) fn(i);
 }
 
 void ThreadPool::ParallelFor(int64_t n, const std::function<void(int64_t)>& fn) {
   if (n <= 0) return;
-  if (workers_.empty() || n == 1 || tls_inside_pool) {
+  const int64_t helpers =
+      std::min<int64_t>({static_cast<int64_t>(workers_.size()), usable_threads() - 1, n - 1});
+  if (helpers <= 0 || tls_inside_pool) {
     for (int64_t i = 0; i < n; ++i) fn(i);
     return;
   }
@@ -39,16 +49,22 @@ void ThreadPool::ParallelFor(int64_t n, const std::function<void(int64_t)>& fn) 
     job_ = &fn;
     job_size_ = n;
     next_index_.store(0);
-    busy_workers_ = static_cast<int>(workers_.size());
-    ++generation_;
+    tickets_ = static_cast<int>(helpers);
+    busy_workers_ = static_cast<int>(helpers);
   }
-  work_cv_.notify_all();
+  if (helpers == static_cast<int64_t>(workers_.size())) {
+    work_cv_.notify_all();
+  } else {
+    for (int64_t i = 0; i < helpers; ++i) work_cv_.notify_one();
+  }
   tls_inside_pool = true;
   Drain(fn, n);
   tls_inside_pool = false;
-  // Every worker acknowledges every generation, so the next job cannot start while one is still
-  // looking at this one's `fn`.
+  // Every index is taken: a worker that has not woken yet has nothing left to do, so its ticket
+  // is withdrawn rather than waited for. Those that joined may still be running `fn`.
   std::unique_lock<std::mutex> lock(mu_);
+  busy_workers_ -= tickets_;
+  tickets_ = 0;
   done_cv_.wait(lock, [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return busy_workers_ == 0; });
   job_ = nullptr;
 }
@@ -56,17 +72,15 @@ void ThreadPool::ParallelFor(int64_t n, const std::function<void(int64_t)>& fn) 
 void ThreadPool::WorkerLoop() {
   SetCurrentThreadName("ts-engine-pool");
   tls_inside_pool = true;
-  uint64_t seen = 0;
   while (true) {
     const std::function<void(int64_t)>* job;
     int64_t size;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      work_cv_.wait(lock, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return stop_ || generation_ != seen;
-      });
+      work_cv_.wait(lock,
+                    [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_ || tickets_ > 0; });
       if (stop_) return;
-      seen = generation_;
+      --tickets_;
       job = job_;
       size = job_size_;
     }

@@ -18,6 +18,24 @@
 
 namespace tessera::engine {
 
+// Marks a model run in progress in this process for as long as it lives. The pools of the runs in
+// progress split the threads between them (ThreadPool::usable_threads): two models running at once
+// in a 2-core executor use one thread each, instead of both waking two and oversubscribing the
+// cores, which cost more than the second thread gains
+// (bench/results/2026-11-24-engine-cpu-concurrent-runs.md).
+class ConcurrentRun {
+ public:
+  ConcurrentRun() { in_progress_.fetch_add(1, std::memory_order_relaxed); }
+  ~ConcurrentRun() { in_progress_.fetch_sub(1, std::memory_order_relaxed); }
+  ConcurrentRun(const ConcurrentRun&) = delete;
+  ConcurrentRun& operator=(const ConcurrentRun&) = delete;
+
+  static int InProgress() { return in_progress_.load(std::memory_order_relaxed); }
+
+ private:
+  static std::atomic<int> in_progress_;
+};
+
 class ThreadPool {
  public:
   // `num_threads` counts the calling thread: 1 = no workers, everything inline.
@@ -28,9 +46,13 @@ class ThreadPool {
 
   int num_threads() const { return static_cast<int>(workers_.size()) + 1; }
 
-  // Runs fn(i) for every i in [0, n) across the workers and the caller; returns when all are done.
-  // Tasks are handed out one index at a time, so callers should make tasks coarse (a tile, not an
-  // element). `fn` must not throw.
+  // The threads a kernel should use now: num_threads() shared with the other runs in progress
+  // (ConcurrentRun), at least 1. Kernels size their splits and OpenMP teams by this.
+  int usable_threads() const;
+
+  // Runs fn(i) for every i in [0, n) across up to usable_threads() threads (the caller and
+  // workers); returns when all are done. Tasks are handed out one index at a time, so callers
+  // should make tasks coarse (a tile, not an element). `fn` must not throw.
   void ParallelFor(int64_t n, const std::function<void(int64_t)>& fn);
 
  private:
@@ -41,8 +63,10 @@ class ThreadPool {
   std::mutex mu_;
   std::condition_variable work_cv_;
   std::condition_variable done_cv_;
-  uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  // Workers still to join the current job (each takes one), and workers that joined and have not
+  // finished. The caller withdraws the untaken ones once it has drained the job itself.
+  int tickets_ ABSL_GUARDED_BY(mu_) = 0;
   int busy_workers_ ABSL_GUARDED_BY(mu_) = 0;
   const std::function<void(int64_t)>* job_ ABSL_GUARDED_BY(mu_) = nullptr;
   int64_t job_size_ ABSL_GUARDED_BY(mu_) = 0;

@@ -72,7 +72,8 @@ void Conv2d(const float* input, int64_t batch, int64_t in_channels, int64_t h, i
           gemm_pool);
   };
   const int64_t tasks = batch * groups;
-  if (pool != nullptr && pool->num_threads() > 1 && tasks >= pool->num_threads()) {
+  const int threads = pool != nullptr ? pool->usable_threads() : 1;
+  if (threads > 1 && tasks >= threads) {
     // Enough independent images/groups to keep every thread busy: parallelise there, so im2col
     // runs in parallel too, and keep each GEMM on its thread.
     ParallelFor(pool, tasks, [&](int64_t task) {

@@ -71,7 +71,7 @@ memory ThreadScratchpad(const memory::desc& desc) {
 }
 
 void SetThreads(const OpContext& ctx) {
-  omp_set_num_threads(ctx.pool != nullptr ? ctx.pool->num_threads() : 1);
+  omp_set_num_threads(ctx.pool != nullptr ? ctx.pool->usable_threads() : 1);
 }
 
 memory::dims Dims(std::initializer_list<int64_t> dims) {

@@ -128,7 +128,7 @@ void Sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float al
 #ifdef TESSERA_HAVE_ONEDNN
   if (onednn) {
     DnnlSgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
-              pool != nullptr ? pool->num_threads() : 1);
+              pool != nullptr ? pool->usable_threads() : 1);
     return;
   }
 #else
@@ -148,7 +148,7 @@ void Sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float al
 
   Operand op_a{a, lda, trans_a};
   Operand op_b{b, ldb, trans_b};
-  int threads = pool != nullptr ? pool->num_threads() : 1;
+  int threads = pool != nullptr ? pool->usable_threads() : 1;
   int64_t mc = std::min(kMc, m);
   int64_t nc = std::min(kNc, n);
   int64_t m_tiles = (m + mc - 1) / mc;

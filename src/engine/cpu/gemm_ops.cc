@@ -182,7 +182,8 @@ Status RunMatMul(const OpContext& ctx, const Node& node, const Inputs& inputs,
       Sgemm(false, false, m, n, k, 1.0f, ad + offset(batch_a, i, m * k), k,
             bd + offset(batch_b, i, k * n), n, 0.0f, yd + i * m * n, n, pool, ctx.onednn);
     };
-    if (ctx.pool != nullptr && ctx.pool->num_threads() > 1 && batch_count >= ctx.pool->num_threads()) {
+    const int threads = ctx.pool != nullptr ? ctx.pool->usable_threads() : 1;
+    if (threads > 1 && batch_count >= threads) {
       // Many small products (attention heads): one per thread beats threading each one.
       ParallelFor(ctx.pool, batch_count, [&](int64_t i) { one(i, nullptr); });
     } else {

@@ -25,7 +25,7 @@ namespace tessera::engine::cpu {
 // the row strides of A, B, C as stored. beta == 0 overwrites C without reading it. Parallel over
 // output tiles on `pool` (null = calling thread only).
 // With `onednn` (only meaningful in builds with oneDNN) the product is oneDNN's sgemm, threaded
-// with OpenMP over pool->num_threads() threads (1 without a pool) instead of the pool itself.
+// with OpenMP over pool->usable_threads() threads (1 without a pool) instead of the pool itself.
 void Sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
            int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc,
            ThreadPool* pool, bool onednn = false);

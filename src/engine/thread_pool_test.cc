@@ -1,0 +1,84 @@
+// ThreadPool: every index runs once, concurrent runs share the threads, and a pool with workers
+// that never get to join a job still returns.
+#include "engine/thread_pool.h"
+
+#include <gtest/gtest.h>
+
+#include <mutex>
+#include <random>
+#include <set>
+#include <thread>
+#include <vector>
+
+namespace tessera::engine {
+namespace {
+
+// The distinct threads that ran the tasks of one ParallelFor of `n` tasks, each taking a while so
+// that idle workers have time to join.
+std::set<std::thread::id> ThreadsUsed(ThreadPool* pool, int64_t n) {
+  std::mutex mu;
+  std::set<std::thread::id> ids;
+  pool->ParallelFor(n, [&](int64_t) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    std::lock_guard<std::mutex> lock(mu);
+    ids.insert(std::this_thread::get_id());
+  });
+  return ids;
+}
+
+TEST(ThreadPoolTest, EveryIndexRunsExactlyOnceAcrossManyJobsOfRandomSizes) {
+  ThreadPool pool(4);
+  std::mt19937 rng(7);
+  for (int job = 0; job < 3000; ++job) {
+    const int64_t n = std::uniform_int_distribution<int64_t>(0, 40)(rng);
+    std::vector<std::atomic<int>> runs(static_cast<size_t>(n));
+    pool.ParallelFor(n, [&](int64_t i) { runs[static_cast<size_t>(i)].fetch_add(1); });
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_EQ(runs[static_cast<size_t>(i)].load(), 1) << "job " << job << " index " << i;
+    }
+  }
+}
+
+TEST(ThreadPoolTest, UsesAllItsThreadsWhenNoOtherRunIsInProgress) {
+  ThreadPool pool(3);
+  EXPECT_EQ(pool.usable_threads(), 3);
+  EXPECT_EQ(ThreadsUsed(&pool, 200).size(), 3u);
+}
+
+TEST(ThreadPoolTest, ConcurrentRunsSplitThePoolsThreads) {
+  ThreadPool pool(4);
+  const ConcurrentRun first;
+  EXPECT_EQ(pool.usable_threads(), 4);
+  {
+    const ConcurrentRun second;
+    EXPECT_EQ(pool.usable_threads(), 2);
+    EXPECT_LE(ThreadsUsed(&pool, 40).size(), 2u);
+    const ConcurrentRun third;
+    const ConcurrentRun fourth;
+    const ConcurrentRun fifth;
+    EXPECT_EQ(pool.usable_threads(), 1);  // never below one
+    const std::set<std::thread::id> inline_only = ThreadsUsed(&pool, 10);
+    ASSERT_EQ(inline_only.size(), 1u);
+    EXPECT_EQ(*inline_only.begin(), std::this_thread::get_id());
+  }
+  EXPECT_EQ(pool.usable_threads(), 4);
+  EXPECT_EQ(ThreadsUsed(&pool, 200).size(), 4u);
+}
+
+TEST(ThreadPoolTest, NestedParallelForRunsInlineOnTheTaskThatCalledIt) {
+  ThreadPool pool(2);
+  std::atomic<int> inner_runs{0};
+  std::atomic<int> inner_on_other_thread{0};
+  pool.ParallelFor(8, [&](int64_t) {
+    const std::thread::id outer = std::this_thread::get_id();
+    pool.ParallelFor(5, [&](int64_t) {
+      inner_runs.fetch_add(1);
+      if (std::this_thread::get_id() != outer) inner_on_other_thread.fetch_add(1);
+    });
+  });
+  EXPECT_EQ(inner_runs.load(), 40);
+  EXPECT_EQ(inner_on_other_thread.load(), 0);
+}
+
+}  // namespace
+}  // namespace tessera::engine
