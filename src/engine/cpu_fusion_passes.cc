@@ -276,4 +276,86 @@ int FuseConvResidual(Graph* graph) {
   return fused;
 }
 
+namespace {
+
+// The reader of `value` other than `not_this` (readers[value] == 2), or -1.
+int OtherReader(const Graph& graph, int value, int not_this) {
+  for (size_t n = 0; n < graph.nodes.size(); ++n) {
+    if (static_cast<int>(n) == not_this) continue;
+    const auto& inputs = graph.nodes[n].inputs;
+    if (std::find(inputs.begin(), inputs.end(), value) != inputs.end()) return static_cast<int>(n);
+  }
+  return -1;
+}
+
+// The node that reads `value` (readers[value] == 1), or -1.
+int OnlyReader(const Graph& graph, int value) { return OtherReader(graph, value, -1); }
+
+}  // namespace
+
+int FuseConvEltwise(Graph* graph) {
+  const std::vector<int> readers = ReaderCounts(*graph);
+  std::vector<bool> remove(graph->nodes.size(), false);
+  int fused = 0;
+  for (size_t c = 0; c < graph->nodes.size(); ++c) {
+    Node& conv = graph->nodes[c];
+    if (conv.op_type != "Conv" || conv.outputs.size() != 1 ||
+        conv.attributes.Has("tessera_activation")) {
+      continue;
+    }
+    const int x = conv.outputs[0];
+    int last = -1;  // the node whose output the Conv takes over
+    std::vector<int> absorbed;
+    Attribute kind;
+    kind.kind = Attribute::Kind::kString;
+    if (readers[x] == 1) {
+      const int r = OnlyReader(*graph, x);
+      if (r < 0) continue;
+      const Node& act = graph->nodes[r];
+      if ((act.op_type != "LeakyRelu" && act.op_type != "Sigmoid" && act.op_type != "Tanh") ||
+          act.inputs.size() != 1 || act.outputs.size() != 1) {
+        continue;
+      }
+      kind.s = act.op_type;
+      if (act.op_type == "LeakyRelu") {
+        Attribute alpha;
+        alpha.kind = Attribute::Kind::kFloat;
+        alpha.f = act.attributes.GetFloat("alpha", 0.01f);
+        conv.attributes.Set("tessera_alpha", alpha);
+      }
+      last = r;
+      absorbed = {r};
+    } else if (readers[x] == 2) {
+      // Swish: Sigmoid(x) read only by a Mul of x and it, in either order.
+      int sigmoid = -1;
+      for (size_t n = 0; n < graph->nodes.size() && sigmoid < 0; ++n) {
+        const Node& node = graph->nodes[n];
+        if (node.op_type == "Sigmoid" && node.inputs.size() == 1 && node.inputs[0] == x &&
+            node.outputs.size() == 1) {
+          sigmoid = static_cast<int>(n);
+        }
+      }
+      if (sigmoid < 0) continue;
+      const int s = graph->nodes[sigmoid].outputs[0];
+      const int mul = OtherReader(*graph, x, sigmoid);
+      if (mul < 0 || readers[s] != 1 || OnlyReader(*graph, s) != mul) continue;
+      const Node& m = graph->nodes[mul];
+      const bool pair = m.inputs.size() == 2 && ((m.inputs[0] == x && m.inputs[1] == s) ||
+                                                 (m.inputs[0] == s && m.inputs[1] == x));
+      if (m.op_type != "Mul" || !pair || m.outputs.size() != 1) continue;
+      kind.s = "Swish";
+      last = mul;
+      absorbed = {sigmoid, mul};
+    } else {
+      continue;
+    }
+    conv.attributes.Set("tessera_activation", kind);
+    conv.outputs[0] = graph->nodes[last].outputs[0];
+    for (int n : absorbed) remove[n] = true;
+    ++fused;
+  }
+  EraseMarked(remove, graph);
+  return fused;
+}
+
 }  // namespace tessera::engine

@@ -1,6 +1,7 @@
 // The CPU model's own fusions (graph_passes.h). FuseMatMulEpilogues: a MatMul by constant weights
 // absorbs its bias Add and an erf-form GELU in both orders PyTorch exports. FuseConvResidual: a
-// Conv absorbs the residual Add after it, and then the Relu. For both: the CPU model computes the
+// Conv absorbs the residual Add after it, and then the Relu. FuseConvEltwise: a Conv absorbs a
+// LeakyRelu, Sigmoid, Tanh or SiLU after it. For all: the CPU model computes the
 // same values with and without oneDNN, intermediates that are read elsewhere block them, and the
 // shared graph (what the CUDA backend gets) stays unfused.
 #include <cmath>
@@ -327,6 +328,107 @@ TEST(ConvResidualFusionTest, AFileConvWithTheEnginesOwnInputsIsInvalid) {
   EXPECT_NE(model.status().message().find("Conv takes 2 or 3 inputs, the node has 4"),
             std::string::npos)
       << model.status();
+}
+
+// x [batch, 4, 6, 6] -> Conv (3x3, pad 1) -> `activation` -> y; "Swish" is Sigmoid and Mul (with
+// the Mul's inputs swapped by `swap`). With `leak`, the Conv output is a graph output too, which
+// blocks the fusion: the same computation unfused.
+std::string ConvThen(const std::string& activation, bool swap, bool leak, const std::string& file) {
+  OnnxBuilderForTest b;
+  b.Input("x", {-1, 4, 6, 6});
+  b.Weight("w", {4, 4, 3, 3}, 0.4f);
+  b.Weight("bias", {4}, 0.3f);
+  OnnxBuilderForTest::Ints(b.Node("Conv", {"x", "w", "bias"}, {"c"}), "pads", {1, 1, 1, 1});
+  if (activation == "Swish") {
+    b.Node("Sigmoid", {"c"}, {"s"});
+    b.Node("Mul", swap ? std::vector<std::string>{"s", "c"} : std::vector<std::string>{"c", "s"},
+           {"y"});
+  } else {
+    auto* act = b.Node(activation, {"c"}, {"y"});
+    if (activation == "LeakyRelu") OnnxBuilderForTest::Float(act, "alpha", 0.2f);
+  }
+  b.Output("y");
+  if (leak) b.Output("c");
+  return b.Write(file);
+}
+
+TEST(ConvEltwiseFusionTest, EachActivationBecomesPartOfTheConv) {
+  for (const std::string act : {"LeakyRelu", "Sigmoid", "Tanh", "Swish"}) {
+    for (bool swap : {false, true}) {
+      if (swap && act != "Swish") continue;
+      auto graph = PreparedGraph(ConvThen(act, swap, false, "conv_" + act + ".onnx"));
+      ASSERT_TRUE(graph.ok()) << graph.status();
+      EXPECT_EQ(FuseConvEltwise(&*graph), 1) << act;
+      ASSERT_EQ(graph->nodes.size(), 1u) << act;
+      const Node& conv = graph->nodes[0];
+      EXPECT_EQ(conv.attributes.GetString("tessera_activation"), act);
+      EXPECT_EQ(graph->value_names[conv.outputs[0]], "y");
+      if (act == "LeakyRelu") {
+        EXPECT_FLOAT_EQ(conv.attributes.GetFloat("tessera_alpha", 0), 0.2f);
+      }
+
+      // The Conv output read elsewhere blocks it; the shared graph stays unfused.
+      graph = PreparedGraph(ConvThen(act, swap, true, "conv_" + act + "_leak.onnx"));
+      ASSERT_TRUE(graph.ok()) << graph.status();
+      EXPECT_EQ(FuseConvEltwise(&*graph), 0) << act;
+    }
+  }
+}
+
+TEST(ConvEltwiseFusionTest, AMulOfTheSigmoidAndAnotherValueIsNotASwish) {
+  OnnxBuilderForTest b;
+  b.Input("x", {-1, 4, 6, 6});
+  b.Input("other", {-1, 4, 6, 6});
+  b.Weight("w", {4, 4, 1, 1}, 0.4f);
+  b.Node("Conv", {"x", "w"}, {"c"});
+  b.Node("Sigmoid", {"c"}, {"s"});
+  b.Node("Mul", {"s", "other"}, {"m"});
+  b.Node("Add", {"m", "c"}, {"y"});  // the Conv output's second reader is not the Mul
+  b.Output("y");
+  auto graph = PreparedGraph(b.Write("conv_sigmoid_gate.onnx"));
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  EXPECT_EQ(FuseConvEltwise(&*graph), 0);
+  EXPECT_EQ(graph->nodes.size(), 4u);
+}
+
+TEST(ConvEltwiseFusionTest, FusedConvComputesWhatTheUnfusedOneDoes) {
+  std::vector<float> x(2 * 4 * 6 * 6);
+  std::mt19937 rng(5);
+  std::normal_distribution<float> dist(0.0f, 1.5f);
+  for (float& v : x) v = dist(rng);
+  TensorView view{"x", DataType::kFp32, {2, 4, 6, 6}, x.data(), x.size() * sizeof(float)};
+  // Also the kernels the model ran: one Conv when fused, the Conv and its activation when not.
+  auto run = [&](const std::string& path, bool onednn, size_t* kernels = nullptr) {
+    ModelOptions options;
+    options.onednn = onednn;
+    auto model = LoadOnnxModel(path, options);
+    EXPECT_TRUE(model.ok()) << model.status();
+    std::vector<Tensor> out;
+    std::vector<LayerTiming> timings;
+    EXPECT_TRUE(model.ok() && (*model)->RunTimed({view}, &out, &timings).ok());
+    if (kernels != nullptr) *kernels = timings.size();
+    const auto* y = reinterpret_cast<const float*>(out.at(0).bytes.data());
+    return std::vector<float>(y, y + x.size());
+  };
+  for (const std::string act : {"LeakyRelu", "Sigmoid", "Tanh", "Swish"}) {
+    const std::vector<float> expected =
+        run(ConvThen(act, true, true, "conv_run_" + act + "_leak.onnx"), false);
+    int negative = 0;
+    for (float v : expected) negative += v < 0;
+    if (act != "Sigmoid") {
+      EXPECT_GT(negative, 0) << act;  // the negative side is exercised
+    }
+    const std::string fused_path = ConvThen(act, true, false, "conv_run_" + act + ".onnx");
+    for (bool onednn : {true, false}) {
+      size_t kernels = 0;
+      const std::vector<float> got = run(fused_path, onednn, &kernels);
+      EXPECT_EQ(kernels, 1u) << act;
+      for (size_t i = 0; i < expected.size(); ++i) {
+        ASSERT_NEAR(got[i], expected[i], 1e-5f + 1e-4f * std::fabs(expected[i]))
+            << act << (onednn ? " oneDNN" : " own kernels") << " at " << i;
+      }
+    }
+  }
 }
 
 }  // namespace

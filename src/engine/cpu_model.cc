@@ -74,7 +74,8 @@ class SharedModelData {
 
   // What the CPU model runs, for the own kernels (k = 0) or the oneDNN ones (k = 1), made on
   // first use: a copy of the graph (sharing its weights) where MatMuls absorb their bias and GELU
-  // and Convs their residual Add and the Relu after it, which only the CPU kernels understand; and
+  // and Convs their residual Add and the Relu after it, or a LeakyRelu, Sigmoid, Tanh or SiLU,
+  // which only the CPU kernels understand; and
   // per node the kernel's state (null where it keeps none).
   struct CpuVariant {
     Graph graph;
@@ -88,7 +89,8 @@ class SharedModelData {
       const int epilogues = FuseMatMulEpilogues(&v.graph);
       const int residuals = FuseConvResidual(&v.graph);
       if (residuals > 0) FuseConvActivation(&v.graph);
-      if (epilogues + residuals > 0) RemoveDeadNodes(&v.graph);
+      const int eltwise = FuseConvEltwise(&v.graph);
+      if (epilogues + residuals + eltwise > 0) RemoveDeadNodes(&v.graph);
       v.states.resize(v.graph.nodes.size());
       for (size_t n = 0; n < v.graph.nodes.size(); ++n) {
         const cpu::OpDef* op = cpu::FindOp(v.graph.nodes[n].op_type, onednn);

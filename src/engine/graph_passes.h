@@ -24,7 +24,8 @@
 //
 // Fused-activation convention (read by every Conv kernel, and by the MatMul kernels for "Gelu"
 // and "GeluTanh", which only FuseMatMulEpilogues below sets):
-//   tessera_activation  kString  "Relu", "Clip", "Gelu" or "GeluTanh"
+//   tessera_activation  kString  "Relu", "Clip", "Gelu" or "GeluTanh"; on the CPU Conv also
+//                                "LeakyRelu" (tessera_alpha, kFloat), "Sigmoid", "Tanh", "Swish"
 //   tessera_clip_min    kFloat   Clip only; -infinity when the Clip has no min
 //   tessera_clip_max    kFloat   Clip only; +infinity when the Clip has no max
 //   tessera_residual    kInt     FuseConvResidual below (CPU and CUDA Conv): input 3 is added to
@@ -103,6 +104,14 @@ int FuseMatMulEpilogues(Graph* graph);
 // following Relu, applied after the residual (ResNet's Conv, BN, Add, Relu). Returns the Convs that
 // took a residual.
 int FuseConvResidual(Graph* graph);
+
+// CPU only (the CUDA Conv takes Relu and Clip alone): a Conv without a fused activation whose
+// output's only reader is a LeakyRelu, Sigmoid or Tanh, or whose output x is read only by
+// Sigmoid(x) and by Mul(x, Sigmoid(x)) (SiLU / Swish, as PyTorch exports it), takes that
+// activation ("tessera_activation" = "LeakyRelu" with "tessera_alpha", "Sigmoid", "Tanh",
+// "Swish") and the last node's output. After a residual, the activation still comes last.
+// Returns the Convs that took one.
+int FuseConvEltwise(Graph* graph);
 
 int FoldBatchNormIntoConv(Graph* graph);
 int FuseConvActivation(Graph* graph);

@@ -114,6 +114,12 @@ class OnnxBuilderForTest {
     a->set_type(onnx::AttributeProto::INT);
     a->set_i(value);
   }
+  static void Float(onnx::NodeProto* node, const std::string& name, float value) {
+    auto* a = node->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::FLOAT);
+    a->set_f(value);
+  }
 
   // Into a folder of this process: CTest runs the cases of one binary at once, and two of them
   // writing one file name would read each other's half-written models.

@@ -1,6 +1,7 @@
 // Conv: im2col + Sgemm per (image, group); 1x1 stride-1 unpadded convolutions skip im2col and feed
 // the input planes to Sgemm directly.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <vector>
@@ -250,17 +251,29 @@ Status RunConv(const OpContext& ctx, const Node& node, const Inputs& inputs,
   }
   // An activation fused in by the graph passes (graph_passes.h).
   if (const std::string act = node.attributes.GetString("tessera_activation"); !act.empty()) {
-    const float lo = act == "Relu" ? 0.0f : node.attributes.GetFloat("tessera_clip_min", -kInf);
-    const float hi = act == "Relu" ? kInf : node.attributes.GetFloat("tessera_clip_max", kInf);
     float* data = y.mutable_data<float>();
     const int64_t total = y.num_elements();
     const int64_t tasks = std::max<int64_t>(1, total / 16384);
-    ParallelFor(ctx.pool, tasks, [&](int64_t t) {
-      const int64_t end = total * (t + 1) / tasks;
-      for (int64_t i = total * t / tasks; i < end; ++i) {
-        data[i] = std::min(std::max(data[i], lo), hi);
-      }
-    });
+    auto each = [&](auto f) {
+      ParallelFor(ctx.pool, tasks, [&](int64_t t) {
+        const int64_t end = total * (t + 1) / tasks;
+        for (int64_t i = total * t / tasks; i < end; ++i) data[i] = f(data[i]);
+      });
+    };
+    if (act == "LeakyRelu") {
+      const float alpha = node.attributes.GetFloat("tessera_alpha", 0.01f);
+      each([alpha](float v) { return v < 0.0f ? alpha * v : v; });
+    } else if (act == "Sigmoid") {
+      each([](float v) { return 1.0f / (1.0f + std::exp(-v)); });
+    } else if (act == "Tanh") {
+      each([](float v) { return std::tanh(v); });
+    } else if (act == "Swish") {
+      each([](float v) { return v / (1.0f + std::exp(-v)); });
+    } else {
+      const float lo = act == "Relu" ? 0.0f : node.attributes.GetFloat("tessera_clip_min", -kInf);
+      const float hi = act == "Relu" ? kInf : node.attributes.GetFloat("tessera_clip_max", kInf);
+      each([lo, hi](float v) { return std::min(std::max(v, lo), hi); });
+    }
   }
   (*outputs)[0] = std::move(y);
   return absl::OkStatus();

@@ -157,6 +157,15 @@ dnnl::primitive_attr PostOpsAttr(const Node& node, bool residual) {
     float hi = node.attributes.GetFloat("tessera_clip_max", max);
     ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_clip, std::max(lo, -max),
                        std::min(hi, max));
+  } else if (activation == "LeakyRelu") {
+    ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu,
+                       node.attributes.GetFloat("tessera_alpha", 0.01f), 0.0f);
+  } else if (activation == "Sigmoid") {
+    ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_logistic, 0.0f, 0.0f);
+  } else if (activation == "Tanh") {
+    ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_tanh, 0.0f, 0.0f);
+  } else if (activation == "Swish") {
+    ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_swish, 1.0f, 0.0f);  // x * sigmoid(1 * x)
   }
   if (ops.len() > 0) attr.set_post_ops(ops);
   return attr;
