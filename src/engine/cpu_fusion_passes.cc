@@ -276,82 +276,60 @@ int FuseConvResidual(Graph* graph) {
   return fused;
 }
 
-namespace {
-
-// The reader of `value` other than `not_this` (readers[value] == 2), or -1.
-int OtherReader(const Graph& graph, int value, int not_this) {
-  for (size_t n = 0; n < graph.nodes.size(); ++n) {
-    if (static_cast<int>(n) == not_this) continue;
-    const auto& inputs = graph.nodes[n].inputs;
-    if (std::find(inputs.begin(), inputs.end(), value) != inputs.end()) return static_cast<int>(n);
-  }
-  return -1;
-}
-
-// The node that reads `value` (readers[value] == 1), or -1.
-int OnlyReader(const Graph& graph, int value) { return OtherReader(graph, value, -1); }
-
-}  // namespace
-
 int FuseConvEltwise(Graph* graph) {
   const std::vector<int> readers = ReaderCounts(*graph);
+  const std::vector<int> producer = Producers(*graph);
   std::vector<bool> remove(graph->nodes.size(), false);
-  int fused = 0;
-  for (size_t c = 0; c < graph->nodes.size(); ++c) {
-    Node& conv = graph->nodes[c];
+  // The Conv producing `value`, when `value` has exactly `reads` readers and the Conv has no
+  // fused activation yet; else null.
+  auto bare_conv = [&](int value, int reads) -> Node* {
+    if (value == kNoValue || producer[value] < 0 || readers[value] != reads) return nullptr;
+    Node& conv = graph->nodes[producer[value]];
     if (conv.op_type != "Conv" || conv.outputs.size() != 1 ||
         conv.attributes.Has("tessera_activation")) {
-      continue;
+      return nullptr;
     }
-    const int x = conv.outputs[0];
-    int last = -1;  // the node whose output the Conv takes over
-    std::vector<int> absorbed;
-    Attribute kind;
-    kind.kind = Attribute::Kind::kString;
-    if (readers[x] == 1) {
-      const int r = OnlyReader(*graph, x);
-      if (r < 0) continue;
-      const Node& act = graph->nodes[r];
-      if ((act.op_type != "LeakyRelu" && act.op_type != "Sigmoid" && act.op_type != "Tanh") ||
-          act.inputs.size() != 1 || act.outputs.size() != 1) {
-        continue;
-      }
-      kind.s = act.op_type;
-      if (act.op_type == "LeakyRelu") {
-        Attribute alpha;
-        alpha.kind = Attribute::Kind::kFloat;
-        alpha.f = act.attributes.GetFloat("alpha", 0.01f);
-        conv.attributes.Set("tessera_alpha", alpha);
-      }
-      last = r;
-      absorbed = {r};
-    } else if (readers[x] == 2) {
-      // Swish: Sigmoid(x) read only by a Mul of x and it, in either order.
-      int sigmoid = -1;
-      for (size_t n = 0; n < graph->nodes.size() && sigmoid < 0; ++n) {
-        const Node& node = graph->nodes[n];
-        if (node.op_type == "Sigmoid" && node.inputs.size() == 1 && node.inputs[0] == x &&
-            node.outputs.size() == 1) {
-          sigmoid = static_cast<int>(n);
+    return &conv;
+  };
+  int fused = 0;
+  for (size_t n = 0; n < graph->nodes.size(); ++n) {
+    const Node& node = graph->nodes[n];
+    if (node.outputs.size() != 1) continue;
+    Node* conv = nullptr;
+    std::string kind;
+    if ((node.op_type == "LeakyRelu" || node.op_type == "Sigmoid" || node.op_type == "Tanh") &&
+        node.inputs.size() == 1) {
+      conv = bare_conv(node.inputs[0], 1);
+      kind = node.op_type;
+    } else if (node.op_type == "Mul" && node.inputs.size() == 2) {
+      // SiLU: Mul(x, Sigmoid(x)) in either order, x read by nothing else, the Sigmoid's output
+      // by nothing but this Mul.
+      for (int side = 0; side < 2 && conv == nullptr; ++side) {
+        const int x = node.inputs[side], s = node.inputs[1 - side];
+        if (s == kNoValue || producer[s] < 0 || readers[s] != 1) continue;
+        const Node& sigmoid = graph->nodes[producer[s]];
+        if (sigmoid.op_type != "Sigmoid" || sigmoid.inputs.size() != 1 ||
+            sigmoid.inputs[0] != x || sigmoid.outputs.size() != 1) {
+          continue;
         }
+        conv = bare_conv(x, 2);
+        if (conv != nullptr) remove[producer[s]] = true;
       }
-      if (sigmoid < 0) continue;
-      const int s = graph->nodes[sigmoid].outputs[0];
-      const int mul = OtherReader(*graph, x, sigmoid);
-      if (mul < 0 || readers[s] != 1 || OnlyReader(*graph, s) != mul) continue;
-      const Node& m = graph->nodes[mul];
-      const bool pair = m.inputs.size() == 2 && ((m.inputs[0] == x && m.inputs[1] == s) ||
-                                                 (m.inputs[0] == s && m.inputs[1] == x));
-      if (m.op_type != "Mul" || !pair || m.outputs.size() != 1) continue;
-      kind.s = "Swish";
-      last = mul;
-      absorbed = {sigmoid, mul};
-    } else {
-      continue;
+      kind = "Swish";
     }
-    conv.attributes.Set("tessera_activation", kind);
-    conv.outputs[0] = graph->nodes[last].outputs[0];
-    for (int n : absorbed) remove[n] = true;
+    if (conv == nullptr) continue;
+    Attribute name;
+    name.kind = Attribute::Kind::kString;
+    name.s = kind;
+    conv->attributes.Set("tessera_activation", name);
+    if (kind == "LeakyRelu") {
+      Attribute alpha;
+      alpha.kind = Attribute::Kind::kFloat;
+      alpha.f = node.attributes.GetFloat("alpha", 0.01f);
+      conv->attributes.Set("tessera_alpha", alpha);
+    }
+    conv->outputs[0] = node.outputs[0];
+    remove[n] = true;
     ++fused;
   }
   EraseMarked(remove, graph);
