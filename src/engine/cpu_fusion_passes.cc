@@ -308,8 +308,8 @@ int FuseConvEltwise(Graph* graph) {
         const int x = node.inputs[side], s = node.inputs[1 - side];
         if (s == kNoValue || producer[s] < 0 || readers[s] != 1) continue;
         const Node& sigmoid = graph->nodes[producer[s]];
-        if (sigmoid.op_type != "Sigmoid" || sigmoid.inputs.size() != 1 ||
-            sigmoid.inputs[0] != x || sigmoid.outputs.size() != 1) {
+        if (sigmoid.op_type != "Sigmoid" || sigmoid.inputs.size() != 1 || sigmoid.inputs[0] != x ||
+            sigmoid.outputs.size() != 1) {
           continue;
         }
         conv = bare_conv(x, 2);
