@@ -262,8 +262,11 @@ def _is_tessera_process(pid):
 
 
 def _looks_like_port_clash(log):
+    # gRPC says "address already in use"; the metrics and HTTP listeners (libmicrohttpd) "cannot
+    # listen ... (address in use or not available)".
     low = log.lower()
-    return "address already in use" in low or "failed to bind" in low or "bind" in low and "port" in low
+    return ("address already in use" in low or "address in use" in low or "failed to bind" in low
+            or "bind" in low and "port" in low)
 
 
 # ---- pytest hooks and fixtures --------------------------------------------------------------------
