@@ -128,9 +128,12 @@ int main(int argc, char** argv) {
   CLI::App app{"tessera-engine-bench: latency of the engine's Model::Run on one ONNX file"};
   std::string model_path;
   std::vector<int64_t> batches = {1, 8};
-  int threads = 1, warmup = 3, iterations = 20;
+  // Warm-up covers the CPU model's first Runs with a shape, which plan memory (1) and time each
+  // node alone and on the pool (2 x NodeParallelism::kSamples).
+  int threads = 1, warmup = 10, iterations = 20;
   int64_t dynamic_dim = 1, int_high = 2;
-  bool layers = false, no_onednn = false, no_cuda_graphs = false, check = false;
+  bool layers = false, no_onednn = false, no_node_tuning = false, no_cuda_graphs = false;
+  bool check = false;
   std::string backend = "cpu", precision = "fp32";
   app.add_option("--model", model_path, "ONNX model file")->required();
   app.add_option("--batches", batches, "Batch sizes (comma-separated)")->delimiter(',');
@@ -145,6 +148,8 @@ int main(int argc, char** argv) {
   app.add_option("--top-nodes", top_nodes, "With --layers, how many of the slowest nodes to list")
       ->check(CLI::NonNegativeNumber);
   app.add_flag("--no-onednn", no_onednn, "Use only the engine's own kernels (CPU)");
+  app.add_flag("--no-node-tuning", no_node_tuning,
+               "CPU: every node on every thread (no per-node choice of pool or alone)");
   app.add_option("--backend", backend, "Engine backend")
       ->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--precision", precision,
@@ -160,6 +165,7 @@ int main(int argc, char** argv) {
   engine::ModelOptions options;
   options.num_threads = threads;
   options.onednn = !no_onednn;
+  options.tune_node_parallelism = !no_node_tuning;
   options.backend = backend == "cuda" ? engine::Backend::kCuda : engine::Backend::kCpu;
   options.precision = precision == "fp16" ? engine::Precision::kFp16 : engine::Precision::kFp32;
   options.cuda_graphs = !no_cuda_graphs;
@@ -179,7 +185,8 @@ int main(int argc, char** argv) {
     std::printf("# timed Run = host->device input copies + kernels + device->host output copies"
                 " + stream sync\n");
   } else {
-    std::printf("# backend=cpu threads=%d onednn=%s\n", threads, no_onednn ? "off" : "on");
+    std::printf("# backend=cpu threads=%d onednn=%s node_tuning=%s\n", threads,
+                no_onednn ? "off" : "on", no_node_tuning ? "off" : "on");
   }
   std::fflush(stdout);
   std::mt19937 rng(1234);

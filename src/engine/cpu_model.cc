@@ -23,6 +23,7 @@
 #include "engine/graph.h"
 #include "engine/graph_passes.h"
 #include "engine/memory_planner.h"
+#include "engine/node_parallelism.h"
 #include "engine/onnx_import.h"
 #include "engine/prepare_cpu_graph.h"
 #include "engine/string_tensor.h"
@@ -108,19 +109,19 @@ class SharedModelData {
 
 class CpuModel final : public Model {
  public:
-  CpuModel(std::shared_ptr<const SharedModelData> shared, int num_threads, bool plan_memory,
-           bool onednn)
+  CpuModel(std::shared_ptr<const SharedModelData> shared, const ModelOptions& options)
       : shared_(std::move(shared)),
-        graph_(shared_->ForCpu(onednn).graph),
-        states_(shared_->ForCpu(onednn).states),
-        plan_memory_(plan_memory),
-        onednn_(onednn),
-        pool_(std::make_unique<ThreadPool>(num_threads)) {
+        graph_(shared_->ForCpu(options.onednn).graph),
+        states_(shared_->ForCpu(options.onednn).states),
+        plan_memory_(options.plan_memory),
+        onednn_(options.onednn),
+        tune_node_parallelism_(options.tune_node_parallelism),
+        pool_(std::make_unique<ThreadPool>(std::max(1, options.num_threads))) {
     const size_t values = graph_.value_names.size();
     last_use_.assign(values, -1);
     keep_.assign(values, false);
     for (size_t n = 0; n < graph_.nodes.size(); ++n) {
-      ops_.push_back(cpu::FindOp(graph_.nodes[n].op_type, onednn));
+      ops_.push_back(cpu::FindOp(graph_.nodes[n].op_type, onednn_));
       for (int id : graph_.nodes[n].inputs) {
         if (id != kNoValue) last_use_[id] = static_cast<int>(n);
       }
@@ -162,10 +163,11 @@ class CpuModel final : public Model {
                  std::vector<LayerTiming>* timings);
   // Interprets the nodes on `slots` (graph inputs already set). With `plan`, kernel outputs go to
   // `arena` at the planned offsets; with `recording`, what a plan needs is written there. Kernels
-  // put the strings they make in `strings`.
+  // put the strings they make in `strings`. With `parallelism`, each node gets `pool` or runs
+  // alone as it says, and undecided nodes are timed for it.
   Status Execute(std::vector<Value>* slots, ThreadPool* pool, const ActivationPlan* plan,
                  std::byte* arena, Recording* recording, std::vector<LayerTiming>* timings,
-                 StringArena* strings) const;
+                 StringArena* strings, NodeParallelism* parallelism = nullptr) const;
   Status CopyOutputs(const std::vector<Value>& slots, std::vector<Tensor>* outputs) const;
   StatusOr<std::shared_ptr<const ActivationPlan>> BuildPlan(const Recording& recording) const;
   std::vector<Shape> InputShapes(const std::vector<Value>& slots) const;
@@ -183,12 +185,16 @@ class CpuModel final : public Model {
   const std::vector<std::unique_ptr<cpu::KernelState>>& states_;  // per node; may hold nulls
   const bool plan_memory_;
   const bool onednn_;
+  const bool tune_node_parallelism_;
   std::vector<const cpu::OpDef*> ops_;  // parallel to graph_.nodes
   std::vector<int> last_use_;           // per value: index of the last node reading it, or -1
   std::vector<bool> keep_;              // per value: a graph output, never released early
   uint64_t weight_bytes_ = 0;
   std::unique_ptr<ThreadPool> pool_;
   Value arena_;  // activation arena, grown to the largest plan run so far; used by Run only
+
+  // Per input-shape tuple, which nodes run on the pool; used by Run only, like arena_.
+  std::map<std::vector<Shape>, NodeParallelism> parallelism_;
 
   mutable std::mutex plans_mu_;
   mutable std::map<std::vector<Shape>, std::shared_ptr<const ActivationPlan>> plans_
@@ -274,9 +280,10 @@ bool ElementwiseOnChannelsLast(const cpu::Inputs& inputs) {
 
 Status CpuModel::Execute(std::vector<Value>* slots, ThreadPool* pool, const ActivationPlan* plan,
                          std::byte* arena, Recording* recording, std::vector<LayerTiming>* timings,
-                         StringArena* strings) const {
+                         StringArena* strings, NodeParallelism* parallelism) const {
   cpu::OpContext ctx;
   ctx.pool = pool;
+  if (pool == nullptr) parallelism = nullptr;
   ctx.strings = strings;
   ctx.onednn = onednn_ && cpu::UsingOneDnn();
   cpu::Inputs node_inputs;
@@ -334,15 +341,26 @@ Status CpuModel::Execute(std::vector<Value>* slots, ThreadPool* pool, const Acti
       allocated.assign(node.outputs.size(), false);
       ctx.allocated_outputs = &allocated;
     }
+    NodeParallelism::Mode mode = NodeParallelism::Mode::kPool;
+    bool tuning = false;
+    // Only a pool with threads to spare gives a choice: while other runs take the threads, the
+    // node runs alone whatever it is given, and timing it would teach nothing.
+    if (parallelism != nullptr && pool->usable_threads() > 1) {
+      mode = parallelism->Next(n, &tuning);
+    }
+    ctx.pool = mode == NodeParallelism::Mode::kPool ? pool : nullptr;
+    const bool timed = timings != nullptr || tuning;
     std::chrono::steady_clock::time_point start;
-    if (timings != nullptr) start = std::chrono::steady_clock::now();
+    if (timed) start = std::chrono::steady_clock::now();
     Status status = ops_[n]->run(ctx, node, node_inputs, &node_outputs);
-    if (timings != nullptr) {
-      const auto elapsed = std::chrono::steady_clock::now() - start;
-      timings->push_back(LayerTiming{
-          node.name, node.op_type,
-          static_cast<uint64_t>(
-              std::chrono::duration_cast<std::chrono::nanoseconds>(elapsed).count())});
+    if (timed) {
+      const int64_t nanos = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                std::chrono::steady_clock::now() - start)
+                                .count();
+      if (timings != nullptr) {
+        timings->push_back(LayerTiming{node.name, node.op_type, static_cast<uint64_t>(nanos)});
+      }
+      if (tuning && status.ok()) parallelism->Record(n, mode, nanos);
     }
     if (!status.ok()) return Prefixed(status, node.Describe(graph_.value_names));
     if (outputs_channels_last) {
@@ -489,8 +507,18 @@ Status CpuModel::RunImpl(const std::vector<TensorView>& inputs, std::vector<Tens
     arena_ = Value();  // free the old arena before allocating the larger one
     arena_ = Value::Allocate(DataType::kUint8, {static_cast<int64_t>(plan->arena_bytes)});
   }
+  // Tuned on planned Runs only: the Run that records a plan allocates afresh and builds oneDNN
+  // primitives, which would make its nodes look slower than they are.
+  NodeParallelism* parallelism = nullptr;
+  if (!tune_node_parallelism_ || pool_->num_threads() < 2) {
+    // every node gets the pool
+  } else if (auto it = parallelism_.find(key); it != parallelism_.end()) {
+    parallelism = &it->second;
+  } else if (parallelism_.size() < kMaxCachedPlans) {
+    parallelism = &parallelism_.try_emplace(key, graph_.nodes.size()).first->second;
+  }
   TESSERA_RETURN_IF_ERROR(Execute(&slots, pool_.get(), plan.get(), arena_.mutable_data<std::byte>(),
-                                  nullptr, timings, &strings));
+                                  nullptr, timings, &strings, parallelism));
   return CopyOutputs(slots, outputs);
 }
 
@@ -610,8 +638,7 @@ StatusOr<std::unique_ptr<Model>> LoadOnnxModel(const std::string& path,
     }
 #endif
     if (model == nullptr) {
-      model = std::make_unique<CpuModel>(std::move(shared), std::max(1, options.num_threads),
-                                         options.plan_memory, options.onednn);
+      model = std::make_unique<CpuModel>(std::move(shared), options);
     }
     if (defaults.empty()) return model;
     return std::unique_ptr<Model>(

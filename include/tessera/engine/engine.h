@@ -46,6 +46,10 @@ struct ModelOptions {
   // Run Conv and pools through oneDNN on channels-last activations where this build has oneDNN;
   // false = the engine's own kernels only (the reference the oneDNN path is tested against).
   bool onednn = true;
+  // kCpu with num_threads > 1: the first Runs with each input shape time every node both across
+  // the threads and on the calling thread alone, and the node keeps the faster (a small node pays
+  // more to wake a sleeping thread than the thread saves). Off = every node uses every thread.
+  bool tune_node_parallelism = true;
   // kCuda only: see Precision.
   Precision precision = Precision::kFp32;
   // kCuda only: after the first Run with an input shape, capture that shape's kernels once as a

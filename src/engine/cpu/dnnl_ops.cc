@@ -70,8 +70,11 @@ memory ThreadScratchpad(const memory::desc& desc) {
   return memory(desc, CpuEngine(), buffer.data.get());
 }
 
-void SetThreads(const OpContext& ctx) {
-  omp_set_num_threads(ctx.pool != nullptr ? ctx.pool->usable_threads() : 1);
+// Sizes the calling thread's OpenMP team for the node; returns the size.
+int SetThreads(const OpContext& ctx) {
+  const int threads = ctx.pool != nullptr ? ctx.pool->usable_threads() : 1;
+  omp_set_num_threads(threads);
+  return threads;
 }
 
 memory::dims Dims(std::initializer_list<int64_t> dims) {
@@ -282,8 +285,11 @@ Status RunDnnlConv(const OpContext& ctx, const Node& node, const Inputs& inputs,
   };
 
   try {
-    SetThreads(ctx);
+    const int threads = SetThreads(ctx);
+    // A primitive splits its work for the OpenMP threads there were when it was made and runs
+    // with that many whatever the team size is later: one is kept per thread count.
     std::vector<int64_t> key = x_in.shape();
+    key.push_back(threads);
     if (!cache_weights) key.insert(key.end(), wt.shape().begin(), wt.shape().end());
     TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<const ConvEntry> entry,
                              state != nullptr ? state->cache.Get(key, build) : build());

@@ -1,0 +1,29 @@
+#include "engine/node_parallelism.h"
+
+namespace tessera::engine {
+
+NodeParallelism::Mode NodeParallelism::Next(size_t n, bool* timed) const {
+  const NodeState& node = nodes_[n];
+  *timed = !node.decided;
+  if (node.decided) return node.mode;
+  const int pool = static_cast<int>(Mode::kPool), alone = static_cast<int>(Mode::kAlone);
+  return node.samples[pool] <= node.samples[alone] ? Mode::kPool : Mode::kAlone;
+}
+
+void NodeParallelism::Record(size_t n, Mode mode, int64_t nanos) {
+  NodeState& node = nodes_[n];
+  if (node.decided) return;
+  const int m = static_cast<int>(mode);
+  if (node.samples[m] == 0 || nanos < node.fastest[m]) node.fastest[m] = nanos;
+  ++node.samples[m];
+  const int pool = static_cast<int>(Mode::kPool), alone = static_cast<int>(Mode::kAlone);
+  if (node.samples[pool] < kSamples || node.samples[alone] < kSamples) return;
+  node.decided = true;
+  node.mode = static_cast<double>(node.fastest[alone]) <=
+                      kPoolMargin * static_cast<double>(node.fastest[pool])
+                  ? Mode::kAlone
+                  : Mode::kPool;
+  --undecided_;
+}
+
+}  // namespace tessera::engine

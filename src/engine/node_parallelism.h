@@ -1,0 +1,54 @@
+// Per node of a graph, for one tuple of input shapes: does the node run faster across the thread
+// pool or on the calling thread alone?
+//
+// Waking a sleeping worker (the pool's condition variable, or OpenMP's PASSIVE wait) costs tens
+// of microseconds on a VM, more than a small MatMul or a late MobileNet convolution takes on one
+// thread: with every node on 2 threads, bert_tiny at batch 1 ran 2.3x slower than on 1 thread
+// (bench/results/2026-11-24-engine-cpu-node-parallelism.md). Whether the second thread pays depends
+// on the node, its shapes and the machine's wake-up cost, so it is measured rather than modelled:
+// the first runs with a shape time each node both ways, alternating, and keep the faster.
+//
+// Thread-compatible: one caller at a time, like the Model that owns it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace tessera::engine {
+
+class NodeParallelism {
+ public:
+  enum class Mode : uint8_t { kPool, kAlone };
+
+  // Timed runs per mode before a node's mode is fixed; the fastest of them counts, so one run
+  // slowed by a page fault or a preemption does not decide.
+  static constexpr int kSamples = 3;
+  // A node stays alone unless the pool is this much faster: a node run alone leaves the other
+  // cores to concurrent runs of other models and to the executor's own threads.
+  static constexpr double kPoolMargin = 1.1;
+
+  explicit NodeParallelism(size_t nodes) : nodes_(nodes) {}
+
+  // How node `n` runs this time; `*timed` says whether to report its time with Record. Undecided
+  // nodes alternate between the modes, starting with the pool.
+  Mode Next(size_t n, bool* timed) const;
+  // The time node `n` took in `mode`, as Next asked.
+  void Record(size_t n, Mode mode, int64_t nanos);
+
+  // Nodes whose mode is not fixed yet; 0 once every node is decided.
+  size_t undecided() const { return undecided_; }
+
+ private:
+  struct NodeState {
+    bool decided = false;
+    Mode mode = Mode::kPool;
+    int samples[2] = {0, 0};
+    int64_t fastest[2] = {0, 0};
+  };
+
+  std::vector<NodeState> nodes_;
+  size_t undecided_ = nodes_.size();
+};
+
+}  // namespace tessera::engine

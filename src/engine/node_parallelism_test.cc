@@ -1,0 +1,84 @@
+#include "engine/node_parallelism.h"
+
+#include "gtest/gtest.h"
+
+namespace tessera::engine {
+namespace {
+
+using Mode = NodeParallelism::Mode;
+constexpr int kSamples = NodeParallelism::kSamples;
+
+// Feeds node `n` kSamples timings per mode, as the CPU model's first Runs would, returning the
+// modes Next asked for in order.
+std::vector<Mode> Explore(NodeParallelism* choice, size_t n, int64_t pool_nanos,
+                          int64_t alone_nanos) {
+  std::vector<Mode> asked;
+  for (int run = 0; run < 2 * kSamples; ++run) {
+    bool timed = false;
+    const Mode mode = choice->Next(n, &timed);
+    EXPECT_TRUE(timed) << "run " << run;
+    asked.push_back(mode);
+    choice->Record(n, mode, mode == Mode::kPool ? pool_nanos : alone_nanos);
+  }
+  return asked;
+}
+
+Mode Decided(const NodeParallelism& choice, size_t n) {
+  bool timed = true;
+  const Mode mode = choice.Next(n, &timed);
+  EXPECT_FALSE(timed) << "node " << n << " is still being timed";
+  return mode;
+}
+
+TEST(NodeParallelismTest, UndecidedNodesAlternateStartingWithThePool) {
+  NodeParallelism choice(1);
+  std::vector<Mode> asked = Explore(&choice, 0, 100, 100);
+  ASSERT_EQ(asked.size(), 2u * kSamples);
+  for (size_t i = 0; i < asked.size(); ++i) {
+    EXPECT_EQ(asked[i], i % 2 == 0 ? Mode::kPool : Mode::kAlone) << "run " << i;
+  }
+}
+
+TEST(NodeParallelismTest, KeepsTheFasterModeOncePerNode) {
+  NodeParallelism choice(3);
+  EXPECT_EQ(choice.undecided(), 3u);
+  Explore(&choice, 0, /*pool_nanos=*/40'000, /*alone_nanos=*/12'000);  // a wake-up costs more
+  Explore(&choice, 1, /*pool_nanos=*/60'000, /*alone_nanos=*/110'000);
+  EXPECT_EQ(choice.undecided(), 1u);
+  EXPECT_EQ(Decided(choice, 0), Mode::kAlone);
+  EXPECT_EQ(Decided(choice, 1), Mode::kPool);
+  bool timed = false;
+  choice.Next(2, &timed);
+  EXPECT_TRUE(timed);
+  // Late reports for a decided node change nothing.
+  choice.Record(0, Mode::kPool, 1);
+  EXPECT_EQ(Decided(choice, 0), Mode::kAlone);
+}
+
+TEST(NodeParallelismTest, ThePoolMustWinByTheMargin) {
+  NodeParallelism choice(2);
+  // 5 % faster on the pool: not worth keeping a second core busy.
+  Explore(&choice, 0, 100'000, 105'000);
+  // 25 % faster on the pool: worth it.
+  Explore(&choice, 1, 100'000, 125'000);
+  EXPECT_EQ(Decided(choice, 0), Mode::kAlone);
+  EXPECT_EQ(Decided(choice, 1), Mode::kPool);
+}
+
+TEST(NodeParallelismTest, TheFastestSampleCountsNotOneSlowRun) {
+  NodeParallelism choice(1);
+  // The pool's first run pays a page fault (a fresh arena); its later ones show its real speed.
+  const int64_t pool_runs[kSamples] = {500'000, 60'000, 61'000};
+  int pool_seen = 0;
+  for (int run = 0; run < 2 * kSamples; ++run) {
+    bool timed = false;
+    const Mode mode = choice.Next(0, &timed);
+    choice.Record(0, mode, mode == Mode::kPool ? pool_runs[pool_seen++] : 100'000);
+  }
+  EXPECT_EQ(pool_seen, kSamples);
+  EXPECT_EQ(Decided(choice, 0), Mode::kPool);
+  EXPECT_EQ(choice.undecided(), 0u);
+}
+
+}  // namespace
+}  // namespace tessera::engine
