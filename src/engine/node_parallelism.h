@@ -3,10 +3,11 @@
 //
 // Waking a sleeping worker (the pool's condition variable, or OpenMP's PASSIVE wait) costs tens
 // of microseconds on a VM, more than a small MatMul or a late MobileNet convolution takes on one
-// thread: with every node on 2 threads, bert_tiny at batch 1 ran 2.3x slower than on 1 thread
-// (bench/results/2026-11-24-engine-cpu-node-parallelism.md). Whether the second thread pays depends
-// on the node, its shapes and the machine's wake-up cost, so it is measured rather than modelled:
-// the first runs with a shape time each node both ways, alternating, and keep the faster.
+// thread: with every node on 2 threads, bert_tiny at batch 1 ran more than 2x slower than on 1
+// thread (bench/results/2026-11-24-engine-cpu-node-parallelism.md). Whether the second thread
+// pays depends on the node, its shapes and the machine's wake-up cost, so it is measured rather
+// than modelled: the first runs with a shape time each node both ways, alternating, and keep the
+// faster.
 //
 // Thread-compatible: one caller at a time, like the Model that owns it.
 #pragma once
