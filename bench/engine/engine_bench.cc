@@ -143,7 +143,9 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--dynamic-dim", dynamic_dim, "Value of dynamic dims other than the batch");
   app.add_option("--int-high", int_high, "Integer inputs are drawn from [0, int-high)");
-  app.add_flag("--layers", layers, "Print the per-layer breakdown of the last batch size");
+  app.add_flag("--layers", layers,
+               "Print the per-layer breakdown of the last batch size (per node, the median over "
+               "--iterations more Runs)");
   int top_nodes = 10;
   app.add_option("--top-nodes", top_nodes, "With --layers, how many of the slowest nodes to list")
       ->check(CLI::NonNegativeNumber);
@@ -227,8 +229,22 @@ int main(int argc, char** argv) {
 #endif
     std::fflush(stdout);  // a later batch size may fail; the lines so far still reach the reader
     if (layers) {
-      last_timings.clear();
-      if (!(*model)->RunTimed(views, &outputs, &last_timings).ok()) return 1;
+      // Per node, the median over `iterations` timed Runs: one Run's figures are too noisy on a
+      // shared machine to compare nodes that take tens of microseconds.
+      std::vector<std::vector<uint64_t>> per_node;
+      std::vector<engine::LayerTiming> run;
+      for (int i = 0; i < iterations; ++i) {
+        run.clear();
+        if (!(*model)->RunTimed(views, &outputs, &run).ok()) return 1;
+        per_node.resize(run.size());
+        for (size_t n = 0; n < run.size(); ++n) per_node[n].push_back(run[n].ns);
+      }
+      for (size_t n = 0; n < run.size(); ++n) {
+        std::vector<uint64_t>& ns = per_node[n];
+        std::nth_element(ns.begin(), ns.begin() + ns.size() / 2, ns.end());
+        run[n].ns = ns[ns.size() / 2];
+      }
+      last_timings = std::move(run);
     }
   }
   if (layers && !last_timings.empty()) {

@@ -69,16 +69,60 @@ std::string MixedCnn() {
   return b.Write("onednn_mixed_cnn.onnx");
 }
 
-Tensor RandomInput(int64_t batch, uint32_t seed) {
+// A U-Net-like decoder on channels-last Conv outputs: Resize (linear, cubic, and nearest to given
+// sizes) and Concat on the channel and on a spatial axis, of channels-last values, of a mix where
+// most bytes are channels-last (the row-major input is converted) and of a mix where most are
+// row-major (the channels-last one is converted instead).
+std::string DecoderCnn() {
+  GraphBuilder b;
+  b.Opsets(18);
+  b.Input("input", {-1, 3, 12, 12});
+  b.Weight("w1", {8, 3, 3, 3}, 0.3f);
+  b.Weight("w2", {16, 8, 3, 3}, 0.3f);
+  b.Weight("w3", {4, 24, 3, 3}, 0.3f);
+  b.Weight("w4", {1, 3, 1, 1}, 0.3f);
+  b.FloatConstant("double", {4}, {1.0f, 1.0f, 2.0f, 2.0f});
+  b.FloatConstant("one_and_half", {4}, {1.0f, 1.0f, 1.5f, 1.5f});
+  b.Int64Constant("sizes", {24, 18});
+  auto padded_conv = [&](const char* in, const char* w, const char* out) {
+    GraphBuilder::Ints(b.Node("Conv", {in, w}, {out}), "pads", {1, 1, 1, 1});
+  };
+  padded_conv("input", "w1", "c1");
+  auto* p1 = b.Node("MaxPool", {"c1"}, {"p1"});
+  GraphBuilder::Ints(p1, "kernel_shape", {2, 2});
+  GraphBuilder::Ints(p1, "strides", {2, 2});
+  padded_conv("p1", "w2", "c2");
+  auto* up = b.Node("Resize", {"c2", "", "double"}, {"up"});
+  GraphBuilder::String(up, "mode", "linear");
+  auto* cubic = b.Node("Resize", {"c2", "", "one_and_half"}, {"cubic"});
+  GraphBuilder::String(cubic, "mode", "cubic");
+  GraphBuilder::String(cubic, "coordinate_transformation_mode", "align_corners");
+  GraphBuilder::Int(b.Node("Concat", {"up", "c1"}, {"cat"}), "axis", 1);
+  padded_conv("cat", "w3", "c3");
+  GraphBuilder::Int(b.Node("Concat", {"c3", "input"}, {"mostly_channels_last"}), "axis", 1);
+  b.Node("Conv", {"input", "w4"}, {"thin"});
+  GraphBuilder::Int(b.Node("Concat", {"thin", "input", "input"}, {"mostly_row_major"}), "axis", 1);
+  auto* nearest = b.Node("Resize", {"c3", "", "", "sizes"}, {"nearest"});
+  GraphBuilder::Ints(nearest, "axes", {2, 3});
+  b.Node("Relu", {"c3"}, {"r3"});
+  GraphBuilder::Int(b.Node("Concat", {"c3", "r3"}, {"stacked"}), "axis", -2);
+  for (const char* out :
+       {"up", "cubic", "cat", "mostly_channels_last", "mostly_row_major", "nearest", "stacked"}) {
+    b.Output(out);
+  }
+  return b.Write("onednn_decoder_cnn.onnx");
+}
+
+Tensor RandomInput(int64_t batch, uint32_t seed, int64_t size = 20) {
   Tensor t;
   t.name = "input";
   t.dtype = DataType::kFp32;
-  t.shape = {batch, 3, 20, 20};
-  t.bytes.resize(static_cast<size_t>(batch * 3 * 20 * 20) * sizeof(float));
+  t.shape = {batch, 3, size, size};
+  t.bytes.resize(static_cast<size_t>(batch * 3 * size * size) * sizeof(float));
   std::mt19937 rng(seed);
   std::normal_distribution<float> dist(0.0f, 1.0f);
   auto* p = reinterpret_cast<float*>(t.bytes.data());
-  for (int64_t i = 0; i < batch * 3 * 20 * 20; ++i) p[i] = dist(rng);
+  for (int64_t i = 0; i < batch * 3 * size * size; ++i) p[i] = dist(rng);
   return t;
 }
 
@@ -135,6 +179,26 @@ TEST_P(OneDnnVersusOwnKernels, MixedLayoutGraphAgreesAcrossBatchSizes) {
   for (int round = 0; round < 10; ++round) {
     for (int64_t batch : {1, 3, 1, 3, 2}) {
       Tensor input = RandomInput(batch, seed++);
+      ExpectAllClose(RunModel(dnnl->get(), input), RunModel(own->get(), input),
+                     "round " + std::to_string(round) + " batch " + std::to_string(batch));
+    }
+  }
+}
+
+TEST_P(OneDnnVersusOwnKernels, DecoderResizesAndConcatenatesChannelsLastValues) {
+  const std::string path = DecoderCnn();
+  ModelOptions own_options;
+  own_options.onednn = false;
+  ModelOptions dnnl_options;
+  dnnl_options.num_threads = GetParam();
+  auto own = LoadOnnxModel(path, own_options);
+  auto dnnl = LoadOnnxModel(path, dnnl_options);
+  ASSERT_TRUE(own.ok()) << own.status();
+  ASSERT_TRUE(dnnl.ok()) << dnnl.status();
+  uint32_t seed = 50;
+  for (int round = 0; round < 4; ++round) {
+    for (int64_t batch : {1, 2}) {
+      Tensor input = RandomInput(batch, seed++, 12);
       ExpectAllClose(RunModel(dnnl->get(), input), RunModel(own->get(), input),
                      "round " + std::to_string(round) + " batch " + std::to_string(batch));
     }

@@ -63,6 +63,11 @@ Value ToChannelsLast(const Value& v) {
   return out.WithLayout(Layout::kChannelsLast);
 }
 
+Value PhysicalView(const Value& v) {
+  if (!v.channels_last()) return v;
+  return v.WithLayout(Layout::kRowMajor).Reshaped({v.dim(0), v.dim(2), v.dim(3), v.dim(1)});
+}
+
 #ifndef TESSERA_HAVE_ONEDNN
 bool UsingOneDnn() { return false; }
 std::string OneDnnIsa() { return "none"; }

@@ -120,35 +120,57 @@ Status RunInstanceNormalization(const OpContext& ctx, const Node& node, const In
   if (x->channels_last()) {
     // [N, H, W, C] as stored (a oneDNN convolution's output): per image, the channel statistics
     // accumulate over the pixels with the channels as the vectorised inner loop, and the output
-    // stays channels-last for the next convolution, saving two transposes.
+    // stays channels-last for the next convolution, saving two transposes. An image's
+    // [pixels, C] is seen as [pixels / k, k * C] so that the inner loop runs over k * C values,
+    // not over the 8 or 16 channels of a small U-Net, which left it mostly loop overhead; column
+    // w then belongs to channel w % C.
     const int64_t batch = x->dim(0), pixels = x->dim(2) * x->dim(3);
+    int64_t k = 1;
+    for (int64_t candidate = std::max<int64_t>(1, 256 / std::max<int64_t>(1, channels));
+         candidate > 1; --candidate) {
+      if (pixels % candidate == 0) {
+        k = candidate;
+        break;
+      }
+    }
+    const int64_t width = k * channels, rows = pixels / k;
+    const float count = static_cast<float>(std::max<int64_t>(1, pixels));
     Value y = ctx.NewOutput(0, DataType::kFp32, x->shape()).WithLayout(Layout::kChannelsLast);
     ParallelFor(ctx.pool, batch, [&](int64_t n) {
       const float* src = x->data<float>() + n * pixels * channels;
       float* dst = y.mutable_data<float>() + n * pixels * channels;
-      std::vector<float> mean(static_cast<size_t>(channels), 0.0f);
-      std::vector<float> sq(static_cast<size_t>(channels), 0.0f);
-      for (int64_t p = 0; p < pixels; ++p) {
-        for (int64_t c = 0; c < channels; ++c) mean[c] += src[p * channels + c];
-      }
-      for (float& m : mean) m /= static_cast<float>(std::max<int64_t>(1, pixels));
-      for (int64_t p = 0; p < pixels; ++p) {
-        for (int64_t c = 0; c < channels; ++c) {
-          const float d = src[p * channels + c] - mean[c];
-          sq[c] += d * d;
+      std::vector<float> column(static_cast<size_t>(width));
+      std::vector<float> shift(static_cast<size_t>(width));  // per column: its channel's value
+      std::vector<float> stat(static_cast<size_t>(channels));
+      // Sums each column over the rows of `values`, after subtracting `shift`, squared or not,
+      // and folds the columns into their channels' `stat`.
+      auto column_sums = [&](bool squared) {
+        std::fill(column.begin(), column.end(), 0.0f);
+        for (int64_t r = 0; r < rows; ++r) {
+          const float* row = src + r * width;
+          for (int64_t w = 0; w < width; ++w) {
+            const float d = row[w] - shift[w];
+            column[w] += squared ? d * d : d;
+          }
         }
-      }
+        std::fill(stat.begin(), stat.end(), 0.0f);
+        for (int64_t w = 0; w < width; ++w) stat[w % channels] += column[w];
+      };
+      std::fill(shift.begin(), shift.end(), 0.0f);
+      column_sums(false);
+      for (int64_t w = 0; w < width; ++w) shift[w] = stat[w % channels] / count;  // the mean
+      column_sums(true);
       // y = x * s + b with s = scale / std and b = bias - mean * s, per channel.
-      for (int64_t c = 0; c < channels; ++c) {
-        const float inv_std =
-            1.0f / std::sqrt(sq[c] / static_cast<float>(std::max<int64_t>(1, pixels)) + epsilon);
-        sq[c] = scale->data<float>()[c] * inv_std;
-        mean[c] = bias->data<float>()[c] - mean[c] * sq[c];
+      std::vector<float> s(static_cast<size_t>(width)), b(static_cast<size_t>(width));
+      for (int64_t w = 0; w < width; ++w) {
+        const int64_t c = w % channels;
+        s[w] = scale->data<float>()[c] / std::sqrt(stat[c] / count + epsilon);
+        b[w] = bias->data<float>()[c] - shift[w] * s[w];
       }
-      for (int64_t p = 0; p < pixels; ++p) {
-        for (int64_t c = 0; c < channels; ++c) {
-          dst[p * channels + c] = src[p * channels + c] * sq[c] + mean[c];
-        }
+      for (int64_t r = 0; r < rows; ++r) {
+        const float* row = src + r * width;
+        float* out = dst + r * width;
+        for (int64_t w = 0; w < width; ++w) out[w] = row[w] * s[w] + b[w];
       }
     });
     (*outputs)[0] = std::move(y);

@@ -88,6 +88,15 @@ Status CheckWindowAttributes(const Node& node, int spatial_rank = 0);
 Value ToRowMajor(const Value& v);
 // A channels-last copy of a row-major 4-D value.
 Value ToChannelsLast(const Value& v);
+// A channels-last value's bytes as the row-major [N, H, W, C] array they are, so that a kernel
+// written for row-major data can work on them with axes mapped by PhysicalAxis; a row-major value
+// is returned unchanged.
+Value PhysicalView(const Value& v);
+// Where logical axis `axis` (of [N, C, H, W]) lies in a channels-last value's [N, H, W, C] bytes.
+inline int PhysicalAxis(int axis) {
+  constexpr int kPhysical[4] = {0, 3, 1, 2};
+  return kPhysical[axis];
+}
 
 // ---- Op kernels --------------------------------------------------------------------------------
 

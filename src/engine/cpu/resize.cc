@@ -186,14 +186,27 @@ AxisTaps MakeAxisTaps(const ResizeAttributes& r, int64_t in_len, int64_t out_len
       }
       for (int t = 0; t < a.taps; ++t) w[t] = sum != 0 ? w[t] / sum : 0;
     }
+    // An unscaled axis is the identity when j's weights, clamped taps included, sum to 1 at j:
+    // at the last j, linear's second tap clamps onto j itself with weight 0. Missing that made
+    // every linear Resize copy N and C over in two extra passes.
+    double on_j = 0;
+    bool elsewhere = false;
     for (int t = 0; t < a.taps; ++t) {
       index[t] = clamp(raw[t]);
       weight[t] = static_cast<float>(w[t]);
-      const bool unit = index[t] == j ? w[t] == 1.0 : w[t] == 0.0;
-      a.identity = a.identity && unit;
+      if (index[t] == j) {
+        on_j += w[t];
+      } else if (w[t] != 0.0) {
+        elsewhere = true;
+      }
     }
+    a.identity = a.identity && !elsewhere && on_j == 1.0;
   }
   return a;
+}
+
+bool AnyOutside(const AxisTaps& taps) {
+  return std::find(taps.outside.begin(), taps.outside.end(), 1) != taps.outside.end();
 }
 
 // One pass over `axis` of src viewed as [outer, in_len, inner] into dst [outer, out_len, inner].
@@ -209,8 +222,7 @@ void InterpolateAxis(const Value& src, int axis, const AxisTaps& taps, float ext
   const auto* in = static_cast<const std::byte*>(src.raw());
   auto* out = dst.mutable_data<std::byte>();
   const bool fp32 = src.dtype() == DataType::kFp32;
-  const bool any_outside =
-      std::find(taps.outside.begin(), taps.outside.end(), 1) != taps.outside.end();
+  const bool any_outside = AnyOutside(taps);
   if (inner == 1 && taps.taps == 1 && !any_outside) {
     // Nearest along the innermost axis: a gather per row, by element width.
     auto gather = [&](auto* tag) {
@@ -262,9 +274,16 @@ void InterpolateAxis(const Value& src, int axis, const AxisTaps& taps, float ext
   const int64_t rows_per_task =
       std::max<int64_t>(1, (int64_t{1} << 14) / std::max<int64_t>(1, inner));
   ParallelFor(pool, (rows + rows_per_task - 1) / rows_per_task, [&](int64_t task) {
-    const int64_t end = std::min(rows, (task + 1) * rows_per_task);
-    for (int64_t row = task * rows_per_task; row < end; ++row) {
-      const int64_t o = row / out_len, j = row % out_len;
+    const int64_t begin = task * rows_per_task;
+    const int64_t end = std::min(rows, begin + rows_per_task);
+    // Output row `row` is (o, j): walked with a carry rather than a division per row, which
+    // counts when rows are short (a channels-last pass moves one pixel's C channels per row).
+    int64_t o = begin / out_len, j = begin % out_len;
+    for (int64_t row = begin; row < end; ++row, ++j) {
+      if (j == out_len) {
+        j = 0;
+        ++o;
+      }
       std::byte* dst_row = out + static_cast<size_t>(row * inner) * elem;
       if (taps.outside[static_cast<size_t>(j)]) {
         // Only FP32 reaches here: tf_crop_and_resize with nearest on other types is refused.
@@ -282,11 +301,58 @@ void InterpolateAxis(const Value& src, int axis, const AxisTaps& taps, float ext
       float* y = reinterpret_cast<float*>(dst_row);
       const float* x0 = reinterpret_cast<const float*>(plane) + index[0] * inner;
       const float w0 = weight[0];
+      if (taps.taps == 2) {  // linear: one pass over the row instead of two
+        const float* x1 = reinterpret_cast<const float*>(plane) + index[1] * inner;
+        const float w1 = weight[1];
+        for (int64_t i = 0; i < inner; ++i) y[i] = w0 * x0[i] + w1 * x1[i];
+        continue;
+      }
       for (int64_t i = 0; i < inner; ++i) y[i] = w0 * x0[i];
       for (int t = 1; t < taps.taps; ++t) {
         const float* xt = reinterpret_cast<const float*>(plane) + index[t] * inner;
         const float wt = weight[t];
         for (int64_t i = 0; i < inner; ++i) y[i] += wt * xt[i];
+      }
+    }
+  });
+}
+
+// H and W of a channels-last FP32 value, seen as its [N, H, W, C] bytes `x`, resized into `y` in
+// one pass: per output row, the H taps are blended into a row buffer of W * C values (long
+// vectorised loops), then each output pixel blends its W taps of C channels from that buffer.
+// Two separate passes would write and reread an intermediate of N * H * W' * C values.
+void ResizeChannelsLast2d(const Value& x, const AxisTaps& taps_h, const AxisTaps& taps_w,
+                          const Value& y, ThreadPool* pool) {
+  const int64_t batch = x.dim(0), in_h = x.dim(1), in_w = x.dim(2), channels = x.dim(3);
+  const int64_t out_h = y.dim(1), out_w = y.dim(2);
+  const int64_t row_len = in_w * channels;
+  const float* in = x.data<float>();
+  float* out = y.mutable_data<float>();
+  ParallelFor(pool, batch * out_h, [&](int64_t task) {
+    const int64_t n = task / out_h, oh = task % out_h;
+    thread_local std::vector<float> row;
+    row.resize(static_cast<size_t>(row_len));
+    const int64_t* h_index = &taps_h.index[static_cast<size_t>(oh * taps_h.taps)];
+    const float* h_weight = &taps_h.weight[static_cast<size_t>(oh * taps_h.taps)];
+    const float* plane = in + n * in_h * row_len;
+    const float* x0 = plane + h_index[0] * row_len;
+    for (int64_t i = 0; i < row_len; ++i) row[i] = h_weight[0] * x0[i];
+    for (int t = 1; t < taps_h.taps; ++t) {
+      const float* xt = plane + h_index[t] * row_len;
+      const float wt = h_weight[t];
+      for (int64_t i = 0; i < row_len; ++i) row[i] += wt * xt[i];
+    }
+    float* out_row = out + (n * out_h + oh) * out_w * channels;
+    for (int64_t ow = 0; ow < out_w; ++ow) {
+      const int64_t* w_index = &taps_w.index[static_cast<size_t>(ow * taps_w.taps)];
+      const float* w_weight = &taps_w.weight[static_cast<size_t>(ow * taps_w.taps)];
+      float* pixel = out_row + ow * channels;
+      const float* p0 = row.data() + w_index[0] * channels;
+      for (int64_t c = 0; c < channels; ++c) pixel[c] = w_weight[0] * p0[c];
+      for (int t = 1; t < taps_w.taps; ++t) {
+        const float* pt = row.data() + w_index[t] * channels;
+        const float wt = w_weight[t];
+        for (int64_t c = 0; c < channels; ++c) pixel[c] += wt * pt[c];
       }
     }
   });
@@ -419,23 +485,34 @@ Status RunResize(const OpContext& ctx, const Node& node, const Inputs& inputs,
     AxisTaps taps = MakeAxisTaps(r, x->dim(axis), out_shape[axis], axis_scale[axis], start, end);
     if (!taps.identity) passes.emplace_back(axis, std::move(taps));
   }
+  Value y = ctx.NewOutput(0, x->dtype(), out_shape).WithLayout(x->layout());
   if (passes.empty()) {
-    Value y = ctx.NewOutput(0, x->dtype(), out_shape);
     std::memcpy(y.mutable_data<void>(), x->raw(), x->byte_size());
     (*outputs)[0] = std::move(y);
     return absl::OkStatus();
   }
-  Value current = *x;
-  Shape shape = x->shape();
+  // A channels-last X (a oneDNN Conv's output: U-Net decoders, FPN and YOLO upsampling) is
+  // resized as the [N, H, W, C] array it is, and Y stays channels-last for the next Conv. Every
+  // pass then moves whole pixels of C contiguous channels, which vectorise, where row-major
+  // passes over W gather one element at a time.
+  const Value y_bytes = PhysicalView(y);
+  if (x->channels_last() && x->dtype() == DataType::kFp32 && passes.size() == 2 &&
+      passes[0].first == 3 && passes[1].first == 2 && !AnyOutside(passes[0].second) &&
+      !AnyOutside(passes[1].second)) {
+    ResizeChannelsLast2d(PhysicalView(*x), passes[1].second, passes[0].second, y_bytes, ctx.pool);
+    (*outputs)[0] = std::move(y);
+    return absl::OkStatus();
+  }
+  Value current = PhysicalView(*x);
+  Shape shape = current.shape();
   for (size_t p = 0; p < passes.size(); ++p) {
-    const auto& [axis, taps] = passes[p];
-    shape[axis] = out_shape[axis];
-    Value next = p + 1 == passes.size() ? ctx.NewOutput(0, x->dtype(), out_shape)
-                                        : Value::Allocate(x->dtype(), shape);
-    InterpolateAxis(current, axis, taps, r.extrapolation_value, next, ctx.pool);
+    const int axis = x->channels_last() ? PhysicalAxis(passes[p].first) : passes[p].first;
+    shape[axis] = y_bytes.dim(axis);
+    Value next = p + 1 == passes.size() ? y_bytes : Value::Allocate(x->dtype(), shape);
+    InterpolateAxis(current, axis, passes[p].second, r.extrapolation_value, next, ctx.pool);
     current = std::move(next);
   }
-  (*outputs)[0] = std::move(current);
+  (*outputs)[0] = std::move(y);
   return absl::OkStatus();
 }
 

@@ -257,17 +257,42 @@ Status RunConcat(const OpContext& ctx, const Node& node, const Inputs& inputs,
     }
     out_shape[axis] += v->dim(axis);
   }
-  int64_t outer = 1, inner = 1;
-  for (int d = 0; d < axis; ++d) outer *= out_shape[d];
-  for (int d = axis + 1; d < first->rank(); ++d) inner *= out_shape[d];
-  const size_t elem = ElementSize(first->dtype());
-  Value y = ctx.NewOutput(0, first->dtype(), out_shape);
-  auto* dst = y.mutable_data<std::byte>();
-  const size_t out_row = static_cast<size_t>(out_shape[axis] * inner) * elem;
-  size_t offset = 0;
+  // Channels-last inputs (oneDNN Conv outputs: U-Net skips, FPN and YOLO necks) are joined as the
+  // [N, H, W, C] arrays they are, on the physical axis, so the next Conv reads the result without
+  // a transpose, unless most of the bytes are row-major: then those that are not are converted.
+  size_t channels_last_bytes = 0, total_bytes = 0;
   for (const Value* v : inputs) {
-    const size_t row = static_cast<size_t>(v->dim(axis) * inner) * elem;
-    const auto* src = static_cast<const std::byte*>(v->raw());
+    total_bytes += v->byte_size();
+    if (v->channels_last()) channels_last_bytes += v->byte_size();
+  }
+  const bool to_channels_last = channels_last_bytes > 0 && 2 * channels_last_bytes >= total_bytes;
+  std::vector<Value> parts;
+  parts.reserve(inputs.size());
+  for (const Value* v : inputs) {
+    if (to_channels_last) {
+      parts.push_back(PhysicalView(ToChannelsLast(*v)));
+    } else {
+      parts.push_back(ToRowMajor(*v));
+    }
+  }
+  Value y = ctx.NewOutput(0, first->dtype(), out_shape);
+  Value y_bytes = y;
+  if (to_channels_last) {
+    y = y.WithLayout(Layout::kChannelsLast);
+    y_bytes = PhysicalView(y);
+    axis = PhysicalAxis(axis);
+  }
+  const Shape& bytes_shape = y_bytes.shape();
+  int64_t outer = 1, inner = 1;
+  for (int d = 0; d < axis; ++d) outer *= bytes_shape[d];
+  for (int d = axis + 1; d < y_bytes.rank(); ++d) inner *= bytes_shape[d];
+  const size_t elem = ElementSize(first->dtype());
+  auto* dst = y_bytes.mutable_data<std::byte>();
+  const size_t out_row = static_cast<size_t>(bytes_shape[axis] * inner) * elem;
+  size_t offset = 0;
+  for (const Value& v : parts) {
+    const size_t row = static_cast<size_t>(v.dim(axis) * inner) * elem;
+    const auto* src = static_cast<const std::byte*>(v.raw());
     for (int64_t o = 0; o < outer; ++o) {
       std::memcpy(dst + o * out_row + offset, src + o * row, row);
     }
