@@ -72,7 +72,8 @@ std::string MixedCnn() {
 // A U-Net-like decoder on channels-last Conv outputs: Resize (linear, cubic, and nearest to given
 // sizes) and Concat on the channel and on a spatial axis, of channels-last values, of a mix where
 // most bytes are channels-last (the row-major input is converted) and of a mix where most are
-// row-major (the channels-last one is converted instead).
+// row-major (the channels-last one is converted instead); InstanceNormalization of channels-last
+// values whose pixel counts (144, 432, 67) give different widened views.
 std::string DecoderCnn() {
   GraphBuilder b;
   b.Opsets(18);
@@ -84,6 +85,9 @@ std::string DecoderCnn() {
   b.FloatConstant("double", {4}, {1.0f, 1.0f, 2.0f, 2.0f});
   b.FloatConstant("one_and_half", {4}, {1.0f, 1.0f, 1.5f, 1.5f});
   b.Int64Constant("sizes", {24, 18});
+  b.Int64Constant("prime_sizes", {67, 1});  // 67 pixels: no wider view of the channels
+  b.Weight("in_scale", {4}, 1.0f);
+  b.Weight("in_bias", {4}, 0.5f);
   auto padded_conv = [&](const char* in, const char* w, const char* out) {
     GraphBuilder::Ints(b.Node("Conv", {in, w}, {out}), "pads", {1, 1, 1, 1});
   };
@@ -104,10 +108,15 @@ std::string DecoderCnn() {
   GraphBuilder::Int(b.Node("Concat", {"thin", "input", "input"}, {"mostly_row_major"}), "axis", 1);
   auto* nearest = b.Node("Resize", {"c3", "", "", "sizes"}, {"nearest"});
   GraphBuilder::Ints(nearest, "axes", {2, 3});
+  auto* tall = b.Node("Resize", {"c3", "", "", "prime_sizes"}, {"tall"});
+  GraphBuilder::Ints(tall, "axes", {2, 3});
+  for (const char* in : {"c3", "nearest", "tall"}) {
+    b.Node("InstanceNormalization", {in, "in_scale", "in_bias"}, {std::string(in) + "_normed"});
+  }
   b.Node("Relu", {"c3"}, {"r3"});
   GraphBuilder::Int(b.Node("Concat", {"c3", "r3"}, {"stacked"}), "axis", -2);
-  for (const char* out :
-       {"up", "cubic", "cat", "mostly_channels_last", "mostly_row_major", "nearest", "stacked"}) {
+  for (const char* out : {"up", "cubic", "cat", "mostly_channels_last", "mostly_row_major",
+                          "nearest", "stacked", "c3_normed", "nearest_normed", "tall_normed"}) {
     b.Output(out);
   }
   return b.Write("onednn_decoder_cnn.onnx");
