@@ -73,7 +73,7 @@ std::string MixedCnn() {
 // sizes) and Concat on the channel and on a spatial axis, of channels-last values, of a mix where
 // most bytes are channels-last (the row-major input is converted) and of a mix where most are
 // row-major (the channels-last one is converted instead); InstanceNormalization of channels-last
-// values whose pixel counts (144, 432, 67) give different widened views.
+// values whose pixel counts (144, 432, 67) give different widened views; ConvTranspose.
 std::string DecoderCnn() {
   GraphBuilder b;
   b.Opsets(18);
@@ -86,6 +86,9 @@ std::string DecoderCnn() {
   b.FloatConstant("one_and_half", {4}, {1.0f, 1.0f, 1.5f, 1.5f});
   b.Int64Constant("sizes", {24, 18});
   b.Int64Constant("prime_sizes", {67, 1});  // 67 pixels: no wider view of the channels
+  b.Weight("wt_up", {16, 8, 2, 2}, 0.3f);   // ConvTranspose W: [C_in, C_out / group, kH, kW]
+  b.Weight("wt_group", {16, 3, 3, 3}, 0.3f);  // 2 groups: 16 -> 6 channels
+  b.Weight("bt_group", {6}, 0.2f);
   b.Weight("in_scale", {4}, 1.0f);
   b.Weight("in_bias", {4}, 0.5f);
   auto padded_conv = [&](const char* in, const char* w, const char* out) {
@@ -108,6 +111,18 @@ std::string DecoderCnn() {
   GraphBuilder::Int(b.Node("Concat", {"thin", "input", "input"}, {"mostly_row_major"}), "axis", 1);
   auto* nearest = b.Node("Resize", {"c3", "", "", "sizes"}, {"nearest"});
   GraphBuilder::Ints(nearest, "axes", {2, 3});
+  // ConvTranspose: U-Net's 2x2 stride-2 upsampling; grouped, padded, dilated, with a bias; and
+  // with output_padding, whose output oneDNN cannot express (the own kernel runs it).
+  auto* deconv = b.Node("ConvTranspose", {"c2", "wt_up"}, {"deconv"});
+  GraphBuilder::Ints(deconv, "strides", {2, 2});
+  auto* grouped = b.Node("ConvTranspose", {"c2", "wt_group", "bt_group"}, {"deconv_grouped"});
+  GraphBuilder::Int(grouped, "group", 2);
+  GraphBuilder::Ints(grouped, "strides", {2, 1});
+  GraphBuilder::Ints(grouped, "pads", {1, 0, 2, 1});
+  GraphBuilder::Ints(grouped, "dilations", {1, 2});
+  auto* padded = b.Node("ConvTranspose", {"c2", "wt_up"}, {"deconv_output_padding"});
+  GraphBuilder::Ints(padded, "strides", {3, 3});
+  GraphBuilder::Ints(padded, "output_padding", {1, 2});
   auto* tall = b.Node("Resize", {"c3", "", "", "prime_sizes"}, {"tall"});
   GraphBuilder::Ints(tall, "axes", {2, 3});
   for (const char* in : {"c3", "nearest", "tall"}) {
@@ -116,7 +131,8 @@ std::string DecoderCnn() {
   b.Node("Relu", {"c3"}, {"r3"});
   GraphBuilder::Int(b.Node("Concat", {"c3", "r3"}, {"stacked"}), "axis", -2);
   for (const char* out : {"up", "cubic", "cat", "mostly_channels_last", "mostly_row_major",
-                          "nearest", "stacked", "c3_normed", "nearest_normed", "tall_normed"}) {
+                          "nearest", "stacked", "c3_normed", "nearest_normed", "tall_normed",
+                          "deconv", "deconv_grouped", "deconv_output_padding"}) {
     b.Output(out);
   }
   return b.Write("onednn_decoder_cnn.onnx");

@@ -13,20 +13,16 @@
 namespace tessera::engine::cpu {
 namespace {
 
-struct TransposeGeometry {
-  std::vector<int64_t> in, kernel, stride, dilation, pad_begin, out;
-};
-
 int64_t Product(const std::vector<int64_t>& dims) {
   int64_t p = 1;
   for (int64_t d : dims) p *= d;
   return p;
 }
 
-// Output sizes and begin pads by the ConvTranspose spec: from `pads`, or from `output_shape` (or
-// auto_pad SAME_*, which asks for in * stride) with the total padding split as the spec says.
-StatusOr<TransposeGeometry> ResolveGeometry(const Node& node, const Shape& x_shape,
-                                            const Shape& w_shape) {
+}  // namespace
+
+StatusOr<TransposeGeometry> ResolveConvTransposeGeometry(const Node& node, const Shape& x_shape,
+                                                         const Shape& w_shape) {
   const Attributes& attrs = node.attributes;
   const size_t s = x_shape.size() - 2;
   TransposeGeometry g;
@@ -86,6 +82,8 @@ StatusOr<TransposeGeometry> ResolveGeometry(const Node& node, const Shape& x_sha
   }
   return g;
 }
+
+namespace {
 
 // Adds cols [channels * K, P] (K kernel offsets, P input positions) into out [channels, Q].
 void Col2Im(const float* cols, int64_t channels, const TransposeGeometry& g, float* out,
@@ -166,7 +164,8 @@ Status RunConvTranspose(const OpContext& ctx, const Node& node, const Inputs& in
     return absl::InvalidArgumentError(
         absl::StrCat("bias ", DescribeValue(*bias), " must be FP32[", out_channels, "]"));
   }
-  TESSERA_ASSIGN_OR_RETURN(TransposeGeometry g, ResolveGeometry(node, x->shape(), w->shape()));
+  TESSERA_ASSIGN_OR_RETURN(TransposeGeometry g,
+                           ResolveConvTransposeGeometry(node, x->shape(), w->shape()));
   Shape out_shape{batch, out_channels};
   out_shape.insert(out_shape.end(), g.out.begin(), g.out.end());
   double out_elements = 1;

@@ -116,6 +116,14 @@ struct ConvEntry {
   memory weights;  // reordered constant weights (shared across shapes); empty for a runtime W
 };
 
+struct DeconvEntry {
+  dnnl::deconvolution_forward::primitive_desc pd;
+  dnnl::deconvolution_forward primitive;
+  memory weights;  // as ConvEntry::weights
+};
+
+// A Conv's or ConvTranspose's primitives (Entry: ConvEntry or DeconvEntry) and reordered weights.
+template <typename Entry>
 class ConvState final : public KernelState {
  public:
   explicit ConvState(bool weights_constant) : weights_constant(weights_constant) {}
@@ -135,7 +143,7 @@ class ConvState final : public KernelState {
   }
 
   const bool weights_constant;
-  PrimitiveCache<ConvEntry> cache;
+  PrimitiveCache<Entry> cache;
 
  private:
   std::mutex weights_mu_;
@@ -222,7 +230,7 @@ std::string OneDnnIsa() {
 
 std::unique_ptr<KernelState> MakeDnnlConvState(const Node& node, const Graph& graph) {
   const bool constant = node.inputs.size() > 1 && graph.IsConstant(node.inputs[1]);
-  return std::make_unique<ConvState>(constant);
+  return std::make_unique<ConvState<ConvEntry>>(constant);
 }
 
 Status RunDnnlConv(const OpContext& ctx, const Node& node, const Inputs& inputs,
@@ -257,7 +265,7 @@ Status RunDnnlConv(const OpContext& ctx, const Node& node, const Inputs& inputs,
     return RunReference(RunConv, ctx, node, inputs, outputs);  // it reports the mismatch
   }
 
-  auto* state = static_cast<ConvState*>(ctx.state);
+  auto* state = static_cast<ConvState<ConvEntry>*>(ctx.state);
   const bool cache_weights = state != nullptr && state->weights_constant;
   const memory::dims weight_dims =
       groups == 1 ? Dims({cout, cin, kh, kw}) : Dims({groups, cout / groups, cin / groups, kh, kw});
@@ -329,6 +337,158 @@ Status RunDnnlConv(const OpContext& ctx, const Node& node, const Inputs& inputs,
     return absl::OkStatus();
   } catch (const dnnl::error& e) {
     return absl::InternalError(absl::StrCat("oneDNN convolution failed: ", e.what()));
+  }
+}
+
+// ---- ConvTranspose ---------------------------------------------------------------------------
+
+std::unique_ptr<KernelState> MakeDnnlConvTransposeState(const Node& node, const Graph& graph) {
+  const bool constant = node.inputs.size() > 1 && graph.IsConstant(node.inputs[1]);
+  return std::make_unique<ConvState<DeconvEntry>>(constant);
+}
+
+Status RunDnnlConvTranspose(const OpContext& ctx, const Node& node, const Inputs& inputs,
+                            std::vector<Value>* outputs) {
+  if (inputs.size() < 2 || inputs[0] == nullptr || inputs[1] == nullptr || inputs[0]->rank() != 4 ||
+      inputs[1]->rank() != 4 || inputs[0]->dtype() != DataType::kFp32 ||
+      inputs[1]->dtype() != DataType::kFp32) {
+    return RunReference(RunConvTranspose, ctx, node, inputs, outputs);  // it reports what is wrong
+  }
+  const Value& x_in = *inputs[0];
+  const Value& wt = *inputs[1];
+  const Value* bias = inputs.size() > 2 ? inputs[2] : nullptr;
+  const int64_t batch = x_in.dim(0), cin = x_in.dim(1);
+  const int64_t groups = node.attributes.GetInt("group", 1);
+  const int64_t cout = wt.dim(1) * groups, kh = wt.dim(2), kw = wt.dim(3);
+  if (groups < 1 || cin % groups != 0 || wt.dim(0) != cin ||
+      (bias != nullptr &&
+       (bias->dtype() != DataType::kFp32 || bias->rank() != 1 || bias->dim(0) != cout))) {
+    return RunReference(RunConvTranspose, ctx, node, inputs, outputs);
+  }
+  TESSERA_ASSIGN_OR_RETURN(TransposeGeometry g,
+                           ResolveConvTransposeGeometry(node, x_in.shape(), wt.shape()));
+  // oneDNN takes the end pads that make the output size; output_padding or an output_shape past
+  // the natural size would need negative ones, which it refuses.
+  int64_t pad_end[2];
+  for (int d = 0; d < 2; ++d) {
+    pad_end[d] = (g.in[d] - 1) * g.stride[d] + (g.kernel[d] - 1) * g.dilation[d] + 1 - g.out[d] -
+                 g.pad_begin[d];
+    if (pad_end[d] < 0 || g.pad_begin[d] < 0 || g.out[d] > (int64_t{1} << 20)) {
+      return RunReference(RunConvTranspose, ctx, node, inputs, outputs);
+    }
+  }
+  const int64_t oh = g.out[0], ow = g.out[1];
+  auto* state = static_cast<ConvState<DeconvEntry>*>(ctx.state);
+  const bool cache_weights = state != nullptr && state->weights_constant;
+  // ONNX's W is [C_in, C_out / group, kH, kW]: oneDNN's (g)oihw dims stored as (g)iohw.
+  const memory::dims weight_dims =
+      groups == 1 ? Dims({cout, cin, kh, kw}) : Dims({groups, cout / groups, cin / groups, kh, kw});
+  const Tag weight_tag = groups == 1 ? Tag::iohw : Tag::giohw;
+  if (groups == 1 && g.kernel == g.stride && g.dilation == std::vector<int64_t>{1, 1} &&
+      g.pad_begin == std::vector<int64_t>{0, 0} && pad_end[0] == 0 && pad_end[1] == 0) {
+    // Kernel = stride (U-Net's 2x2 stride-2 upsampling): every output pixel comes from exactly
+    // one input pixel and kernel offset, so the whole layer is one GEMM of the channels-last
+    // pixels [N*H*W, C_in] by W as [C_in, kH*kW*C_out], whose rows then land as kH runs of
+    // kW*C_out values in the channels-last output. oneDNN's deconvolution took 3.7x longer on
+    // unet_tiny's (bench/results/2026-11-24-engine-cpu-channels-last-decoder.md).
+    try {
+      SetThreads(ctx);
+      memory user(memory::desc(weight_dims, memory::data_type::f32, weight_tag), CpuEngine(),
+                  const_cast<float*>(wt.data<float>()));
+      const memory::desc patch_desc(weight_dims, memory::data_type::f32, Tag::ihwo);
+      memory patch;
+      if (cache_weights) {
+        patch = state->ReorderedWeights(patch_desc, user);
+      } else {
+        patch = memory(patch_desc, CpuEngine());
+        dnnl::reorder(user, patch).execute(ThreadStream(), user, patch);
+        ThreadStream().wait();
+      }
+      const Value x = ToChannelsLast(x_in);
+      const int64_t pixels = batch * g.in[0] * g.in[1], patch_len = kh * kw * cout;
+      thread_local std::vector<float> products;
+      products.resize(static_cast<size_t>(pixels * patch_len));
+      Sgemm(false, false, pixels, patch_len, cin, 1.0f, x.data<float>(), cin,
+            static_cast<const float*>(patch.get_data_handle()), patch_len, 0.0f, products.data(),
+            patch_len, ctx.pool, ctx.onednn);
+      Value y = ctx.NewOutput(0, DataType::kFp32, {batch, cout, oh, ow});
+      float* out = y.mutable_data<float>();
+      const float* product = products.data();  // the pool's workers have their own thread_local
+      const int64_t run = kw * cout, in_w = g.in[1];
+      std::vector<float> run_bias(static_cast<size_t>(run), 0.0f);  // the bias of each run value
+      for (int64_t e = 0; bias != nullptr && e < run; ++e)
+        run_bias[e] = bias->data<float>()[e % cout];
+      // A task per input row (n, h): kH output rows of W runs each.
+      ParallelFor(ctx.pool, batch * g.in[0], [&](int64_t row) {
+        for (int64_t w = 0; w < in_w; ++w) {
+          const float* src = product + (row * in_w + w) * patch_len;
+          for (int64_t i = 0; i < kh; ++i, src += run) {
+            float* dst = out + ((row * kh + i) * ow + w * kw) * cout;
+            for (int64_t e = 0; e < run; ++e) dst[e] = src[e] + run_bias[e];
+          }
+        }
+      });
+      (*outputs)[0] = y.WithLayout(Layout::kChannelsLast);
+      return absl::OkStatus();
+    } catch (const dnnl::error& e) {
+      return absl::InternalError(absl::StrCat("oneDNN weight reorder failed: ", e.what()));
+    }
+  }
+  auto build = [&]() -> StatusOr<std::shared_ptr<const DeconvEntry>> {
+    memory::desc src_md(Dims({batch, cin, g.in[0], g.in[1]}), memory::data_type::f32, Tag::nhwc);
+    memory::desc weights_md(weight_dims, memory::data_type::f32, Tag::any);
+    memory::desc bias_md(Dims({cout}), memory::data_type::f32, Tag::x);
+    memory::desc dst_md(Dims({batch, cout, oh, ow}), memory::data_type::f32, Tag::nhwc);
+    dnnl::deconvolution_forward::desc desc(
+        dnnl::prop_kind::forward_inference, dnnl::algorithm::deconvolution_direct, src_md,
+        weights_md, bias_md, dst_md, Dims({g.stride[0], g.stride[1]}),
+        Dims({g.dilation[0] - 1, g.dilation[1] - 1}), Dims({g.pad_begin[0], g.pad_begin[1]}),
+        Dims({pad_end[0], pad_end[1]}));
+    auto entry = std::make_shared<DeconvEntry>();
+    entry->pd =
+        dnnl::deconvolution_forward::primitive_desc(desc, WithUserScratchpad({}), CpuEngine());
+    entry->primitive = dnnl::deconvolution_forward(entry->pd);
+    if (cache_weights) {
+      memory user(memory::desc(weight_dims, memory::data_type::f32, weight_tag), CpuEngine(),
+                  const_cast<float*>(wt.data<float>()));
+      entry->weights = state->ReorderedWeights(entry->pd.weights_desc(), user);
+    }
+    return std::shared_ptr<const DeconvEntry>(std::move(entry));
+  };
+  try {
+    const int threads = SetThreads(ctx);
+    std::vector<int64_t> key = x_in.shape();
+    key.push_back(threads);
+    if (!cache_weights) key.insert(key.end(), wt.shape().begin(), wt.shape().end());
+    TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<const DeconvEntry> entry,
+                             state != nullptr ? state->cache.Get(key, build) : build());
+    const Value x = ToChannelsLast(x_in);
+    Value y = ctx.NewOutput(0, DataType::kFp32, {batch, cout, oh, ow});
+    dnnl::stream& stream = ThreadStream();
+    memory weights = entry->weights;
+    if (!cache_weights) {
+      memory user(memory::desc(weight_dims, memory::data_type::f32, weight_tag), CpuEngine(),
+                  const_cast<float*>(wt.data<float>()));
+      weights = memory(entry->pd.weights_desc(), CpuEngine());
+      dnnl::reorder(user, weights).execute(stream, user, weights);
+    }
+    thread_local std::vector<float> zeros;
+    if (bias == nullptr && zeros.size() < static_cast<size_t>(cout)) zeros.assign(cout, 0.0f);
+    std::unordered_map<int, memory> args = {
+        {DNNL_ARG_SRC,
+         memory(entry->pd.src_desc(), CpuEngine(), const_cast<float*>(x.data<float>()))},
+        {DNNL_ARG_WEIGHTS, weights},
+        {DNNL_ARG_BIAS,
+         memory(entry->pd.bias_desc(), CpuEngine(),
+                bias != nullptr ? const_cast<float*>(bias->data<float>()) : zeros.data())},
+        {DNNL_ARG_DST, memory(entry->pd.dst_desc(), CpuEngine(), y.mutable_data<float>())},
+        {DNNL_ARG_SCRATCHPAD, ThreadScratchpad(entry->pd.scratchpad_desc())}};
+    entry->primitive.execute(stream, args);
+    stream.wait();
+    (*outputs)[0] = y.WithLayout(Layout::kChannelsLast);
+    return absl::OkStatus();
+  } catch (const dnnl::error& e) {
+    return absl::InternalError(absl::StrCat("oneDNN deconvolution failed: ", e.what()));
   }
 }
 

@@ -160,6 +160,8 @@ const std::map<std::string, OpDef>& Registry(bool onednn) {
 #ifdef TESSERA_HAVE_ONEDNN
     // They fall back to the own kernels per call for what oneDNN does not cover.
     (*r)["Conv"] = {RunDnnlConv, CheckConv, LayoutSupport::kAny, MakeDnnlConvState};
+    (*r)["ConvTranspose"] = {RunDnnlConvTranspose, CheckConvTranspose, LayoutSupport::kAny,
+                             MakeDnnlConvTransposeState};
     (*r)["MaxPool"] = {RunDnnlMaxPool, CheckPool, LayoutSupport::kAny};
     (*r)["AveragePool"] = {RunDnnlAveragePool, CheckPool, LayoutSupport::kAny};
     (*r)["GlobalAveragePool"] = {RunGlobalAveragePoolAnyLayout, nullptr, LayoutSupport::kAny};

@@ -183,6 +183,10 @@ Status RunConv(const OpContext&, const Node&, const Inputs&, std::vector<Value>*
 // for what oneDNN does not cover.
 std::unique_ptr<KernelState> MakeDnnlConvState(const Node&, const Graph&);
 Status RunDnnlConv(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+// 2-D ConvTranspose as a oneDNN deconvolution on channels-last activations; the own kernel runs
+// what it cannot express (other ranks, an output larger than the natural size).
+std::unique_ptr<KernelState> MakeDnnlConvTransposeState(const Node&, const Graph&);
+Status RunDnnlConvTranspose(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
 Status RunDnnlMaxPool(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
 Status RunDnnlAveragePool(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
 Status RunGlobalAveragePoolAnyLayout(const OpContext&, const Node&, const Inputs&,
@@ -317,6 +321,14 @@ Status RunEinsum(const OpContext&, const Node&, const Inputs&, std::vector<Value
 // detection_ops.cc
 Status RunNonMaxSuppression(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
 // conv_transpose.cc
+// A ConvTranspose's spatial geometry: output sizes and begin pads by the spec, from `pads`, or
+// from `output_shape` (or auto_pad SAME_*, which asks for in * stride) with the total padding
+// split as the spec says; INVALID_ARGUMENT when the attributes do not fit X and W.
+struct TransposeGeometry {
+  std::vector<int64_t> in, kernel, stride, dilation, pad_begin, out;
+};
+StatusOr<TransposeGeometry> ResolveConvTransposeGeometry(const Node& node, const Shape& x_shape,
+                                                         const Shape& w_shape);
 Status CheckConvTranspose(const Node&, const Graph&);
 Status RunConvTranspose(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
 // slice_ops.cc
