@@ -1,9 +1,16 @@
 #include "engine/node_parallelism.h"
 
+#include <algorithm>
+
 namespace tessera::engine {
 
-NodeParallelism::Mode NodeParallelism::Next(size_t n, bool* timed) const {
-  const NodeState& node = nodes_[n];
+NodeParallelism::Mode NodeParallelism::Next(size_t n, bool* timed) {
+  NodeState& node = nodes_[n];
+  if (node.decided && --node.runs_to_recheck <= 0) {
+    node.decided = false;
+    node.samples[0] = node.samples[1] = 0;
+    ++undecided_;
+  }
   *timed = !node.decided;
   if (node.decided) return node.mode;
   const int pool = static_cast<int>(Mode::kPool), alone = static_cast<int>(Mode::kAlone);
@@ -23,6 +30,8 @@ void NodeParallelism::Record(size_t n, Mode mode, int64_t nanos) {
                       kPoolMargin * static_cast<double>(node.fastest[pool])
                   ? Mode::kAlone
                   : Mode::kPool;
+  node.runs_to_recheck = node.recheck_interval;
+  node.recheck_interval = std::min(kMaxRecheck, 4 * node.recheck_interval);
   --undecided_;
 }
 

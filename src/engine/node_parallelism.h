@@ -28,12 +28,18 @@ class NodeParallelism {
   // A node stays alone unless the pool is this much faster: a node run alone leaves the other
   // cores to concurrent runs of other models and to the executor's own threads.
   static constexpr double kPoolMargin = 1.1;
+  // A decision is timed afresh after this many runs of the node in its mode, then after 4 times
+  // as many each time, up to kMaxRecheck: something else on the machine may have slowed one mode
+  // while it was timed (another process's spinning threads made mobilenetv2's large convolutions
+  // look faster alone once, and the model ran 30 % slower for the rest of the process).
+  static constexpr int64_t kFirstRecheck = 64;
+  static constexpr int64_t kMaxRecheck = int64_t{1} << 16;
 
   explicit NodeParallelism(size_t nodes) : nodes_(nodes) {}
 
   // How node `n` runs this time; `*timed` says whether to report its time with Record. Undecided
   // nodes alternate between the modes, starting with the pool.
-  Mode Next(size_t n, bool* timed) const;
+  Mode Next(size_t n, bool* timed);
   // The time node `n` took in `mode`, as Next asked.
   void Record(size_t n, Mode mode, int64_t nanos);
 
@@ -46,6 +52,8 @@ class NodeParallelism {
     Mode mode = Mode::kPool;
     int samples[2] = {0, 0};
     int64_t fastest[2] = {0, 0};
+    int64_t recheck_interval = kFirstRecheck;
+    int64_t runs_to_recheck = 0;  // while decided
   };
 
   std::vector<NodeState> nodes_;

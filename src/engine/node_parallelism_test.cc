@@ -23,7 +23,7 @@ std::vector<Mode> Explore(NodeParallelism* choice, size_t n, int64_t pool_nanos,
   return asked;
 }
 
-Mode Decided(const NodeParallelism& choice, size_t n) {
+Mode Decided(NodeParallelism& choice, size_t n) {
   bool timed = true;
   const Mode mode = choice.Next(n, &timed);
   EXPECT_FALSE(timed) << "node " << n << " is still being timed";
@@ -78,6 +78,23 @@ TEST(NodeParallelismTest, TheFastestSampleCountsNotOneSlowRun) {
   EXPECT_EQ(pool_seen, kSamples);
   EXPECT_EQ(Decided(choice, 0), Mode::kPool);
   EXPECT_EQ(choice.undecided(), 0u);
+}
+
+TEST(NodeParallelismTest, DecisionsAreTimedAgainLessAndLessOften) {
+  NodeParallelism choice(1);
+  // Timed while something else slowed the pool: alone looked faster.
+  Explore(&choice, 0, /*pool_nanos=*/300'000, /*alone_nanos=*/200'000);
+  int64_t interval = NodeParallelism::kFirstRecheck;
+  for (int recheck = 0; recheck < 3; ++recheck) {
+    for (int64_t run = 1; run < interval; ++run) {
+      ASSERT_EQ(Decided(choice, 0), recheck == 0 ? Mode::kAlone : Mode::kPool)
+          << "recheck " << recheck << " run " << run;
+    }
+    // The interval-th run times the node again; now the pool is clearly faster.
+    Explore(&choice, 0, /*pool_nanos=*/100'000, /*alone_nanos=*/190'000);
+    EXPECT_EQ(choice.undecided(), 0u);
+    interval *= 4;
+  }
 }
 
 }  // namespace
