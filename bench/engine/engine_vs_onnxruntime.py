@@ -90,8 +90,17 @@ def main():
     parser.add_argument("--no-node-tuning", action="store_true",
                         help="run every engine node on every thread, without the per-node choice "
                              "of the pool or the calling thread alone")
+    parser.add_argument("--also", action="append", default=[], metavar="NAME=PATH",
+                        help="also time this tessera-engine-bench binary (another build, e.g. "
+                             "an older commit's) in the same loop; adds a column per build")
     args = parser.parse_args()
     engine_extra = ["--no-node-tuning"] if args.no_node_tuning else []
+    also = []
+    for item in args.also:
+        name, _, path = item.partition("=")
+        if not path or not os.access(path, os.X_OK):
+            raise SystemExit(f"--also {item}: expected NAME=PATH to an executable")
+        also.append((name, path))
     engine_env = {**os.environ, **SPIN_ENV} if args.openmp_spin else None
 
     models = args.models.split(",")
@@ -113,7 +122,8 @@ def main():
               f"OpenMP wait {'ACTIVE, GOMP_SPINCOUNT=1000' if args.openmp_spin else 'PASSIVE'}"
               f"{', no node tuning' if args.no_node_tuning else ''}")
     print(header)
-    print(f"{'model':<14}{'batch':>6}{'tessera ms':>12}{'onnxruntime ms':>16}{'speed':>8}  target")
+    print(f"{'model':<14}{'batch':>6}{'tessera ms':>12}{'onnxruntime ms':>16}{'speed':>8}  target"
+          + "".join(f"{name + ' ms':>16}" for name, _ in also))
     for model in models:
         path = os.path.join(args.zoo, model, "1", "model.onnx")
         options = ort.SessionOptions()
@@ -122,20 +132,25 @@ def main():
         session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
         for batch in batches:
             feeds = ort_inputs(session, batch, 1, rng)
+            others = [time_tessera(bench, path, batch, args.threads, args.warmup,
+                                   args.iterations, engine_env, engine_extra)
+                      for _, bench in also]
             ours = time_tessera(args.bench, path, batch, args.threads, args.warmup, args.iterations,
                                 engine_env, engine_extra)
             theirs = time_ort(session, feeds, args.warmup, args.iterations)
             speed = theirs / ours
             verdict = "ok" if speed >= TARGET else "MISSED"
-            rows.append((model, batch, ours, theirs, speed, verdict))
+            rows.append((model, batch, ours, theirs, speed, verdict, others))
             print(f"{model:<14}{batch:>6}{ours:>12.2f}{theirs:>16.2f}{speed:>8.2f}  "
-                  f">= {TARGET}: {verdict}", flush=True)
+                  f">= {TARGET}: {verdict}" + "".join(f"{ms:>16.2f}" for ms in others), flush=True)
     if args.out:
         with open(args.out, "w") as f:
-            f.write(f"{header}\n\n| model | batch | tessera ms | onnxruntime ms | speed (ort/tessera) |\n")
-            f.write("|---|---|---|---|---|\n")
-            for model, batch, ours, theirs, speed, _ in rows:
-                f.write(f"| {model} | {batch} | {ours:.2f} | {theirs:.2f} | {speed:.2f} |\n")
+            f.write(f"{header}\n\n| model | batch | tessera ms | onnxruntime ms | "
+                    "speed (ort/tessera) |" + "".join(f" {name} ms |" for name, _ in also) + "\n")
+            f.write("|---|---|---|---|---|" + "---|" * len(also) + "\n")
+            for model, batch, ours, theirs, speed, _, others in rows:
+                f.write(f"| {model} | {batch} | {ours:.2f} | {theirs:.2f} | {speed:.2f} |"
+                        + "".join(f" {ms:.2f} |" for ms in others) + "\n")
     return 0 if all(r[5] == "ok" for r in rows) else 1
 
 
