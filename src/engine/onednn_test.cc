@@ -73,7 +73,8 @@ std::string MixedCnn() {
 // sizes) and Concat on the channel and on a spatial axis, of channels-last values, of a mix where
 // most bytes are channels-last (the row-major input is converted) and of a mix where most are
 // row-major (the channels-last one is converted instead); InstanceNormalization of channels-last
-// values whose pixel counts (144, 432, 67) give different widened views; ConvTranspose.
+// values whose pixel counts (144, 432, 67) give different widened views; ConvTranspose; Pad;
+// BatchNormalization before a Conv (DenseNet's order, which cannot fold into the Conv).
 std::string DecoderCnn() {
   GraphBuilder b;
   b.Opsets(18);
@@ -89,6 +90,10 @@ std::string DecoderCnn() {
   b.Weight("wt_up", {16, 8, 2, 2}, 0.3f);   // ConvTranspose W: [C_in, C_out / group, kH, kW]
   b.Weight("wt_group", {16, 3, 3, 3}, 0.3f);  // 2 groups: 16 -> 6 channels
   b.Weight("bt_group", {6}, 0.2f);
+  b.Int64Constant("spatial_pads", {0, 0, 1, 2, 0, 0, 3, 0});
+  b.Int64Constant("zero_pads", {0, 0, 0, 0, 0, 0, 0, 0});
+  b.FloatConstant("pad_value", {}, {0.5f});
+  b.FloatConstant("bn_var", {4}, {0.5f, 1.0f, 2.0f, 0.25f});
   b.Weight("in_scale", {4}, 1.0f);
   b.Weight("in_bias", {4}, 0.5f);
   auto padded_conv = [&](const char* in, const char* w, const char* out) {
@@ -123,6 +128,10 @@ std::string DecoderCnn() {
   auto* padded = b.Node("ConvTranspose", {"c2", "wt_up"}, {"deconv_output_padding"});
   GraphBuilder::Ints(padded, "strides", {3, 3});
   GraphBuilder::Ints(padded, "output_padding", {1, 2});
+  b.Node("BatchNormalization", {"c3", "in_scale", "in_bias", "in_bias", "bn_var"}, {"bn"});
+  b.Node("Pad", {"c3", "spatial_pads", "pad_value"}, {"padded"});
+  GraphBuilder::String(b.Node("Pad", {"c3", "spatial_pads"}, {"reflected"}), "mode", "reflect");
+  b.Node("Pad", {"c3", "zero_pads"}, {"unpadded"});
   auto* tall = b.Node("Resize", {"c3", "", "", "prime_sizes"}, {"tall"});
   GraphBuilder::Ints(tall, "axes", {2, 3});
   for (const char* in : {"c3", "nearest", "tall"}) {
@@ -130,9 +139,10 @@ std::string DecoderCnn() {
   }
   b.Node("Relu", {"c3"}, {"r3"});
   GraphBuilder::Int(b.Node("Concat", {"c3", "r3"}, {"stacked"}), "axis", -2);
-  for (const char* out : {"up", "cubic", "cat", "mostly_channels_last", "mostly_row_major",
-                          "nearest", "stacked", "c3_normed", "nearest_normed", "tall_normed",
-                          "deconv", "deconv_grouped", "deconv_output_padding"}) {
+  for (const char* out :
+       {"up", "cubic", "cat", "mostly_channels_last", "mostly_row_major", "nearest", "stacked",
+        "c3_normed", "nearest_normed", "tall_normed", "deconv", "deconv_grouped",
+        "deconv_output_padding", "padded", "reflected", "unpadded", "bn"}) {
     b.Output(out);
   }
   return b.Write("onednn_decoder_cnn.onnx");

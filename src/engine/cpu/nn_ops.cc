@@ -208,6 +208,40 @@ Status RunBatchNormalization(const OpContext& ctx, const Node& node, const Input
     scale[c] = params[0][c] / std::sqrt(params[3][c] + epsilon);
     shift[c] = params[1][c] - params[2][c] * scale[c];
   }
+  if (x->channels_last()) {
+    // [N, H, W, C] as stored (a oneDNN Conv's output; DenseNet normalises every concatenation
+    // before its next Conv): y stays channels-last. The pixels are seen as rows of k pixels, so
+    // the vectorised inner loop runs over k * C values even when C is small.
+    const int64_t pixels = x->num_elements() / std::max<int64_t>(1, channels);
+    int64_t k = 1;
+    for (int64_t candidate = std::max<int64_t>(1, 256 / std::max<int64_t>(1, channels));
+         candidate > 1; --candidate) {
+      if (pixels % candidate == 0) {
+        k = candidate;
+        break;
+      }
+    }
+    const int64_t width = k * channels, rows = pixels / k;
+    std::vector<float> row_scale(static_cast<size_t>(width)), row_shift(row_scale.size());
+    for (int64_t w = 0; w < width; ++w) {
+      row_scale[w] = scale[w % channels];
+      row_shift[w] = shift[w % channels];
+    }
+    Value y = ctx.NewOutput(0, DataType::kFp32, x->shape()).WithLayout(Layout::kChannelsLast);
+    const float* in = x->data<float>();
+    float* out = y.mutable_data<float>();
+    const int64_t per_task = std::max<int64_t>(1, 32768 / std::max<int64_t>(1, width));
+    ParallelFor(ctx.pool, (rows + per_task - 1) / per_task, [&](int64_t t) {
+      const int64_t end = std::min(rows, (t + 1) * per_task);
+      for (int64_t r = t * per_task; r < end; ++r) {
+        const float* src = in + r * width;
+        float* dst = out + r * width;
+        for (int64_t w = 0; w < width; ++w) dst[w] = src[w] * row_scale[w] + row_shift[w];
+      }
+    });
+    (*outputs)[0] = std::move(y);
+    return absl::OkStatus();
+  }
   int64_t spatial = 1;
   for (int d = 2; d < x->rank(); ++d) spatial *= x->dim(d);
   Value y = ctx.NewOutput(0, DataType::kFp32, x->shape());

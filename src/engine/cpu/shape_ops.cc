@@ -289,28 +289,37 @@ Status RunConcat(const OpContext& ctx, const Node& node, const Inputs& inputs,
   const size_t elem = ElementSize(first->dtype());
   auto* dst = y_bytes.mutable_data<std::byte>();
   const size_t out_row = static_cast<size_t>(bytes_shape[axis] * inner) * elem;
-  size_t offset = 0;
-  for (const Value& v : parts) {
-    const size_t row = static_cast<size_t>(v.dim(axis) * inner) * elem;
-    const auto* src = static_cast<const std::byte*>(v.raw());
-    if (row >= 256) {
-      for (int64_t o = 0; o < outer; ++o) {
-        std::memcpy(dst + o * out_row + offset, src + o * row, row);
-      }
-    } else {
-      // Short rows (one pixel's channels, on the channels-last axis): fixed-size 32-byte moves
-      // the compiler inlines, instead of a memcpy call per row.
-      for (int64_t o = 0; o < outer; ++o) {
-        std::byte* d = dst + o * out_row + offset;
-        const std::byte* s = src + o * row;
+  // Output row o is each part's row o in turn. Written row by row, so every output row is
+  // written once, front to back, however many parts there are (DenseNet joins dozens); rows are
+  // split across the pool when the output is large.
+  std::vector<size_t> part_row(parts.size());
+  for (size_t i = 0; i < parts.size(); ++i) {
+    part_row[i] = static_cast<size_t>(parts[i].dim(axis) * inner) * elem;
+  }
+  const int64_t rows_per_task =
+      std::max<int64_t>(1, static_cast<int64_t>((size_t{1} << 16) / std::max<size_t>(1, out_row)));
+  ParallelFor(ctx.pool, (outer + rows_per_task - 1) / rows_per_task, [&](int64_t task) {
+    const int64_t end = std::min(outer, (task + 1) * rows_per_task);
+    for (int64_t o = task * rows_per_task; o < end; ++o) {
+      std::byte* d = dst + o * out_row;
+      for (size_t i = 0; i < parts.size(); ++i) {
+        const size_t row = part_row[i];
+        const std::byte* s = static_cast<const std::byte*>(parts[i].raw()) + o * row;
+        if (row >= 256) {
+          std::memcpy(d, s, row);
+          d += row;
+          continue;
+        }
+        // Short rows (one pixel's channels, on the channels-last axis): fixed-size moves the
+        // compiler inlines, instead of a memcpy call per row.
         size_t left = row;
         for (; left >= 32; left -= 32, d += 32, s += 32) std::memcpy(d, s, 32);
         for (; left >= 4; left -= 4, d += 4, s += 4) std::memcpy(d, s, 4);
         if (left > 0) std::memcpy(d, s, left);
+        d += left;
       }
     }
-    offset += row;
-  }
+  });
   (*outputs)[0] = std::move(y);
   return absl::OkStatus();
 }

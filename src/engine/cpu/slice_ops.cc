@@ -364,38 +364,73 @@ Status RunPad(const OpContext& ctx, const Node& node, const Inputs& inputs,
   } else if (x->dtype() == DataType::kFp32) {
     std::memcpy(fill, &attr_value, sizeof(float));
   }
-  Value y = ctx.NewOutput(0, x->dtype(), out_shape);
-  const std::vector<int64_t> in_strides = ContiguousStrides(x->shape());
-  const auto* src = static_cast<const std::byte*>(x->raw());
-  auto* dst = y.mutable_data<std::byte>();
-  // Per output element: map each coordinate back to the input (or to the fill value).
-  std::vector<int64_t> coord(rank, 0);
-  for (int64_t i = 0; i < y.num_elements(); ++i) {
-    int64_t offset = 0;
-    bool inside = true;
-    for (int d = 0; d < rank; ++d) {
-      int64_t c = coord[d] - pads[d];
-      const int64_t n = x->dim(d);
-      if (c < 0 || c >= n) {
-        if (mode == "constant") {
-          inside = false;
-          break;
-        }
-        if (mode == "edge") {
-          c = std::clamp<int64_t>(c, 0, n - 1);
-        } else {  // reflect, without repeating the edge
-          c = c < 0 ? -c : 2 * (n - 1) - c;
-        }
-      }
-      offset += c * in_strides[d];
-    }
-    std::memcpy(dst + i * static_cast<int64_t>(elem),
-                inside ? src + offset * static_cast<int64_t>(elem) : fill, elem);
-    for (int d = rank - 1; d >= 0; --d) {
-      if (++coord[d] < out_shape[d]) break;
-      coord[d] = 0;
-    }
+  if (std::all_of(pads.begin(), pads.end(), [](int64_t p) { return p == 0; })) {
+    (*outputs)[0] = *x;  // nothing to pad (PyTorch exports some pools with a zero Pad first)
+    return absl::OkStatus();
   }
+  Value y = ctx.NewOutput(0, x->dtype(), out_shape).WithLayout(x->layout());
+  // A channels-last X is padded as its [N, H, W, C] bytes, with the pads moved to those axes,
+  // and Y stays channels-last for the convolution or pool after it.
+  const Value x_bytes = PhysicalView(*x), y_bytes = PhysicalView(y);
+  if (x->channels_last()) {
+    std::vector<int64_t> moved(pads.size());
+    for (int d = 0; d < rank; ++d) {
+      moved[PhysicalAxis(d)] = pads[d];
+      moved[PhysicalAxis(d) + rank] = pads[d + rank];
+    }
+    pads = std::move(moved);
+  }
+  const Shape& in_shape = x_bytes.shape();
+  const Shape& bytes_shape = y_bytes.shape();
+  // Where output coordinate `c` (before subtracting the begin pad) reads along a dim of length
+  // n, or -1 for the fill value.
+  const int pad_mode = mode == "constant" ? 0 : mode == "edge" ? 1 : 2;
+  auto source = [pad_mode](int64_t c, int64_t n) -> int64_t {
+    if (c >= 0 && c < n) return c;
+    if (pad_mode == 0) return -1;
+    if (pad_mode == 1) return std::clamp<int64_t>(c, 0, n - 1);
+    return c < 0 ? -c : 2 * (n - 1) - c;  // reflect, without repeating the edge
+  };
+  const std::vector<int64_t> in_strides = ContiguousStrides(in_shape);
+  const auto* src = static_cast<const std::byte*>(x_bytes.raw());
+  auto* dst = y_bytes.mutable_data<std::byte>();
+  const int last = rank - 1;
+  const int64_t out_len = rank > 0 ? bytes_shape[last] : 1;
+  const int64_t in_len = rank > 0 ? in_shape[last] : 1;
+  const int64_t rows = out_len > 0 ? y.num_elements() / out_len : 0;
+  const int64_t begin = rank > 0 ? pads[last] : 0;
+  // Output j of a row reads input j - begin: the run [lo, hi) of j maps to a contiguous input run.
+  const int64_t lo = std::clamp<int64_t>(begin, 0, out_len);
+  const int64_t hi = std::clamp<int64_t>(begin + in_len, lo, out_len);
+  const int64_t rows_per_task = std::max<int64_t>(1, 4096 / std::max<int64_t>(1, out_len));
+  ParallelFor(ctx.pool, (rows + rows_per_task - 1) / rows_per_task, [&](int64_t task) {
+    const int64_t end = std::min(rows, (task + 1) * rows_per_task);
+    for (int64_t r = task * rows_per_task; r < end; ++r) {
+      std::byte* out_row = dst + r * out_len * static_cast<int64_t>(elem);
+      // The input row this output row reads, from its coordinates over the dims before the last.
+      int64_t offset = 0;
+      bool inside = true;
+      for (int64_t d = last - 1, rest = r; d >= 0; --d) {
+        const int64_t c = source(rest % bytes_shape[d] - pads[d], in_shape[d]);
+        rest /= bytes_shape[d];
+        inside = inside && c >= 0;
+        offset += c * in_strides[d];
+      }
+      const std::byte* in_row = src + offset * static_cast<int64_t>(elem);
+      for (int64_t j = 0; j < out_len; ++j) {
+        if (j == lo && inside && hi > lo) {
+          std::memcpy(out_row + j * static_cast<int64_t>(elem),
+                      in_row + (j - begin) * static_cast<int64_t>(elem),
+                      static_cast<size_t>(hi - lo) * elem);
+          j = hi - 1;
+          continue;
+        }
+        const int64_t c = inside ? source(j - begin, in_len) : -1;
+        std::memcpy(out_row + j * static_cast<int64_t>(elem),
+                    c >= 0 ? in_row + c * static_cast<int64_t>(elem) : fill, elem);
+      }
+    }
+  });
   (*outputs)[0] = std::move(y);
   return absl::OkStatus();
 }
