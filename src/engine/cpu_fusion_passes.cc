@@ -336,4 +336,31 @@ int FuseConvEltwise(Graph* graph) {
   return fused;
 }
 
+int FuseBatchNormRelu(Graph* graph) {
+  const std::vector<int> readers = ReaderCounts(*graph);
+  const std::vector<int> producer = Producers(*graph);
+  std::vector<bool> remove(graph->nodes.size(), false);
+  int fused = 0;
+  for (size_t n = 0; n < graph->nodes.size(); ++n) {
+    const Node& relu = graph->nodes[n];
+    if (relu.op_type != "Relu" || relu.inputs.size() != 1 || relu.outputs.size() != 1) continue;
+    const int x = relu.inputs[0];
+    if (x == kNoValue || producer[x] < 0 || readers[x] != 1) continue;
+    Node& norm = graph->nodes[producer[x]];
+    if (norm.op_type != "BatchNormalization" || norm.outputs.size() != 1 ||
+        norm.attributes.Has("tessera_activation")) {
+      continue;
+    }
+    Attribute name;
+    name.kind = Attribute::Kind::kString;
+    name.s = "Relu";
+    norm.attributes.Set("tessera_activation", name);
+    norm.outputs[0] = relu.outputs[0];
+    remove[n] = true;
+    ++fused;
+  }
+  EraseMarked(remove, graph);
+  return fused;
+}
+
 }  // namespace tessera::engine

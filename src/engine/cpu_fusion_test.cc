@@ -431,5 +431,82 @@ TEST(ConvEltwiseFusionTest, FusedConvComputesWhatTheUnfusedOneDoes) {
   }
 }
 
+// DenseNet's order: Conv, then BatchNormalization and Relu before the next Conv (so the
+// normalisation cannot fold into the Conv before it: its output is also a graph output with
+// `leak`, and the Relu's input then has a second reader).
+std::string ConvNormRelu(bool leak, const std::string& file) {
+  OnnxBuilderForTest b;
+  b.Input("x", {-1, 4, 6, 6});
+  b.Weight("w", {4, 4, 3, 3}, 0.4f);
+  b.Weight("gamma", {4}, 1.0f);
+  b.Weight("beta", {4}, 0.5f);
+  b.Weight("mean", {4}, 0.3f);
+  b.FloatConstant("var", {4}, {0.5f, 1.0f, 2.0f, 0.25f});
+  OnnxBuilderForTest::Ints(b.Node("Conv", {"x", "w"}, {"c"}), "pads", {1, 1, 1, 1});
+  b.Node("Relu", {"c"}, {"r"});  // keeps the normalisation off the Conv
+  b.Node("BatchNormalization", {"r", "gamma", "beta", "mean", "var"}, {"n"});
+  b.Node("Relu", {"n"}, {"y"});
+  b.Output("y");
+  if (leak) b.Output("n");
+  return b.Write(file);
+}
+
+TEST(BatchNormReluFusionTest, TheReluBecomesPartOfTheNormalisation) {
+  auto graph = PreparedGraph(ConvNormRelu(false, "norm_relu.onnx"));
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  EXPECT_EQ(FuseBatchNormRelu(&*graph), 1);
+  const Node& norm = graph->nodes.back();
+  EXPECT_EQ(norm.op_type, "BatchNormalization");
+  EXPECT_EQ(norm.attributes.GetString("tessera_activation"), "Relu");
+  EXPECT_EQ(graph->value_names[norm.outputs[0]], "y");
+  graph = PreparedGraph(ConvNormRelu(true, "norm_relu_leak.onnx"));
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  EXPECT_EQ(FuseBatchNormRelu(&*graph), 0);  // the normalisation's output is read elsewhere
+}
+
+TEST(BatchNormReluFusionTest, FusedComputesWhatTheUnfusedOneDoes) {
+  std::vector<float> x(2 * 4 * 6 * 6);
+  std::mt19937 rng(8);
+  std::normal_distribution<float> dist(0.0f, 1.5f);
+  for (float& v : x) v = dist(rng);
+  TensorView view{"x", DataType::kFp32, {2, 4, 6, 6}, x.data(), x.size() * sizeof(float)};
+  auto run = [&](const std::string& path, bool onednn) {
+    ModelOptions options;
+    options.onednn = onednn;
+    auto model = LoadOnnxModel(path, options);
+    EXPECT_TRUE(model.ok()) << model.status();
+    std::vector<Tensor> out;
+    EXPECT_TRUE(model.ok() && (*model)->Run({view}, &out).ok());
+    const auto* y = reinterpret_cast<const float*>(out.at(0).bytes.data());
+    return std::vector<float>(y, y + x.size());
+  };
+  const std::vector<float> expected = run(ConvNormRelu(true, "norm_relu_run_leak.onnx"), false);
+  int zeros = 0;
+  for (float v : expected) zeros += v == 0.0f;
+  EXPECT_GT(zeros, 0);  // the Relu clamps something
+  const std::string fused = ConvNormRelu(false, "norm_relu_run.onnx");
+  for (bool onednn : {true, false}) {  // channels-last input with oneDNN, row-major without
+    const std::vector<float> got = run(fused, onednn);
+    for (size_t i = 0; i < expected.size(); ++i) {
+      ASSERT_NEAR(got[i], expected[i], 1e-5f + 1e-4f * std::fabs(expected[i]))
+          << (onednn ? "oneDNN" : "own kernels") << " at " << i;
+    }
+  }
+}
+
+TEST(BatchNormReluFusionTest, AModelFileMayNotSetTheInternalAttribute) {
+  OnnxBuilderForTest b;
+  b.Input("x", {-1, 4, 6, 6});
+  for (const char* p : {"gamma", "beta", "mean"}) b.Weight(p, {4}, 0.5f);
+  b.FloatConstant("var", {4}, {1.0f, 1.0f, 1.0f, 1.0f});
+  auto* norm = b.Node("BatchNormalization", {"x", "gamma", "beta", "mean", "var"}, {"y"});
+  OnnxBuilderForTest::String(norm, "tessera_activation", "Relu");
+  b.Output("y");
+  auto model = LoadOnnxModel(b.Write("norm_internal_attribute.onnx"), ModelOptions{});
+  ASSERT_FALSE(model.ok());
+  EXPECT_NE(std::string(model.status().message()).find("tessera_activation"), std::string::npos)
+      << model.status();
+}
+
 }  // namespace
 }  // namespace tessera::engine

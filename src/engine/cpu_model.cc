@@ -91,7 +91,8 @@ class SharedModelData {
       const int residuals = FuseConvResidual(&v.graph);
       if (residuals > 0) FuseConvActivation(&v.graph);
       const int eltwise = FuseConvEltwise(&v.graph);
-      if (epilogues + residuals + eltwise > 0) RemoveDeadNodes(&v.graph);
+      const int norm_relus = FuseBatchNormRelu(&v.graph);
+      if (epilogues + residuals + eltwise + norm_relus > 0) RemoveDeadNodes(&v.graph);
       v.states.resize(v.graph.nodes.size());
       for (size_t n = 0; n < v.graph.nodes.size(); ++n) {
         const cpu::OpDef* op = cpu::FindOp(v.graph.nodes[n].op_type, onednn);

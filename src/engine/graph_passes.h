@@ -25,7 +25,8 @@
 // Fused-activation convention (read by every Conv kernel, and by the MatMul kernels for "Gelu"
 // and "GeluTanh", which only FuseMatMulEpilogues below sets):
 //   tessera_activation  kString  "Relu", "Clip", "Gelu" or "GeluTanh"; on the CPU Conv also
-//                                "LeakyRelu" (tessera_alpha, kFloat), "Sigmoid", "Tanh", "Swish"
+//                                "LeakyRelu" (tessera_alpha, kFloat), "Sigmoid", "Tanh", "Swish";
+//                                on the CPU BatchNormalization "Relu" (FuseBatchNormRelu)
 //   tessera_clip_min    kFloat   Clip only; -infinity when the Clip has no min
 //   tessera_clip_max    kFloat   Clip only; +infinity when the Clip has no max
 //   tessera_residual    kInt     FuseConvResidual below (CPU and CUDA Conv): input 3 is added to
@@ -112,6 +113,12 @@ int FuseConvResidual(Graph* graph);
 // "Swish") and the last node's output. After a residual, the activation still comes last.
 // Returns the Convs that took one.
 int FuseConvEltwise(Graph* graph);
+
+// CPU only: a BatchNormalization (not folded into a Conv: DenseNet's and pre-activation ResNets'
+// come before theirs) whose output's only reader is a Relu takes it ("tessera_activation" =
+// "Relu") and the Relu's output, so the activation is applied in the normalisation's pass.
+// Returns the BatchNormalizations that took one.
+int FuseBatchNormRelu(Graph* graph);
 
 int FoldBatchNormIntoConv(Graph* graph);
 int FuseConvActivation(Graph* graph);

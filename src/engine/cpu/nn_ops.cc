@@ -182,6 +182,10 @@ Status CheckBatchNormalization(const Node& node, const Graph& graph) {
   if (node.attributes.GetInt("spatial", 1) != 1) {
     return absl::UnimplementedError("spatial=0 is not supported");
   }
+  if (node.attributes.Has("tessera_activation")) {
+    return absl::InvalidArgumentError(
+        "attribute tessera_activation is the engine's own, set by its graph passes");
+  }
   return absl::OkStatus();
 }
 
@@ -202,6 +206,10 @@ Status RunBatchNormalization(const OpContext& ctx, const Node& node, const Input
     params[i] = p->data<float>();
   }
   const float epsilon = node.attributes.GetFloat("epsilon", 1e-5f);
+  // A Relu after it, fused by FuseBatchNormRelu: clamped in the same pass.
+  const float floor = node.attributes.GetString("tessera_activation", "") == "Relu"
+                          ? 0.0f
+                          : -std::numeric_limits<float>::infinity();
   // Fold to y = x * scale' + shift' per channel.
   std::vector<float> scale(channels), shift(channels);
   for (int64_t c = 0; c < channels; ++c) {
@@ -236,7 +244,9 @@ Status RunBatchNormalization(const OpContext& ctx, const Node& node, const Input
       for (int64_t r = t * per_task; r < end; ++r) {
         const float* src = in + r * width;
         float* dst = out + r * width;
-        for (int64_t w = 0; w < width; ++w) dst[w] = src[w] * row_scale[w] + row_shift[w];
+        for (int64_t w = 0; w < width; ++w) {
+          dst[w] = std::max(src[w] * row_scale[w] + row_shift[w], floor);  // NaN stays NaN
+        }
       }
     });
     (*outputs)[0] = std::move(y);
@@ -255,7 +265,7 @@ Status RunBatchNormalization(const OpContext& ctx, const Node& node, const Input
       const float s = scale[p % channels], b = shift[p % channels];
       const float* src = in + p * spatial;
       float* dst = out + p * spatial;
-      for (int64_t i = 0; i < spatial; ++i) dst[i] = src[i] * s + b;
+      for (int64_t i = 0; i < spatial; ++i) dst[i] = std::max(src[i] * s + b, floor);
     }
   });
   (*outputs)[0] = std::move(y);
