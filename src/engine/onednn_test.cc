@@ -74,7 +74,8 @@ std::string MixedCnn() {
 // most bytes are channels-last (the row-major input is converted) and of a mix where most are
 // row-major (the channels-last one is converted instead); InstanceNormalization of channels-last
 // values whose pixel counts (144, 432, 67) give different widened views; ConvTranspose; Pad;
-// BatchNormalization before a Conv (DenseNet's order, which cannot fold into the Conv).
+// BatchNormalization before a Conv (DenseNet's order, which cannot fold into the Conv); Split on
+// the channel axis (YOLOv8's C2f) and on W.
 std::string DecoderCnn() {
   GraphBuilder b;
   b.Opsets(18);
@@ -129,6 +130,9 @@ std::string DecoderCnn() {
   GraphBuilder::Ints(padded, "strides", {3, 3});
   GraphBuilder::Ints(padded, "output_padding", {1, 2});
   b.Node("BatchNormalization", {"c3", "in_scale", "in_bias", "in_bias", "bn_var"}, {"bn"});
+  b.Int64Constant("channel_split", {6, 10});
+  GraphBuilder::Int(b.Node("Split", {"c2", "channel_split"}, {"head", "tail"}), "axis", 1);
+  GraphBuilder::Int(b.Node("Split", {"c3"}, {"left", "right"}), "axis", 3);
   b.Node("Pad", {"c3", "spatial_pads", "pad_value"}, {"padded"});
   GraphBuilder::String(b.Node("Pad", {"c3", "spatial_pads"}, {"reflected"}), "mode", "reflect");
   b.Node("Pad", {"c3", "zero_pads"}, {"unpadded"});
@@ -139,10 +143,27 @@ std::string DecoderCnn() {
   }
   b.Node("Relu", {"c3"}, {"r3"});
   GraphBuilder::Int(b.Node("Concat", {"c3", "r3"}, {"stacked"}), "axis", -2);
-  for (const char* out :
-       {"up", "cubic", "cat", "mostly_channels_last", "mostly_row_major", "nearest", "stacked",
-        "c3_normed", "nearest_normed", "tall_normed", "deconv", "deconv_grouped",
-        "deconv_output_padding", "padded", "reflected", "unpadded", "bn"}) {
+  for (const char* out : {"up",
+                          "cubic",
+                          "cat",
+                          "mostly_channels_last",
+                          "mostly_row_major",
+                          "nearest",
+                          "stacked",
+                          "c3_normed",
+                          "nearest_normed",
+                          "tall_normed",
+                          "deconv",
+                          "deconv_grouped",
+                          "deconv_output_padding",
+                          "padded",
+                          "reflected",
+                          "unpadded",
+                          "bn",
+                          "head",
+                          "tail",
+                          "left",
+                          "right"}) {
     b.Output(out);
   }
   return b.Write("onednn_decoder_cnn.onnx");

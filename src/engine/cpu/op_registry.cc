@@ -126,7 +126,7 @@ const std::map<std::string, OpDef>& Registry(bool onednn) {
         {"Softplus", {RunSoftplus, nullptr, kElementwise}},
         {"Softsign", {RunSoftsign, nullptr, kElementwise}},
         {"SpaceToDepth", {RunSpaceToDepth}},
-        {"Split", {RunSplit}},
+        {"Split", {RunSplit, nullptr, LayoutSupport::kAny}},
         {"Sqrt", {RunSqrt, nullptr, kElementwise}},
         {"Squeeze", {RunSqueeze}},
         {"Sub", {RunSub, nullptr, kElementwise}},

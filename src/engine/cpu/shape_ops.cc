@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/cpu/broadcast.h"
+#include "engine/cpu/data_movement.h"
 #include "engine/cpu/ops.h"
 
 namespace tessera::engine::cpu {
@@ -304,19 +305,8 @@ Status RunConcat(const OpContext& ctx, const Node& node, const Inputs& inputs,
       std::byte* d = dst + o * out_row;
       for (size_t i = 0; i < parts.size(); ++i) {
         const size_t row = part_row[i];
-        const std::byte* s = static_cast<const std::byte*>(parts[i].raw()) + o * row;
-        if (row >= 256) {
-          std::memcpy(d, s, row);
-          d += row;
-          continue;
-        }
-        // Short rows (one pixel's channels, on the channels-last axis): fixed-size moves the
-        // compiler inlines, instead of a memcpy call per row.
-        size_t left = row;
-        for (; left >= 32; left -= 32, d += 32, s += 32) std::memcpy(d, s, 32);
-        for (; left >= 4; left -= 4, d += 4, s += 4) std::memcpy(d, s, 4);
-        if (left > 0) std::memcpy(d, s, left);
-        d += left;
+        CopyRow(d, static_cast<const std::byte*>(parts[i].raw()) + o * row, row);
+        d += row;
       }
     }
   });

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/cpu/broadcast.h"
+#include "engine/cpu/data_movement.h"
 #include "engine/cpu/ops.h"
 
 namespace tessera::engine::cpu {
@@ -191,21 +192,24 @@ Status RunSplit(const OpContext& ctx, const Node& node, const Inputs& inputs,
     return absl::InvalidArgumentError(
         absl::StrCat("split sizes sum to ", sum, ", not dim ", dim, " of ", DescribeValue(*x)));
   }
+  // A channels-last X (YOLOv8's C2f blocks split a Conv's channels in two) is split as its
+  // [N, H, W, C] bytes, and the parts stay channels-last for the Convs that read them.
+  const Value x_bytes = PhysicalView(*x);
+  const int bytes_axis = x->channels_last() ? PhysicalAxis(axis) : axis;
   int64_t outer = 1, inner = 1;
-  for (int d = 0; d < axis; ++d) outer *= x->dim(d);
-  for (int d = axis + 1; d < x->rank(); ++d) inner *= x->dim(d);
+  for (int d = 0; d < bytes_axis; ++d) outer *= x_bytes.dim(d);
+  for (int d = bytes_axis + 1; d < x_bytes.rank(); ++d) inner *= x_bytes.dim(d);
   const size_t elem = ElementSize(x->dtype());
-  const auto* src = static_cast<const std::byte*>(x->raw());
+  const auto* src = static_cast<const std::byte*>(x_bytes.raw());
   int64_t offset = 0;
   for (int64_t p = 0; p < parts; ++p) {
     Shape shape = x->shape();
     shape[axis] = split[p];
-    Value y = ctx.NewOutput(static_cast<size_t>(p), x->dtype(), shape);
+    Value y = ctx.NewOutput(static_cast<size_t>(p), x->dtype(), shape).WithLayout(x->layout());
     const size_t row = static_cast<size_t>(split[p] * inner) * elem;
-    auto* dst = y.mutable_data<std::byte>();
+    auto* dst = PhysicalView(y).mutable_data<std::byte>();
     for (int64_t o = 0; o < outer && row > 0; ++o) {
-      std::memcpy(dst + o * row, src + (o * dim + offset) * inner * static_cast<int64_t>(elem),
-                  row);
+      CopyRow(dst + o * row, src + (o * dim + offset) * inner * static_cast<int64_t>(elem), row);
     }
     offset += split[p];
     (*outputs)[p] = std::move(y);
