@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "engine/cpu/ops.h"
+#include "engine/cpu_layout_dispatch.h"
 #include "engine/defaulted_inputs_model.h"
 #include "engine/graph.h"
 #include "engine/graph_passes.h"
@@ -263,20 +264,6 @@ Status CpuModel::ValidateInputs(const std::vector<TensorView>& views, std::vecto
 
 namespace {
 
-// Whether an element-wise kernel can run on these inputs in their channels-last bytes: every
-// input with more than one element is channels-last and all have one shape (scalars broadcast
-// the same in any layout).
-bool ElementwiseOnChannelsLast(const cpu::Inputs& inputs) {
-  const Shape* shape = nullptr;
-  for (const Value* v : inputs) {
-    if (v == nullptr || v->num_elements() <= 1) continue;
-    if (!v->channels_last()) return false;
-    if (shape != nullptr && v->shape() != *shape) return false;
-    shape = &v->shape();
-  }
-  return shape != nullptr;
-}
-
 }  // namespace
 
 Status CpuModel::Execute(std::vector<Value>* slots, ThreadPool* pool, const ActivationPlan* plan,
@@ -307,22 +294,9 @@ Status CpuModel::Execute(std::vector<Value>* slots, ThreadPool* pool, const Acti
       node_inputs.push_back(v);
     }
     original_inputs = node_inputs;
-    bool outputs_channels_last = false;
-    if (any_channels_last) {
-      const cpu::LayoutSupport support = ops_[n]->layout;
-      if (support == cpu::LayoutSupport::kElementwise && ElementwiseOnChannelsLast(node_inputs)) {
-        outputs_channels_last = true;
-      } else if (support != cpu::LayoutSupport::kAny) {
-        // A kernel that reads row-major only: hand it row-major copies (one transpose each).
-        converted.clear();
-        converted.reserve(node_inputs.size());
-        for (const Value*& v : node_inputs) {
-          if (v == nullptr || !v->channels_last()) continue;
-          converted.push_back(cpu::ToRowMajor(*v));
-          v = &converted.back();
-        }
-      }
-    }
+    const KernelLayout layout = any_channels_last
+                                    ? AdaptInputLayouts(ops_[n]->layout, &node_inputs, &converted)
+                                    : KernelLayout{};
     if (Status refused = cpu::RefuseStrings(*ops_[n], node.op_type, node_inputs); !refused.ok()) {
       return Prefixed(refused, node.Describe(graph_.value_names));
     }
@@ -364,11 +338,7 @@ Status CpuModel::Execute(std::vector<Value>* slots, ThreadPool* pool, const Acti
       if (tuning && status.ok()) parallelism->Record(n, mode, nanos);
     }
     if (!status.ok()) return Prefixed(status, node.Describe(graph_.value_names));
-    if (outputs_channels_last) {
-      for (Value& out : node_outputs) {
-        if (out.rank() == 4) out = out.WithLayout(Layout::kChannelsLast);
-      }
-    }
+    LabelOutputLayouts(layout, &node_outputs);
     if (recording != nullptr) {
       for (size_t i = 0; i < node.outputs.size(); ++i) {
         const int id = node.outputs[i];

@@ -130,6 +130,15 @@ std::string DecoderCnn() {
   GraphBuilder::Ints(padded, "strides", {3, 3});
   GraphBuilder::Ints(padded, "output_padding", {1, 2});
   b.Node("BatchNormalization", {"c3", "in_scale", "in_bias", "in_bias", "bn_var"}, {"bn"});
+  // Element-wise ops broadcasting per image and channel over a channels-last value (a squeeze-
+  // excitation gate, a [C, 1, 1] scale) run on its bytes; one broadcasting along W cannot.
+  b.Node("GlobalAveragePool", {"c3"}, {"pooled"});
+  b.Node("Sigmoid", {"pooled"}, {"gate"});
+  b.Node("Mul", {"c3", "gate"}, {"excited"});
+  b.Weight("channel_scale", {4, 1, 1}, 1.0f);
+  b.Node("Mul", {"channel_scale", "c3"}, {"scaled_per_channel"});
+  b.Weight("row_bias", {1, 1, 1, 12}, 1.0f);
+  b.Node("Add", {"c3", "row_bias"}, {"biased_per_column"});
   b.Int64Constant("channel_split", {6, 10});
   GraphBuilder::Int(b.Node("Split", {"c2", "channel_split"}, {"head", "tail"}), "axis", 1);
   GraphBuilder::Int(b.Node("Split", {"c3"}, {"left", "right"}), "axis", 3);
@@ -143,27 +152,32 @@ std::string DecoderCnn() {
   }
   b.Node("Relu", {"c3"}, {"r3"});
   GraphBuilder::Int(b.Node("Concat", {"c3", "r3"}, {"stacked"}), "axis", -2);
-  for (const char* out : {"up",
-                          "cubic",
-                          "cat",
-                          "mostly_channels_last",
-                          "mostly_row_major",
-                          "nearest",
-                          "stacked",
-                          "c3_normed",
-                          "nearest_normed",
-                          "tall_normed",
-                          "deconv",
-                          "deconv_grouped",
-                          "deconv_output_padding",
-                          "padded",
-                          "reflected",
-                          "unpadded",
-                          "bn",
-                          "head",
-                          "tail",
-                          "left",
-                          "right"}) {
+  // Every value above is an output, so each path is compared.
+  const char* const kOutputs[] = {"up",
+                                  "cubic",
+                                  "cat",
+                                  "mostly_channels_last",
+                                  "mostly_row_major",
+                                  "nearest",
+                                  "stacked",
+                                  "c3_normed",
+                                  "nearest_normed",
+                                  "tall_normed",
+                                  "deconv",
+                                  "deconv_grouped",
+                                  "deconv_output_padding",
+                                  "padded",
+                                  "reflected",
+                                  "unpadded",
+                                  "bn",
+                                  "head",
+                                  "tail",
+                                  "left",
+                                  "right",
+                                  "excited",
+                                  "scaled_per_channel",
+                                  "biased_per_column"};
+  for (const char* out : kOutputs) {
     b.Output(out);
   }
   return b.Write("onednn_decoder_cnn.onnx");
