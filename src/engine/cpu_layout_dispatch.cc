@@ -22,16 +22,19 @@ bool ElementwiseOnChannelsLast(const cpu::Inputs& inputs) {
 // the right: a squeeze-excitation gate, a per-channel scale): the channels-last ones, all of one
 // shape, are their [N, H, W, C] bytes, and each other one is the same bytes seen as
 // [N or 1, 1, 1, C or 1], which broadcasts over those. Returns the channels-last shape.
+// A channels-last value whose H and W are 1 has the bytes of its row-major form.
+bool SpatiallyLarge(const Value& v) { return v.channels_last() && v.dim(2) * v.dim(3) > 1; }
+
 const Shape* ChannelBroadcastOnChannelsLast(const cpu::Inputs& inputs) {
   const Shape* shape = nullptr;
   for (const Value* v : inputs) {
-    if (v == nullptr || !v->channels_last()) continue;
+    if (v == nullptr || !SpatiallyLarge(*v)) continue;
     if (shape != nullptr && v->shape() != *shape) return nullptr;
     shape = &v->shape();
   }
   if (shape == nullptr) return nullptr;
   for (const Value* v : inputs) {
-    if (v == nullptr || v->channels_last() || v->num_elements() <= 1) continue;
+    if (v == nullptr || SpatiallyLarge(*v) || v->num_elements() <= 1) continue;
     if (v->rank() > 4 || v->rank() < 3) return nullptr;
     const int skip = 4 - v->rank();  // dims missing on the left count as 1
     for (int d = 0; d < 4; ++d) {
@@ -60,12 +63,12 @@ KernelLayout AdaptInputLayouts(cpu::LayoutSupport support, cpu::Inputs* inputs,
       storage->reserve(inputs->size());
       for (const Value*& v : *inputs) {
         if (v == nullptr || v->num_elements() <= 1) continue;
-        if (v->channels_last()) {
+        if (SpatiallyLarge(*v)) {
           storage->push_back(cpu::PhysicalView(*v));
         } else {
           const int skip = 4 - v->rank();
           const int64_t images = skip > 0 ? 1 : v->dim(0), channels = v->dim(1 - skip);
-          storage->push_back(v->Reshaped({images, 1, 1, channels}));
+          storage->push_back(v->WithLayout(Layout::kRowMajor).Reshaped({images, 1, 1, channels}));
         }
         v = &storage->back();
       }

@@ -135,6 +135,10 @@ std::string DecoderCnn() {
   b.Node("GlobalAveragePool", {"c3"}, {"pooled"});
   b.Node("Sigmoid", {"pooled"}, {"gate"});
   b.Node("Mul", {"c3", "gate"}, {"excited"});
+  b.Weight("w_gate", {4, 4, 1, 1}, 0.5f);  // a gate from a Conv is channels-last [N, C, 1, 1]
+  b.Node("Conv", {"pooled", "w_gate"}, {"gate_conv"});
+  b.Node("Sigmoid", {"gate_conv"}, {"conv_gate"});
+  b.Node("Mul", {"c3", "conv_gate"}, {"excited_by_conv"});
   b.Weight("channel_scale", {4, 1, 1}, 1.0f);
   b.Node("Mul", {"channel_scale", "c3"}, {"scaled_per_channel"});
   b.Weight("row_bias", {1, 1, 1, 12}, 1.0f);
@@ -175,6 +179,7 @@ std::string DecoderCnn() {
                                   "left",
                                   "right",
                                   "excited",
+                                  "excited_by_conv",
                                   "scaled_per_channel",
                                   "biased_per_column"};
   for (const char* out : kOutputs) {
