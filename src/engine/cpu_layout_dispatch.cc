@@ -17,13 +17,15 @@ bool ElementwiseOnChannelsLast(const cpu::Inputs& inputs) {
   return shape != nullptr;
 }
 
+// A channels-last value whose H and W are 1 has the bytes of its row-major form (a gate made by a
+// Conv is labelled channels-last), so only the others need their layout kept.
+bool SpatiallyLarge(const Value& v) { return v.channels_last() && v.dim(2) * v.dim(3) > 1; }
+
 // Whether an element-wise kernel can run on these inputs' bytes when some are channels-last and
 // the others only vary per image and channel ([N or 1, C or 1, 1, 1], or fewer dims aligned to
 // the right: a squeeze-excitation gate, a per-channel scale): the channels-last ones, all of one
 // shape, are their [N, H, W, C] bytes, and each other one is the same bytes seen as
 // [N or 1, 1, 1, C or 1], which broadcasts over those. Returns the channels-last shape.
-// A channels-last value whose H and W are 1 has the bytes of its row-major form.
-bool SpatiallyLarge(const Value& v) { return v.channels_last() && v.dim(2) * v.dim(3) > 1; }
 
 const Shape* ChannelBroadcastOnChannelsLast(const cpu::Inputs& inputs) {
   const Shape* shape = nullptr;
