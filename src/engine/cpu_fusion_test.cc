@@ -97,6 +97,38 @@ std::string Model(const Case& c, const std::string& file) {
   return b.Write(file);
 }
 
+// Normal random FP32 values of `shape` for input "x", held with the view of them.
+struct RandomX {
+  RandomX(Shape shape, uint32_t seed, float stddev) : values(ElementCount(shape)) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> dist(0.0f, stddev);
+    for (float& v : values) v = dist(rng);
+    view = TensorView{"x", DataType::kFp32, std::move(shape), values.data(),
+                      values.size() * sizeof(float)};
+  }
+  RandomX(const RandomX&) = delete;  // the view points into `values`
+  RandomX& operator=(const RandomX&) = delete;
+  std::vector<float> values;
+  TensorView view;
+};
+
+// The model's first output for `x` (of x's element count), with or without oneDNN, and in
+// `*kernels`, when given, the number of kernels the Run ran.
+std::vector<float> FirstOutput(const std::string& path, bool onednn, const RandomX& x,
+                               size_t* kernels = nullptr) {
+  ModelOptions options;
+  options.onednn = onednn;
+  auto model = LoadOnnxModel(path, options);
+  EXPECT_TRUE(model.ok()) << model.status();
+  std::vector<Tensor> out;
+  std::vector<LayerTiming> timings;
+  EXPECT_TRUE(model.ok() && (*model)->RunTimed({x.view}, &out, &timings).ok());
+  if (kernels != nullptr) *kernels = timings.size();
+  if (out.empty()) return {};
+  const auto* y = reinterpret_cast<const float*>(out[0].bytes.data());
+  return std::vector<float>(y, y + x.values.size());
+}
+
 StatusOr<Graph> PreparedGraph(const std::string& path) {
   TESSERA_ASSIGN_OR_RETURN(Graph graph, ImportOnnxModel(path, [](const std::string& op) {
                              return cpu::FindOp(op) != nullptr;
@@ -287,28 +319,14 @@ TEST(ConvResidualFusionTest, AResidualOfAnotherShapeIsNotTaken) {
 TEST(ConvResidualFusionTest, FusedBlockComputesWhatTheUnfusedOneDoes) {
   const std::string fused_path = ResidualBlock(false, "residual_run.onnx");
   const std::string unfused_path = ResidualBlock(true, "residual_run_leaky.onnx");
-  std::vector<float> x(3 * 4 * 5 * 5);
-  std::mt19937 rng(9);
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  for (float& v : x) v = dist(rng);
-  TensorView view{"x", DataType::kFp32, {3, 4, 5, 5}, x.data(), x.size() * sizeof(float)};
-  auto run = [&](const std::string& path, bool onednn) {
-    ModelOptions options;
-    options.onednn = onednn;
-    auto model = LoadOnnxModel(path, options);
-    EXPECT_TRUE(model.ok()) << model.status();
-    std::vector<Tensor> out;
-    EXPECT_TRUE(model.ok() && (*model)->Run({view}, &out).ok());
-    const auto* y = reinterpret_cast<const float*>(out.at(0).bytes.data());
-    return std::vector<float>(y, y + x.size());
-  };
-  const std::vector<float> expected = run(unfused_path, false);
+  const RandomX x({3, 4, 5, 5}, 9, 1.0f);
+  const std::vector<float> expected = FirstOutput(unfused_path, false, x);
   int positive = 0;
   for (float v : expected) positive += v > 0;
   EXPECT_GT(positive, 0);  // the Relu leaves something
   EXPECT_LT(positive, static_cast<int>(expected.size()));  // and clips something
   for (bool onednn : {true, false}) {
-    const std::vector<float> got = run(fused_path, onednn);
+    const std::vector<float> got = FirstOutput(fused_path, onednn, x);
     for (size_t i = 0; i < expected.size(); ++i) {
       EXPECT_NEAR(got[i], expected[i], 1e-5f + 1e-4f * std::fabs(expected[i])) << i;
     }
@@ -392,27 +410,10 @@ TEST(ConvEltwiseFusionTest, AMulOfTheSigmoidAndAnotherValueIsNotASwish) {
 }
 
 TEST(ConvEltwiseFusionTest, FusedConvComputesWhatTheUnfusedOneDoes) {
-  std::vector<float> x(2 * 4 * 6 * 6);
-  std::mt19937 rng(5);
-  std::normal_distribution<float> dist(0.0f, 1.5f);
-  for (float& v : x) v = dist(rng);
-  TensorView view{"x", DataType::kFp32, {2, 4, 6, 6}, x.data(), x.size() * sizeof(float)};
-  // Also the kernels the model ran: one Conv when fused, the Conv and its activation when not.
-  auto run = [&](const std::string& path, bool onednn, size_t* kernels = nullptr) {
-    ModelOptions options;
-    options.onednn = onednn;
-    auto model = LoadOnnxModel(path, options);
-    EXPECT_TRUE(model.ok()) << model.status();
-    std::vector<Tensor> out;
-    std::vector<LayerTiming> timings;
-    EXPECT_TRUE(model.ok() && (*model)->RunTimed({view}, &out, &timings).ok());
-    if (kernels != nullptr) *kernels = timings.size();
-    const auto* y = reinterpret_cast<const float*>(out.at(0).bytes.data());
-    return std::vector<float>(y, y + x.size());
-  };
+  const RandomX x({2, 4, 6, 6}, 5, 1.5f);
   for (const std::string act : {"LeakyRelu", "Sigmoid", "Tanh", "Swish"}) {
     const std::vector<float> expected =
-        run(ConvThen(act, true, true, "conv_run_" + act + "_leak.onnx"), false);
+        FirstOutput(ConvThen(act, true, true, "conv_run_" + act + "_leak.onnx"), false, x);
     int negative = 0;
     for (float v : expected) negative += v < 0;
     if (act != "Sigmoid") {
@@ -421,7 +422,8 @@ TEST(ConvEltwiseFusionTest, FusedConvComputesWhatTheUnfusedOneDoes) {
     const std::string fused_path = ConvThen(act, true, false, "conv_run_" + act + ".onnx");
     for (bool onednn : {true, false}) {
       size_t kernels = 0;
-      const std::vector<float> got = run(fused_path, onednn, &kernels);
+      // One kernel when fused; the Conv and its activation when not.
+      const std::vector<float> got = FirstOutput(fused_path, onednn, x, &kernels);
       EXPECT_EQ(kernels, 1u) << act;
       for (size_t i = 0; i < expected.size(); ++i) {
         ASSERT_NEAR(got[i], expected[i], 1e-5f + 1e-4f * std::fabs(expected[i]))
@@ -465,28 +467,15 @@ TEST(BatchNormReluFusionTest, TheReluBecomesPartOfTheNormalisation) {
 }
 
 TEST(BatchNormReluFusionTest, FusedComputesWhatTheUnfusedOneDoes) {
-  std::vector<float> x(2 * 4 * 6 * 6);
-  std::mt19937 rng(8);
-  std::normal_distribution<float> dist(0.0f, 1.5f);
-  for (float& v : x) v = dist(rng);
-  TensorView view{"x", DataType::kFp32, {2, 4, 6, 6}, x.data(), x.size() * sizeof(float)};
-  auto run = [&](const std::string& path, bool onednn) {
-    ModelOptions options;
-    options.onednn = onednn;
-    auto model = LoadOnnxModel(path, options);
-    EXPECT_TRUE(model.ok()) << model.status();
-    std::vector<Tensor> out;
-    EXPECT_TRUE(model.ok() && (*model)->Run({view}, &out).ok());
-    const auto* y = reinterpret_cast<const float*>(out.at(0).bytes.data());
-    return std::vector<float>(y, y + x.size());
-  };
-  const std::vector<float> expected = run(ConvNormRelu(true, "norm_relu_run_leak.onnx"), false);
+  const RandomX x({2, 4, 6, 6}, 8, 1.5f);
+  const std::vector<float> expected =
+      FirstOutput(ConvNormRelu(true, "norm_relu_run_leak.onnx"), false, x);
   int zeros = 0;
   for (float v : expected) zeros += v == 0.0f;
   EXPECT_GT(zeros, 0);  // the Relu clamps something
   const std::string fused = ConvNormRelu(false, "norm_relu_run.onnx");
   for (bool onednn : {true, false}) {  // channels-last input with oneDNN, row-major without
-    const std::vector<float> got = run(fused, onednn);
+    const std::vector<float> got = FirstOutput(fused, onednn, x);
     for (size_t i = 0; i < expected.size(); ++i) {
       ASSERT_NEAR(got[i], expected[i], 1e-5f + 1e-4f * std::fabs(expected[i]))
           << (onednn ? "oneDNN" : "own kernels") << " at " << i;

@@ -58,6 +58,9 @@ struct ActivationPlan {
   uint64_t arena_bytes = 0;
   uint64_t naive_bytes = 0;
   int num_values = 0;
+  // Which nodes of a Run with these shapes get the pool. Changed by Run as it times them, on a
+  // plan otherwise read-only: Run has one caller at a time, and a plan belongs to one Model.
+  mutable NodeParallelism parallelism{0};
 };
 
 // Plans are cached per input-shape tuple; past this many (distinct batch sizes, in practice),
@@ -194,9 +197,6 @@ class CpuModel final : public Model {
   uint64_t weight_bytes_ = 0;
   std::unique_ptr<ThreadPool> pool_;
   Value arena_;  // activation arena, grown to the largest plan run so far; used by Run only
-
-  // Per input-shape tuple, which nodes run on the pool; used by Run only, like arena_.
-  std::map<std::vector<Shape>, NodeParallelism> parallelism_;
 
   mutable std::mutex plans_mu_;
   mutable std::map<std::vector<Shape>, std::shared_ptr<const ActivationPlan>> plans_
@@ -430,6 +430,7 @@ StatusOr<std::shared_ptr<const ActivationPlan>> CpuModel::BuildPlan(
   plan->arena_bytes = arena.arena_bytes;
   plan->naive_bytes = arena.naive_bytes;
   plan->num_values = static_cast<int>(ids.size());
+  plan->parallelism = NodeParallelism(graph_.nodes.size());
   return std::shared_ptr<const ActivationPlan>(std::move(plan));
 }
 
@@ -480,14 +481,8 @@ Status CpuModel::RunImpl(const std::vector<TensorView>& inputs, std::vector<Tens
   }
   // Tuned on planned Runs only: the Run that records a plan allocates afresh and builds oneDNN
   // primitives, which would make its nodes look slower than they are.
-  NodeParallelism* parallelism = nullptr;
-  if (!tune_node_parallelism_ || pool_->num_threads() < 2) {
-    // every node gets the pool
-  } else if (auto it = parallelism_.find(key); it != parallelism_.end()) {
-    parallelism = &it->second;
-  } else if (parallelism_.size() < kMaxCachedPlans) {
-    parallelism = &parallelism_.try_emplace(key, graph_.nodes.size()).first->second;
-  }
+  NodeParallelism* parallelism =
+      tune_node_parallelism_ && pool_->num_threads() > 1 ? &plan->parallelism : nullptr;
   TESSERA_RETURN_IF_ERROR(Execute(&slots, pool_.get(), plan.get(), arena_.mutable_data<std::byte>(),
                                   nullptr, timings, &strings, parallelism));
   return CopyOutputs(slots, outputs);

@@ -235,49 +235,39 @@ TEST(OneDnnTest, BuildReportsWhetherItUsesOneDnn) {
 #endif
 }
 
-class OneDnnVersusOwnKernels : public ::testing::TestWithParam<int> {};
-
-TEST_P(OneDnnVersusOwnKernels, MixedLayoutGraphAgreesAcrossBatchSizes) {
-  const std::string path = MixedCnn();
-  ModelOptions own_options;
-  own_options.onednn = false;
-  ModelOptions dnnl_options;
-  dnnl_options.num_threads = GetParam();
-  auto own = LoadOnnxModel(path, own_options);
-  auto dnnl = LoadOnnxModel(path, dnnl_options);
-  ASSERT_TRUE(own.ok()) << own.status();
-  ASSERT_TRUE(dnnl.ok()) << dnnl.status();
-  // Repeated and alternating batch sizes: first runs plan memory, later ones use the arena, and
-  // with 2 threads the next ones run each node alone and on the pool (NodeParallelism) before
-  // keeping one: every stage must compute the same.
-  uint32_t seed = 1;
-  for (int round = 0; round < 10; ++round) {
-    for (int64_t batch : {1, 3, 1, 3, 2}) {
-      Tensor input = RandomInput(batch, seed++);
-      ExpectAllClose(RunModel(dnnl->get(), input), RunModel(own->get(), input),
-                     "round " + std::to_string(round) + " batch " + std::to_string(batch));
+class OneDnnVersusOwnKernels : public ::testing::TestWithParam<int> {
+ protected:
+  // Runs the file through oneDNN on GetParam() threads and through the own kernels (row-major
+  // values only), `rounds` times over `batches` of random [batch, 3, size, size] inputs, and
+  // expects the same outputs. Repeated runs of a shape go through every stage of the CPU model:
+  // the Run that plans memory, then with 2 threads the Runs that time each node alone and on the
+  // pool (NodeParallelism), then the decided ones.
+  void ExpectAgreement(const std::string& path, int rounds, std::initializer_list<int64_t> batches,
+                       int64_t size, uint32_t seed) {
+    ModelOptions own_options;
+    own_options.onednn = false;
+    ModelOptions dnnl_options;
+    dnnl_options.num_threads = GetParam();
+    auto own = LoadOnnxModel(path, own_options);
+    auto dnnl = LoadOnnxModel(path, dnnl_options);
+    ASSERT_TRUE(own.ok()) << own.status();
+    ASSERT_TRUE(dnnl.ok()) << dnnl.status();
+    for (int round = 0; round < rounds; ++round) {
+      for (int64_t batch : batches) {
+        Tensor input = RandomInput(batch, seed++, size);
+        ExpectAllClose(RunModel(dnnl->get(), input), RunModel(own->get(), input),
+                       "round " + std::to_string(round) + " batch " + std::to_string(batch));
+      }
     }
   }
+};
+
+TEST_P(OneDnnVersusOwnKernels, MixedLayoutGraphAgreesAcrossBatchSizes) {
+  ExpectAgreement(MixedCnn(), 10, {1, 3, 1, 3, 2}, 20, 1);
 }
 
 TEST_P(OneDnnVersusOwnKernels, DecoderResizesAndConcatenatesChannelsLastValues) {
-  const std::string path = DecoderCnn();
-  ModelOptions own_options;
-  own_options.onednn = false;
-  ModelOptions dnnl_options;
-  dnnl_options.num_threads = GetParam();
-  auto own = LoadOnnxModel(path, own_options);
-  auto dnnl = LoadOnnxModel(path, dnnl_options);
-  ASSERT_TRUE(own.ok()) << own.status();
-  ASSERT_TRUE(dnnl.ok()) << dnnl.status();
-  uint32_t seed = 50;
-  for (int round = 0; round < 4; ++round) {
-    for (int64_t batch : {1, 2}) {
-      Tensor input = RandomInput(batch, seed++, 12);
-      ExpectAllClose(RunModel(dnnl->get(), input), RunModel(own->get(), input),
-                     "round " + std::to_string(round) + " batch " + std::to_string(batch));
-    }
-  }
+  ExpectAgreement(DecoderCnn(), 4, {1, 2}, 12, 50);
 }
 
 INSTANTIATE_TEST_SUITE_P(Threads, OneDnnVersusOwnKernels, ::testing::Values(1, 2));

@@ -150,6 +150,44 @@ class ConvState final : public KernelState {
   std::vector<std::pair<memory::desc, memory>> reordered_ ABSL_GUARDED_BY(weights_mu_);
 };
 
+// W as the model stores it: `dims` (oneDNN's order) laid out as `tag`.
+memory UserWeights(const memory::dims& dims, Tag tag, const Value& wt) {
+  return memory(memory::desc(dims, memory::data_type::f32, tag), CpuEngine(),
+                const_cast<float*>(wt.data<float>()));
+}
+
+// A Conv's or ConvTranspose's primitive cache key: X's shape, the OpenMP team size (a primitive
+// splits its work for the threads there were when it was made and runs that many whatever the
+// team is later, so one is kept per size), and W's shape when W is not a constant.
+std::vector<int64_t> PrimitiveKey(const Value& x, int threads, const Value& wt, bool constant_w) {
+  std::vector<int64_t> key = x.shape();
+  key.push_back(threads);
+  if (!constant_w) key.insert(key.end(), wt.shape().begin(), wt.shape().end());
+  return key;
+}
+
+// The weights a primitive runs with: `cached` (reordered once, ConvState::ReorderedWeights) for a
+// constant W, else W reordered to `desc` now.
+memory PrimitiveWeights(const memory& cached, const memory::desc& desc, bool constant_w,
+                        const memory::dims& dims, Tag tag, const Value& wt, dnnl::stream& stream) {
+  if (constant_w) return cached;
+  memory user = UserWeights(dims, tag, wt);
+  memory weights(desc, CpuEngine());
+  dnnl::reorder(user, weights).execute(stream, user, weights);
+  return weights;
+}
+
+// The bias argument: B, or zeros (primitives are made with a bias descriptor, so that one serves
+// a node with and without B).
+memory BiasArgument(const memory::desc& desc, const Value* bias, int64_t count) {
+  if (bias != nullptr) {
+    return memory(desc, CpuEngine(), const_cast<float*>(bias->data<float>()));
+  }
+  thread_local std::vector<float> zeros;
+  if (zeros.size() < static_cast<size_t>(count)) zeros.assign(count, 0.0f);
+  return memory(desc, CpuEngine(), zeros.data());
+}
+
 // The post-ops for a Conv fused by the graph passes: with `residual` (tessera_residual) a sum
 // into the destination, which the caller fills with the residual first, then the activation
 // (tessera_activation / tessera_clip_min / tessera_clip_max). A sum rather than a binary add of
@@ -285,48 +323,27 @@ Status RunDnnlConv(const OpContext& ctx, const Node& node, const Inputs& inputs,
         desc, WithUserScratchpad(PostOpsAttr(node, residual != nullptr)), CpuEngine());
     entry->primitive = dnnl::convolution_forward(entry->pd);
     if (cache_weights) {
-      memory user(memory::desc(weight_dims, memory::data_type::f32, weight_tag), CpuEngine(),
-                  const_cast<float*>(wt.data<float>()));
-      entry->weights = state->ReorderedWeights(entry->pd.weights_desc(), user);
+      entry->weights = state->ReorderedWeights(entry->pd.weights_desc(),
+                                               UserWeights(weight_dims, weight_tag, wt));
     }
     return std::shared_ptr<const ConvEntry>(std::move(entry));
   };
 
   try {
-    const int threads = SetThreads(ctx);
-    // A primitive splits its work for the OpenMP threads there were when it was made and runs
-    // with that many whatever the team size is later: one is kept per thread count.
-    std::vector<int64_t> key = x_in.shape();
-    key.push_back(threads);
-    if (!cache_weights) key.insert(key.end(), wt.shape().begin(), wt.shape().end());
+    const std::vector<int64_t> key = PrimitiveKey(x_in, SetThreads(ctx), wt, cache_weights);
     TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<const ConvEntry> entry,
                              state != nullptr ? state->cache.Get(key, build) : build());
     const Value x = ToChannelsLast(x_in);
     Value y = ctx.NewOutput(0, DataType::kFp32, {batch, cout, oh, ow});
     dnnl::stream& stream = ThreadStream();
-    memory src(entry->pd.src_desc(), CpuEngine(), const_cast<float*>(x.data<float>()));
-    memory dst(entry->pd.dst_desc(), CpuEngine(), y.mutable_data<float>());
-    memory weights = entry->weights;
-    if (!cache_weights) {
-      memory user(memory::desc(weight_dims, memory::data_type::f32, weight_tag), CpuEngine(),
-                  const_cast<float*>(wt.data<float>()));
-      weights = memory(entry->pd.weights_desc(), CpuEngine());
-      dnnl::reorder(user, weights).execute(stream, user, weights);
-    }
     std::unordered_map<int, memory> args = {
-        {DNNL_ARG_SRC, src},
-        {DNNL_ARG_WEIGHTS, weights},
-        {DNNL_ARG_DST, dst},
+        {DNNL_ARG_SRC,
+         memory(entry->pd.src_desc(), CpuEngine(), const_cast<float*>(x.data<float>()))},
+        {DNNL_ARG_WEIGHTS, PrimitiveWeights(entry->weights, entry->pd.weights_desc(), cache_weights,
+                                            weight_dims, weight_tag, wt, stream)},
+        {DNNL_ARG_BIAS, BiasArgument(entry->pd.bias_desc(), bias, cout)},
+        {DNNL_ARG_DST, memory(entry->pd.dst_desc(), CpuEngine(), y.mutable_data<float>())},
         {DNNL_ARG_SCRATCHPAD, ThreadScratchpad(entry->pd.scratchpad_desc())}};
-    if (bias != nullptr) {
-      args[DNNL_ARG_BIAS] = memory(entry->pd.bias_desc(), CpuEngine(),
-                                   const_cast<float*>(bias->data<float>()));
-    } else {
-      // A bias descriptor was given at creation; a zero bias keeps one primitive for both cases.
-      thread_local std::vector<float> zeros;
-      if (zeros.size() < static_cast<size_t>(cout)) zeros.assign(cout, 0.0f);
-      args[DNNL_ARG_BIAS] = memory(entry->pd.bias_desc(), CpuEngine(), zeros.data());
-    }
     if (residual != nullptr) {
       const Value residual_nhwc = residual->channels_last() ? *residual : ToChannelsLast(*residual);
       std::memcpy(y.mutable_data<float>(), residual_nhwc.data<float>(), residual_nhwc.byte_size());
@@ -393,17 +410,12 @@ Status RunDnnlConvTranspose(const OpContext& ctx, const Node& node, const Inputs
     // unet_tiny's (bench/results/2026-11-24-engine-cpu-channels-last-decoder.md).
     try {
       SetThreads(ctx);
-      memory user(memory::desc(weight_dims, memory::data_type::f32, weight_tag), CpuEngine(),
-                  const_cast<float*>(wt.data<float>()));
       const memory::desc patch_desc(weight_dims, memory::data_type::f32, Tag::ihwo);
-      memory patch;
-      if (cache_weights) {
-        patch = state->ReorderedWeights(patch_desc, user);
-      } else {
-        patch = memory(patch_desc, CpuEngine());
-        dnnl::reorder(user, patch).execute(ThreadStream(), user, patch);
-        ThreadStream().wait();
-      }
+      const memory patch = cache_weights ? state->ReorderedWeights(
+                                               patch_desc, UserWeights(weight_dims, weight_tag, wt))
+                                         : PrimitiveWeights({}, patch_desc, false, weight_dims,
+                                                            weight_tag, wt, ThreadStream());
+      ThreadStream().wait();
       const Value x = ToChannelsLast(x_in);
       const int64_t pixels = batch * g.in[0] * g.in[1], patch_len = kh * kw * cout;
       thread_local std::vector<float> products;
@@ -449,38 +461,24 @@ Status RunDnnlConvTranspose(const OpContext& ctx, const Node& node, const Inputs
         dnnl::deconvolution_forward::primitive_desc(desc, WithUserScratchpad({}), CpuEngine());
     entry->primitive = dnnl::deconvolution_forward(entry->pd);
     if (cache_weights) {
-      memory user(memory::desc(weight_dims, memory::data_type::f32, weight_tag), CpuEngine(),
-                  const_cast<float*>(wt.data<float>()));
-      entry->weights = state->ReorderedWeights(entry->pd.weights_desc(), user);
+      entry->weights = state->ReorderedWeights(entry->pd.weights_desc(),
+                                               UserWeights(weight_dims, weight_tag, wt));
     }
     return std::shared_ptr<const DeconvEntry>(std::move(entry));
   };
   try {
-    const int threads = SetThreads(ctx);
-    std::vector<int64_t> key = x_in.shape();
-    key.push_back(threads);
-    if (!cache_weights) key.insert(key.end(), wt.shape().begin(), wt.shape().end());
+    const std::vector<int64_t> key = PrimitiveKey(x_in, SetThreads(ctx), wt, cache_weights);
     TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<const DeconvEntry> entry,
                              state != nullptr ? state->cache.Get(key, build) : build());
     const Value x = ToChannelsLast(x_in);
     Value y = ctx.NewOutput(0, DataType::kFp32, {batch, cout, oh, ow});
     dnnl::stream& stream = ThreadStream();
-    memory weights = entry->weights;
-    if (!cache_weights) {
-      memory user(memory::desc(weight_dims, memory::data_type::f32, weight_tag), CpuEngine(),
-                  const_cast<float*>(wt.data<float>()));
-      weights = memory(entry->pd.weights_desc(), CpuEngine());
-      dnnl::reorder(user, weights).execute(stream, user, weights);
-    }
-    thread_local std::vector<float> zeros;
-    if (bias == nullptr && zeros.size() < static_cast<size_t>(cout)) zeros.assign(cout, 0.0f);
     std::unordered_map<int, memory> args = {
         {DNNL_ARG_SRC,
          memory(entry->pd.src_desc(), CpuEngine(), const_cast<float*>(x.data<float>()))},
-        {DNNL_ARG_WEIGHTS, weights},
-        {DNNL_ARG_BIAS,
-         memory(entry->pd.bias_desc(), CpuEngine(),
-                bias != nullptr ? const_cast<float*>(bias->data<float>()) : zeros.data())},
+        {DNNL_ARG_WEIGHTS, PrimitiveWeights(entry->weights, entry->pd.weights_desc(), cache_weights,
+                                            weight_dims, weight_tag, wt, stream)},
+        {DNNL_ARG_BIAS, BiasArgument(entry->pd.bias_desc(), bias, cout)},
         {DNNL_ARG_DST, memory(entry->pd.dst_desc(), CpuEngine(), y.mutable_data<float>())},
         {DNNL_ARG_SCRATCHPAD, ThreadScratchpad(entry->pd.scratchpad_desc())}};
     entry->primitive.execute(stream, args);

@@ -218,17 +218,10 @@ Status RunBatchNormalization(const OpContext& ctx, const Node& node, const Input
   }
   if (x->channels_last()) {
     // [N, H, W, C] as stored (a oneDNN Conv's output; DenseNet normalises every concatenation
-    // before its next Conv): y stays channels-last. The pixels are seen as rows of k pixels, so
-    // the vectorised inner loop runs over k * C values even when C is small.
+    // before its next Conv): y stays channels-last. The pixels are seen as rows of k pixels
+    // (PixelsPerRow), so the vectorised inner loop runs over k * C values even when C is small.
     const int64_t pixels = x->num_elements() / std::max<int64_t>(1, channels);
-    int64_t k = 1;
-    for (int64_t candidate = std::max<int64_t>(1, 256 / std::max<int64_t>(1, channels));
-         candidate > 1; --candidate) {
-      if (pixels % candidate == 0) {
-        k = candidate;
-        break;
-      }
-    }
+    const int64_t k = PixelsPerRow(pixels, channels);
     const int64_t width = k * channels, rows = pixels / k;
     std::vector<float> row_scale(static_cast<size_t>(width)), row_shift(row_scale.size());
     for (int64_t w = 0; w < width; ++w) {

@@ -121,18 +121,10 @@ Status RunInstanceNormalization(const OpContext& ctx, const Node& node, const In
     // [N, H, W, C] as stored (a oneDNN convolution's output): per image, the channel statistics
     // accumulate over the pixels with the channels as the vectorised inner loop, and the output
     // stays channels-last for the next convolution, saving two transposes. An image's
-    // [pixels, C] is seen as [pixels / k, k * C] so that the inner loop runs over k * C values,
-    // not over the 8 or 16 channels of a small U-Net, which left it mostly loop overhead; column
-    // w then belongs to channel w % C.
+    // [pixels, C] is seen as [pixels / k, k * C] (PixelsPerRow): looping over 8 or 16 channels
+    // of a small U-Net left the loops mostly overhead.
     const int64_t batch = x->dim(0), pixels = x->dim(2) * x->dim(3);
-    int64_t k = 1;
-    for (int64_t candidate = std::max<int64_t>(1, 256 / std::max<int64_t>(1, channels));
-         candidate > 1; --candidate) {
-      if (pixels % candidate == 0) {
-        k = candidate;
-        break;
-      }
-    }
+    const int64_t k = PixelsPerRow(pixels, channels);
     const int64_t width = k * channels, rows = pixels / k;
     const float count = static_cast<float>(std::max<int64_t>(1, pixels));
     Value y = ctx.NewOutput(0, DataType::kFp32, x->shape()).WithLayout(Layout::kChannelsLast);

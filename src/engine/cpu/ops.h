@@ -6,6 +6,7 @@
 // node's name. Kernels are stateless and may run concurrently on different data.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -92,6 +93,16 @@ Value ToChannelsLast(const Value& v);
 // written for row-major data can work on them with axes mapped by PhysicalAxis; a row-major value
 // is returned unchanged.
 Value PhysicalView(const Value& v);
+// How many pixels make one row when per-channel work on channels-last [pixels, C] values sees
+// them as [pixels / k, k * C]: the largest k <= 256 / C that divides `pixels` (1 when none does),
+// so that the inner loops run over k * C values, not over the 8 or 16 channels of a small network,
+// and column w belongs to channel w % C.
+inline int64_t PixelsPerRow(int64_t pixels, int64_t channels) {
+  for (int64_t k = std::max<int64_t>(1, 256 / std::max<int64_t>(1, channels)); k > 1; --k) {
+    if (pixels % k == 0) return k;
+  }
+  return 1;
+}
 // Where logical axis `axis` (of [N, C, H, W]) lies in a channels-last value's [N, H, W, C] bytes.
 inline int PhysicalAxis(int axis) {
   constexpr int kPhysical[4] = {0, 3, 1, 2};
