@@ -5,6 +5,7 @@
 #include <limits>
 #include <random>
 
+#include "engine/cpu/conv_slices.h"
 #include "engine/cpu/fast_math.h"
 #include "engine/cpu/ops.h"
 #include "gtest/gtest.h"
@@ -463,6 +464,61 @@ TEST(FastMathTest, ExpAndErfStayWithinTheirStatedErrors) {
   }
   EXPECT_EQ(FastErf(0.0f), 0.0f);
   EXPECT_EQ(FastErf(-10.0f), -1.0f);
+}
+
+// Every output row of every image is in exactly one part, and each part reads exactly the input
+// rows its taps reach inside the image, the rest being its padding.
+TEST(SliceConvTest, PartsCoverEveryOutputRowOnceAndReadWhatTheirTapsReach) {
+  std::mt19937 rng(11);
+  auto pick = [&](int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+  };
+  for (int trial = 0; trial < 2000; ++trial) {
+    ConvGeometry g;
+    g.batch = pick(1, 5);
+    g.h = pick(1, 30);
+    g.w = pick(1, 9);
+    g.kernel_h = pick(1, 5);
+    g.kernel_w = pick(1, 3);
+    g.stride_h = pick(1, 3);
+    g.dilation_h = pick(1, 2);
+    g.pad_top = pick(0, 3);
+    g.pad_bottom = pick(0, 3);
+    if (trial % 3 == 0) g = ConvGeometry{g.batch, g.h, g.w};  // pointwise: cut by pixels
+    const int64_t reach = (g.kernel_h - 1) * g.dilation_h + 1;
+    if (g.h + g.pad_top + g.pad_bottom < reach) continue;
+    g.oh = (g.h + g.pad_top + g.pad_bottom - reach) / g.stride_h + 1;
+    g.ow = g.w - g.kernel_w + 1;
+    if (g.ow < 1) continue;
+    const int threads = static_cast<int>(pick(1, 4));
+    const std::vector<ConvSlice> parts = SliceConv(g, threads);
+    ASSERT_FALSE(parts.empty());
+    const ConvSlice& first = parts.front();
+    std::vector<int> covered(static_cast<size_t>(g.batch * first.oh), 0);
+    for (const ConvSlice& p : parts) {
+      ASSERT_EQ(p.h * p.w, g.h * g.w) << "trial " << trial;
+      ASSERT_GE(p.in_row, 0);
+      ASSERT_LE(p.in_row + p.in_rows, p.h);
+      ASSERT_GT(p.in_rows, 0);
+      for (int64_t image = p.image; image < p.image + p.images; ++image) {
+        for (int64_t row = p.out_row; row < p.out_row + p.out_rows; ++row) {
+          ++covered[static_cast<size_t>(image * p.oh + row)];
+        }
+      }
+      if (p.out_rows == p.oh) continue;  // whole images keep the Conv's own pads
+      // Parts of an image: the first tap of the first row and the last tap of the last row bound
+      // what the part reads, with what falls outside the image as padding.
+      const int64_t first_tap = p.out_row * g.stride_h - g.pad_top;
+      const int64_t last_tap = (p.out_row + p.out_rows - 1) * g.stride_h - g.pad_top + reach - 1;
+      EXPECT_EQ(p.in_row - p.pad_top, p.h == g.h ? first_tap : p.out_row) << "trial " << trial;
+      EXPECT_EQ(p.in_row + p.in_rows - 1 + p.pad_bottom,
+                p.h == g.h ? last_tap : p.out_row + p.out_rows - 1)
+          << "trial " << trial;
+    }
+    for (size_t i = 0; i < covered.size(); ++i) ASSERT_EQ(covered[i], 1) << "trial " << trial;
+    if (threads > 1 && g.batch % threads == 0)
+      EXPECT_EQ(parts.size(), static_cast<size_t>(threads));
+  }
 }
 
 }  // namespace

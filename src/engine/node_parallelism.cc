@@ -10,6 +10,7 @@ NodeParallelism::Mode NodeParallelism::Next(size_t n, bool* timed) {
     node.decided = false;
     node.samples[0] = node.samples[1] = 0;
     ++undecided_;
+    if (node.mode == Mode::kPool) --pool_nodes_;
   }
   *timed = !node.decided;
   if (node.decided) return node.mode;
@@ -30,6 +31,7 @@ void NodeParallelism::Record(size_t n, Mode mode, int64_t nanos) {
                       kPoolMargin * static_cast<double>(node.fastest[pool])
                   ? Mode::kAlone
                   : Mode::kPool;
+  if (node.mode == Mode::kPool) ++pool_nodes_;
   node.runs_to_recheck = node.recheck_interval;
   node.recheck_interval = std::min(kMaxRecheck, 4 * node.recheck_interval);
   --undecided_;

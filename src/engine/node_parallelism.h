@@ -45,6 +45,9 @@ class NodeParallelism {
 
   // Nodes whose mode is not fixed yet; 0 once every node is decided.
   size_t undecided() const { return undecided_; }
+  // Whether any node runs on the pool, or may (undecided): if none does, a Run has no use for
+  // waking the pool's workers.
+  bool any_pool() const { return undecided_ > 0 || pool_nodes_ > 0; }
 
  private:
   struct NodeState {
@@ -58,6 +61,7 @@ class NodeParallelism {
 
   std::vector<NodeState> nodes_;
   size_t undecided_ = nodes_.size();
+  size_t pool_nodes_ = 0;  // decided nodes whose mode is kPool
 };
 
 }  // namespace tessera::engine

@@ -188,6 +188,40 @@ std::string DecoderCnn() {
   return b.Write("onednn_decoder_cnn.onnx");
 }
 
+// Conv geometries the pool cuts into rows (conv_slices.h) in every way a cut can go wrong: a
+// 5x5 stride-2 kernel with uneven pads, a dilated one, a grouped one whose bottom pad exceeds
+// what its last rows read, pointwise ones cut by pixels, one with a fused residual sum and
+// activation, and a strided pointwise one (cut by rows).
+std::string ConvGeometriesCnn() {
+  GraphBuilder b;
+  b.Input("input", {-1, 3, 20, 20});
+  b.Weight("w_k5", {8, 3, 5, 5}, 0.2f);
+  b.Weight("b_k5", {8}, 0.1f);
+  b.Weight("w_dilated", {8, 8, 3, 3}, 0.2f);
+  b.Weight("w_grouped", {8, 4, 3, 3}, 0.2f);
+  b.Weight("w_point", {8, 8, 1, 1}, 0.3f);
+  b.Weight("w_wide", {16, 8, 1, 1}, 0.3f);
+  auto* k5 = b.Node("Conv", {"input", "w_k5", "b_k5"}, {"k5"});
+  GraphBuilder::Ints(k5, "strides", {2, 2});
+  GraphBuilder::Ints(k5, "pads", {2, 1, 1, 2});
+  auto* dilated = b.Node("Conv", {"k5", "w_dilated"}, {"dilated"});
+  GraphBuilder::Ints(dilated, "dilations", {2, 2});
+  GraphBuilder::Ints(dilated, "pads", {2, 2, 2, 2});
+  auto* grouped = b.Node("Conv", {"dilated", "w_grouped"}, {"grouped"});
+  GraphBuilder::Int(grouped, "group", 2);
+  GraphBuilder::Ints(grouped, "pads", {0, 1, 3, 1});
+  b.Node("Conv", {"k5", "w_point"}, {"point"});
+  b.Node("Add", {"point", "dilated"}, {"residual_sum"});  // fused: Conv with a residual sum
+  b.Node("Relu", {"residual_sum"}, {"residual_relu"});
+  auto* strided = b.Node("Conv", {"residual_relu", "w_wide"}, {"strided_point"});
+  GraphBuilder::Ints(strided, "strides", {2, 2});
+  b.Node("Conv", {"residual_relu", "w_wide"}, {"wide_point"});
+  for (const char* out : {"grouped", "residual_relu", "strided_point", "wide_point"}) {
+    b.Output(out);
+  }
+  return b.Write("onednn_conv_geometries.onnx");
+}
+
 Tensor RandomInput(int64_t batch, uint32_t seed, int64_t size = 20) {
   Tensor t;
   t.name = "input";
@@ -270,7 +304,12 @@ TEST_P(OneDnnVersusOwnKernels, DecoderResizesAndConcatenatesChannelsLastValues) 
   ExpectAgreement(DecoderCnn(), 4, {1, 2}, 12, 50);
 }
 
-INSTANTIATE_TEST_SUITE_P(Threads, OneDnnVersusOwnKernels, ::testing::Values(1, 2));
+TEST_P(OneDnnVersusOwnKernels, ConvsCutIntoRowsAndPixelsAgree) {
+  // Batches 1 and 3 cut each image into rows; 2 (on 2 threads) and 6 give each thread images.
+  ExpectAgreement(ConvGeometriesCnn(), 6, {1, 3, 2, 6}, 20, 90);
+}
+
+INSTANTIATE_TEST_SUITE_P(Threads, OneDnnVersusOwnKernels, ::testing::Values(1, 2, 3));
 
 TEST(OneDnnTest, PlannedMemoryStillReportsAnArena) {
   auto model = LoadOnnxModel(MixedCnn(), ModelOptions{});

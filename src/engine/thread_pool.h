@@ -38,6 +38,30 @@ class ConcurrentRun {
 
 class ThreadPool {
  public:
+  // Marks a model run on the pool for as long as it lives (one at a time per pool, like Run).
+  // Meanwhile a worker that finishes its part of a job spins for the next job for up to
+  // kSpinLimit instead of sleeping, and the caller spins for the workers' parts to finish, as long
+  // as the pool has threads to share (usable_threads() > 1). Waking a sleeping thread costs 25-30
+  // us on a VM, more than most of a small model's nodes take: mnasnet at batch 1 ran at 3.2 ms
+  // with sleeping threads and 1.8 ms with spinning ones
+  // (bench/results/2026-11-24-engine-cpu-pool-spin-and-sliced-conv.md). Sleeping again when
+  // the run ends, unlike OpenMP's spin, leaves the cores to other models and to gRPC between runs.
+  // With `wake`, sleeping workers are woken at once, so that their wake-up overlaps the run's
+  // first nodes rather than delaying its first parallel one.
+  class RunScope {
+   public:
+    RunScope(ThreadPool* pool, bool wake);  // `pool` may be null: no effect
+    ~RunScope();
+    RunScope(const RunScope&) = delete;
+    RunScope& operator=(const RunScope&) = delete;
+
+   private:
+    ThreadPool* pool_;
+  };
+
+  // How long an idle worker spins for the next job during a run before it sleeps.
+  static constexpr int64_t kSpinLimitNanos = 100'000;
+
   // `num_threads` counts the calling thread: 1 = no workers, everything inline.
   explicit ThreadPool(int num_threads);
   ~ThreadPool();
@@ -58,6 +82,12 @@ class ThreadPool {
  private:
   void WorkerLoop();
   void Drain(const std::function<void(int64_t)>& fn, int64_t n);
+  // While a run is in progress: spins until a ticket is offered, the run ends, or kSpinLimitNanos
+  // pass. Returns at once outside runs.
+  void SpinForWork() const;
+  // While a run is in progress: spins until `busy_` drops to 0 or kSpinLimitNanos pass.
+  void SpinForWorkers() const;
+  bool Spinning() const;
 
   std::vector<std::thread> workers_;
   std::mutex mu_;
@@ -68,6 +98,14 @@ class ThreadPool {
   // finished. The caller withdraws the untaken ones once it has drained the job itself.
   int tickets_ ABSL_GUARDED_BY(mu_) = 0;
   int busy_workers_ ABSL_GUARDED_BY(mu_) = 0;
+  // Mirrors of tickets_ and busy_workers_ for spinning threads to poll without the lock.
+  std::atomic<int> offered_{0};
+  std::atomic<int> busy_{0};
+  // Workers waiting on work_cv_; a job or a run's start notifies only when there are some.
+  int sleeping_ ABSL_GUARDED_BY(mu_) = 0;
+  // Bumped by a RunScope with `wake`: sleeping workers wake to spin for the run's jobs.
+  uint64_t wake_generation_ ABSL_GUARDED_BY(mu_) = 0;
+  std::atomic<bool> in_run_{false};
   const std::function<void(int64_t)>* job_ ABSL_GUARDED_BY(mu_) = nullptr;
   int64_t job_size_ ABSL_GUARDED_BY(mu_) = 0;
   std::atomic<int64_t> next_index_{0};

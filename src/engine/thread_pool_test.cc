@@ -1,9 +1,11 @@
-// ThreadPool: every index runs once, concurrent runs share the threads, and a pool with workers
-// that never get to join a job still returns.
+// ThreadPool: every index runs once, concurrent runs share the threads, a pool with workers
+// that never get to join a job still returns, and workers spin only while a run has the pool.
 #include "engine/thread_pool.h"
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <ctime>
 #include <mutex>
 #include <random>
 #include <set>
@@ -78,6 +80,55 @@ TEST(ThreadPoolTest, NestedParallelForRunsInlineOnTheTaskThatCalledIt) {
   });
   EXPECT_EQ(inner_runs.load(), 40);
   EXPECT_EQ(inner_on_other_thread.load(), 0);
+}
+
+TEST(ThreadPoolTest, JobsInARunScopeRunEveryIndexOnceWithWorkersSpinningBetweenThem) {
+  ThreadPool pool(3);
+  std::mt19937 rng(3);
+  for (int run = 0; run < 50; ++run) {
+    const ThreadPool::RunScope scope(&pool, /*wake=*/run % 2 == 0);
+    for (int job = 0; job < 60; ++job) {
+      const int64_t n = std::uniform_int_distribution<int64_t>(0, 12)(rng);
+      std::vector<std::atomic<int>> runs(static_cast<size_t>(n));
+      pool.ParallelFor(n, [&](int64_t i) { runs[static_cast<size_t>(i)].fetch_add(1); });
+      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(runs[static_cast<size_t>(i)].load(), 1);
+    }
+  }
+}
+
+// CPU time of the whole process (every thread) in microseconds.
+int64_t ProcessCpuMicros() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return int64_t{ts.tv_sec} * 1000000 + ts.tv_nsec / 1000;
+}
+
+TEST(ThreadPoolTest, WorkersSleepAfterTheSpinLimitOnceTheRunEndsOrAnotherRunStarts) {
+  ThreadPool pool(3);
+  {
+    const ThreadPool::RunScope scope(&pool, /*wake=*/true);
+    pool.ParallelFor(8, [](int64_t) {});
+  }
+  // Idle after the run: the two workers must not spin (they would take ~2 x 50 ms of CPU).
+  int64_t before = ProcessCpuMicros();
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_LT(ProcessCpuMicros() - before, 20000);
+
+  // A run whose jobs do not come: woken workers spin for kSpinLimitNanos, then sleep.
+  {
+    const ThreadPool::RunScope scope(&pool, /*wake=*/true);
+    before = ProcessCpuMicros();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    EXPECT_LT(ProcessCpuMicros() - before, 20000);
+  }
+
+  // During a run that shares the threads with another, woken workers do not spin either.
+  const ConcurrentRun other;
+  const ConcurrentRun mine;
+  const ThreadPool::RunScope scope(&pool, /*wake=*/true);
+  before = ProcessCpuMicros();
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_LT(ProcessCpuMicros() - before, 20000);
 }
 
 }  // namespace

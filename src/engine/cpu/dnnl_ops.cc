@@ -20,10 +20,14 @@
 #include <mutex>
 #include <new>
 #include <oneapi/dnnl/dnnl.hpp>
+#include <string>
+#include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "engine/cpu/conv_slices.h"
 #include "engine/cpu/ops.h"
 
 namespace tessera::engine::cpu {
@@ -110,10 +114,18 @@ class PrimitiveCache final : public KernelState {
 
 // ---- Conv ------------------------------------------------------------------------------------
 
-struct ConvEntry {
+// One part of a Conv (conv_slices.h): a primitive over part of the images or rows.
+struct ConvPart {
   dnnl::convolution_forward::primitive_desc pd;
   dnnl::convolution_forward primitive;
   memory weights;  // reordered constant weights (shared across shapes); empty for a runtime W
+  int64_t src_offset = 0, dst_offset = 0, dst_count = 0;  // in floats
+};
+
+// A Conv's primitives for one input shape and thread count: one part run on an OpenMP team of
+// that many threads, or several single-threaded parts for the pool to run at once.
+struct ConvEntry {
+  std::vector<ConvPart> parts;
 };
 
 struct DeconvEntry {
@@ -308,48 +320,100 @@ Status RunDnnlConv(const OpContext& ctx, const Node& node, const Inputs& inputs,
   const memory::dims weight_dims =
       groups == 1 ? Dims({cout, cin, kh, kw}) : Dims({groups, cout / groups, cin / groups, kh, kw});
   const Tag weight_tag = groups == 1 ? Tag::oihw : Tag::goihw;
+  const int threads = ctx.pool != nullptr ? ctx.pool->usable_threads() : 1;
+  ConvGeometry geometry{batch,
+                        h,
+                        w,
+                        oh,
+                        ow,
+                        kh,
+                        kw,
+                        win.stride_h,
+                        win.stride_w,
+                        win.dilation_h,
+                        win.dilation_w,
+                        win.pad_top,
+                        win.pad_bottom,
+                        win.pad_left,
+                        win.pad_right};
   auto build = [&]() -> StatusOr<std::shared_ptr<const ConvEntry>> {
-    memory::desc src_md(Dims({batch, cin, h, w}), memory::data_type::f32, Tag::nhwc);
-    memory::desc weights_md(weight_dims, memory::data_type::f32, Tag::any);
-    memory::desc bias_md(Dims({cout}), memory::data_type::f32, Tag::x);
-    memory::desc dst_md(Dims({batch, cout, oh, ow}), memory::data_type::f32, Tag::nhwc);
-    dnnl::convolution_forward::desc desc(
-        dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src_md,
-        weights_md, bias_md, dst_md, Dims({win.stride_h, win.stride_w}),
-        Dims({win.dilation_h - 1, win.dilation_w - 1}), Dims({win.pad_top, win.pad_left}),
-        Dims({win.pad_bottom, win.pad_right}));
+    const std::vector<ConvSlice> slices = SliceConv(geometry, threads);
+    // A primitive splits its work for the OpenMP team there is when it is made.
+    omp_set_num_threads(slices.size() > 1 ? 1 : threads);
     auto entry = std::make_shared<ConvEntry>();
-    entry->pd = dnnl::convolution_forward::primitive_desc(
-        desc, WithUserScratchpad(PostOpsAttr(node, residual != nullptr)), CpuEngine());
-    entry->primitive = dnnl::convolution_forward(entry->pd);
-    if (cache_weights) {
-      entry->weights = state->ReorderedWeights(entry->pd.weights_desc(),
+    for (const ConvSlice& slice : slices) {
+      memory::desc src_md(Dims({slice.images, cin, slice.in_rows, slice.w}), memory::data_type::f32,
+                          Tag::nhwc);
+      memory::desc weights_md(weight_dims, memory::data_type::f32, Tag::any);
+      memory::desc bias_md(Dims({cout}), memory::data_type::f32, Tag::x);
+      memory::desc dst_md(Dims({slice.images, cout, slice.out_rows, slice.ow}),
+                          memory::data_type::f32, Tag::nhwc);
+      dnnl::convolution_forward::desc desc(
+          dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src_md,
+          weights_md, bias_md, dst_md, Dims({win.stride_h, win.stride_w}),
+          Dims({win.dilation_h - 1, win.dilation_w - 1}), Dims({slice.pad_top, win.pad_left}),
+          Dims({slice.pad_bottom, win.pad_right}));
+      ConvPart part;
+      part.pd = dnnl::convolution_forward::primitive_desc(
+          desc, WithUserScratchpad(PostOpsAttr(node, residual != nullptr)), CpuEngine());
+      part.primitive = dnnl::convolution_forward(part.pd);
+      if (cache_weights) {
+        part.weights = state->ReorderedWeights(part.pd.weights_desc(),
                                                UserWeights(weight_dims, weight_tag, wt));
+      }
+      part.src_offset = (slice.image * slice.h + slice.in_row) * slice.w * cin;
+      part.dst_offset = (slice.image * slice.oh + slice.out_row) * slice.ow * cout;
+      part.dst_count = slice.images * slice.out_rows * slice.ow * cout;
+      entry->parts.push_back(std::move(part));
     }
     return std::shared_ptr<const ConvEntry>(std::move(entry));
   };
 
   try {
-    const std::vector<int64_t> key = PrimitiveKey(x_in, SetThreads(ctx), wt, cache_weights);
+    const std::vector<int64_t> key = PrimitiveKey(x_in, threads, wt, cache_weights);
     TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<const ConvEntry> entry,
                              state != nullptr ? state->cache.Get(key, build) : build());
     const Value x = ToChannelsLast(x_in);
     Value y = ctx.NewOutput(0, DataType::kFp32, {batch, cout, oh, ow});
-    dnnl::stream& stream = ThreadStream();
-    std::unordered_map<int, memory> args = {
-        {DNNL_ARG_SRC,
-         memory(entry->pd.src_desc(), CpuEngine(), const_cast<float*>(x.data<float>()))},
-        {DNNL_ARG_WEIGHTS, PrimitiveWeights(entry->weights, entry->pd.weights_desc(), cache_weights,
-                                            weight_dims, weight_tag, wt, stream)},
-        {DNNL_ARG_BIAS, BiasArgument(entry->pd.bias_desc(), bias, cout)},
-        {DNNL_ARG_DST, memory(entry->pd.dst_desc(), CpuEngine(), y.mutable_data<float>())},
-        {DNNL_ARG_SCRATCHPAD, ThreadScratchpad(entry->pd.scratchpad_desc())}};
+    Value residual_nhwc;
     if (residual != nullptr) {
-      const Value residual_nhwc = residual->channels_last() ? *residual : ToChannelsLast(*residual);
-      std::memcpy(y.mutable_data<float>(), residual_nhwc.data<float>(), residual_nhwc.byte_size());
+      residual_nhwc = residual->channels_last() ? *residual : ToChannelsLast(*residual);
     }
-    entry->primitive.execute(stream, args);
-    stream.wait();
+    const bool split = entry->parts.size() > 1;
+    std::mutex error_mu;
+    std::string error;
+    auto run_part = [&](int64_t i) {
+      const ConvPart& part = entry->parts[static_cast<size_t>(i)];
+      try {
+        omp_set_num_threads(split ? 1 : threads);
+        dnnl::stream& stream = ThreadStream();
+        float* dst = y.mutable_data<float>() + part.dst_offset;
+        std::unordered_map<int, memory> args = {
+            {DNNL_ARG_SRC, memory(part.pd.src_desc(), CpuEngine(),
+                                  const_cast<float*>(x.data<float>()) + part.src_offset)},
+            {DNNL_ARG_WEIGHTS, PrimitiveWeights(part.weights, part.pd.weights_desc(), cache_weights,
+                                                weight_dims, weight_tag, wt, stream)},
+            {DNNL_ARG_BIAS, BiasArgument(part.pd.bias_desc(), bias, cout)},
+            {DNNL_ARG_DST, memory(part.pd.dst_desc(), CpuEngine(), dst)},
+            {DNNL_ARG_SCRATCHPAD, ThreadScratchpad(part.pd.scratchpad_desc())}};
+        if (residual != nullptr) {
+          std::memcpy(dst, residual_nhwc.data<float>() + part.dst_offset,
+                      static_cast<size_t>(part.dst_count) * sizeof(float));
+        }
+        part.primitive.execute(stream, args);
+        stream.wait();
+      } catch (const std::exception& e) {  // oneDNN's errors, or a scratchpad's bad_alloc
+        std::lock_guard<std::mutex> lock(error_mu);
+        error = e.what();
+      }
+    };
+    if (split) {
+      ctx.pool->ParallelFor(static_cast<int64_t>(entry->parts.size()), run_part);
+    } else {
+      run_part(0);
+    }
+    if (!error.empty())
+      return absl::InternalError(absl::StrCat("oneDNN convolution failed: ", error));
     (*outputs)[0] = y.WithLayout(Layout::kChannelsLast);
     return absl::OkStatus();
   } catch (const dnnl::error& e) {

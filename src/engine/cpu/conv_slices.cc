@@ -1,0 +1,72 @@
+#include "engine/cpu/conv_slices.h"
+
+#include <algorithm>
+
+namespace tessera::engine::cpu {
+namespace {
+
+// The rows of one image a run of output rows [out_row, out_row + out_rows) reads, in a view of
+// `h` input rows: clipped to the image, with the padding the clipped-off rows become.
+ConvSlice RowSlice(const ConvGeometry& g, int64_t h, int64_t oh, int64_t w, int64_t ow,
+                   int64_t out_row, int64_t out_rows) {
+  ConvSlice s;
+  s.h = h;
+  s.w = w;
+  s.oh = oh;
+  s.ow = ow;
+  s.out_row = out_row;
+  s.out_rows = out_rows;
+  const int64_t first = out_row * g.stride_h - g.pad_top;
+  const int64_t end =
+      (out_row + out_rows - 1) * g.stride_h - g.pad_top + (g.kernel_h - 1) * g.dilation_h + 1;
+  s.in_row = std::max<int64_t>(first, 0);
+  s.in_rows = std::min(end, h) - s.in_row;
+  s.pad_top = s.in_row - first;
+  s.pad_bottom = end - std::min(end, h);
+  return s;
+}
+
+}  // namespace
+
+std::vector<ConvSlice> SliceConv(const ConvGeometry& g, int threads) {
+  const bool pixels = g.kernel_h == 1 && g.kernel_w == 1 && g.stride_h == 1 && g.stride_w == 1 &&
+                      g.pad_top == 0 && g.pad_bottom == 0 && g.pad_left == 0 && g.pad_right == 0;
+  // The view parts are cut from: rows of pixels for a pointwise convolution.
+  const int64_t h = pixels ? g.h * g.w : g.h, w = pixels ? 1 : g.w;
+  const int64_t oh = pixels ? g.oh * g.ow : g.oh, ow = pixels ? 1 : g.ow;
+  ConvSlice whole;
+  whole.images = g.batch;
+  whole.in_rows = h;
+  whole.pad_top = pixels ? 0 : g.pad_top;
+  whole.pad_bottom = pixels ? 0 : g.pad_bottom;
+  whole.out_rows = oh;
+  whole.h = h;
+  whole.w = w;
+  whole.oh = oh;
+  whole.ow = ow;
+  if (threads < 2) return {whole};
+  std::vector<ConvSlice> slices;
+  if (g.batch % threads == 0) {
+    const int64_t per = g.batch / threads;
+    for (int t = 0; t < threads; ++t) {
+      ConvSlice s = whole;
+      s.image = t * per;
+      s.images = per;
+      slices.push_back(s);
+    }
+    return slices;
+  }
+  if (oh < threads) return {whole};
+  for (int64_t image = 0; image < g.batch; ++image) {
+    for (int t = 0; t < threads; ++t) {
+      const int64_t begin = oh * t / threads, end = oh * (t + 1) / threads;
+      ConvSlice s = RowSlice(g, h, oh, w, ow, begin, end - begin);
+      if (s.in_rows <= 0) return {whole};  // rows that read only padding: not worth a case
+      s.image = image;
+      slices.push_back(s);
+    }
+  }
+  return slices;
+}
+
+}  // namespace tessera::engine::cpu

@@ -1,0 +1,45 @@
+// How a channels-last convolution is cut into parts that run on the engine's threads at once,
+// each as a single-threaded oneDNN primitive over its own images or output rows.
+//
+// oneDNN (Debian's build) threads with OpenMP, whose PASSIVE workers sleep between parallel
+// regions; waking one costs 25-30 us on a VM, as much as a late MobileNet convolution takes.
+// Running the parts on the engine's pool instead lets its workers spin for the next node while a
+// model runs and sleep when it ends (ThreadPool::RunScope): mnasnet at batch 1 went from 3.2 to
+// 1.8 ms on 2 threads (bench/results/2026-11-24-engine-cpu-pool-spin-and-sliced-conv.md).
+//
+// Every part is dense NHWC memory (oneDNN's fast kernels refuse strided views and fall back to
+// its reference convolution): whole images, or a run of output rows of one image together with
+// the input rows they read. A 1x1 stride-1 unpadded convolution is cut by pixels: its image is
+// viewed as [H*W, 1], so the parts differ by at most one pixel.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace tessera::engine::cpu {
+
+struct ConvGeometry {
+  int64_t batch = 1, h = 1, w = 1;  // input
+  int64_t oh = 1, ow = 1;           // output
+  int64_t kernel_h = 1, kernel_w = 1, stride_h = 1, stride_w = 1;
+  int64_t dilation_h = 1, dilation_w = 1;
+  int64_t pad_top = 0, pad_bottom = 0, pad_left = 0, pad_right = 0;
+};
+
+// One part: images [image, image + images), and of each the output rows
+// [out_row, out_row + out_rows) computed from input rows [in_row, in_row + in_rows) with
+// pad_top / pad_bottom rows of padding. `h`, `w`, `oh`, `ow` are the dims of the view the part
+// is cut from (for a pixel cut, [H*W, 1] and [OH*OW, 1]), so offsets are in rows of that view.
+struct ConvSlice {
+  int64_t image = 0, images = 1;
+  int64_t in_row = 0, in_rows = 0, pad_top = 0, pad_bottom = 0;
+  int64_t out_row = 0, out_rows = 0;
+  int64_t h = 0, w = 0, oh = 0, ow = 0;
+};
+
+// The parts for `threads` threads: one part per thread's share of the images when the batch
+// divides evenly, else each image cut into `threads` runs of rows (the pool balances the parts).
+// A single part covering everything when `threads` < 2 or the output has too few rows to cut.
+std::vector<ConvSlice> SliceConv(const ConvGeometry& g, int threads);
+
+}  // namespace tessera::engine::cpu
