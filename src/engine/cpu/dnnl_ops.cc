@@ -257,11 +257,36 @@ bool UsingOneDnn() { return true; }
 
 void DnnlSgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
-               int64_t ldc, int threads) {
-  omp_set_num_threads(threads);
+               int64_t ldc, ThreadPool* pool) {
   // Arguments are checked by the callers (shapes) and dnnl_sgemm only fails on bad arguments.
-  dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb, beta, c,
-             ldc);
+  const int threads = pool != nullptr ? pool->usable_threads() : 1;
+  // Parts of fewer rows or columns than this cost more in calls than the threads gain.
+  constexpr int64_t kMinPart = 16;
+  const bool by_rows = m >= n;
+  const int64_t cut = by_rows ? m : n;
+  if (threads < 2 || cut < threads * kMinPart) {
+    omp_set_num_threads(threads);
+    dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb, beta, c,
+               ldc);
+    return;
+  }
+  // Column parts start at multiples of 16 floats (a cache line) so no two share one of C's lines.
+  const int64_t align = by_rows ? 1 : 16;
+  pool->ParallelFor(threads, [&](int64_t t) {
+    const int64_t begin = std::min(cut, (cut * t / threads + align - 1) / align * align);
+    const int64_t end = t + 1 == threads
+                            ? cut
+                            : std::min(cut, (cut * (t + 1) / threads + align - 1) / align * align);
+    if (begin >= end) return;
+    omp_set_num_threads(1);
+    if (by_rows) {  // rows of op(A) and of C
+      dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', end - begin, n, k, alpha,
+                 a + (trans_a ? begin : begin * lda), lda, b, ldb, beta, c + begin * ldc, ldc);
+    } else {  // columns of op(B) and of C
+      dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, end - begin, k, alpha, a, lda,
+                 b + (trans_b ? begin * ldb : begin), ldb, beta, c + begin, ldc);
+    }
+  });
 }
 
 std::string OneDnnIsa() {

@@ -127,8 +127,7 @@ void Sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float al
   if (m <= 0 || n <= 0) return;
 #ifdef TESSERA_HAVE_ONEDNN
   if (onednn) {
-    DnnlSgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
-              pool != nullptr ? pool->usable_threads() : 1);
+    DnnlSgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, pool);
     return;
   }
 #else
