@@ -1,4 +1,5 @@
-// Conv and pooling through oneDNN, on channels-last activations (value.h Layout).
+// Conv, ConvTranspose and sgemm through oneDNN; Convs on channels-last activations (value.h
+// Layout). Pools: dnnl_pool_ops.cc.
 //
 // oneDNN's fast CPU convolutions (brgconv, jit) read and write NHWC or blocked layouts; on plain
 // NCHW they fall back to im2col + GEMM, 2-2.5x slower on ResNet-18 (measured with oneDNN 2.6 on
@@ -7,13 +8,15 @@
 // it. Weights are reordered into the primitive's preferred layout once per (node, input shape)
 // and kept in the node's KernelState with the primitive.
 //
-// oneDNN threads with OpenMP: each call sets the calling thread's OpenMP team size to the
-// engine's thread count for this model, so a partition's thread budget holds.
+// oneDNN threads with OpenMP. Convs and sgemm run as single-threaded parts across the engine's
+// pool (conv_slices.h); the rest set the calling thread's OpenMP team size to the engine's thread
+// count for this model, so a partition's thread budget holds.
 #include <omp.h>
 
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <map>
 #include <memory>
@@ -28,13 +31,10 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "engine/cpu/conv_slices.h"
+#include "engine/cpu/dnnl_util.h"
 #include "engine/cpu/ops.h"
 
 namespace tessera::engine::cpu {
-namespace {
-
-using dnnl::memory;
-using Tag = dnnl::memory::format_tag;
 
 dnnl::engine& CpuEngine() {
   static auto* engine = new dnnl::engine(dnnl::engine::kind::cpu, 0);
@@ -46,17 +46,11 @@ dnnl::stream& ThreadStream() {
   return stream;
 }
 
-// Primitives here use a user-managed scratchpad. With the library's (oneDNN built without
-// DNNL_ENABLE_CONCURRENT_EXEC, as Debian's is) a primitive's scratchpad is the thread-local buffer
-// of the thread that created it, so a cached Conv primitive built by a model's warm-up and run on
-// a worker's thread would share that buffer with every other primitive built there: concurrent
-// instances corrupted each other's results. Each executing thread passes its own buffer instead.
 dnnl::primitive_attr WithUserScratchpad(dnnl::primitive_attr attr) {
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   return attr;
 }
 
-// The calling thread's scratchpad for a primitive whose scratchpad is `desc`, grown as needed.
 memory ThreadScratchpad(const memory::desc& desc) {
   struct Buffer {
     std::unique_ptr<std::byte, decltype(&std::free)> data{nullptr, &std::free};
@@ -74,7 +68,27 @@ memory ThreadScratchpad(const memory::desc& desc) {
   return memory(desc, CpuEngine(), buffer.data.get());
 }
 
-// Sizes the calling thread's OpenMP team for the node; returns the size.
+std::string RunParts(const OpContext& ctx, size_t parts, int threads,
+                     const std::function<void(size_t)>& part) {
+  std::mutex error_mu;
+  std::string error;
+  auto run = [&](int64_t i) {
+    try {
+      omp_set_num_threads(parts > 1 ? 1 : threads);
+      part(static_cast<size_t>(i));
+    } catch (const std::exception& e) {  // oneDNN's errors, or a scratchpad's bad_alloc
+      std::lock_guard<std::mutex> lock(error_mu);
+      error = e.what();
+    }
+  };
+  if (parts > 1) {
+    ctx.pool->ParallelFor(static_cast<int64_t>(parts), run);
+  } else {
+    run(0);
+  }
+  return error;
+}
+
 int SetThreads(const OpContext& ctx) {
   const int threads = ctx.pool != nullptr ? ctx.pool->usable_threads() : 1;
   omp_set_num_threads(threads);
@@ -84,6 +98,30 @@ int SetThreads(const OpContext& ctx) {
 memory::dims Dims(std::initializer_list<int64_t> dims) {
   return memory::dims(dims.begin(), dims.end());
 }
+
+namespace {
+
+Inputs RowMajorInputs(const Inputs& inputs, std::vector<Value>* storage) {
+  storage->clear();
+  storage->reserve(inputs.size());
+  Inputs out = inputs;
+  for (const Value*& v : out) {
+    if (v == nullptr || !v->channels_last()) continue;
+    storage->push_back(ToRowMajor(*v));
+    v = &storage->back();
+  }
+  return out;
+}
+
+}  // namespace
+
+Status RunReference(KernelFn kernel, const OpContext& ctx, const Node& node, const Inputs& inputs,
+                    std::vector<Value>* outputs) {
+  std::vector<Value> storage;
+  return kernel(ctx, node, RowMajorInputs(inputs, &storage), outputs);
+}
+
+namespace {
 
 // A node's primitives, one per input-shape key, built on first use. Past kMaxEntries shapes
 // (images whose size varies per request, say) new shapes are built per call and not kept, so
@@ -230,25 +268,6 @@ dnnl::primitive_attr PostOpsAttr(const Node& node, bool residual) {
   }
   if (ops.len() > 0) attr.set_post_ops(ops);
   return attr;
-}
-
-Inputs RowMajorInputs(const Inputs& inputs, std::vector<Value>* storage) {
-  storage->clear();
-  storage->reserve(inputs.size());
-  Inputs out = inputs;
-  for (const Value*& v : out) {
-    if (v == nullptr || !v->channels_last()) continue;
-    storage->push_back(ToRowMajor(*v));
-    v = &storage->back();
-  }
-  return out;
-}
-
-// The own kernel on row-major inputs (for what the oneDNN path does not cover).
-Status RunReference(KernelFn kernel, const OpContext& ctx, const Node& node, const Inputs& inputs,
-                    std::vector<Value>* outputs) {
-  std::vector<Value> storage;
-  return kernel(ctx, node, RowMajorInputs(inputs, &storage), outputs);
 }
 
 }  // namespace
@@ -404,41 +423,28 @@ Status RunDnnlConv(const OpContext& ctx, const Node& node, const Inputs& inputs,
     if (residual != nullptr) {
       residual_nhwc = residual->channels_last() ? *residual : ToChannelsLast(*residual);
     }
-    const bool split = entry->parts.size() > 1;
-    std::mutex error_mu;
-    std::string error;
-    auto run_part = [&](int64_t i) {
-      const ConvPart& part = entry->parts[static_cast<size_t>(i)];
-      try {
-        omp_set_num_threads(split ? 1 : threads);
-        dnnl::stream& stream = ThreadStream();
-        float* dst = y.mutable_data<float>() + part.dst_offset;
-        std::unordered_map<int, memory> args = {
-            {DNNL_ARG_SRC, memory(part.pd.src_desc(), CpuEngine(),
-                                  const_cast<float*>(x.data<float>()) + part.src_offset)},
-            {DNNL_ARG_WEIGHTS, PrimitiveWeights(part.weights, part.pd.weights_desc(), cache_weights,
-                                                weight_dims, weight_tag, wt, stream)},
-            {DNNL_ARG_BIAS, BiasArgument(part.pd.bias_desc(), bias, cout)},
-            {DNNL_ARG_DST, memory(part.pd.dst_desc(), CpuEngine(), dst)},
-            {DNNL_ARG_SCRATCHPAD, ThreadScratchpad(part.pd.scratchpad_desc())}};
-        if (residual != nullptr) {
-          std::memcpy(dst, residual_nhwc.data<float>() + part.dst_offset,
-                      static_cast<size_t>(part.dst_count) * sizeof(float));
-        }
-        part.primitive.execute(stream, args);
-        stream.wait();
-      } catch (const std::exception& e) {  // oneDNN's errors, or a scratchpad's bad_alloc
-        std::lock_guard<std::mutex> lock(error_mu);
-        error = e.what();
+    const std::string error = RunParts(ctx, entry->parts.size(), threads, [&](size_t i) {
+      const ConvPart& part = entry->parts[i];
+      dnnl::stream& stream = ThreadStream();
+      float* dst = y.mutable_data<float>() + part.dst_offset;
+      std::unordered_map<int, memory> args = {
+          {DNNL_ARG_SRC, memory(part.pd.src_desc(), CpuEngine(),
+                                const_cast<float*>(x.data<float>()) + part.src_offset)},
+          {DNNL_ARG_WEIGHTS, PrimitiveWeights(part.weights, part.pd.weights_desc(), cache_weights,
+                                              weight_dims, weight_tag, wt, stream)},
+          {DNNL_ARG_BIAS, BiasArgument(part.pd.bias_desc(), bias, cout)},
+          {DNNL_ARG_DST, memory(part.pd.dst_desc(), CpuEngine(), dst)},
+          {DNNL_ARG_SCRATCHPAD, ThreadScratchpad(part.pd.scratchpad_desc())}};
+      if (residual != nullptr) {
+        std::memcpy(dst, residual_nhwc.data<float>() + part.dst_offset,
+                    static_cast<size_t>(part.dst_count) * sizeof(float));
       }
-    };
-    if (split) {
-      ctx.pool->ParallelFor(static_cast<int64_t>(entry->parts.size()), run_part);
-    } else {
-      run_part(0);
-    }
-    if (!error.empty())
+      part.primitive.execute(stream, args);
+      stream.wait();
+    });
+    if (!error.empty()) {
       return absl::InternalError(absl::StrCat("oneDNN convolution failed: ", error));
+    }
     (*outputs)[0] = y.WithLayout(Layout::kChannelsLast);
     return absl::OkStatus();
   } catch (const dnnl::error& e) {
@@ -577,108 +583,6 @@ Status RunDnnlConvTranspose(const OpContext& ctx, const Node& node, const Inputs
   } catch (const dnnl::error& e) {
     return absl::InternalError(absl::StrCat("oneDNN deconvolution failed: ", e.what()));
   }
-}
-
-// ---- Pools -----------------------------------------------------------------------------------
-
-namespace {
-
-Status RunDnnlPool(dnnl::algorithm algorithm, KernelFn reference, const OpContext& ctx,
-                   const Node& node, const Inputs& inputs, std::vector<Value>* outputs) {
-  const std::vector<int64_t> kernel = node.attributes.GetInts("kernel_shape");
-  if (inputs.empty() || inputs[0] == nullptr || !inputs[0]->channels_last() ||
-      inputs[0]->dtype() != DataType::kFp32 || kernel.size() != 2) {
-    return RunReference(reference, ctx, node, inputs, outputs);
-  }
-  const Value& x = *inputs[0];
-  const int64_t batch = x.dim(0), c = x.dim(1), h = x.dim(2), w = x.dim(3);
-  TESSERA_ASSIGN_OR_RETURN(Window2d win, ResolveWindow(node, 2, h, w, kernel[0], kernel[1]));
-  const bool ceil_mode = node.attributes.GetInt("ceil_mode", 0) != 0;
-  TESSERA_ASSIGN_OR_RETURN(int64_t oh, WindowOutputSize(h, kernel[0], win.stride_h, win.dilation_h,
-                                                        win.pad_top, win.pad_bottom, ceil_mode));
-  TESSERA_ASSIGN_OR_RETURN(int64_t ow, WindowOutputSize(w, kernel[1], win.stride_w, win.dilation_w,
-                                                        win.pad_left, win.pad_right, ceil_mode));
-  // oneDNN derives the output size from the padding: the end padding that ceil mode implies.
-  const int64_t pad_bottom = (oh - 1) * win.stride_h + (kernel[0] - 1) * win.dilation_h + 1 - h -
-                             win.pad_top;
-  const int64_t pad_right = (ow - 1) * win.stride_w + (kernel[1] - 1) * win.dilation_w + 1 - w -
-                            win.pad_left;
-  const bool extra_padding = pad_bottom != win.pad_bottom || pad_right != win.pad_right;
-  if (pad_bottom < 0 || pad_right < 0 ||
-      (algorithm == dnnl::algorithm::pooling_avg_include_padding && extra_padding)) {
-    // ONNX counts only the declared pads in an include-pad average; oneDNN would count all.
-    return RunReference(reference, ctx, node, inputs, outputs);
-  }
-  try {
-    SetThreads(ctx);
-    memory::desc src_md(Dims({batch, c, h, w}), memory::data_type::f32, Tag::nhwc);
-    memory::desc dst_md(Dims({batch, c, oh, ow}), memory::data_type::f32, Tag::nhwc);
-    dnnl::pooling_v2_forward::desc desc(
-        dnnl::prop_kind::forward_inference, algorithm, src_md, dst_md,
-        Dims({win.stride_h, win.stride_w}), Dims({kernel[0], kernel[1]}),
-        Dims({win.dilation_h - 1, win.dilation_w - 1}), Dims({win.pad_top, win.pad_left}),
-        Dims({pad_bottom, pad_right}));
-    // oneDNN's own primitive cache makes the repeated creation cheap.
-    dnnl::pooling_v2_forward::primitive_desc pd(desc, WithUserScratchpad({}), CpuEngine());
-    Value y = ctx.NewOutput(0, DataType::kFp32, {batch, c, oh, ow});
-    memory src(pd.src_desc(), CpuEngine(), const_cast<float*>(x.data<float>()));
-    memory dst(pd.dst_desc(), CpuEngine(), y.mutable_data<float>());
-    dnnl::stream& stream = ThreadStream();
-    std::unordered_map<int, memory> args = {
-        {DNNL_ARG_SRC, src},
-        {DNNL_ARG_DST, dst},
-        {DNNL_ARG_SCRATCHPAD, ThreadScratchpad(pd.scratchpad_desc())}};
-    if (pd.workspace_desc().get_size() != 0) {
-      args[DNNL_ARG_WORKSPACE] = memory(pd.workspace_desc(), CpuEngine());
-    }
-    dnnl::pooling_v2_forward(pd).execute(stream, args);
-    stream.wait();
-    (*outputs)[0] = y.WithLayout(Layout::kChannelsLast);
-    return absl::OkStatus();
-  } catch (const dnnl::error& e) {
-    return absl::InternalError(absl::StrCat("oneDNN pooling failed: ", e.what()));
-  }
-}
-
-}  // namespace
-
-Status RunDnnlMaxPool(const OpContext& ctx, const Node& node, const Inputs& inputs,
-                      std::vector<Value>* outputs) {
-  return RunDnnlPool(dnnl::algorithm::pooling_max, RunMaxPool, ctx, node, inputs, outputs);
-}
-
-Status RunDnnlAveragePool(const OpContext& ctx, const Node& node, const Inputs& inputs,
-                          std::vector<Value>* outputs) {
-  const bool include_pad = node.attributes.GetInt("count_include_pad", 0) != 0;
-  return RunDnnlPool(include_pad ? dnnl::algorithm::pooling_avg_include_padding
-                                 : dnnl::algorithm::pooling_avg_exclude_padding,
-                     RunAveragePool, ctx, node, inputs, outputs);
-}
-
-Status RunGlobalAveragePoolAnyLayout(const OpContext& ctx, const Node& node, const Inputs& inputs,
-                                     std::vector<Value>* outputs) {
-  if (inputs.empty() || inputs[0] == nullptr || !inputs[0]->channels_last() ||
-      inputs[0]->dtype() != DataType::kFp32) {
-    return RunReference(RunGlobalAveragePool, ctx, node, inputs, outputs);
-  }
-  const Value& x = *inputs[0];
-  const int64_t batch = x.dim(0), c = x.dim(1), spatial = x.dim(2) * x.dim(3);
-  // [N, C, 1, 1] has the same bytes in both layouts: the output is plain row-major.
-  Value y = ctx.NewOutput(0, DataType::kFp32, {batch, c, 1, 1});
-  std::vector<double> sums(static_cast<size_t>(c));
-  for (int64_t n = 0; n < batch; ++n) {
-    std::fill(sums.begin(), sums.end(), 0.0);
-    const float* in = x.data<float>() + n * spatial * c;
-    for (int64_t p = 0; p < spatial; ++p) {
-      for (int64_t ch = 0; ch < c; ++ch) sums[ch] += in[p * c + ch];
-    }
-    float* out = y.mutable_data<float>() + n * c;
-    for (int64_t ch = 0; ch < c; ++ch) {
-      out[ch] = spatial > 0 ? static_cast<float>(sums[ch] / static_cast<double>(spatial)) : 0.0f;
-    }
-  }
-  (*outputs)[0] = std::move(y);
-  return absl::OkStatus();
 }
 
 }  // namespace tessera::engine::cpu

@@ -1,0 +1,140 @@
+// MaxPool, AveragePool and GlobalAveragePool on channels-last activations through oneDNN, cut
+// into parts across the engine's pool like Convs (conv_slices.h).
+#include <algorithm>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "engine/cpu/conv_slices.h"
+#include "engine/cpu/dnnl_util.h"
+#include "engine/cpu/ops.h"
+
+namespace tessera::engine::cpu {
+
+namespace {
+
+Status RunDnnlPool(dnnl::algorithm algorithm, KernelFn reference, const OpContext& ctx,
+                   const Node& node, const Inputs& inputs, std::vector<Value>* outputs) {
+  const std::vector<int64_t> kernel = node.attributes.GetInts("kernel_shape");
+  if (inputs.empty() || inputs[0] == nullptr || !inputs[0]->channels_last() ||
+      inputs[0]->dtype() != DataType::kFp32 || kernel.size() != 2) {
+    return RunReference(reference, ctx, node, inputs, outputs);
+  }
+  const Value& x = *inputs[0];
+  const int64_t batch = x.dim(0), c = x.dim(1), h = x.dim(2), w = x.dim(3);
+  TESSERA_ASSIGN_OR_RETURN(Window2d win, ResolveWindow(node, 2, h, w, kernel[0], kernel[1]));
+  const bool ceil_mode = node.attributes.GetInt("ceil_mode", 0) != 0;
+  TESSERA_ASSIGN_OR_RETURN(int64_t oh, WindowOutputSize(h, kernel[0], win.stride_h, win.dilation_h,
+                                                        win.pad_top, win.pad_bottom, ceil_mode));
+  TESSERA_ASSIGN_OR_RETURN(int64_t ow, WindowOutputSize(w, kernel[1], win.stride_w, win.dilation_w,
+                                                        win.pad_left, win.pad_right, ceil_mode));
+  // oneDNN derives the output size from the padding: the end padding that ceil mode implies.
+  const int64_t pad_bottom =
+      (oh - 1) * win.stride_h + (kernel[0] - 1) * win.dilation_h + 1 - h - win.pad_top;
+  const int64_t pad_right =
+      (ow - 1) * win.stride_w + (kernel[1] - 1) * win.dilation_w + 1 - w - win.pad_left;
+  const bool extra_padding = pad_bottom != win.pad_bottom || pad_right != win.pad_right;
+  if (pad_bottom < 0 || pad_right < 0 ||
+      (algorithm == dnnl::algorithm::pooling_avg_include_padding && extra_padding)) {
+    // ONNX counts only the declared pads in an include-pad average; oneDNN would count all.
+    return RunReference(reference, ctx, node, inputs, outputs);
+  }
+  const int threads = ctx.pool != nullptr ? ctx.pool->usable_threads() : 1;
+  const ConvGeometry geometry{batch,
+                              h,
+                              w,
+                              oh,
+                              ow,
+                              kernel[0],
+                              kernel[1],
+                              win.stride_h,
+                              win.stride_w,
+                              win.dilation_h,
+                              win.dilation_w,
+                              win.pad_top,
+                              pad_bottom,
+                              win.pad_left,
+                              pad_right};
+  try {
+    const std::vector<ConvSlice> slices = SliceConv(geometry, threads);
+    Value y = ctx.NewOutput(0, DataType::kFp32, {batch, c, oh, ow});
+    const std::string error = RunParts(ctx, slices.size(), threads, [&](size_t i) {
+      const ConvSlice& slice = slices[i];
+      memory::desc src_md(Dims({slice.images, c, slice.in_rows, slice.w}), memory::data_type::f32,
+                          Tag::nhwc);
+      memory::desc dst_md(Dims({slice.images, c, slice.out_rows, slice.ow}), memory::data_type::f32,
+                          Tag::nhwc);
+      dnnl::pooling_v2_forward::desc desc(
+          dnnl::prop_kind::forward_inference, algorithm, src_md, dst_md,
+          Dims({win.stride_h, win.stride_w}), Dims({kernel[0], kernel[1]}),
+          Dims({win.dilation_h - 1, win.dilation_w - 1}), Dims({slice.pad_top, win.pad_left}),
+          Dims({slice.pad_bottom, pad_right}));
+      // oneDNN's own primitive cache makes the repeated creation cheap.
+      dnnl::pooling_v2_forward::primitive_desc pd(desc, WithUserScratchpad({}), CpuEngine());
+      const int64_t src_offset = (slice.image * slice.h + slice.in_row) * slice.w * c;
+      const int64_t dst_offset = (slice.image * slice.oh + slice.out_row) * slice.ow * c;
+      memory src(pd.src_desc(), CpuEngine(), const_cast<float*>(x.data<float>()) + src_offset);
+      memory dst(pd.dst_desc(), CpuEngine(), y.mutable_data<float>() + dst_offset);
+      dnnl::stream& stream = ThreadStream();
+      std::unordered_map<int, memory> args = {
+          {DNNL_ARG_SRC, src},
+          {DNNL_ARG_DST, dst},
+          {DNNL_ARG_SCRATCHPAD, ThreadScratchpad(pd.scratchpad_desc())}};
+      if (pd.workspace_desc().get_size() != 0) {
+        args[DNNL_ARG_WORKSPACE] = memory(pd.workspace_desc(), CpuEngine());
+      }
+      dnnl::pooling_v2_forward(pd).execute(stream, args);
+      stream.wait();
+    });
+    if (!error.empty()) return absl::InternalError(absl::StrCat("oneDNN pooling failed: ", error));
+    (*outputs)[0] = y.WithLayout(Layout::kChannelsLast);
+    return absl::OkStatus();
+  } catch (const dnnl::error& e) {
+    return absl::InternalError(absl::StrCat("oneDNN pooling failed: ", e.what()));
+  }
+}
+
+}  // namespace
+
+Status RunDnnlMaxPool(const OpContext& ctx, const Node& node, const Inputs& inputs,
+                      std::vector<Value>* outputs) {
+  return RunDnnlPool(dnnl::algorithm::pooling_max, RunMaxPool, ctx, node, inputs, outputs);
+}
+
+Status RunDnnlAveragePool(const OpContext& ctx, const Node& node, const Inputs& inputs,
+                          std::vector<Value>* outputs) {
+  const bool include_pad = node.attributes.GetInt("count_include_pad", 0) != 0;
+  return RunDnnlPool(include_pad ? dnnl::algorithm::pooling_avg_include_padding
+                                 : dnnl::algorithm::pooling_avg_exclude_padding,
+                     RunAveragePool, ctx, node, inputs, outputs);
+}
+
+Status RunGlobalAveragePoolAnyLayout(const OpContext& ctx, const Node& node, const Inputs& inputs,
+                                     std::vector<Value>* outputs) {
+  if (inputs.empty() || inputs[0] == nullptr || !inputs[0]->channels_last() ||
+      inputs[0]->dtype() != DataType::kFp32) {
+    return RunReference(RunGlobalAveragePool, ctx, node, inputs, outputs);
+  }
+  const Value& x = *inputs[0];
+  const int64_t batch = x.dim(0), c = x.dim(1), spatial = x.dim(2) * x.dim(3);
+  // [N, C, 1, 1] has the same bytes in both layouts: the output is plain row-major.
+  Value y = ctx.NewOutput(0, DataType::kFp32, {batch, c, 1, 1});
+  std::vector<double> sums(static_cast<size_t>(c));
+  for (int64_t n = 0; n < batch; ++n) {
+    std::fill(sums.begin(), sums.end(), 0.0);
+    const float* in = x.data<float>() + n * spatial * c;
+    for (int64_t p = 0; p < spatial; ++p) {
+      for (int64_t ch = 0; ch < c; ++ch) sums[ch] += in[p * c + ch];
+    }
+    float* out = y.mutable_data<float>() + n * c;
+    for (int64_t ch = 0; ch < c; ++ch) {
+      out[ch] = spatial > 0 ? static_cast<float>(sums[ch] / static_cast<double>(spatial)) : 0.0f;
+    }
+  }
+  (*outputs)[0] = std::move(y);
+  return absl::OkStatus();
+}
+
+}  // namespace tessera::engine::cpu

@@ -1,0 +1,47 @@
+// What the oneDNN kernels (dnnl_ops.cc, dnnl_pool_ops.cc) share: the engine, per-thread streams
+// and scratchpads, the fallback to the own kernels, and running a node's work in parts across
+// the engine's pool. Only built with oneDNN.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <string>
+#include <vector>
+
+#include "engine/cpu/ops.h"
+
+namespace tessera::engine::cpu {
+
+using dnnl::memory;
+using Tag = dnnl::memory::format_tag;
+
+dnnl::engine& CpuEngine();
+// The calling thread's stream.
+dnnl::stream& ThreadStream();
+
+// Primitives here use a user-managed scratchpad. With the library's (oneDNN built without
+// DNNL_ENABLE_CONCURRENT_EXEC, as Debian's is) a primitive's scratchpad is the thread-local buffer
+// of the thread that created it, so a cached Conv primitive built by a model's warm-up and run on
+// a worker's thread would share that buffer with every other primitive built there: concurrent
+// instances corrupted each other's results. Each executing thread passes its own buffer instead.
+dnnl::primitive_attr WithUserScratchpad(dnnl::primitive_attr attr);
+// The calling thread's scratchpad for a primitive whose scratchpad is `desc`, grown as needed.
+memory ThreadScratchpad(const memory::desc& desc);
+
+// Runs part(i) for each of `parts` parts of a node's work: across the pool, each part on one
+// OpenMP thread, when there are several (conv_slices.h says why), else on the calling thread with
+// an OpenMP team of `threads`. Returns the message of an exception a part threw, empty if none.
+std::string RunParts(const OpContext& ctx, size_t parts, int threads,
+                     const std::function<void(size_t)>& part);
+// Sizes the calling thread's OpenMP team for the node; returns the size.
+int SetThreads(const OpContext& ctx);
+
+memory::dims Dims(std::initializer_list<int64_t> dims);
+
+// The own kernel on row-major inputs (for what the oneDNN path does not cover).
+Status RunReference(KernelFn kernel, const OpContext& ctx, const Node& node, const Inputs& inputs,
+                    std::vector<Value>* outputs);
+
+}  // namespace tessera::engine::cpu
