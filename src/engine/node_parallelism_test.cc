@@ -55,6 +55,29 @@ TEST(NodeParallelismTest, KeepsTheFasterModeOncePerNode) {
   EXPECT_EQ(Decided(choice, 0), Mode::kAlone);
 }
 
+TEST(NodeParallelismTest, AnyPoolSaysWhetherARunMayUseThePool) {
+  NodeParallelism choice(2);
+  EXPECT_TRUE(choice.any_pool());  // undecided nodes try the pool
+  Explore(&choice, 0, /*pool_nanos=*/40'000, /*alone_nanos=*/12'000);
+  EXPECT_TRUE(choice.any_pool());
+  Explore(&choice, 1, /*pool_nanos=*/10'000, /*alone_nanos=*/30'000);
+  EXPECT_TRUE(choice.any_pool());  // node 1 on the pool
+  // Node 1's decision comes up for a re-check, and this time it is faster alone.
+  for (int64_t run = 0; run < NodeParallelism::kFirstRecheck - 1; ++run) {
+    EXPECT_EQ(Decided(choice, 1), Mode::kPool);
+  }
+  bool timed = false;
+  Mode mode = choice.Next(1, &timed);
+  EXPECT_TRUE(timed);
+  EXPECT_TRUE(choice.any_pool());
+  for (int i = 0; i < 2 * kSamples; ++i) {
+    if (i > 0) mode = choice.Next(1, &timed);
+    choice.Record(1, mode, mode == Mode::kPool ? 30'000 : 10'000);
+  }
+  EXPECT_EQ(Decided(choice, 1), Mode::kAlone);
+  EXPECT_FALSE(choice.any_pool());  // every node alone: a Run need not wake the workers
+}
+
 TEST(NodeParallelismTest, ThePoolMustWinByTheMargin) {
   NodeParallelism choice(2);
   // 5 % faster on the pool: not worth keeping a second core busy.
