@@ -191,7 +191,7 @@ std::string DecoderCnn() {
 // Conv geometries the pool cuts into rows (conv_slices.h) in every way a cut can go wrong: a
 // 5x5 stride-2 kernel with uneven pads, a dilated one, a grouped one whose bottom pad exceeds
 // what its last rows read, pointwise ones cut by pixels, one with a fused residual sum and
-// activation, and a strided pointwise one (cut by rows).
+// activation, and a strided pointwise one (cut by rows); then Transposes of their outputs.
 std::string ConvGeometriesCnn() {
   GraphBuilder b;
   b.Input("input", {-1, 3, 20, 20});
@@ -216,7 +216,12 @@ std::string ConvGeometriesCnn() {
   auto* strided = b.Node("Conv", {"residual_relu", "w_wide"}, {"strided_point"});
   GraphBuilder::Ints(strided, "strides", {2, 2});
   b.Node("Conv", {"residual_relu", "w_wide"}, {"wide_point"});
-  for (const char* out : {"grouped", "residual_relu", "strided_point", "wide_point"}) {
+  // Transposes of channels-last Conv outputs: NHWC (their bytes as they are) and two others.
+  GraphBuilder::Ints(b.Node("Transpose", {"wide_point"}, {"nhwc"}), "perm", {0, 2, 3, 1});
+  GraphBuilder::Ints(b.Node("Transpose", {"wide_point"}, {"nwch"}), "perm", {0, 3, 1, 2});
+  GraphBuilder::Ints(b.Node("Transpose", {"grouped"}, {"hcwn"}), "perm", {2, 1, 3, 0});
+  for (const char* out :
+       {"grouped", "residual_relu", "strided_point", "wide_point", "nhwc", "nwch", "hcwn"}) {
     b.Output(out);
   }
   return b.Write("onednn_conv_geometries.onnx");

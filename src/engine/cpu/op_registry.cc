@@ -136,7 +136,7 @@ const std::map<std::string, OpDef>& Registry(bool onednn) {
         {"ThresholdedRelu", {RunThresholdedRelu, nullptr, kElementwise}},
         {"Tile", {RunTile}},
         {"TopK", {RunTopK, CheckTopK}},
-        {"Transpose", {RunTranspose}},
+        {"Transpose", {RunTranspose, nullptr, LayoutSupport::kAny}},
         {"Trilu", {RunTrilu}},
         {"Unsqueeze", {RunUnsqueeze}},
         {"Upsample", {RunResize, CheckResize, LayoutSupport::kAny}},

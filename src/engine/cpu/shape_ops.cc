@@ -368,6 +368,20 @@ void TransposeLoop(const T* src, const Shape& in_shape, const std::vector<int>& 
   });
 }
 
+void TransposeValue(const Value& x, const std::vector<int>& perm, Value* y, ThreadPool* pool) {
+  switch (ElementSize(x.dtype())) {
+    case 1:
+      TransposeLoop(x.data<uint8_t>(), x.shape(), perm, y->mutable_data<uint8_t>(), pool);
+      break;
+    case 4:
+      TransposeLoop(x.data<uint32_t>(), x.shape(), perm, y->mutable_data<uint32_t>(), pool);
+      break;
+    default:
+      TransposeLoop(x.data<uint64_t>(), x.shape(), perm, y->mutable_data<uint64_t>(), pool);
+      break;
+  }
+}
+
 }  // namespace
 
 Status RunTranspose(const OpContext& ctx, const Node& node, const Inputs& inputs,
@@ -394,20 +408,30 @@ Status RunTranspose(const OpContext& ctx, const Node& node, const Inputs& inputs
   }
   Shape out_shape(rank);
   for (int d = 0; d < rank; ++d) out_shape[d] = x->dim(perm[d]);
-  Value y = ctx.NewOutput(0, x->dtype(), out_shape);
-  if (x->num_elements() > 0) {
-    switch (ElementSize(x->dtype())) {
-      case 1:
-        TransposeLoop(x->data<uint8_t>(), x->shape(), perm, y.mutable_data<uint8_t>(), ctx.pool);
-        break;
-      case 4:
-        TransposeLoop(x->data<uint32_t>(), x->shape(), perm, y.mutable_data<uint32_t>(), ctx.pool);
-        break;
-      default:
-        TransposeLoop(x->data<uint64_t>(), x->shape(), perm, y.mutable_data<uint64_t>(), ctx.pool);
-        break;
+  if (x->channels_last()) {
+    // Transpose the bytes as stored, [N, H, W, C]: logical axis a is physical axis kPhysical[a].
+    // A detection head's NHWC Transpose of a Conv output is then its bytes as they are.
+    static constexpr int kPhysical[4] = {0, 3, 1, 2};
+    const Value physical = PhysicalView(*x);
+    std::vector<int> physical_perm(rank);
+    bool identity = true;
+    for (int d = 0; d < rank; ++d) {
+      physical_perm[d] = kPhysical[perm[d]];
+      identity = identity && physical_perm[d] == d;
     }
+    if (identity) {
+      (*outputs)[0] = physical;
+      return absl::OkStatus();
+    }
+    x = &physical;
+    perm = physical_perm;
+    Value y = ctx.NewOutput(0, x->dtype(), out_shape);
+    if (x->num_elements() > 0) TransposeValue(*x, perm, &y, ctx.pool);
+    (*outputs)[0] = std::move(y);
+    return absl::OkStatus();
   }
+  Value y = ctx.NewOutput(0, x->dtype(), out_shape);
+  if (x->num_elements() > 0) TransposeValue(*x, perm, &y, ctx.pool);
   (*outputs)[0] = std::move(y);
   return absl::OkStatus();
 }
