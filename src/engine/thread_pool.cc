@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -47,8 +49,30 @@ bool SpinUntil(Done done, KeepOn keep_on, int64_t limit_nanos) {
 
 }  // namespace
 
+int64_t ThreadPool::SpinLimitNanos() {
+  static const int64_t limit = [] {
+    constexpr int64_t kDefaultMicros = 100;
+    const char* text = std::getenv("TESSERA_ENGINE_SPIN_US");
+    if (text == nullptr || *text == '\0') return kDefaultMicros * 1000;
+    char* end = nullptr;
+    const long long micros = std::strtoll(text, &end, 10);
+    if (*end != '\0' || micros < 0 || micros > 1'000'000) {
+      std::fprintf(stderr,
+                   "TESSERA_ENGINE_SPIN_US=%s is not a number of microseconds in [0, 1000000]; "
+                   "using %lld\n",
+                   text, static_cast<long long>(kDefaultMicros));
+      return kDefaultMicros * 1000;
+    }
+    return static_cast<int64_t>(micros) * 1000;
+  }();
+  return limit;
+}
+
 ThreadPool::RunScope::RunScope(ThreadPool* pool, bool wake) : pool_(pool) {
-  if (pool_ == nullptr || pool_->workers_.empty()) return;
+  if (pool_ == nullptr || pool_->workers_.empty() || SpinLimitNanos() == 0) {
+    pool_ = nullptr;
+    return;
+  }
   pool_->in_run_.store(true, std::memory_order_release);
   if (!wake || pool_->usable_threads() < 2) return;
   bool notify = false;
@@ -94,13 +118,13 @@ bool ThreadPool::Spinning() const {
 void ThreadPool::SpinForWork() const {
   if (!Spinning()) return;
   SpinUntil([this] { return offered_.load(std::memory_order_acquire) > 0; },
-            [this] { return Spinning(); }, kSpinLimitNanos);
+            [this] { return Spinning(); }, SpinLimitNanos());
 }
 
 void ThreadPool::SpinForWorkers() const {
   if (!Spinning()) return;
   SpinUntil([this] { return busy_.load(std::memory_order_acquire) == 0; },
-            [this] { return Spinning(); }, kSpinLimitNanos);
+            [this] { return Spinning(); }, SpinLimitNanos());
 }
 
 void ThreadPool::Drain(const std::function<void(int64_t)>& fn, int64_t n) {

@@ -59,8 +59,11 @@ class ThreadPool {
     ThreadPool* pool_;
   };
 
-  // How long an idle worker spins for the next job during a run before it sleeps.
-  static constexpr int64_t kSpinLimitNanos = 100'000;
+  // How long an idle worker spins for the next job during a run before it sleeps, and a caller
+  // for the workers' parts: 100 us, or TESSERA_ENGINE_SPIN_US from the environment (read once;
+  // 0 turns the spinning and the wake-up at a run's start off, for a machine shared with work
+  // that needs every idle moment of the cores).
+  static int64_t SpinLimitNanos();
 
   // `num_threads` counts the calling thread: 1 = no workers, everything inline.
   explicit ThreadPool(int num_threads);
@@ -82,10 +85,10 @@ class ThreadPool {
  private:
   void WorkerLoop();
   void Drain(const std::function<void(int64_t)>& fn, int64_t n);
-  // While a run is in progress: spins until a ticket is offered, the run ends, or kSpinLimitNanos
-  // pass. Returns at once outside runs.
+  // While a run is in progress: spins until a ticket is offered, the run ends, or
+  // SpinLimitNanos() pass. Returns at once outside runs.
   void SpinForWork() const;
-  // While a run is in progress: spins until `busy_` drops to 0 or kSpinLimitNanos pass.
+  // While a run is in progress: spins until `busy_` drops to 0 or SpinLimitNanos() pass.
   void SpinForWorkers() const;
   bool Spinning() const;
 

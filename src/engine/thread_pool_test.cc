@@ -114,7 +114,7 @@ TEST(ThreadPoolTest, WorkersSleepAfterTheSpinLimitOnceTheRunEndsOrAnotherRunStar
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   EXPECT_LT(ProcessCpuMicros() - before, 20000);
 
-  // A run whose jobs do not come: woken workers spin for kSpinLimitNanos, then sleep.
+  // A run whose jobs do not come: woken workers spin for SpinLimitNanos(), then sleep.
   {
     const ThreadPool::RunScope scope(&pool, /*wake=*/true);
     before = ProcessCpuMicros();
