@@ -40,10 +40,10 @@ class ThreadPool {
  public:
   // Marks a model run on the pool for as long as it lives (one at a time per pool, like Run).
   // Meanwhile a worker that finishes its part of a job spins for the next job for up to
-  // kSpinLimit instead of sleeping, and the caller spins for the workers' parts to finish, as long
-  // as the pool has threads to share (usable_threads() > 1). Waking a sleeping thread costs 25-30
-  // us on a VM, more than most of a small model's nodes take: mnasnet at batch 1 ran at 3.2 ms
-  // with sleeping threads and 1.8 ms with spinning ones
+  // SpinLimitNanos() instead of sleeping, and the caller spins for the workers' parts to finish, as
+  // long as the pool has threads to share (usable_threads() > 1). Waking a sleeping thread costs
+  // 25-30 us on a VM, more than most of a small model's nodes take: mnasnet at batch 1 ran at 3.2
+  // ms with sleeping threads and 1.8 ms with spinning ones
   // (bench/results/2026-11-24-engine-cpu-pool-spin-and-sliced-conv.md). Sleeping again when
   // the run ends, unlike OpenMP's spin, leaves the cores to other models and to gRPC between runs.
   // With `wake`, sleeping workers are woken at once, so that their wake-up overlaps the run's
