@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <ctime>
+#include <memory>
 #include <mutex>
 #include <random>
 #include <set>
@@ -94,6 +95,38 @@ TEST(ThreadPoolTest, JobsInARunScopeRunEveryIndexOnceWithWorkersSpinningBetweenT
       for (int64_t i = 0; i < n; ++i) ASSERT_EQ(runs[static_cast<size_t>(i)].load(), 1);
     }
   }
+}
+
+TEST(ThreadPoolTest, RunsOfSeveralModelsAtOnceEachRunEveryIndexOnce) {
+  // Three models' pools, each run by its own thread with a RunScope, as an executor's instances
+  // do: the runs start and end at random moments, so the threads are shared, not shared, and
+  // shared again while jobs are in flight and workers spin.
+  constexpr int kModels = 3;
+  std::vector<std::unique_ptr<ThreadPool>> pools;
+  for (int m = 0; m < kModels; ++m) pools.push_back(std::make_unique<ThreadPool>(2 + m));
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> callers;
+  for (int m = 0; m < kModels; ++m) {
+    callers.emplace_back([&, m] {
+      std::mt19937 rng(100 + m);
+      for (int run = 0; run < 500; ++run) {
+        const ConcurrentRun share;
+        const ThreadPool::RunScope scope(pools[m].get(), /*wake=*/run % 3 != 0);
+        const int jobs = std::uniform_int_distribution<int>(1, 20)(rng);
+        for (int job = 0; job < jobs; ++job) {
+          const int64_t n = std::uniform_int_distribution<int64_t>(0, 9)(rng);
+          std::vector<std::atomic<int>> runs(static_cast<size_t>(n));
+          pools[m]->ParallelFor(n, [&](int64_t i) { runs[static_cast<size_t>(i)].fetch_add(1); });
+          for (auto& r : runs) {
+            if (r.load() != 1) wrong.fetch_add(1);
+          }
+        }
+        if (run % 10 == 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
+      }
+    });
+  }
+  for (auto& caller : callers) caller.join();
+  EXPECT_EQ(wrong.load(), 0);
 }
 
 // CPU time of the whole process (every thread) in microseconds.
