@@ -191,7 +191,8 @@ std::string DecoderCnn() {
 // Conv geometries the pool cuts into rows (conv_slices.h) in every way a cut can go wrong: a
 // 5x5 stride-2 kernel with uneven pads, a dilated one, a grouped one whose bottom pad exceeds
 // what its last rows read, pointwise ones cut by pixels, one with a fused residual sum and
-// activation, and a strided pointwise one (cut by rows); then Transposes of their outputs.
+// activation, and a strided pointwise one (cut by rows); then Transposes and reductions of their
+// outputs.
 std::string ConvGeometriesCnn() {
   GraphBuilder b;
   b.Input("input", {-1, 3, 20, 20});
@@ -220,8 +221,23 @@ std::string ConvGeometriesCnn() {
   GraphBuilder::Ints(b.Node("Transpose", {"wide_point"}, {"nhwc"}), "perm", {0, 2, 3, 1});
   GraphBuilder::Ints(b.Node("Transpose", {"wide_point"}, {"nwch"}), "perm", {0, 3, 1, 2});
   GraphBuilder::Ints(b.Node("Transpose", {"grouped"}, {"hcwn"}), "perm", {2, 1, 3, 0});
+  // Reductions of a channels-last value: as stored where the kept axes keep their order (over H
+  // and W, over C), converted first where they do not (over H alone).
+  auto* spatial_mean = b.Node("ReduceMean", {"wide_point"}, {"spatial_mean"});
+  GraphBuilder::Ints(spatial_mean, "axes", {2, 3});
+  auto* flat_mean = b.Node("ReduceMean", {"wide_point"}, {"flat_mean"});
+  GraphBuilder::Ints(flat_mean, "axes", {-1, -2});
+  GraphBuilder::Int(flat_mean, "keepdims", 0);
+  b.Int64Constant("channel_axis", {1});
+  b.Node("ReduceSum", {"grouped", "channel_axis"}, {"channel_sum"});
+  auto* row_max = b.Node("ReduceMax", {"grouped"}, {"row_max"});
+  GraphBuilder::Ints(row_max, "axes", {2});
+  GraphBuilder::Int(row_max, "keepdims", 0);
+  auto* lse = b.Node("ReduceLogSumExp", {"grouped"}, {"image_lse"});
+  GraphBuilder::Ints(lse, "axes", {1, 2, 3});
   for (const char* out :
-       {"grouped", "residual_relu", "strided_point", "wide_point", "nhwc", "nwch", "hcwn"}) {
+       {"grouped", "residual_relu", "strided_point", "wide_point", "nhwc", "nwch", "hcwn",
+        "spatial_mean", "flat_mean", "channel_sum", "row_max", "image_lse"}) {
     b.Output(out);
   }
   return b.Write("onednn_conv_geometries.onnx");

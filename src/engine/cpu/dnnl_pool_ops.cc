@@ -118,21 +118,10 @@ Status RunGlobalAveragePoolAnyLayout(const OpContext& ctx, const Node& node, con
     return RunReference(RunGlobalAveragePool, ctx, node, inputs, outputs);
   }
   const Value& x = *inputs[0];
-  const int64_t batch = x.dim(0), c = x.dim(1), spatial = x.dim(2) * x.dim(3);
-  // [N, C, 1, 1] has the same bytes in both layouts: the output is plain row-major.
-  Value y = ctx.NewOutput(0, DataType::kFp32, {batch, c, 1, 1});
-  std::vector<double> sums(static_cast<size_t>(c));
-  for (int64_t n = 0; n < batch; ++n) {
-    std::fill(sums.begin(), sums.end(), 0.0);
-    const float* in = x.data<float>() + n * spatial * c;
-    for (int64_t p = 0; p < spatial; ++p) {
-      for (int64_t ch = 0; ch < c; ++ch) sums[ch] += in[p * c + ch];
-    }
-    float* out = y.mutable_data<float>() + n * c;
-    for (int64_t ch = 0; ch < c; ++ch) {
-      out[ch] = spatial > 0 ? static_cast<float>(sums[ch] / static_cast<double>(spatial)) : 0.0f;
-    }
-  }
+  // [N, C, 1, 1] has the same bytes in both layouts: the output is plain row-major, the mean of
+  // the stored [N, H, W, C] over H and W.
+  Value y = ctx.NewOutput(0, DataType::kFp32, {x.dim(0), x.dim(1), 1, 1});
+  ReduceMeanFp32(PhysicalView(x), {false, true, true, false}, y, ctx.pool);
   (*outputs)[0] = std::move(y);
   return absl::OkStatus();
 }

@@ -306,6 +306,10 @@ Status RunCastLike(const OpContext&, const Node&, const Inputs&, std::vector<Val
 // reduce_ops.cc
 Status RunReduceSum(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
 Status RunReduceMean(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+// The mean of FP32 `x` over its `reduced` axes into `y`, whose elements are x's with those axes
+// collapsed, in order (GlobalAveragePool on a channels-last value's bytes uses it).
+void ReduceMeanFp32(const Value& x, const std::vector<bool>& reduced, const Value& y,
+                    ThreadPool* pool);
 Status RunReduceMax(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
 Status RunReduceMin(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
 Status RunReduceProd(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);

@@ -100,8 +100,9 @@ void Reduce(const Value& x, const std::vector<bool>& reduced, const Value& y, Th
   bool contiguous = true;
   for (int d = first; first >= 0 && d <= last; ++d)
     contiguous = contiguous && (reduced[d] || x.dim(d) == 1);
-  auto identity = Identity<kKind, T>;
-  auto combine = Combine<kKind, T>;
+  // Lambdas, not function pointers, so that the loops below inline them and vectorise.
+  auto identity = [] { return Identity<kKind, T>(); };
+  auto combine = [](T acc, T v) { return Combine<kKind, T>(acc, v); };
   auto finish = [reduce_count](T acc) { return Finish<kKind, T>(acc, reduce_count); };
   if (first < 0 || contiguous) {
     int64_t outer = 1, inner = 1;
@@ -250,6 +251,24 @@ Status RunReduce(ReduceKind kind, const OpContext& ctx, const Node& node, const 
           absl::StrCat("max/min over an empty axis of ", DescribeValue(*x)));
     }
   }
+  // A channels-last value is reduced as stored, [N, H, W, C], when the axes it keeps come in the
+  // same order there (C reduced, or H and W both): the result's bytes are then the row-major
+  // output's. MobileNet-style heads average [N, C, H, W] over H and W this way, with no
+  // conversion of the whole value first.
+  Value physical;
+  if (x->channels_last()) {
+    static constexpr int kPhysical[4] = {0, 3, 1, 2};
+    std::vector<bool> physical_reduced(4);
+    for (int d = 0; d < 4; ++d) physical_reduced[kPhysical[d]] = reduced[d];
+    if (reduced[1] || (reduced[2] && reduced[3])) {
+      physical = PhysicalView(*x);
+      x = &physical;
+      reduced = physical_reduced;
+    } else {
+      physical = ToRowMajor(*x);
+      x = &physical;
+    }
+  }
   Value y = ctx.NewOutput(0, x->dtype(), out_shape);
   switch (x->dtype()) {
     case DataType::kFp32:
@@ -271,6 +290,11 @@ Status RunReduce(ReduceKind kind, const OpContext& ctx, const Node& node, const 
 Status RunReduceSum(const OpContext& ctx, const Node& node, const Inputs& inputs,
                     std::vector<Value>* outputs) {
   return RunReduce(ReduceKind::kSum, ctx, node, inputs, outputs);
+}
+
+void ReduceMeanFp32(const Value& x, const std::vector<bool>& reduced, const Value& y,
+                    ThreadPool* pool) {
+  Reduce<ReduceKind::kMean, float>(x, reduced, y, pool);
 }
 
 Status RunReduceMean(const OpContext& ctx, const Node& node, const Inputs& inputs,
