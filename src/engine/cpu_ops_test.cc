@@ -180,6 +180,30 @@ TEST(LayerNormTest, MatchesHandComputedValuesAndStatistics) {
             absl::StatusCode::kInvalidArgument);
 }
 
+TEST(LayerNormTest, RowsOfVectorLanesAndATailMatchDoublePrecision) {
+  // 37 and 64 columns: the statistics run in 16-lane partial sums plus a tail of 5, and in whole
+  // lanes; values offset by 100 so that a wrong mean shows in the variance.
+  std::mt19937 rng(4);
+  for (int64_t cols : {37, 64}) {
+    Value x = RandomFloats({3, cols}, &rng);
+    float* data = x.mutable_data<float>();
+    for (int64_t i = 0; i < x.num_elements(); ++i) data[i] += 100.0f;
+    Value scale = Floats({cols}, std::vector<float>(static_cast<size_t>(cols), 1.0f));
+    auto out = RunOpN("LayerNormalization", {&x, &scale}, {}, 3);
+    ASSERT_TRUE(out.ok()) << out.status();
+    for (int64_t r = 0; r < 3; ++r) {
+      const float* row = data + r * cols;
+      double mean = 0, var = 0;
+      for (int64_t i = 0; i < cols; ++i) mean += row[i];
+      mean /= static_cast<double>(cols);
+      for (int64_t i = 0; i < cols; ++i) var += (row[i] - mean) * (row[i] - mean);
+      var /= static_cast<double>(cols);
+      EXPECT_NEAR((*out)[1].data<float>()[r], mean, 1e-4) << cols;
+      EXPECT_NEAR((*out)[2].data<float>()[r], 1.0 / std::sqrt(var + 1e-5), 1e-3) << cols;
+    }
+  }
+}
+
 TEST(ReduceTest, ContiguousAndScatteredAxesAgree) {
   std::mt19937 rng(9);
   Value x = RandomFloats({3, 4, 5, 6}, &rng);

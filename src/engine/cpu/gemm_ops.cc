@@ -13,10 +13,10 @@ enum class Activation { kNone, kGelu, kGeluTanh };
 
 // rows x n floats at `out`: += bias[n] (when not null), then GELU as the absorbed nodes computed
 // it: erf form x/2 * (1 + erf(x / sqrt 2)), or tanh form x/2 * (1 + tanh(sqrt(2/pi) * (x +
-// 0.044715 x^3))) with tanh(z) = 1 - 2 / (e^2z + 1). Compiled for AVX2 as well as the baseline,
-// like the GEMM micro-kernel: this loop is as long as the product.
+// 0.044715 x^3))) with tanh(z) = 1 - 2 / (e^2z + 1). Compiled for AVX-512 and AVX2 as well as the
+// baseline: this loop is as long as the product (AVX-512 made bert_tiny at batch 8 5 % faster).
 #if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target_clones("arch=x86-64-v3", "default")))
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #endif
 void EpilogueRows(float* out, int64_t rows, int64_t n, const float* bias, Activation activation) {
   for (int64_t r = 0; r < rows; ++r) {

@@ -12,10 +12,10 @@ namespace tessera::engine::cpu {
 namespace {
 
 // Softmax of one contiguous row. The max and the sum are kept in kLanes partial results so that
-// they vectorise (one float accumulator fixes the order of the additions); compiled for AVX2 as
-// well as the baseline, like the GEMM micro-kernel.
+// they vectorise (one float accumulator fixes the order of the additions); compiled for AVX-512
+// and AVX2 as well as the baseline.
 #if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target_clones("arch=x86-64-v3", "default")))
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #endif
 void SoftmaxRow(const float* x, int64_t n, float* y) {
   constexpr int64_t kLanes = 16;

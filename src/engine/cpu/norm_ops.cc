@@ -14,17 +14,43 @@
 namespace tessera::engine::cpu {
 namespace {
 
+// Sum of `count` values, and of their squared distances from `center`, in kLanes partial sums so
+// that the loops vectorise (one float accumulator fixes the order of the additions and leaves
+// the loop to wait on each add); compiled for AVX-512 and AVX2 as well as the baseline.
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#endif
+float LaneSum(const float* src, int64_t count, float center, bool squared) {
+  constexpr int64_t kLanes = 16;
+  float lanes[kLanes] = {};
+  const int64_t whole = count - count % kLanes;
+  if (squared) {
+    for (int64_t i = 0; i < whole; i += kLanes) {
+      for (int64_t l = 0; l < kLanes; ++l) {
+        const float c = src[i + l] - center;
+        lanes[l] += c * c;
+      }
+    }
+  } else {
+    for (int64_t i = 0; i < whole; i += kLanes) {
+      for (int64_t l = 0; l < kLanes; ++l) lanes[l] += src[i + l];
+    }
+  }
+  float sum = 0.0f;
+  for (int64_t l = 0; l < kLanes; ++l) sum += lanes[l];
+  for (int64_t i = whole; i < count; ++i) {
+    const float c = src[i] - center;
+    sum += squared ? c * c : src[i];
+  }
+  return sum;
+}
+
 // Mean and 1/sqrt(variance + epsilon) of `count` values.
 std::pair<float, float> MeanAndInvStd(const float* src, int64_t count, float epsilon) {
-  float sum = 0.0f;
-  for (int64_t i = 0; i < count; ++i) sum += src[i];
-  const float mean = count > 0 ? sum / static_cast<float>(count) : 0.0f;
-  float sq = 0.0f;
-  for (int64_t i = 0; i < count; ++i) {
-    const float c = src[i] - mean;
-    sq += c * c;
-  }
-  const float variance = count > 0 ? sq / static_cast<float>(count) : 0.0f;
+  const float mean =
+      count > 0 ? LaneSum(src, count, 0.0f, false) / static_cast<float>(count) : 0.0f;
+  const float variance =
+      count > 0 ? LaneSum(src, count, mean, true) / static_cast<float>(count) : 0.0f;
   return {mean, 1.0f / std::sqrt(variance + epsilon)};
 }
 
