@@ -51,7 +51,7 @@ const Shape* ChannelBroadcastOnChannelsLast(const cpu::Inputs& inputs) {
 }  // namespace
 
 KernelLayout AdaptInputLayouts(cpu::LayoutSupport support, cpu::Inputs* inputs,
-                               std::vector<Value>* storage) {
+                               std::vector<Value>* storage, ThreadPool* pool) {
   KernelLayout layout;
   if (support == cpu::LayoutSupport::kAny) return layout;
   if (support == cpu::LayoutSupport::kElementwise) {
@@ -81,7 +81,7 @@ KernelLayout AdaptInputLayouts(cpu::LayoutSupport support, cpu::Inputs* inputs,
   storage->reserve(inputs->size());
   for (const Value*& v : *inputs) {
     if (v == nullptr || !v->channels_last()) continue;
-    storage->push_back(cpu::ToRowMajor(*v));
+    storage->push_back(cpu::ToRowMajor(*v, pool));
     v = &storage->back();
   }
   return layout;

@@ -26,9 +26,9 @@ struct KernelLayout {
 // also kept when the other inputs vary only per image and channel ([N or 1, C or 1, 1, 1]: a
 // squeeze-excitation gate, a per-channel scale); then every input is replaced by a view of its
 // bytes as [N, H, W, C] or [N or 1, 1, 1, C or 1], which broadcast alike. `*storage` holds the
-// copies and views; `*inputs` then points into it.
+// copies and views; `*inputs` then points into it. Copies are split over `pool` (may be null).
 KernelLayout AdaptInputLayouts(cpu::LayoutSupport support, cpu::Inputs* inputs,
-                               std::vector<Value>* storage);
+                               std::vector<Value>* storage, ThreadPool* pool);
 
 // Labels the kernel's outputs as `layout` says.
 void LabelOutputLayouts(const KernelLayout& layout, std::vector<Value>* outputs);

@@ -294,9 +294,9 @@ Status CpuModel::Execute(std::vector<Value>* slots, ThreadPool* pool, const Acti
       node_inputs.push_back(v);
     }
     original_inputs = node_inputs;
-    const KernelLayout layout = any_channels_last
-                                    ? AdaptInputLayouts(ops_[n]->layout, &node_inputs, &converted)
-                                    : KernelLayout{};
+    const KernelLayout layout =
+        any_channels_last ? AdaptInputLayouts(ops_[n]->layout, &node_inputs, &converted, pool)
+                          : KernelLayout{};
     if (Status refused = cpu::RefuseStrings(*ops_[n], node.op_type, node_inputs); !refused.ok()) {
       return Prefixed(refused, node.Describe(graph_.value_names));
     }
@@ -382,7 +382,7 @@ Status CpuModel::CopyOutputs(const std::vector<Value>& slots, std::vector<Tensor
       return absl::InternalError(absl::StrCat("output \"", info.name, "\" was not computed as ",
                                               TypeName(info.dtype)));
     }
-    const Value row_major = cpu::ToRowMajor(*v);
+    const Value row_major = cpu::ToRowMajor(*v, pool_.get());
     Tensor tensor;
     tensor.name = info.name;
     tensor.dtype = row_major.dtype();

@@ -14,6 +14,7 @@
 
 #include "engine/cpu/ops.h"
 #include "engine/onnx_builder_for_test.h"
+#include "engine/thread_pool.h"
 #include "gtest/gtest.h"
 #include "onnx/onnx_pb.h"
 #include "tessera/engine/engine.h"
@@ -426,6 +427,26 @@ TEST(LayoutTest, RowMajorAndChannelsLastRoundTrip) {
   // A 1x1 spatial value has the same bytes in both layouts: relabelled, not copied.
   Value pooled = Value::Allocate(DataType::kFp32, {2, 3, 1, 1});
   EXPECT_EQ(cpu::ToChannelsLast(pooled).raw(), pooled.raw());
+}
+
+TEST(LayoutTest, ConversionsSplitOverAPoolMatchTheSerialOnes) {
+  // 3 channels (split by bands of pixels) and 70 (by bands of channels), 2 images, sizes that
+  // leave partial bands and tiles.
+  ThreadPool pool(3);
+  for (Shape shape : {Shape{2, 3, 33, 31}, Shape{2, 70, 9, 7}}) {
+    Value v = Value::Allocate(DataType::kFp32, shape);
+    for (int64_t i = 0; i < v.num_elements(); ++i) v.mutable_data<float>()[i] = i * 0.5f;
+    const Value serial = cpu::ToChannelsLast(v);
+    const Value split = cpu::ToChannelsLast(v, &pool);
+    ASSERT_TRUE(split.channels_last());
+    for (int64_t i = 0; i < v.num_elements(); ++i) {
+      ASSERT_EQ(split.data<float>()[i], serial.data<float>()[i]) << i;
+    }
+    const Value back = cpu::ToRowMajor(split, &pool);
+    for (int64_t i = 0; i < v.num_elements(); ++i) {
+      ASSERT_EQ(back.data<float>()[i], v.data<float>()[i]) << i;
+    }
+  }
 }
 
 }  // namespace

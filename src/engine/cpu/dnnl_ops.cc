@@ -417,11 +417,11 @@ Status RunDnnlConv(const OpContext& ctx, const Node& node, const Inputs& inputs,
     const std::vector<int64_t> key = PrimitiveKey(x_in, threads, wt, cache_weights);
     TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<const ConvEntry> entry,
                              state != nullptr ? state->cache.Get(key, build) : build());
-    const Value x = ToChannelsLast(x_in);
+    const Value x = ToChannelsLast(x_in, ctx.pool);
     Value y = ctx.NewOutput(0, DataType::kFp32, {batch, cout, oh, ow});
     Value residual_nhwc;
     if (residual != nullptr) {
-      residual_nhwc = residual->channels_last() ? *residual : ToChannelsLast(*residual);
+      residual_nhwc = residual->channels_last() ? *residual : ToChannelsLast(*residual, ctx.pool);
     }
     const std::string error = RunParts(ctx, entry->parts.size(), threads, [&](size_t i) {
       const ConvPart& part = entry->parts[i];

@@ -6,60 +6,75 @@
 namespace tessera::engine::cpu {
 namespace {
 
-// dst[n][j][i] = src[n][i][j] for `batch` matrices of rows x cols elements of `bytes` each,
-// in tiles so both sides stay in cache.
+// dst[n][j][i] = src[n][i][j] for `batch` matrices of rows x cols elements, in tiles so both
+// sides stay in cache; the bands of kTile rows of all the matrices are spread over `pool`.
 template <typename T>
-void TransposeBatched(const T* src, T* dst, int64_t batch, int64_t rows, int64_t cols) {
+void TransposeBatched(const T* src, T* dst, int64_t batch, int64_t rows, int64_t cols,
+                      ThreadPool* pool) {
   constexpr int64_t kTile = 32;
-  for (int64_t n = 0; n < batch; ++n) {
+  // Bands of kTile columns (of the source) when there are fewer row bands than threads: the first
+  // Conv's input has 3 rows (channels) of 50176 columns (pixels).
+  const bool by_columns = rows < 2 * kTile;
+  const int64_t band = by_columns ? 16 * kTile : kTile;
+  const int64_t bands = ((by_columns ? cols : rows) + band - 1) / band;
+  ParallelFor(pool, batch * bands, [&](int64_t task) {
+    const int64_t n = task / bands, b = task % bands;
     const T* s = src + n * rows * cols;
     T* d = dst + n * rows * cols;
-    for (int64_t i0 = 0; i0 < rows; i0 += kTile) {
-      const int64_t i1 = std::min(rows, i0 + kTile);
-      for (int64_t j0 = 0; j0 < cols; j0 += kTile) {
-        const int64_t j1 = std::min(cols, j0 + kTile);
+    const int64_t i_begin = by_columns ? 0 : b * band,
+                  i_end = by_columns ? rows : std::min(rows, i_begin + band);
+    const int64_t j_begin = by_columns ? b * band : 0,
+                  j_end = by_columns ? std::min(cols, j_begin + band) : cols;
+    for (int64_t i0 = i_begin; i0 < i_end; i0 += kTile) {
+      const int64_t i1 = std::min(i_end, i0 + kTile);
+      for (int64_t j0 = j_begin; j0 < j_end; j0 += kTile) {
+        const int64_t j1 = std::min(j_end, j0 + kTile);
         for (int64_t i = i0; i < i1; ++i) {
           for (int64_t j = j0; j < j1; ++j) d[j * rows + i] = s[i * cols + j];
         }
       }
     }
-  }
+  });
 }
 
-void Transpose(const Value& src, Value* dst, int64_t batch, int64_t rows, int64_t cols) {
+void Transpose(const Value& src, Value* dst, int64_t batch, int64_t rows, int64_t cols,
+               ThreadPool* pool) {
   switch (ElementSize(src.dtype())) {
     case 1:
-      TransposeBatched(src.data<uint8_t>(), dst->mutable_data<uint8_t>(), batch, rows, cols);
+      TransposeBatched(src.data<uint8_t>(), dst->mutable_data<uint8_t>(), batch, rows, cols, pool);
       break;
     case 2:
-      TransposeBatched(src.data<uint16_t>(), dst->mutable_data<uint16_t>(), batch, rows, cols);
+      TransposeBatched(src.data<uint16_t>(), dst->mutable_data<uint16_t>(), batch, rows, cols,
+                       pool);
       break;
     case 4:
-      TransposeBatched(src.data<uint32_t>(), dst->mutable_data<uint32_t>(), batch, rows, cols);
+      TransposeBatched(src.data<uint32_t>(), dst->mutable_data<uint32_t>(), batch, rows, cols,
+                       pool);
       break;
     default:
-      TransposeBatched(src.data<uint64_t>(), dst->mutable_data<uint64_t>(), batch, rows, cols);
+      TransposeBatched(src.data<uint64_t>(), dst->mutable_data<uint64_t>(), batch, rows, cols,
+                       pool);
       break;
   }
 }
 
 }  // namespace
 
-Value ToRowMajor(const Value& v) {
+Value ToRowMajor(const Value& v, ThreadPool* pool) {
   if (!v.channels_last()) return v;
   const int64_t n = v.dim(0), c = v.dim(1), hw = v.dim(2) * v.dim(3);
   if (hw == 1 || c == 1) return v.WithLayout(Layout::kRowMajor);  // same bytes either way
   Value out = Value::Allocate(v.dtype(), v.shape());
-  Transpose(v, &out, n, hw, c);  // [n][hw][c] -> [n][c][hw]
+  Transpose(v, &out, n, hw, c, pool);  // [n][hw][c] -> [n][c][hw]
   return out;
 }
 
-Value ToChannelsLast(const Value& v) {
+Value ToChannelsLast(const Value& v, ThreadPool* pool) {
   if (v.channels_last()) return v;
   const int64_t n = v.dim(0), c = v.dim(1), hw = v.dim(2) * v.dim(3);
   if (hw == 1 || c == 1) return v.WithLayout(Layout::kChannelsLast);
   Value out = Value::Allocate(v.dtype(), v.shape());
-  Transpose(v, &out, n, c, hw);  // [n][c][hw] -> [n][hw][c]
+  Transpose(v, &out, n, c, hw, pool);  // [n][c][hw] -> [n][hw][c]
   return out.WithLayout(Layout::kChannelsLast);
 }
 

@@ -85,10 +85,11 @@ StatusOr<Window2d> ResolveWindow(const Node& node, int spatial_rank, int64_t h, 
 Status CheckWindowAttributes(const Node& node, int spatial_rank = 0);
 
 // A row-major copy of a channels-last value (value.h Layout); `v` itself when already row-major.
-// Channels-last values whose spatial size is 1 are relabelled without a copy.
-Value ToRowMajor(const Value& v);
-// A channels-last copy of a row-major 4-D value.
-Value ToChannelsLast(const Value& v);
+// Channels-last values whose spatial size is 1 are relabelled without a copy. The copy is split
+// over `pool` when there is one.
+Value ToRowMajor(const Value& v, ThreadPool* pool = nullptr);
+// A channels-last copy of a row-major 4-D value, split over `pool` when there is one.
+Value ToChannelsLast(const Value& v, ThreadPool* pool = nullptr);
 // A channels-last value's bytes as the row-major [N, H, W, C] array they are, so that a kernel
 // written for row-major data can work on them with axes mapped by PhysicalAxis; a row-major value
 // is returned unchanged.
