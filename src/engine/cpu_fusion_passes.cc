@@ -363,4 +363,44 @@ int FuseBatchNormRelu(Graph* graph) {
   return fused;
 }
 
+int FuseMatMulScale(Graph* graph) {
+  const std::vector<int> readers = ReaderCounts(*graph);
+  const std::vector<int> producer = Producers(*graph);
+  std::vector<bool> remove(graph->nodes.size(), false);
+  int fused = 0;
+  for (size_t n = 0; n < graph->nodes.size(); ++n) {
+    const Node& scale = graph->nodes[n];
+    const bool div = scale.op_type == "Div";
+    if ((!div && scale.op_type != "Mul") || scale.inputs.size() != 2 || scale.outputs.size() != 1) {
+      continue;
+    }
+    // Div's product is its first input; Mul's either.
+    for (int side = 0; side < (div ? 1 : 2); ++side) {
+      const int x = scale.inputs[side];
+      float c = 0.0f;
+      if (x == kNoValue || producer[x] < 0 || readers[x] != 1 ||
+          !ConstantScalar(*graph, scale.inputs[1 - side], &c) || !std::isfinite(c) ||
+          (div && c == 0.0f)) {
+        continue;
+      }
+      Node& product = graph->nodes[producer[x]];
+      if (product.op_type != "MatMul" || product.inputs.size() != 2 ||
+          product.outputs.size() != 1 || product.attributes.Has("tessera_activation") ||
+          product.attributes.Has("tessera_scale")) {
+        continue;
+      }
+      Attribute alpha;
+      alpha.kind = Attribute::Kind::kFloat;
+      alpha.f = div ? 1.0f / c : c;
+      product.attributes.Set("tessera_scale", alpha);
+      product.outputs[0] = scale.outputs[0];
+      remove[n] = true;
+      ++fused;
+      break;
+    }
+  }
+  EraseMarked(remove, graph);
+  return fused;
+}
+
 }  // namespace tessera::engine

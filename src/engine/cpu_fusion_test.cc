@@ -497,5 +497,73 @@ TEST(BatchNormReluFusionTest, AModelFileMayNotSetTheInternalAttribute) {
       << model.status();
 }
 
+// Attention's scores: x times its own transpose, scaled by a constant (Div by 4, or Mul by 0.25
+// on the left), a mask added, Softmax. With `leak` the product is also a graph output.
+std::string ScaledScores(bool mul, bool leak, const std::string& file) {
+  OnnxBuilderForTest b;
+  b.Input("x", {-1, 2, 6, 6});
+  b.FloatConstant("c", {}, {mul ? 0.25f : 4.0f});
+  b.Weight("mask", {6}, -0.5f);
+  OnnxBuilderForTest::Ints(b.Node("Transpose", {"x"}, {"xt"}), "perm", {0, 1, 3, 2});
+  b.Node("MatMul", {"x", "xt"}, {"scores"});
+  if (mul) {
+    b.Node("Mul", {"c", "scores"}, {"scaled"});
+  } else {
+    b.Node("Div", {"scores", "c"}, {"scaled"});
+  }
+  b.Node("Add", {"scaled", "mask"}, {"masked"});
+  OnnxBuilderForTest::Int(b.Node("Softmax", {"masked"}, {"y"}), "axis", -1);
+  b.Output("y");
+  if (leak) b.Output("scores");
+  return b.Write(file);
+}
+
+TEST(MatMulScaleFusionTest, ADivOrMulByAConstantBecomesTheMatMulsScale) {
+  for (bool mul : {false, true}) {
+    auto graph = PreparedGraph(ScaledScores(mul, false, "scaled_scores.onnx"));
+    ASSERT_TRUE(graph.ok()) << graph.status();
+    const size_t nodes = graph->nodes.size();
+    EXPECT_EQ(FuseMatMulScale(&*graph), 1);
+    EXPECT_EQ(graph->nodes.size(), nodes - 1);
+    const auto matmul = std::find_if(graph->nodes.begin(), graph->nodes.end(),
+                                     [](const Node& node) { return node.op_type == "MatMul"; });
+    ASSERT_NE(matmul, graph->nodes.end());
+    EXPECT_FLOAT_EQ(matmul->attributes.GetFloat("tessera_scale", 0.0f), 0.25f);
+    EXPECT_EQ(graph->value_names[matmul->outputs[0]], "scaled");
+    graph = PreparedGraph(ScaledScores(mul, true, "scaled_scores_leak.onnx"));
+    ASSERT_TRUE(graph.ok()) << graph.status();
+    EXPECT_EQ(FuseMatMulScale(&*graph), 0);  // the unscaled product is read too
+  }
+}
+
+TEST(MatMulScaleFusionTest, FusedComputesWhatTheUnfusedOneDoes) {
+  const RandomX x({3, 2, 6, 6}, 21, 1.0f);
+  const std::vector<float> expected =
+      FirstOutput(ScaledScores(false, true, "scaled_scores_run_leak.onnx"), false, x);
+  for (bool mul : {false, true}) {
+    const std::string fused = ScaledScores(mul, false, "scaled_scores_run.onnx");
+    for (bool onednn : {true, false}) {
+      const std::vector<float> got = FirstOutput(fused, onednn, x);
+      ASSERT_EQ(got.size(), expected.size());
+      for (size_t i = 0; i < expected.size(); ++i) {
+        ASSERT_NEAR(got[i], expected[i], 1e-5f + 1e-4f * std::fabs(expected[i]))
+            << (mul ? "Mul" : "Div") << (onednn ? " oneDNN" : " own kernels") << " at " << i;
+      }
+    }
+  }
+}
+
+TEST(MatMulScaleFusionTest, AModelFileMayNotSetTheInternalAttribute) {
+  OnnxBuilderForTest b;
+  b.Input("x", {-1, 4});
+  b.Weight("w", {4, 4}, 0.5f);
+  OnnxBuilderForTest::Float(b.Node("MatMul", {"x", "w"}, {"y"}), "tessera_scale", 2.0f);
+  b.Output("y");
+  auto model = LoadOnnxModel(b.Write("matmul_internal_scale.onnx"), ModelOptions{});
+  ASSERT_FALSE(model.ok());
+  EXPECT_NE(std::string(model.status().message()).find("tessera_scale"), std::string::npos)
+      << model.status();
+}
+
 }  // namespace
 }  // namespace tessera::engine

@@ -31,6 +31,8 @@
 //   tessera_clip_max    kFloat   Clip only; +infinity when the Clip has no max
 //   tessera_residual    kInt     FuseConvResidual below (CPU and CUDA Conv): input 3 is added to
 //                                the output before the activation
+//   tessera_scale       kFloat   FuseMatMulScale below (CPU MatMul): the product is multiplied by
+//                                it before any bias
 //
 // Dynamic batch: the graph inputs' leading dim is the batch. A file declaring a fixed leading dim
 // (e.g. 1, an export without dynamic_axes) keeps it: Graph::dynamic_batch is false and Run accepts
@@ -119,6 +121,12 @@ int FuseConvEltwise(Graph* graph);
 // "Relu") and the Relu's output, so the activation is applied in the normalisation's pass.
 // Returns the BatchNormalizations that took one.
 int FuseBatchNormRelu(Graph* graph);
+
+// CPU only: a MatMul without an epilogue whose output's only reader is a Div by a constant scalar
+// c, or a Mul by one (attention's scores / sqrt(d)), takes "tessera_scale" = 1/c or c (kFloat) and
+// that node's output: the scale becomes the GEMM's alpha instead of a pass over the scores.
+// Returns the MatMuls that took one.
+int FuseMatMulScale(Graph* graph);
 
 int FoldBatchNormIntoConv(Graph* graph);
 int FuseConvActivation(Graph* graph);

@@ -77,9 +77,11 @@ Status CheckMatMul(const Node& node, const Graph&) {
     return absl::InvalidArgumentError(
         absl::StrCat("MatMul takes 2 inputs, the node has ", node.inputs.size()));
   }
-  if (node.attributes.Has("tessera_activation")) {
-    return absl::InvalidArgumentError(
-        "attribute tessera_activation is the engine's own, set by its graph passes");
+  for (const char* internal : {"tessera_activation", "tessera_scale"}) {
+    if (node.attributes.Has(internal)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("attribute ", internal, " is the engine's own, set by its graph passes"));
+    }
   }
   return absl::OkStatus();
 }
@@ -158,10 +160,13 @@ Status RunMatMul(const OpContext& ctx, const Node& node, const Inputs& inputs,
   const float* bd = b->data<float>();
   float* yd = y.mutable_data<float>();
 
+  // A scale FuseMatMulScale took from a Div or Mul by a constant after the product (attention's
+  // 1/sqrt(d)): the GEMM's alpha.
+  const float alpha = node.attributes.GetFloat("tessera_scale", 1.0f);
   int64_t batch_count = ElementCount(batch);
   if (batch_b.empty() && batch_a == batch) {
     // [.., m, k] x [k, n]: all of A's rows in one GEMM, which tiles and threads better.
-    Sgemm(false, false, batch_count * m, n, k, 1.0f, ad, k, bd, n, 0.0f, yd, n, ctx.pool,
+    Sgemm(false, false, batch_count * m, n, k, alpha, ad, k, bd, n, 0.0f, yd, n, ctx.pool,
           ctx.onednn);
   } else {
     // Element offsets of each operand's matrix for a batch index, with broadcast dims fixed at 0.
@@ -179,7 +184,7 @@ Status RunMatMul(const OpContext& ctx, const Node& node, const Inputs& inputs,
       return off * matrix;
     };
     auto one = [&](int64_t i, ThreadPool* pool) {
-      Sgemm(false, false, m, n, k, 1.0f, ad + offset(batch_a, i, m * k), k,
+      Sgemm(false, false, m, n, k, alpha, ad + offset(batch_a, i, m * k), k,
             bd + offset(batch_b, i, k * n), n, 0.0f, yd + i * m * n, n, pool, ctx.onednn);
     };
     const int threads = ctx.pool != nullptr ? ctx.pool->usable_threads() : 1;
