@@ -1,5 +1,6 @@
 #include "control_loop.h"
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 
@@ -131,7 +132,14 @@ void ControlLoop::EpochOnce(double now_ms) {
   std::set<std::string> names;
   for (const ServedModel& model : served) {
     std::string why;
-    if (model.config->slo_ms <= 0) {
+    const bool asks_for_cpu =
+        std::any_of(model.config->instance_groups.begin(), model.config->instance_groups.end(),
+                    [](const repository::InstanceGroupConfig& group) {
+                      return group.kind == repository::InstanceKind::kCpu;
+                    });
+    if (asks_for_cpu && profiles_.device().name.rfind("cpu", 0) != 0) {
+      why = "its instance_group asks for KIND_CPU, and the plans are for the GPU";
+    } else if (model.config->slo_ms <= 0) {
       why = "it has no slo_ms";
     } else if (!profiles_.Find(model.name)) {
       why = absl::StrCat("there is no profile for it in ", options_.profiles_dir);

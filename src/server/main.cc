@@ -372,6 +372,22 @@ int Run(int argc, char** argv) {
       manager_options.latency_summary_quantiles.push_back({q.quantile, q.error});
     }
   }
+  if (on_gpu) {
+    // Instance groups that ask for KIND_CPU, or name a GPU other than 0, get an executor of
+    // their own, started with the first such instance (instance_placement.h).
+    manager_options.gpu_count = (*partitions)->gpu_count();
+    manager_options.add_executor = [&pool, &config, launch = pool_options.launch,
+                                    cores](const std::string& device) -> tessera::StatusOr<int> {
+      tessera::server::ExecutorLaunchOptions added = launch;
+      added.device = device;
+      added.extra_env.clear();  // a gpulet's partition settings are not this executor's
+      added.extra_args.clear();
+      if (device == "cpu") {
+        added.threads = config.threads_per_executor > 0 ? config.threads_per_executor : cores;
+      }
+      return (*pool)->AddExecutor(added);
+    };
+  }
   tessera::server::ModelManager manager(manager_options, pool->get());
   const std::vector<std::string> failed = manager.LoadAtStartup(load_models);
   if (config.exit_on_error && !failed.empty()) {

@@ -34,6 +34,8 @@ std::string LoadFilesRoot(const ModelManagerOptions& options) {
 ModelManager::ModelManager(ModelManagerOptions options, ExecutorPool* pool)
     : options_(std::move(options)),
       pool_(pool),
+      placer_(
+          {pool->size(), pool->base_launch().device, options_.gpu_count, options_.add_executor}),
       override_folders_(std::make_unique<LoadOverrideFolders>(LoadFilesRoot(options_))) {}
 
 ModelManager::~ModelManager() { UnloadAll(); }
@@ -145,26 +147,31 @@ StatusOr<std::shared_ptr<ModelManager::LoadedVersion>> ModelManager::LoadVersion
   }
   std::shared_ptr<LoadedVersion> loaded = NewLoadedVersion(config, version);
 
-  int count = 0;
-  for (const auto& group : config.instance_groups) count += group.count;
-  count = std::max(count, 1);
   // Multi-granularity workers: one instance per size, all on one executor, so they share the
   // weights (the engine loads a model file once per process) and run on their own threads.
   const bool sized = !config.worker_batch_sizes.empty();
-  if (sized) count = static_cast<int>(config.worker_batch_sizes.size());
-  const int worker_slot = static_cast<int>(next_slot_ % static_cast<uint32_t>(pool_->size()));
-  if (sized) ++next_slot_;
+  StatusOr<std::vector<int>> slots = placer_.Place(config);
+  if (!slots.ok()) {
+    return absl::Status(slots.status().code(),
+                        absl::StrCat("failed to load model '", config.name, "' version ",
+                                     version.version, ": ", slots.status().message()));
+  }
+  const int worker_slot = slots->front();
 
   std::vector<std::unique_ptr<dispatch::BatchRunner>> runners;
   Status status;
-  for (int i = 0; i < count && status.ok(); ++i) {
-    const int slot = sized ? worker_slot
-                           : static_cast<int>(next_slot_++ % static_cast<uint32_t>(pool_->size()));
+  for (size_t i = 0; i < slots->size() && status.ok(); ++i) {
+    const int slot = (*slots)[i];
     ipc::LoadModel load = BuildLoadModel(
         config, version.version, version.model_path,
         absl::StrCat(config.name, "/", version.version, "#", next_instance_id_++));
     status = pool_->LoadInstance(slot, load);
     if (status.ok()) {
+      if (const std::string device = placer_.DeviceOf(slot);
+          device != pool_->base_launch().device) {
+        spdlog::info("model '{}' version {}: instance {} runs on executor {} ({})", config.name,
+                     version.version, load.instance_key(), slot, device);
+      }
       loaded->instances.push_back({slot, load.instance_key()});
       runners.push_back(std::make_unique<ExecutorBatchRunner>(pool_, slot, load.instance_key(),
                                                               loaded->config));

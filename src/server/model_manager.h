@@ -18,6 +18,7 @@
 #include "absl/base/thread_annotations.h"
 #include "ensemble_runner.h"
 #include "executor_pool.h"
+#include "instance_placement.h"
 #include "load_override_folders.h"
 #include "tessera/common/server_config.h"
 #include "tessera/dispatch/sequence_batcher.h"
@@ -45,6 +46,11 @@ struct ModelManagerOptions {
   // Each model version's stats also keep latency summaries of these quantiles (the metrics
   // endpoint's nv_inference_*_summary_us); empty: none.
   std::vector<dispatch::SummaryQuantile> latency_summary_quantiles;
+  // GPUs the server sees, and how to start an executor on another device, for instance groups
+  // that ask for KIND_CPU or name `gpus` on a GPU server (instance_placement.h). The pool's
+  // device and size come from the pool.
+  int gpu_count = 0;
+  std::function<StatusOr<int>(const std::string& device)> add_executor;
 };
 
 // A model as the control loop sees it: its newest ready version, the queue serving it, and the
@@ -176,7 +182,7 @@ class ModelManager final : public frontend::ServerCore {
   std::function<void()> health_listener_ ABSL_GUARDED_BY(health_mu_);
   std::atomic<uint64_t> next_instance_id_{1};
   std::atomic<uint64_t> next_load_id_{1};
-  std::atomic<uint32_t> next_slot_{0};  // round-robin placement; wraps harmlessly
+  InstancePlacer placer_;
 
   std::mutex lifecycle_mu_;  // serializes load/unload/poll
   repository::RepositorySnapshot last_scan_ ABSL_GUARDED_BY(lifecycle_mu_);

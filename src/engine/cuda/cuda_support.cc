@@ -125,8 +125,10 @@ Status PlanNodes(const Graph& graph, const NodePlacement& placement, const Devic
 
 Status RefuseStringTensors(const Graph& graph) {
   if (std::optional<std::string> name = FindStringTensor(graph)) {
-    return absl::UnimplementedError(absl::StrCat("the model has BYTES (string) tensor '", *name,
-                                                 "'; string tensors run on the CPU backend only"));
+    return absl::UnimplementedError(
+        absl::StrCat("the model has BYTES (string) tensor '", *name,
+                     "'; string tensors run on the CPU backend only (instance_group kind: KIND_CPU "
+                     "puts the model there)"));
   }
   return absl::OkStatus();
 }

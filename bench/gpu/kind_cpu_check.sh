@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Instance placement on a GPU server (instance_placement.h): the bundled mlp keeps its KIND_AUTO
+# instance (GPU 0, the CUDA backend) and small_cnn gets `instance_group: [{kind: KIND_CPU}]`,
+# which must start a CPU executor beside the GPU ones and run small_cnn there. tessera-bench
+# drives both at concurrency 8; the script then reads the server log for the executors' devices
+# and the placement line, and /metrics for each model's executions.
+#
+#   On the build machine:  scripts/gpu_check_engine.sh bundle build
+#   On the GPU machine:    run(carry=["build/gpu-bundle.tar.xz"], command="bench/gpu/kind_cpu_check.sh build")
+#
+# TESSERA_KIND_CPU_DEVICES=cpu runs it on a CPU server, where every instance shares the CPU
+# executors and no executor is added. Output under $OUT/tessera-kind-cpu (or /tmp/...). Exit
+# status 0 when the bench saw no error, both models ran, and (on a GPU server) small_cnn's
+# instance ran on an executor started on cpu.
+set -uo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+# shellcheck source=scripts/gpu_env.sh
+source "$REPO/scripts/gpu_env.sh"
+tessera_gpu_build "$REPO" "${1:-}" tessera-server
+LOGS="${TESSERA_GPU_LOG_DIR:-${OUT:-/tmp}/tessera-kind-cpu}"
+DEVICES="${TESSERA_KIND_CPU_DEVICES:-gpu}"
+mkdir -p "$LOGS"
+
+REPOSITORY="$LOGS/repository"
+rm -rf "$REPOSITORY"
+mkdir -p "$REPOSITORY"
+cp -r "$REPO/configs/models/mlp" "$REPO/configs/models/small_cnn" "$REPOSITORY/"
+sed -i 's/kind: KIND_AUTO/kind: KIND_CPU/' "$REPOSITORY/small_cnn/config.yaml"
+grep -q "kind: KIND_CPU" "$REPOSITORY/small_cnn/config.yaml" || { echo "no KIND_CPU set"; exit 1; }
+printf 'executors:\n  devices: %s\n' "$DEVICES" >"$LOGS/server.yaml"
+
+TESSERA_REPO="$REPO" tessera_gpu_libpath "$BUILD/gpu-bundle"
+py_ld="$ORIG_LD_LIBRARY_PATH"
+grpc=$(tessera_free_port)
+metrics=$(tessera_free_port)
+"$BIN/tessera-server" --config "$LOGS/server.yaml" --model-repository "$REPOSITORY" \
+  --grpc-port "$grpc" --metrics-port "$metrics" --http-port -1 --model-control-mode none \
+  >"$LOGS/server.log" 2>&1 &
+server=$!
+ready=0
+for _ in $(seq 1 90); do
+  kill -0 "$server" 2>/dev/null || break
+  if "$BIN/tessera-bench" -u "127.0.0.1:$grpc" -m mlp -m small_cnn --concurrency-range 1 \
+       --warmup-s 0 --duration-s 0.05 --progress off --fail-on-error >/dev/null 2>&1; then
+    ready=1
+    break
+  fi
+  sleep 1
+done
+status=1
+if [[ $ready -eq 1 ]]; then
+  "$BIN/tessera-bench" -u "127.0.0.1:$grpc" -m mlp -m small_cnn --concurrency-range 8 \
+    --warmup-s 1 --duration-s 4 --progress off --fail-on-error 2>&1 | tee "$LOGS/bench.txt"
+  bench_rc=${PIPESTATUS[0]}
+  env LD_LIBRARY_PATH="$py_ld" python3 - "$metrics" "$bench_rc" "$DEVICES" "$LOGS/server.log" <<'PY' | tee "$LOGS/check.txt"
+import re, sys, urllib.request
+port, bench_rc, devices, log_path = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics").read().decode()
+log = open(log_path).read()
+ok = bench_rc == 0
+for model in ("mlp", "small_cnn"):
+    execs = sum(float(v) for m, v in re.findall(r'nv_inference_exec_count\{([^}]*)\} ([0-9.e+-]+)', text)
+                if f'model="{model}"' in m)
+    print(f"{model}: {execs:.0f} batches")
+    ok &= execs > 0
+started = re.findall(r"executor (\d+) \(pid \d+\) started on (\S+)", log)
+print("executors:", started)
+placed = re.findall(r"model 'small_cnn' version \d+: instance \S+ runs on executor (\d+) \((\S+)\)", log)
+print("small_cnn placed:", placed)
+if devices == "cpu":
+    ok &= bool(started) and not placed and all(device == "cpu" for _, device in started)
+else:
+    # One small_cnn instance, on an executor that started on the CPU.
+    ok &= len(placed) == 1 and placed[0][1] == "cpu" and (placed[0][0], "cpu") in started
+    ok &= any(device.startswith("cuda:") for _, device in started)
+print("KIND_CPU check:", "ok" if ok else "FAILED")
+sys.exit(0 if ok else 1)
+PY
+  status=$?
+else
+  echo "the server did not get ready; last log lines:"
+  tail -20 "$LOGS/server.log"
+fi
+kill -TERM "$server" 2>/dev/null
+wait "$server" 2>/dev/null
+grep -hE "started on|runs on executor| [EW] \[" "$LOGS/server.log" | head -20
+exit $status
