@@ -559,5 +559,36 @@ TEST(SliceConvTest, PartsCoverEveryOutputRowOnceAndReadWhatTheirTapsReach) {
   }
 }
 
+TEST(SliceConvTest, ChannelPartsAreBlocksOf16CoveringEveryOutputChannelOnce) {
+  // Weights outnumber outputs (1024 * 3 * 3 reads per output against 2 * 4 * 4 pixels) and
+  // take 1 MiB or more.
+  const ConvGeometry late{2, 8, 8, 4, 4, 3, 3, 2, 2};
+  for (int64_t channels : {32, 48, 100, 512}) {
+    for (int threads : {2, 3, 4}) {
+      const std::vector<ChannelSlice> parts = SliceConvChannels(late, 1024, channels, threads);
+      if (channels < threads * 16) {
+        EXPECT_TRUE(parts.empty()) << channels << " channels, " << threads << " threads";
+        continue;
+      }
+      ASSERT_EQ(parts.size(), static_cast<size_t>(threads)) << channels << " channels";
+      int64_t next = 0;
+      for (size_t i = 0; i < parts.size(); ++i) {
+        EXPECT_EQ(parts[i].begin, next);
+        EXPECT_GT(parts[i].count, 0);
+        if (i + 1 < parts.size()) EXPECT_EQ(parts[i].count % 16, 0) << channels;
+        next += parts[i].count;
+      }
+      EXPECT_EQ(next, channels) << channels << " channels, " << threads << " threads";
+    }
+  }
+  // Image or row parts: one thread, outputs at least as many as the weights (an early layer), or
+  // weights under 1 MiB (16 * 3 * 3 * 512 floats).
+  EXPECT_TRUE(SliceConvChannels(late, 1024, 512, 1).empty());
+  const ConvGeometry early{2, 56, 56, 56, 56, 3, 3};
+  EXPECT_TRUE(SliceConvChannels(early, 64, 512, 2).empty());
+  EXPECT_FALSE(SliceConvChannels(late, 64, 512, 2).empty());
+  EXPECT_TRUE(SliceConvChannels(late, 16, 512, 2).empty());
+}
+
 }  // namespace
 }  // namespace tessera::engine::cpu

@@ -192,8 +192,9 @@ std::string DecoderCnn() {
 // Conv geometries the pool cuts into rows (conv_slices.h) in every way a cut can go wrong: a
 // 5x5 stride-2 kernel with uneven pads, a dilated one, a grouped one whose bottom pad exceeds
 // what its last rows read, pointwise ones cut by pixels, one with a fused residual sum and
-// activation, and a strided pointwise one (cut by rows); then Transposes and reductions of their
-// outputs.
+// activation, and a strided pointwise one (cut by rows); strided ones whose weights outnumber
+// their outputs (cut by output channels, 48 of them: parts of 16 and 32, or three of 16), one
+// with a bias and one with a residual sum and activation; then Transposes and reductions.
 std::string ConvGeometriesCnn() {
   GraphBuilder b;
   b.Input("input", {-1, 3, 20, 20});
@@ -203,6 +204,10 @@ std::string ConvGeometriesCnn() {
   b.Weight("w_grouped", {8, 4, 3, 3}, 0.2f);
   b.Weight("w_point", {8, 8, 1, 1}, 0.3f);
   b.Weight("w_wide", {16, 8, 1, 1}, 0.3f);
+  b.Weight("w_expand", {128, 8, 1, 1}, 0.3f);
+  b.Weight("w_heavy", {48, 128, 7, 7}, 0.02f);  // 1.15 MiB
+  b.Weight("b_heavy", {48}, 0.2f);
+  b.Weight("w_heavy_sum", {48, 128, 7, 7}, 0.02f);
   auto* k5 = b.Node("Conv", {"input", "w_k5", "b_k5"}, {"k5"});
   GraphBuilder::Ints(k5, "strides", {2, 2});
   GraphBuilder::Ints(k5, "pads", {2, 1, 1, 2});
@@ -218,6 +223,15 @@ std::string ConvGeometriesCnn() {
   auto* strided = b.Node("Conv", {"residual_relu", "w_wide"}, {"strided_point"});
   GraphBuilder::Ints(strided, "strides", {2, 2});
   b.Node("Conv", {"residual_relu", "w_wide"}, {"wide_point"});
+  b.Node("Conv", {"residual_relu", "w_expand"}, {"expanded"});
+  auto* heavy = b.Node("Conv", {"expanded", "w_heavy", "b_heavy"}, {"heavy"});
+  GraphBuilder::Ints(heavy, "strides", {4, 4});
+  GraphBuilder::Ints(heavy, "pads", {3, 3, 3, 3});
+  auto* heavy_sum = b.Node("Conv", {"expanded", "w_heavy_sum"}, {"heavy_sum_conv"});
+  GraphBuilder::Ints(heavy_sum, "strides", {4, 4});
+  GraphBuilder::Ints(heavy_sum, "pads", {3, 3, 3, 3});
+  b.Node("Add", {"heavy_sum_conv", "heavy"}, {"heavy_sum"});  // fused: a residual sum
+  b.Node("Relu", {"heavy_sum"}, {"heavy_relu"});
   // Transposes of channels-last Conv outputs: NHWC (their bytes as they are) and two others.
   GraphBuilder::Ints(b.Node("Transpose", {"wide_point"}, {"nhwc"}), "perm", {0, 2, 3, 1});
   GraphBuilder::Ints(b.Node("Transpose", {"wide_point"}, {"nwch"}), "perm", {0, 3, 1, 2});
@@ -237,7 +251,8 @@ std::string ConvGeometriesCnn() {
   auto* lse = b.Node("ReduceLogSumExp", {"grouped"}, {"image_lse"});
   GraphBuilder::Ints(lse, "axes", {1, 2, 3});
   for (const char* out :
-       {"grouped", "residual_relu", "strided_point", "wide_point", "nhwc", "nwch", "hcwn",
+       {"grouped", "residual_relu", "strided_point", "wide_point", "heavy", "heavy_relu", "nhwc",
+        "nwch", "hcwn",
         "spatial_mean", "flat_mean", "channel_sum", "row_max", "image_lse"}) {
     b.Output(out);
   }

@@ -1,6 +1,7 @@
 #include "engine/cpu/conv_slices.h"
 
 #include <algorithm>
+#include <cstring>
 
 namespace tessera::engine::cpu {
 namespace {
@@ -67,6 +68,42 @@ std::vector<ConvSlice> SliceConv(const ConvGeometry& g, int threads) {
     }
   }
   return slices;
+}
+
+std::vector<ChannelSlice> SliceConvChannels(const ConvGeometry& g, int64_t in_channels,
+                                            int64_t out_channels, int threads) {
+  constexpr int64_t kBlock = 16;
+  // Below 1 MiB of weights the parts' duplicated reads come from the shared cache and cost less
+  // than copying each part's output into place: mobilenetv2 at batch 1 (14 such pointwise Convs,
+  // 0.09-1.56 MiB) took 2.35 ms cut by channels against 2.14 ms by pixels on 2 threads.
+  constexpr int64_t kMinWeights = 256 * 1024;
+  const int64_t reads_per_output = in_channels * g.kernel_h * g.kernel_w;
+  if (threads < 2 || reads_per_output <= g.batch * g.oh * g.ow ||
+      reads_per_output * out_channels < kMinWeights || out_channels < threads * kBlock) {
+    return {};
+  }
+  const int64_t blocks = (out_channels + kBlock - 1) / kBlock;
+  std::vector<ChannelSlice> slices;
+  for (int t = 0; t < threads; ++t) {
+    const int64_t begin = std::min(out_channels, blocks * t / threads * kBlock);
+    const int64_t end = std::min(out_channels, blocks * (t + 1) / threads * kBlock);
+    if (end > begin) slices.push_back({begin, end - begin});
+  }
+  return slices;
+}
+
+void ScatterChannels(const float* part, int64_t pixels, int64_t count, float* whole,
+                     int64_t channels, int64_t begin) {
+  for (int64_t p = 0; p < pixels; ++p) {
+    std::memcpy(whole + p * channels + begin, part + p * count, count * sizeof(float));
+  }
+}
+
+void GatherChannels(const float* whole, int64_t pixels, int64_t channels, int64_t begin,
+                    int64_t count, float* part) {
+  for (int64_t p = 0; p < pixels; ++p) {
+    std::memcpy(part + p * count, whole + p * channels + begin, count * sizeof(float));
+  }
 }
 
 }  // namespace tessera::engine::cpu

@@ -11,6 +11,11 @@
 // its reference convolution): whole images, or a run of output rows of one image together with
 // the input rows they read. A 1x1 stride-1 unpadded convolution is cut by pixels: its image is
 // viewed as [H*W, 1], so the parts differ by at most one pixel.
+//
+// A convolution whose weights outnumber its outputs (the late, narrow layers of a CNN) is cut by
+// output channels instead: each part reads all of the input but only its own share of the
+// weights, where image or row parts would each read all of them. Each part writes a dense
+// temporary that is then copied to its channels of the output.
 #pragma once
 
 #include <cstdint>
@@ -41,5 +46,25 @@ struct ConvSlice {
 // divides evenly, else each image cut into `threads` runs of rows (the pool balances the parts).
 // A single part covering everything when `threads` < 2 or the output has too few rows to cut.
 std::vector<ConvSlice> SliceConv(const ConvGeometry& g, int threads);
+
+// Output channels [begin, begin + count) of a channel part.
+struct ChannelSlice {
+  int64_t begin = 0, count = 0;
+};
+
+// The channel parts for `threads` threads of an ungrouped convolution with `in_channels` inputs
+// and `out_channels` outputs: parts of a multiple of 16 channels (oneDNN's AVX-512 block; the
+// last takes the rest), when its weights (out * in * kernel) outnumber its outputs (out * batch *
+// pixels), are at least 1 MiB, and there are channels for every thread. Empty otherwise: cut
+// with SliceConv.
+std::vector<ChannelSlice> SliceConvChannels(const ConvGeometry& g, int64_t in_channels,
+                                            int64_t out_channels, int threads);
+
+// Copies between a part's dense [pixels, count] values and its channels [begin, begin + count)
+// of a [pixels, channels] tensor.
+void ScatterChannels(const float* part, int64_t pixels, int64_t count, float* whole,
+                     int64_t channels, int64_t begin);
+void GatherChannels(const float* whole, int64_t pixels, int64_t channels, int64_t begin,
+                    int64_t count, float* part);
 
 }  // namespace tessera::engine::cpu

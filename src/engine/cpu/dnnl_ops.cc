@@ -36,91 +36,6 @@
 
 namespace tessera::engine::cpu {
 
-dnnl::engine& CpuEngine() {
-  static auto* engine = new dnnl::engine(dnnl::engine::kind::cpu, 0);
-  return *engine;
-}
-
-dnnl::stream& ThreadStream() {
-  thread_local dnnl::stream stream(CpuEngine());
-  return stream;
-}
-
-dnnl::primitive_attr WithUserScratchpad(dnnl::primitive_attr attr) {
-  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  return attr;
-}
-
-memory ThreadScratchpad(const memory::desc& desc) {
-  struct Buffer {
-    std::unique_ptr<std::byte, decltype(&std::free)> data{nullptr, &std::free};
-    size_t size = 0;
-  };
-  thread_local Buffer buffer;
-  const size_t need = desc.get_size();
-  if (need > buffer.size) {
-    constexpr size_t kAlignment = 64;  // oneDNN's own allocation alignment
-    const size_t rounded = (need + kAlignment - 1) / kAlignment * kAlignment;
-    buffer.data.reset(static_cast<std::byte*>(std::aligned_alloc(kAlignment, rounded)));
-    if (buffer.data == nullptr) throw std::bad_alloc();
-    buffer.size = rounded;
-  }
-  return memory(desc, CpuEngine(), buffer.data.get());
-}
-
-std::string RunParts(const OpContext& ctx, size_t parts, int threads,
-                     const std::function<void(size_t)>& part) {
-  std::mutex error_mu;
-  std::string error;
-  auto run = [&](int64_t i) {
-    try {
-      omp_set_num_threads(parts > 1 ? 1 : threads);
-      part(static_cast<size_t>(i));
-    } catch (const std::exception& e) {  // oneDNN's errors, or a scratchpad's bad_alloc
-      std::lock_guard<std::mutex> lock(error_mu);
-      error = e.what();
-    }
-  };
-  if (parts > 1) {
-    ctx.pool->ParallelFor(static_cast<int64_t>(parts), run);
-  } else {
-    run(0);
-  }
-  return error;
-}
-
-int SetThreads(const OpContext& ctx) {
-  const int threads = ctx.pool != nullptr ? ctx.pool->usable_threads() : 1;
-  omp_set_num_threads(threads);
-  return threads;
-}
-
-memory::dims Dims(std::initializer_list<int64_t> dims) {
-  return memory::dims(dims.begin(), dims.end());
-}
-
-namespace {
-
-Inputs RowMajorInputs(const Inputs& inputs, std::vector<Value>* storage) {
-  storage->clear();
-  storage->reserve(inputs.size());
-  Inputs out = inputs;
-  for (const Value*& v : out) {
-    if (v == nullptr || !v->channels_last()) continue;
-    storage->push_back(ToRowMajor(*v));
-    v = &storage->back();
-  }
-  return out;
-}
-
-}  // namespace
-
-Status RunReference(KernelFn kernel, const OpContext& ctx, const Node& node, const Inputs& inputs,
-                    std::vector<Value>* outputs) {
-  std::vector<Value> storage;
-  return kernel(ctx, node, RowMajorInputs(inputs, &storage), outputs);
-}
-
 namespace {
 
 // A node's primitives, one per input-shape key, built on first use. Past kMaxEntries shapes
@@ -158,6 +73,9 @@ struct ConvPart {
   dnnl::convolution_forward primitive;
   memory weights;  // reordered constant weights (shared across shapes); empty for a runtime W
   int64_t src_offset = 0, dst_offset = 0, dst_count = 0;  // in floats
+  // A channel part (SliceConvChannels) writes output channels [channel_begin, + channel_count)
+  // to a dense temporary; 0 for image and row parts, which write the output itself.
+  int64_t channel_begin = 0, channel_count = 0;
 };
 
 // A Conv's primitives for one input shape and thread count: one part run on an OpenMP team of
@@ -180,15 +98,16 @@ class ConvState final : public KernelState {
 
   // The constant weights reordered to `desc`, made on first request. Primitives for different
   // batch sizes usually want the same layout: they share one copy instead of one per shape.
-  memory ReorderedWeights(const memory::desc& desc, memory user) {
+  // `first_channel` tells apart channel parts (SliceConvChannels) of equal size.
+  memory ReorderedWeights(const memory::desc& desc, memory user, int64_t first_channel = 0) {
     std::lock_guard<std::mutex> lock(weights_mu_);
-    for (const auto& [d, m] : reordered_) {
-      if (d == desc) return m;
+    for (const auto& [key, m] : reordered_) {
+      if (key.first == desc && key.second == first_channel) return m;
     }
     memory out(desc, CpuEngine());
     dnnl::reorder(user, out).execute(ThreadStream(), user, out);
     ThreadStream().wait();
-    reordered_.emplace_back(desc, out);
+    reordered_.emplace_back(std::make_pair(desc, first_channel), out);
     return out;
   }
 
@@ -197,13 +116,16 @@ class ConvState final : public KernelState {
 
  private:
   std::mutex weights_mu_;
-  std::vector<std::pair<memory::desc, memory>> reordered_ ABSL_GUARDED_BY(weights_mu_);
+  std::vector<std::pair<std::pair<memory::desc, int64_t>, memory>> reordered_
+      ABSL_GUARDED_BY(weights_mu_);
 };
 
-// W as the model stores it: `dims` (oneDNN's order) laid out as `tag`.
-memory UserWeights(const memory::dims& dims, Tag tag, const Value& wt) {
+// W as the model stores it: `dims` (oneDNN's order) laid out as `tag`; from output channel
+// `first_channel` on for a channel part.
+memory UserWeights(const memory::dims& dims, Tag tag, const Value& wt, int64_t first_channel = 0) {
+  const int64_t per_channel = wt.num_elements() / wt.dim(0);
   return memory(memory::desc(dims, memory::data_type::f32, tag), CpuEngine(),
-                const_cast<float*>(wt.data<float>()));
+                const_cast<float*>(wt.data<float>()) + first_channel * per_channel);
 }
 
 // A Conv's or ConvTranspose's primitive cache key: X's shape, the OpenMP team size (a primitive
@@ -227,11 +149,11 @@ memory PrimitiveWeights(const memory& cached, const memory::desc& desc, bool con
   return weights;
 }
 
-// The bias argument: B, or zeros (primitives are made with a bias descriptor, so that one serves
-// a node with and without B).
-memory BiasArgument(const memory::desc& desc, const Value* bias, int64_t count) {
+// The bias argument: B from `first` on, or zeros (primitives are made with a bias descriptor, so
+// that one serves a node with and without B).
+memory BiasArgument(const memory::desc& desc, const Value* bias, int64_t count, int64_t first = 0) {
   if (bias != nullptr) {
-    return memory(desc, CpuEngine(), const_cast<float*>(bias->data<float>()));
+    return memory(desc, CpuEngine(), const_cast<float*>(bias->data<float>()) + first);
   }
   thread_local std::vector<float> zeros;
   if (zeros.size() < static_cast<size_t>(count)) zeros.assign(count, 0.0f);
@@ -380,11 +302,41 @@ Status RunDnnlConv(const OpContext& ctx, const Node& node, const Inputs& inputs,
                         win.pad_bottom,
                         win.pad_left,
                         win.pad_right};
+  // Channel parts need the weights reordered per part once: only for a constant W.
+  const std::vector<ChannelSlice> channel_slices =
+      groups == 1 && cache_weights ? SliceConvChannels(geometry, cin, cout, threads)
+                                   : std::vector<ChannelSlice>{};
   auto build = [&]() -> StatusOr<std::shared_ptr<const ConvEntry>> {
+    auto entry = std::make_shared<ConvEntry>();
+    if (!channel_slices.empty()) {
+      omp_set_num_threads(1);  // a primitive splits its work for the team there is when made
+      for (const ChannelSlice& c : channel_slices) {
+        memory::desc src_md(Dims({batch, cin, h, w}), memory::data_type::f32, Tag::nhwc);
+        memory::desc weights_md(Dims({c.count, cin, kh, kw}), memory::data_type::f32, Tag::any);
+        memory::desc bias_md(Dims({c.count}), memory::data_type::f32, Tag::x);
+        memory::desc dst_md(Dims({batch, c.count, oh, ow}), memory::data_type::f32, Tag::nhwc);
+        dnnl::convolution_forward::desc desc(
+            dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src_md,
+            weights_md, bias_md, dst_md, Dims({win.stride_h, win.stride_w}),
+            Dims({win.dilation_h - 1, win.dilation_w - 1}), Dims({win.pad_top, win.pad_left}),
+            Dims({win.pad_bottom, win.pad_right}));
+        ConvPart part;
+        part.pd = dnnl::convolution_forward::primitive_desc(
+            desc, WithUserScratchpad(PostOpsAttr(node, residual != nullptr)), CpuEngine());
+        part.primitive = dnnl::convolution_forward(part.pd);
+        part.weights = state->ReorderedWeights(
+            part.pd.weights_desc(), UserWeights(Dims({c.count, cin, kh, kw}), Tag::oihw, wt, c.begin),
+            c.begin);
+        part.dst_count = batch * oh * ow * c.count;
+        part.channel_begin = c.begin;
+        part.channel_count = c.count;
+        entry->parts.push_back(std::move(part));
+      }
+      return std::shared_ptr<const ConvEntry>(std::move(entry));
+    }
     const std::vector<ConvSlice> slices = SliceConv(geometry, threads);
     // A primitive splits its work for the OpenMP team there is when it is made.
     omp_set_num_threads(slices.size() > 1 ? 1 : threads);
-    auto entry = std::make_shared<ConvEntry>();
     for (const ConvSlice& slice : slices) {
       memory::desc src_md(Dims({slice.images, cin, slice.in_rows, slice.w}), memory::data_type::f32,
                           Tag::nhwc);
@@ -426,21 +378,33 @@ Status RunDnnlConv(const OpContext& ctx, const Node& node, const Inputs& inputs,
     const std::string error = RunParts(ctx, entry->parts.size(), threads, [&](size_t i) {
       const ConvPart& part = entry->parts[i];
       dnnl::stream& stream = ThreadStream();
-      float* dst = y.mutable_data<float>() + part.dst_offset;
+      const bool channel_part = part.channel_count > 0;
+      const int64_t pixels = batch * oh * ow;
+      float* dst = channel_part ? ThreadPartBuffer(part.dst_count)
+                                : y.mutable_data<float>() + part.dst_offset;
       std::unordered_map<int, memory> args = {
           {DNNL_ARG_SRC, memory(part.pd.src_desc(), CpuEngine(),
                                 const_cast<float*>(x.data<float>()) + part.src_offset)},
           {DNNL_ARG_WEIGHTS, PrimitiveWeights(part.weights, part.pd.weights_desc(), cache_weights,
                                               weight_dims, weight_tag, wt, stream)},
-          {DNNL_ARG_BIAS, BiasArgument(part.pd.bias_desc(), bias, cout)},
+          {DNNL_ARG_BIAS, BiasArgument(part.pd.bias_desc(), bias,
+                                       channel_part ? part.channel_count : cout,
+                                       part.channel_begin)},
           {DNNL_ARG_DST, memory(part.pd.dst_desc(), CpuEngine(), dst)},
           {DNNL_ARG_SCRATCHPAD, ThreadScratchpad(part.pd.scratchpad_desc())}};
-      if (residual != nullptr) {
+      if (residual != nullptr && channel_part) {
+        GatherChannels(residual_nhwc.data<float>(), pixels, cout, part.channel_begin,
+                       part.channel_count, dst);
+      } else if (residual != nullptr) {
         std::memcpy(dst, residual_nhwc.data<float>() + part.dst_offset,
                     static_cast<size_t>(part.dst_count) * sizeof(float));
       }
       part.primitive.execute(stream, args);
       stream.wait();
+      if (channel_part) {
+        ScatterChannels(dst, pixels, part.channel_count, y.mutable_data<float>(), cout,
+                        part.channel_begin);
+      }
     });
     if (!error.empty()) {
       return absl::InternalError(absl::StrCat("oneDNN convolution failed: ", error));

@@ -29,6 +29,9 @@ dnnl::stream& ThreadStream();
 dnnl::primitive_attr WithUserScratchpad(dnnl::primitive_attr attr);
 // The calling thread's scratchpad for a primitive whose scratchpad is `desc`, grown as needed.
 memory ThreadScratchpad(const memory::desc& desc);
+// The calling thread's buffer of at least `floats` floats, 64-byte aligned, for a part's dense
+// output before it is copied into place (a Conv's channel parts); grown as needed.
+float* ThreadPartBuffer(int64_t floats);
 
 // Runs part(i) for each of `parts` parts of a node's work: across the pool, each part on one
 // OpenMP thread, when there are several (conv_slices.h says why), else on the calling thread with

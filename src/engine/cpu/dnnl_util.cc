@@ -1,0 +1,117 @@
+// The helpers every oneDNN kernel file shares (dnnl_util.h).
+#include "engine/cpu/dnnl_util.h"
+
+#include <omp.h>
+
+#include <cstdlib>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <string>
+#include <vector>
+
+namespace tessera::engine::cpu {
+
+dnnl::engine& CpuEngine() {
+  static auto* engine = new dnnl::engine(dnnl::engine::kind::cpu, 0);
+  return *engine;
+}
+
+dnnl::stream& ThreadStream() {
+  thread_local dnnl::stream stream(CpuEngine());
+  return stream;
+}
+
+dnnl::primitive_attr WithUserScratchpad(dnnl::primitive_attr attr) {
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return attr;
+}
+
+namespace {
+
+// A 64-byte aligned buffer (oneDNN's own allocation alignment) that only grows.
+class GrowingBuffer {
+ public:
+  std::byte* Get(size_t need) {
+    if (need > size_) {
+      constexpr size_t kAlignment = 64;
+      const size_t rounded = (need + kAlignment - 1) / kAlignment * kAlignment;
+      data_.reset(static_cast<std::byte*>(std::aligned_alloc(kAlignment, rounded)));
+      if (data_ == nullptr) throw std::bad_alloc();
+      size_ = rounded;
+    }
+    return data_.get();
+  }
+
+ private:
+  std::unique_ptr<std::byte, decltype(&std::free)> data_{nullptr, &std::free};
+  size_t size_ = 0;
+};
+
+}  // namespace
+
+memory ThreadScratchpad(const memory::desc& desc) {
+  thread_local GrowingBuffer buffer;
+  return memory(desc, CpuEngine(), buffer.Get(desc.get_size()));
+}
+
+float* ThreadPartBuffer(int64_t floats) {
+  thread_local GrowingBuffer buffer;
+  return reinterpret_cast<float*>(buffer.Get(static_cast<size_t>(floats) * sizeof(float)));
+}
+
+std::string RunParts(const OpContext& ctx, size_t parts, int threads,
+                     const std::function<void(size_t)>& part) {
+  std::mutex error_mu;
+  std::string error;
+  auto run = [&](int64_t i) {
+    try {
+      omp_set_num_threads(parts > 1 ? 1 : threads);
+      part(static_cast<size_t>(i));
+    } catch (const std::exception& e) {  // oneDNN's errors, or a scratchpad's bad_alloc
+      std::lock_guard<std::mutex> lock(error_mu);
+      error = e.what();
+    }
+  };
+  if (parts > 1) {
+    ctx.pool->ParallelFor(static_cast<int64_t>(parts), run);
+  } else {
+    run(0);
+  }
+  return error;
+}
+
+int SetThreads(const OpContext& ctx) {
+  const int threads = ctx.pool != nullptr ? ctx.pool->usable_threads() : 1;
+  omp_set_num_threads(threads);
+  return threads;
+}
+
+memory::dims Dims(std::initializer_list<int64_t> dims) {
+  return memory::dims(dims.begin(), dims.end());
+}
+
+namespace {
+
+Inputs RowMajorInputs(const Inputs& inputs, std::vector<Value>* storage) {
+  storage->clear();
+  storage->reserve(inputs.size());
+  Inputs out = inputs;
+  for (const Value*& v : out) {
+    if (v == nullptr || !v->channels_last()) continue;
+    storage->push_back(ToRowMajor(*v));
+    v = &storage->back();
+  }
+  return out;
+}
+
+}  // namespace
+
+Status RunReference(KernelFn kernel, const OpContext& ctx, const Node& node, const Inputs& inputs,
+                    std::vector<Value>* outputs) {
+  std::vector<Value> storage;
+  return kernel(ctx, node, RowMajorInputs(inputs, &storage), outputs);
+}
+
+}  // namespace tessera::engine::cpu
