@@ -252,8 +252,7 @@ std::string ConvGeometriesCnn() {
   GraphBuilder::Ints(lse, "axes", {1, 2, 3});
   for (const char* out :
        {"grouped", "residual_relu", "strided_point", "wide_point", "heavy", "heavy_relu", "nhwc",
-        "nwch", "hcwn",
-        "spatial_mean", "flat_mean", "channel_sum", "row_max", "image_lse"}) {
+        "nwch", "hcwn", "spatial_mean", "flat_mean", "channel_sum", "row_max", "image_lse"}) {
     b.Output(out);
   }
   return b.Write("onednn_conv_geometries.onnx");

@@ -73,15 +73,20 @@ std::vector<ConvSlice> SliceConv(const ConvGeometry& g, int threads) {
 std::vector<ChannelSlice> SliceConvChannels(const ConvGeometry& g, int64_t in_channels,
                                             int64_t out_channels, int threads) {
   constexpr int64_t kBlock = 16;
+  if (threads < 2 || out_channels < threads * kBlock) return {};
+  // Floats moved with T threads: image or row parts each read all weights W and their share of
+  // the input X and output Y (T*W + X + Y); channel parts each read all of X, their share of W,
+  // and write their Y share twice, to the temporary and into place (W + T*X + 3*Y). Channels
+  // win when W > X + 2*Y / (T - 1).
+  const int64_t weights = out_channels * in_channels * g.kernel_h * g.kernel_w;
+  const int64_t input = g.batch * g.h * g.w * in_channels;
+  const int64_t output = g.batch * g.oh * g.ow * out_channels;
   // Below 1 MiB of weights the parts' duplicated reads come from the shared cache and cost less
-  // than copying each part's output into place: mobilenetv2 at batch 1 (14 such pointwise Convs,
-  // 0.09-1.56 MiB) took 2.35 ms cut by channels against 2.14 ms by pixels on 2 threads.
+  // than copying each part's output into place: mobilenetv2 at batch 1 took 2.35 ms against
+  // 2.14 ms on 2 threads with its 14 pointwise Convs whose weights (0.09-1.56 MiB) outnumber
+  // their outputs cut by channels rather than pixels.
   constexpr int64_t kMinWeights = 256 * 1024;
-  const int64_t reads_per_output = in_channels * g.kernel_h * g.kernel_w;
-  if (threads < 2 || reads_per_output <= g.batch * g.oh * g.ow ||
-      reads_per_output * out_channels < kMinWeights || out_channels < threads * kBlock) {
-    return {};
-  }
+  if (weights < kMinWeights || weights <= input + 2 * output / (threads - 1)) return {};
   const int64_t blocks = (out_channels + kBlock - 1) / kBlock;
   std::vector<ChannelSlice> slices;
   for (int t = 0; t < threads; ++t) {

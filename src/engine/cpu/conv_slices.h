@@ -12,7 +12,7 @@
 // the input rows they read. A 1x1 stride-1 unpadded convolution is cut by pixels: its image is
 // viewed as [H*W, 1], so the parts differ by at most one pixel.
 //
-// A convolution whose weights outnumber its outputs (the late, narrow layers of a CNN) is cut by
+// A convolution whose weights outnumber its activations (the late layers of a CNN) is cut by
 // output channels instead: each part reads all of the input but only its own share of the
 // weights, where image or row parts would each read all of them. Each part writes a dense
 // temporary that is then copied to its channels of the output.
@@ -54,9 +54,9 @@ struct ChannelSlice {
 
 // The channel parts for `threads` threads of an ungrouped convolution with `in_channels` inputs
 // and `out_channels` outputs: parts of a multiple of 16 channels (oneDNN's AVX-512 block; the
-// last takes the rest), when its weights (out * in * kernel) outnumber its outputs (out * batch *
-// pixels), are at least 1 MiB, and there are channels for every thread. Empty otherwise: cut
-// with SliceConv.
+// last takes the rest), when that moves fewer floats than image or row parts (its weights
+// outnumber its input and twice its output, roughly), the weights take 1 MiB or more, and there
+// are channels for every thread. Empty otherwise: cut with SliceConv.
 std::vector<ChannelSlice> SliceConvChannels(const ConvGeometry& g, int64_t in_channels,
                                             int64_t out_channels, int threads);
 

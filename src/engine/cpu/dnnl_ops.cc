@@ -325,8 +325,8 @@ Status RunDnnlConv(const OpContext& ctx, const Node& node, const Inputs& inputs,
             desc, WithUserScratchpad(PostOpsAttr(node, residual != nullptr)), CpuEngine());
         part.primitive = dnnl::convolution_forward(part.pd);
         part.weights = state->ReorderedWeights(
-            part.pd.weights_desc(), UserWeights(Dims({c.count, cin, kh, kw}), Tag::oihw, wt, c.begin),
-            c.begin);
+            part.pd.weights_desc(),
+            UserWeights(Dims({c.count, cin, kh, kw}), Tag::oihw, wt, c.begin), c.begin);
         part.dst_count = batch * oh * ow * c.count;
         part.channel_begin = c.begin;
         part.channel_count = c.count;
@@ -387,9 +387,9 @@ Status RunDnnlConv(const OpContext& ctx, const Node& node, const Inputs& inputs,
                                 const_cast<float*>(x.data<float>()) + part.src_offset)},
           {DNNL_ARG_WEIGHTS, PrimitiveWeights(part.weights, part.pd.weights_desc(), cache_weights,
                                               weight_dims, weight_tag, wt, stream)},
-          {DNNL_ARG_BIAS, BiasArgument(part.pd.bias_desc(), bias,
-                                       channel_part ? part.channel_count : cout,
-                                       part.channel_begin)},
+          {DNNL_ARG_BIAS,
+           BiasArgument(part.pd.bias_desc(), bias, channel_part ? part.channel_count : cout,
+                        part.channel_begin)},
           {DNNL_ARG_DST, memory(part.pd.dst_desc(), CpuEngine(), dst)},
           {DNNL_ARG_SCRATCHPAD, ThreadScratchpad(part.pd.scratchpad_desc())}};
       if (residual != nullptr && channel_part) {
