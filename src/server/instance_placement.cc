@@ -1,5 +1,6 @@
 #include "instance_placement.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -12,9 +13,12 @@ std::vector<std::string> InstancePlacer::GroupDevices(
     const repository::InstanceGroupConfig& group) const {
   if (!on_gpu() || !options_.add_executor) return {""};
   if (group.kind == repository::InstanceKind::kCpu) return {"cpu"};
-  if (group.gpus.empty()) return {""};
+  std::vector<int> gpus = group.gpus;
+  if (gpus.empty()) {  // every GPU, as Triton places KIND_GPU and KIND_AUTO groups
+    for (int gpu = 0; gpu < std::max(options_.gpu_count, 1); ++gpu) gpus.push_back(gpu);
+  }
   std::vector<std::string> devices;
-  for (int gpu : group.gpus) {
+  for (int gpu : gpus) {
     const std::string device = absl::StrCat("cuda:", gpu);
     devices.push_back(device == options_.base_device ? "" : device);
   }
@@ -48,27 +52,24 @@ StatusOr<std::vector<int>> InstancePlacer::Place(const repository::ModelConfig& 
       }
     }
   }
+  // No instance_group: one instance on each GPU (or on the CPU), Triton's default.
+  const std::vector<repository::InstanceGroupConfig> groups =
+      config.instance_groups.empty() ? std::vector<repository::InstanceGroupConfig>(1)
+                                     : config.instance_groups;
   std::lock_guard lock(mu_);
   std::vector<int> slots;
   if (!config.worker_batch_sizes.empty()) {
-    const std::vector<std::string> devices = config.instance_groups.empty()
-                                                 ? std::vector<std::string>{""}
-                                                 : GroupDevices(config.instance_groups.front());
-    TESSERA_ASSIGN_OR_RETURN(int slot, NextSlot(devices.front()));
+    TESSERA_ASSIGN_OR_RETURN(int slot, NextSlot(GroupDevices(groups.front()).front()));
     slots.assign(config.worker_batch_sizes.size(), slot);
     return slots;
   }
-  for (const repository::InstanceGroupConfig& group : config.instance_groups) {
+  for (const repository::InstanceGroupConfig& group : groups) {
     for (const std::string& device : GroupDevices(group)) {
       for (int i = 0; i < group.count; ++i) {
         TESSERA_ASSIGN_OR_RETURN(int slot, NextSlot(device));
         slots.push_back(slot);
       }
     }
-  }
-  if (slots.empty()) {  // no instance_group: one instance, as Triton's default
-    TESSERA_ASSIGN_OR_RETURN(int slot, NextSlot(""));
-    slots.push_back(slot);
   }
   return slots;
 }

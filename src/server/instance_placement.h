@@ -1,14 +1,14 @@
 // Which executor each instance of a model runs on, from its config's instance_group.
 //
 // The pool's executors (slots 0..base_slots-1) all run on the server's device: the CPU, or GPU 0
-// on a GPU server. On a GPU server an instance group may ask for another place, as in Triton:
+// on a GPU server. On a GPU server instance groups are placed as in Triton:
 //   - `kind: KIND_CPU`: the group's instances run on a CPU executor (the CPU engine), started on
 //     first need and shared by every KIND_CPU instance after it;
-//   - `gpus: [...]`: `count` instances on each listed GPU; GPU 0 is the pool's executors, GPU k
-//     an executor on `cuda:k` started on first need. An id the server has no GPU for is an error.
-// Groups without either take the pool's executors, round robin across models. On a CPU server
-// every instance takes the pool's executors, whatever its kind: a Triton config written for a
-// GPU still serves on a machine without one.
+//   - other groups: `count` instances on each GPU of `gpus`, or on every GPU when it is empty;
+//     GPU 0 is the pool's executors (round robin across models), GPU k an executor on `cuda:k`
+//     started on first need. An id the server has no GPU for is an error.
+// On a CPU server every instance takes the pool's executors, whatever its kind: a Triton config
+// written for a GPU still serves on a machine without one.
 //
 // Thread-safety: Place is thread-safe (models load in parallel).
 #pragma once
@@ -38,8 +38,9 @@ class InstancePlacer {
  public:
   explicit InstancePlacer(InstancePlacementOptions options);
 
-  // One slot per instance, in group order. With `worker_batch_sizes` one slot for all the
-  // workers (they share one executor's weights), the place the first group asks for.
+  // One slot per instance, in group order (no group: one default KIND_AUTO group of 1). With
+  // `worker_batch_sizes` one slot for all the workers (they share one executor's weights), the
+  // first place the first group asks for.
   // INVALID_ARGUMENT names a group whose `gpus` lists a GPU the server does not have;
   // UNAVAILABLE says why an executor could not be started.
   StatusOr<std::vector<int>> Place(const repository::ModelConfig& config);

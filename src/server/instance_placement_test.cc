@@ -95,6 +95,18 @@ TEST(InstancePlacerTest, GpusPutCountInstancesOnEachListedGpu) {
   EXPECT_EQ(placer.DeviceOf(1), "cuda:2");
 }
 
+TEST(InstancePlacerTest, WithoutGpusAGroupHasCountInstancesOnEveryGpu) {
+  AddedExecutorsForTest added;
+  InstancePlacer placer(added.Options(1, "cuda:0", 2));
+  auto slots = placer.Place(WithGroups({Group(InstanceKind::kAuto, 2)}));
+  ASSERT_TRUE(slots.ok()) << slots.status();
+  EXPECT_EQ(*slots, (std::vector<int>{0, 0, 1, 1}));
+  EXPECT_EQ(added.devices, std::vector<std::string>{"cuda:1"});
+  slots = placer.Place(WithGroups({}));  // no instance_group: one instance on each GPU
+  ASSERT_TRUE(slots.ok()) << slots.status();
+  EXPECT_EQ(*slots, (std::vector<int>{0, 1}));
+}
+
 TEST(InstancePlacerTest, AGpuTheServerDoesNotHaveIsRefusedBeforeAnythingStarts) {
   AddedExecutorsForTest added;
   InstancePlacer placer(added.Options(1, "cuda:0", 2));
