@@ -1,9 +1,6 @@
 #include "grpc_endpoint.h"
 
 #include <grpcpp/grpcpp.h>
-#include <grpcpp/security/server_credentials.h>
-#include <grpcpp/security/tls_certificate_provider.h>
-#include <grpcpp/security/tls_credentials_options.h>
 
 #include <algorithm>
 #include <chrono>
@@ -17,6 +14,7 @@
 #include "background_calls.h"
 #include "client_shm.h"
 #include "config_proto.h"
+#include "grpc_transport.h"
 #include "inference/grpc_service.grpc.pb.h"
 #include "load_parameters.h"
 #include "malformed_request.h"
@@ -25,7 +23,6 @@
 #include "spdlog/spdlog.h"
 #include "statistics_proto.h"
 #include "tessera/common/utf8.h"
-#include "tls_files.h"
 
 namespace tessera::frontend {
 namespace {
@@ -630,25 +627,6 @@ class GrpcEndpointImpl final : public GrpcEndpoint {
   bool stopped_serving_ = false;  // guarded by health_mu_
 };
 
-// Plaintext, or TLS from grpc.tls. gRPC's file watcher reads the files again every reload_secs, so
-// a renewed certificate (cert-manager, a mounted Secret) is served without a restart; a renewal
-// caught half-written keeps the previous pair until the next read finds both files consistent.
-StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(const TlsFiles& tls) {
-  if (!tls.enabled()) return grpc::InsecureServerCredentials();
-  TESSERA_RETURN_IF_ERROR(ReadTlsFiles(tls, "grpc.tls").status());
-  auto provider = std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
-      tls.key, tls.cert, tls.client_ca, static_cast<unsigned>(tls.reload_secs));
-  grpc::experimental::TlsServerCredentialsOptions options(provider);
-  options.watch_identity_key_cert_pairs();
-  if (tls.client_ca.empty()) {
-    options.set_cert_request_type(GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
-  } else {
-    options.watch_root_certs();
-    options.set_cert_request_type(GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
-  }
-  return grpc::experimental::TlsServerCredentials(options);
-}
-
 }  // namespace
 
 StatusOr<std::unique_ptr<GrpcEndpoint>> GrpcEndpoint::Start(const FrontendOptions& options,
@@ -656,7 +634,7 @@ StatusOr<std::unique_ptr<GrpcEndpoint>> GrpcEndpoint::Start(const FrontendOption
                                                             InferSubmitter* submitter,
                                                             InflateBudget* inflate_budget) {
   TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
-                           Credentials(options.grpc_tls));
+                           GrpcCredentials(options.grpc_tls));
   auto service = std::make_unique<InferenceService>(core, options, submitter, inflate_budget);
   // grpc.health.v1.Health (Kubernetes' gRPC probes, grpc_health_probe), as Triton serves it:
   // SERVING while ServerCore::HealthReady (Frontend::RefreshHealth), NOT_SERVING from the
@@ -666,34 +644,7 @@ StatusOr<std::unique_ptr<GrpcEndpoint>> GrpcEndpoint::Start(const FrontendOption
   int selected_port = 0;
   const std::string address = absl::StrCat(options.grpc_address, ":", options.grpc_port);
   builder.AddListeningPort(address, credentials, &selected_port);
-  // The default 4 MiB receive limit rejects ordinary image batches (serving-systems.md §2.4).
-  const int max_bytes = static_cast<int>(std::min<int64_t>(options.max_message_bytes, INT32_MAX));
-  builder.SetMaxReceiveMessageSize(max_bytes);
-  builder.SetMaxSendMessageSize(max_bytes);
-  // Every method inflates compressed requests itself, bounded (ParseRequestBytes); gRPC's own
-  // inflation is unbounded.
-  builder.AddChannelArgument(GRPC_ARG_ENABLE_PER_MESSAGE_DECOMPRESSION, 0);
-  // gRPC turns SO_REUSEPORT on by default; Triton (and so its users) expect a second server on
-  // the port to fail.
-  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, options.grpc_reuse_port ? 1 : 0);
-  const ServerConfig::GrpcKeepalive& keepalive = options.grpc_keepalive;
-  for (const auto& [name, value] : {
-           std::pair{GRPC_ARG_KEEPALIVE_TIME_MS, keepalive.time_ms},
-           {GRPC_ARG_KEEPALIVE_TIMEOUT_MS, keepalive.timeout_ms},
-           {GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, keepalive.permit_without_calls},
-           {GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, keepalive.http2_max_pings_without_data},
-           {GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
-            keepalive.http2_min_recv_ping_interval_without_data_ms},
-           {GRPC_ARG_HTTP2_MAX_PING_STRIKES, keepalive.http2_max_ping_strikes},
-       }) {
-    if (value >= 0) builder.AddChannelArgument(name, static_cast<int>(value));
-  }
-  const std::string& compression = options.grpc_response_compression;
-  if (compression != "none") {
-    builder.SetDefaultCompressionLevel(compression == "low"      ? GRPC_COMPRESS_LEVEL_LOW
-                                       : compression == "medium" ? GRPC_COMPRESS_LEVEL_MED
-                                                                 : GRPC_COMPRESS_LEVEL_HIGH);
-  }
+  ApplyGrpcTransportOptions(options, &builder);
   builder.RegisterService(service.get());
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
   interceptors.push_back(MakeUnknownMethodInterceptorFactory());
