@@ -306,27 +306,37 @@ Status RunDnnlConv(const OpContext& ctx, const Node& node, const Inputs& inputs,
   const std::vector<ChannelSlice> channel_slices =
       groups == 1 && cache_weights ? SliceConvChannels(geometry, cin, cout, threads)
                                    : std::vector<ChannelSlice>{};
+  // A part's primitive: `images` images of in_rows x in_w input pixels (with pad_top and
+  // pad_bottom rows of padding) to out_rows x out_w pixels of `channels` output channels, with W
+  // of `part_weight_dims`. The caller sets the weights and offsets.
+  auto make_part = [&](int64_t images, int64_t in_rows, int64_t in_w, int64_t out_rows,
+                       int64_t out_w, int64_t channels, int64_t pad_top, int64_t pad_bottom,
+                       const memory::dims& part_weight_dims) {
+    memory::desc src_md(Dims({images, cin, in_rows, in_w}), memory::data_type::f32, Tag::nhwc);
+    memory::desc weights_md(part_weight_dims, memory::data_type::f32, Tag::any);
+    memory::desc bias_md(Dims({channels}), memory::data_type::f32, Tag::x);
+    memory::desc dst_md(Dims({images, channels, out_rows, out_w}), memory::data_type::f32,
+                        Tag::nhwc);
+    dnnl::convolution_forward::desc desc(
+        dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src_md, weights_md,
+        bias_md, dst_md, Dims({win.stride_h, win.stride_w}),
+        Dims({win.dilation_h - 1, win.dilation_w - 1}), Dims({pad_top, win.pad_left}),
+        Dims({pad_bottom, win.pad_right}));
+    ConvPart part;
+    part.pd = dnnl::convolution_forward::primitive_desc(
+        desc, WithUserScratchpad(PostOpsAttr(node, residual != nullptr)), CpuEngine());
+    part.primitive = dnnl::convolution_forward(part.pd);
+    return part;
+  };
   auto build = [&]() -> StatusOr<std::shared_ptr<const ConvEntry>> {
     auto entry = std::make_shared<ConvEntry>();
     if (!channel_slices.empty()) {
       omp_set_num_threads(1);  // a primitive splits its work for the team there is when made
       for (const ChannelSlice& c : channel_slices) {
-        memory::desc src_md(Dims({batch, cin, h, w}), memory::data_type::f32, Tag::nhwc);
-        memory::desc weights_md(Dims({c.count, cin, kh, kw}), memory::data_type::f32, Tag::any);
-        memory::desc bias_md(Dims({c.count}), memory::data_type::f32, Tag::x);
-        memory::desc dst_md(Dims({batch, c.count, oh, ow}), memory::data_type::f32, Tag::nhwc);
-        dnnl::convolution_forward::desc desc(
-            dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src_md,
-            weights_md, bias_md, dst_md, Dims({win.stride_h, win.stride_w}),
-            Dims({win.dilation_h - 1, win.dilation_w - 1}), Dims({win.pad_top, win.pad_left}),
-            Dims({win.pad_bottom, win.pad_right}));
-        ConvPart part;
-        part.pd = dnnl::convolution_forward::primitive_desc(
-            desc, WithUserScratchpad(PostOpsAttr(node, residual != nullptr)), CpuEngine());
-        part.primitive = dnnl::convolution_forward(part.pd);
-        part.weights = state->ReorderedWeights(
-            part.pd.weights_desc(),
-            UserWeights(Dims({c.count, cin, kh, kw}), Tag::oihw, wt, c.begin), c.begin);
+        const memory::dims dims = Dims({c.count, cin, kh, kw});
+        ConvPart part = make_part(batch, h, w, oh, ow, c.count, win.pad_top, win.pad_bottom, dims);
+        part.weights = state->ReorderedWeights(part.pd.weights_desc(),
+                                               UserWeights(dims, Tag::oihw, wt, c.begin), c.begin);
         part.dst_count = batch * oh * ow * c.count;
         part.channel_begin = c.begin;
         part.channel_count = c.count;
@@ -338,21 +348,8 @@ Status RunDnnlConv(const OpContext& ctx, const Node& node, const Inputs& inputs,
     // A primitive splits its work for the OpenMP team there is when it is made.
     omp_set_num_threads(slices.size() > 1 ? 1 : threads);
     for (const ConvSlice& slice : slices) {
-      memory::desc src_md(Dims({slice.images, cin, slice.in_rows, slice.w}), memory::data_type::f32,
-                          Tag::nhwc);
-      memory::desc weights_md(weight_dims, memory::data_type::f32, Tag::any);
-      memory::desc bias_md(Dims({cout}), memory::data_type::f32, Tag::x);
-      memory::desc dst_md(Dims({slice.images, cout, slice.out_rows, slice.ow}),
-                          memory::data_type::f32, Tag::nhwc);
-      dnnl::convolution_forward::desc desc(
-          dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src_md,
-          weights_md, bias_md, dst_md, Dims({win.stride_h, win.stride_w}),
-          Dims({win.dilation_h - 1, win.dilation_w - 1}), Dims({slice.pad_top, win.pad_left}),
-          Dims({slice.pad_bottom, win.pad_right}));
-      ConvPart part;
-      part.pd = dnnl::convolution_forward::primitive_desc(
-          desc, WithUserScratchpad(PostOpsAttr(node, residual != nullptr)), CpuEngine());
-      part.primitive = dnnl::convolution_forward(part.pd);
+      ConvPart part = make_part(slice.images, slice.in_rows, slice.w, slice.out_rows, slice.ow,
+                                cout, slice.pad_top, slice.pad_bottom, weight_dims);
       if (cache_weights) {
         part.weights = state->ReorderedWeights(part.pd.weights_desc(),
                                                UserWeights(weight_dims, weight_tag, wt));
