@@ -55,3 +55,25 @@ tessera_gpu_libpath() {
   done
   export LD_LIBRARY_PATH="$libpath${ORIG_LD_LIBRARY_PATH:+:$ORIG_LD_LIBRARY_PATH}"
 }
+
+# Starts $BIN/tessera-server with config $1 on repository $2, logging to $3/server.log, on free
+# gRPC and metrics ports, and waits (up to 90 s) until tessera-bench gets answers from mlp and
+# small_cnn. Sets `server` (its pid), `grpc`, `metrics`, and `ready` (1 when it answered).
+tessera_start_server() {
+  grpc=$(tessera_free_port)
+  metrics=$(tessera_free_port)
+  "$BIN/tessera-server" --config "$1" --model-repository "$2" \
+    --grpc-port "$grpc" --metrics-port "$metrics" --http-port -1 --model-control-mode none \
+    >"$3/server.log" 2>&1 &
+  server=$!
+  ready=0
+  for _ in $(seq 1 90); do
+    kill -0 "$server" 2>/dev/null || break
+    if "$BIN/tessera-bench" -u "127.0.0.1:$grpc" -m mlp -m small_cnn --concurrency-range 1 \
+         --warmup-s 0 --duration-s 0.05 --progress off --fail-on-error >/dev/null 2>&1; then
+      ready=1
+      break
+    fi
+    sleep 1
+  done
+}

@@ -32,22 +32,7 @@ printf 'executors:\n  devices: %s\n' "$DEVICES" >"$LOGS/server.yaml"
 
 TESSERA_REPO="$REPO" tessera_gpu_libpath "$BUILD/gpu-bundle"
 py_ld="$ORIG_LD_LIBRARY_PATH"
-grpc=$(tessera_free_port)
-metrics=$(tessera_free_port)
-"$BIN/tessera-server" --config "$LOGS/server.yaml" --model-repository "$REPOSITORY" \
-  --grpc-port "$grpc" --metrics-port "$metrics" --http-port -1 --model-control-mode none \
-  >"$LOGS/server.log" 2>&1 &
-server=$!
-ready=0
-for _ in $(seq 1 90); do
-  kill -0 "$server" 2>/dev/null || break
-  if "$BIN/tessera-bench" -u "127.0.0.1:$grpc" -m mlp -m small_cnn --concurrency-range 1 \
-       --warmup-s 0 --duration-s 0.05 --progress off --fail-on-error >/dev/null 2>&1; then
-    ready=1
-    break
-  fi
-  sleep 1
-done
+tessera_start_server "$LOGS/server.yaml" "$REPOSITORY" "$LOGS"
 status=1
 if [[ $ready -eq 1 ]]; then
   "$BIN/tessera-bench" -u "127.0.0.1:$grpc" -m mlp -m small_cnn --concurrency-range 8 \
