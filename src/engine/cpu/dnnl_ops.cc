@@ -38,33 +38,6 @@ namespace tessera::engine::cpu {
 
 namespace {
 
-// A node's primitives, one per input-shape key, built on first use. Past kMaxEntries shapes
-// (images whose size varies per request, say) new shapes are built per call and not kept, so
-// memory stays bounded; oneDNN's own primitive cache still makes that rebuild cheap.
-template <typename Entry>
-class PrimitiveCache final : public KernelState {
- public:
-  static constexpr size_t kMaxEntries = 64;
-
-  template <typename BuildFn>
-  StatusOr<std::shared_ptr<const Entry>> Get(const std::vector<int64_t>& key, BuildFn build) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      auto it = entries_.find(key);
-      if (it != entries_.end()) return it->second;
-    }
-    // Built outside the lock: two racing first Runs both build, one result is kept.
-    TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<const Entry> entry, build());
-    std::lock_guard<std::mutex> lock(mu_);
-    if (entries_.size() >= kMaxEntries) return entry;
-    return entries_.emplace(key, std::move(entry)).first->second;
-  }
-
- private:
-  std::mutex mu_;
-  std::map<std::vector<int64_t>, std::shared_ptr<const Entry>> entries_ ABSL_GUARDED_BY(mu_);
-};
-
 // ---- Conv ------------------------------------------------------------------------------------
 
 // One part of a Conv (conv_slices.h): a primitive over part of the images or rows.

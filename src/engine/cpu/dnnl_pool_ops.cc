@@ -1,6 +1,9 @@
 // MaxPool, AveragePool and GlobalAveragePool on channels-last activations through oneDNN, cut
 // into parts across the engine's pool like Convs (conv_slices.h).
+#include <omp.h>
+
 #include <algorithm>
+#include <memory>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <string>
 #include <unordered_map>
@@ -14,6 +17,20 @@
 namespace tessera::engine::cpu {
 
 namespace {
+
+// One part of a pool (conv_slices.h) and its primitive.
+struct PoolPart {
+  dnnl::pooling_v2_forward::primitive_desc pd;
+  dnnl::pooling_v2_forward primitive;
+  int64_t src_offset = 0, dst_offset = 0;  // in floats
+};
+
+// A pool's primitives for one input shape and thread count. Kept in the node's state because
+// making a primitive descriptor costs microseconds even when oneDNN's own cache has it: more than
+// the whole pool on LeNet's small maps.
+struct PoolEntry {
+  std::vector<PoolPart> parts;
+};
 
 Status RunDnnlPool(dnnl::algorithm algorithm, KernelFn reference, const OpContext& ctx,
                    const Node& node, const Inputs& inputs, std::vector<Value>* outputs) {
@@ -57,11 +74,12 @@ Status RunDnnlPool(dnnl::algorithm algorithm, KernelFn reference, const OpContex
                               pad_bottom,
                               win.pad_left,
                               pad_right};
-  try {
+  auto build = [&]() -> StatusOr<std::shared_ptr<const PoolEntry>> {
+    auto entry = std::make_shared<PoolEntry>();
     const std::vector<ConvSlice> slices = SliceConv(geometry, threads);
-    Value y = ctx.NewOutput(0, DataType::kFp32, {batch, c, oh, ow});
-    const std::string error = RunParts(ctx, slices.size(), threads, [&](size_t i) {
-      const ConvSlice& slice = slices[i];
+    // A primitive splits its work for the OpenMP team there is when it is made.
+    omp_set_num_threads(slices.size() > 1 ? 1 : threads);
+    for (const ConvSlice& slice : slices) {
       memory::desc src_md(Dims({slice.images, c, slice.in_rows, slice.w}), memory::data_type::f32,
                           Tag::nhwc);
       memory::desc dst_md(Dims({slice.images, c, slice.out_rows, slice.ow}), memory::data_type::f32,
@@ -71,21 +89,35 @@ Status RunDnnlPool(dnnl::algorithm algorithm, KernelFn reference, const OpContex
           Dims({win.stride_h, win.stride_w}), Dims({kernel[0], kernel[1]}),
           Dims({win.dilation_h - 1, win.dilation_w - 1}), Dims({slice.pad_top, win.pad_left}),
           Dims({slice.pad_bottom, pad_right}));
-      // oneDNN's own primitive cache makes the repeated creation cheap.
-      dnnl::pooling_v2_forward::primitive_desc pd(desc, WithUserScratchpad({}), CpuEngine());
-      const int64_t src_offset = (slice.image * slice.h + slice.in_row) * slice.w * c;
-      const int64_t dst_offset = (slice.image * slice.oh + slice.out_row) * slice.ow * c;
-      memory src(pd.src_desc(), CpuEngine(), const_cast<float*>(x.data<float>()) + src_offset);
-      memory dst(pd.dst_desc(), CpuEngine(), y.mutable_data<float>() + dst_offset);
+      PoolPart part;
+      part.pd = dnnl::pooling_v2_forward::primitive_desc(desc, WithUserScratchpad({}), CpuEngine());
+      part.primitive = dnnl::pooling_v2_forward(part.pd);
+      part.src_offset = (slice.image * slice.h + slice.in_row) * slice.w * c;
+      part.dst_offset = (slice.image * slice.oh + slice.out_row) * slice.ow * c;
+      entry->parts.push_back(std::move(part));
+    }
+    return std::shared_ptr<const PoolEntry>(std::move(entry));
+  };
+  try {
+    auto* cache = static_cast<PrimitiveCache<PoolEntry>*>(ctx.state);
+    std::vector<int64_t> key = x.shape();
+    key.push_back(threads);
+    TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<const PoolEntry> entry,
+                             cache != nullptr ? cache->Get(key, build) : build());
+    Value y = ctx.NewOutput(0, DataType::kFp32, {batch, c, oh, ow});
+    const std::string error = RunParts(ctx, entry->parts.size(), threads, [&](size_t i) {
+      const PoolPart& part = entry->parts[i];
       dnnl::stream& stream = ThreadStream();
       std::unordered_map<int, memory> args = {
-          {DNNL_ARG_SRC, src},
-          {DNNL_ARG_DST, dst},
-          {DNNL_ARG_SCRATCHPAD, ThreadScratchpad(pd.scratchpad_desc())}};
-      if (pd.workspace_desc().get_size() != 0) {
-        args[DNNL_ARG_WORKSPACE] = memory(pd.workspace_desc(), CpuEngine());
+          {DNNL_ARG_SRC, memory(part.pd.src_desc(), CpuEngine(),
+                                const_cast<float*>(x.data<float>()) + part.src_offset)},
+          {DNNL_ARG_DST,
+           memory(part.pd.dst_desc(), CpuEngine(), y.mutable_data<float>() + part.dst_offset)},
+          {DNNL_ARG_SCRATCHPAD, ThreadScratchpad(part.pd.scratchpad_desc())}};
+      if (part.pd.workspace_desc().get_size() != 0) {
+        args[DNNL_ARG_WORKSPACE] = memory(part.pd.workspace_desc(), CpuEngine());
       }
-      dnnl::pooling_v2_forward(pd).execute(stream, args);
+      part.primitive.execute(stream, args);
       stream.wait();
     });
     if (!error.empty()) return absl::InternalError(absl::StrCat("oneDNN pooling failed: ", error));
@@ -97,6 +129,10 @@ Status RunDnnlPool(dnnl::algorithm algorithm, KernelFn reference, const OpContex
 }
 
 }  // namespace
+
+std::unique_ptr<KernelState> MakeDnnlPoolState(const Node&, const Graph&) {
+  return std::make_unique<PrimitiveCache<PoolEntry>>();
+}
 
 Status RunDnnlMaxPool(const OpContext& ctx, const Node& node, const Inputs& inputs,
                       std::vector<Value>* outputs) {

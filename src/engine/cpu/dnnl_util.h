@@ -6,10 +6,14 @@
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "engine/cpu/ops.h"
 
 namespace tessera::engine::cpu {
@@ -42,6 +46,33 @@ std::string RunParts(const OpContext& ctx, size_t parts, int threads,
 int SetThreads(const OpContext& ctx);
 
 memory::dims Dims(std::initializer_list<int64_t> dims);
+
+// A node's primitives, one per input-shape key, built on first use. Past kMaxEntries shapes
+// (images whose size varies per request, say) new shapes are built per call and not kept, so
+// memory stays bounded; oneDNN's own primitive cache still makes that rebuild cheap.
+template <typename Entry>
+class PrimitiveCache final : public KernelState {
+ public:
+  static constexpr size_t kMaxEntries = 64;
+
+  template <typename BuildFn>
+  StatusOr<std::shared_ptr<const Entry>> Get(const std::vector<int64_t>& key, BuildFn build) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = entries_.find(key);
+      if (it != entries_.end()) return it->second;
+    }
+    // Built outside the lock: two racing first Runs both build, one result is kept.
+    TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<const Entry> entry, build());
+    std::lock_guard<std::mutex> lock(mu_);
+    if (entries_.size() >= kMaxEntries) return entry;
+    return entries_.emplace(key, std::move(entry)).first->second;
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<std::vector<int64_t>, std::shared_ptr<const Entry>> entries_ ABSL_GUARDED_BY(mu_);
+};
 
 // The own kernel on row-major inputs (for what the oneDNN path does not cover).
 Status RunReference(KernelFn kernel, const OpContext& ctx, const Node& node, const Inputs& inputs,

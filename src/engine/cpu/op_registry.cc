@@ -163,8 +163,8 @@ const std::map<std::string, OpDef>& Registry(bool onednn) {
     (*r)["Conv"] = {RunDnnlConv, CheckConv, LayoutSupport::kAny, MakeDnnlConvState};
     (*r)["ConvTranspose"] = {RunDnnlConvTranspose, CheckConvTranspose, LayoutSupport::kAny,
                              MakeDnnlConvTransposeState};
-    (*r)["MaxPool"] = {RunDnnlMaxPool, CheckPool, LayoutSupport::kAny};
-    (*r)["AveragePool"] = {RunDnnlAveragePool, CheckPool, LayoutSupport::kAny};
+    (*r)["MaxPool"] = {RunDnnlMaxPool, CheckPool, LayoutSupport::kAny, MakeDnnlPoolState};
+    (*r)["AveragePool"] = {RunDnnlAveragePool, CheckPool, LayoutSupport::kAny, MakeDnnlPoolState};
     (*r)["GlobalAveragePool"] = {RunGlobalAveragePoolAnyLayout, nullptr, LayoutSupport::kAny};
 #endif
     return r;

@@ -199,6 +199,7 @@ Status RunDnnlConv(const OpContext&, const Node&, const Inputs&, std::vector<Val
 // what it cannot express (other ranks, an output larger than the natural size).
 std::unique_ptr<KernelState> MakeDnnlConvTransposeState(const Node&, const Graph&);
 Status RunDnnlConvTranspose(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+std::unique_ptr<KernelState> MakeDnnlPoolState(const Node&, const Graph&);
 Status RunDnnlMaxPool(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
 Status RunDnnlAveragePool(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
 Status RunGlobalAveragePoolAnyLayout(const OpContext&, const Node&, const Inputs&,
