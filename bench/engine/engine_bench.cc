@@ -187,8 +187,13 @@ int main(int argc, char** argv) {
     std::printf("# timed Run = host->device input copies + kernels + device->host output copies"
                 " + stream sync\n");
   } else {
-    std::printf("# backend=cpu threads=%d onednn=%s node_tuning=%s\n", threads,
-                no_onednn ? "off" : "on", no_node_tuning ? "off" : "on");
+#ifdef TESSERA_BENCH_TCMALLOC
+    const char* allocator = "tcmalloc";
+#else
+    const char* allocator = "glibc";
+#endif
+    std::printf("# backend=cpu threads=%d onednn=%s node_tuning=%s malloc=%s\n", threads,
+                no_onednn ? "off" : "on", no_node_tuning ? "off" : "on", allocator);
   }
   std::fflush(stdout);
   std::mt19937 rng(1234);
