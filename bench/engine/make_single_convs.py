@@ -1,0 +1,60 @@
+"""Writes one-Conv (+ Relu) ONNX models in the model zoo's layout (OUT/<name>/1/model.onnx), for
+timing single Conv shapes with engine_vs_onnxruntime.py:
+
+    .venv/bin/python bench/engine/make_single_convs.py --out /tmp/convs
+    .venv/bin/python bench/engine/engine_vs_onnxruntime.py --zoo /tmp/convs \
+        --models pw16_48,pw24_72,first --batches 1
+
+A one-node model pays the layout conversions of its graph input and output, which a whole CNN
+pays once, so these measure a Conv shape in the worst setting, not a model.
+"""
+import argparse
+import os
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+# name: (input channels, output channels, input height = width, kernel, stride, group)
+CONVS = {
+    "first": (3, 32, 224, 3, 2, 1),  # MobileNet's and MNASNet's stem
+    "pw16_48": (16, 48, 112, 1, 1, 1),
+    "pw24_72": (24, 72, 56, 1, 1, 1),
+    "pw192_1152": (192, 1152, 7, 1, 1, 1),
+    "dw5_1152": (1152, 1152, 7, 5, 1, 1152),
+}
+
+
+def conv_model(cin, cout, hw, k, stride, group, rng):
+    ho = (hw + 2 * (k // 2) - k) // stride + 1
+    w = numpy_helper.from_array(
+        ((rng.random((cout, cin // group, k, k)) - 0.5) * 0.1).astype(np.float32), "w")
+    b = numpy_helper.from_array(rng.random(cout).astype(np.float32), "b")
+    nodes = [
+        helper.make_node("Conv", ["x", "w", "b"], ["c"], kernel_shape=[k, k],
+                         strides=[stride, stride], pads=[k // 2] * 4, group=group),
+        helper.make_node("Relu", ["c"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes, "single_conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", cin, hw, hw])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", cout, ho, ho])], [w, b])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return model
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args()
+    rng = np.random.default_rng(7)
+    for name, shape in CONVS.items():
+        path = os.path.join(args.out, name, "1", "model.onnx")
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        onnx.save(conv_model(*shape, rng), path)
+        print(path)
+
+
+if __name__ == "__main__":
+    main()
