@@ -3,7 +3,9 @@
 # instance (GPU 0, the CUDA backend) and small_cnn gets `instance_group: [{kind: KIND_CPU}]`,
 # which must start a CPU executor beside the GPU ones and run small_cnn there. tessera-bench
 # drives both at concurrency 8; the script then reads the server log for the executors' devices
-# and the placement line, and /metrics for each model's executions.
+# and the placement line, and /metrics for each model's executions. On a GPU server it also checks
+# the GPU metrics (metrics.gpu, NVML): each GPU's nv_gpu_* gauges and nv_energy_consumption are
+# there, labelled with the UUID nvidia-smi reports, with the memory total nvidia-smi reports.
 #
 #   On the build machine:  scripts/gpu_check_engine.sh bundle build
 #   On the GPU machine:    run(carry=["build/gpu-bundle.tar.xz"], command="bench/gpu/kind_cpu_check.sh build")
@@ -60,6 +62,28 @@ else:
     ok &= len(placed) == 1 and placed[0][1] == "cpu" and (placed[0][0], "cpu") in started
     ok &= any(device.startswith("cuda:") for _, device in started)
 print("KIND_CPU check:", "ok" if ok else "FAILED")
+if devices != "cpu":
+    # metrics.gpu: the gauges of server-config.md, one series per GPU, against nvidia-smi.
+    import subprocess
+    gpu = {}
+    for name, labels, value in re.findall(r'^(nv_gpu_\w+|nv_energy_consumption)\{([^}]*)\} (\S+)', text, re.M):
+        uuid = re.search(r'gpu_uuid="([^"]*)"', labels)
+        gpu.setdefault(uuid.group(1) if uuid else "?", {})[name] = float(value)
+    smi = subprocess.run(["nvidia-smi", "--query-gpu=uuid,memory.total", "--format=csv,noheader,nounits"],
+                         capture_output=True, text=True).stdout.strip().splitlines()
+    print("nvidia-smi:", smi)
+    gpu_ok = bool(gpu) and len(gpu) == len(smi)
+    for line in smi:
+        uuid, total_mib = [x.strip() for x in line.split(",")]
+        series = gpu.get(uuid, {})
+        print(f"{uuid}: {series}")
+        gpu_ok &= all(k in series for k in ("nv_gpu_utilization", "nv_gpu_memory_total_bytes",
+                                             "nv_gpu_memory_used_bytes"))
+        gpu_ok &= 0 <= series.get("nv_gpu_utilization", -1) <= 1
+        gpu_ok &= abs(series.get("nv_gpu_memory_total_bytes", 0) / 2**20 - float(total_mib)) <= 1
+        gpu_ok &= 0 < series.get("nv_gpu_memory_used_bytes", 0) <= series.get("nv_gpu_memory_total_bytes", 0)
+    print("GPU metrics check:", "ok" if gpu_ok else "FAILED")
+    ok &= gpu_ok
 sys.exit(0 if ok else 1)
 PY
   status=$?
