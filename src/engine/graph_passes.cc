@@ -117,8 +117,8 @@ std::string PassSummary::ToString() const {
       nodes_before, " -> ", nodes_after, " nodes: ", constant_folded, " constant-folded, ",
       shape_values_folded, " shape values folded, ", reshapes_rewritten,
       " reshape targets made static, ", dead_removed, " dead removed, ", batchnorms_folded,
-      " BatchNorms folded into Conv, ", activations_fused, " activations fused, ",
-      layernorms_fused, " LayerNorms fused",
+      " BatchNorms folded into Conv, ", activations_fused, " activations fused, ", layernorms_fused,
+      " LayerNorms fused, ", gemm_weights_transposed, " Gemm weights transposed",
       batch_pinned_by.empty() ? "" : absl::StrCat("; batch pinned by ", batch_pinned_by));
 }
 
@@ -247,6 +247,42 @@ int FoldBatchNormIntoConv(Graph* graph) {
   }
   EraseMarked(remove, graph);
   return folded;
+}
+
+int TransposeGemmWeights(Graph* graph) {
+  const std::vector<int> readers = ReaderCounts(*graph);
+  int transposed = 0;
+  for (Node& gemm : graph->nodes) {
+    if (gemm.op_type != "Gemm" || gemm.inputs.size() < 2 ||
+        gemm.attributes.GetInt("transB", 0) == 0) {
+      continue;
+    }
+    const int b = gemm.inputs[1];
+    if (!graph->IsConstant(b) || readers[b] != 1) continue;
+    const Value& w = *graph->constants[b];
+    if (w.dtype() != DataType::kFp32 || w.rank() != 2) continue;
+    const int64_t n = w.dim(0), k = w.dim(1);
+    Value t = Value::Allocate(DataType::kFp32, {k, n});
+    const float* src = w.data<float>();
+    float* dst = t.mutable_data<float>();
+    constexpr int64_t kTile = 32;  // both sides' lines stay in cache within a tile
+    for (int64_t i0 = 0; i0 < n; i0 += kTile) {
+      for (int64_t j0 = 0; j0 < k; j0 += kTile) {
+        for (int64_t i = i0; i < std::min(n, i0 + kTile); ++i) {
+          for (int64_t j = j0; j < std::min(k, j0 + kTile); ++j) dst[j * n + i] = src[i * k + j];
+        }
+      }
+    }
+    const int id = graph->AddValue(graph->value_names[b] + "_transposed");
+    graph->constants[id] = std::move(t);
+    gemm.inputs[1] = id;
+    Attribute untransposed;
+    untransposed.kind = Attribute::Kind::kInt;
+    untransposed.i = 0;
+    gemm.attributes.Set("transB", untransposed);
+    ++transposed;
+  }
+  return transposed;
 }
 
 int FuseConvActivation(Graph* graph) {
@@ -441,6 +477,7 @@ StatusOr<PassSummary> RunGraphPasses(Graph* graph) {
   summary.batchnorms_folded = FoldBatchNormIntoConv(graph);
   summary.activations_fused = FuseConvActivation(graph);
   summary.layernorms_fused = FuseLayerNorm(graph);
+  summary.gemm_weights_transposed = TransposeGemmWeights(graph);
   summary.dead_removed += RemoveDeadNodes(graph);
   InferShapes(graph);
   // A graph output declared as one type and computed as another would fail every run: refused at

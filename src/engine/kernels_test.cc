@@ -120,14 +120,19 @@ TEST(SgemmTest, BlockedMatchesNaiveAcrossTilesAndThreads) {
   }
 }
 
-// oneDNN's sgemm cut into parts across the pool: by C's rows (m >= n) or columns, on matrices
-// with padded leading dimensions, alpha and beta, against a double-precision reference.
-TEST(SgemmTest, OneDnnPartsMatchNaiveForRowAndColumnCuts) {
+// oneDNN's sgemm cut into parts across the pool: by C's rows (m >= n) or columns, or, for one or
+// two rows against a long B, by the inner dim with the parts' products summed; on matrices with
+// padded leading dimensions, alpha and beta, against a double-precision reference.
+TEST(SgemmTest, OneDnnPartsMatchNaiveForRowColumnAndInnerCuts) {
   if (!UsingOneDnn()) GTEST_SKIP() << "built without oneDNN";
   std::mt19937 rng(9);
   std::uniform_real_distribution<float> dist(-1, 1);
-  const int64_t k = 70, pad = 5;
-  for (auto [m, n] : {std::pair<int64_t, int64_t>{37, 533}, {533, 37}, {20, 9}}) {
+  const int64_t pad = 5;
+  for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{37, 533, 70},
+                         {533, 37, 70},
+                         {20, 9, 70},
+                         {1, 533, 300},
+                         {2, 40, 301}}) {
     for (bool ta : {false, true}) {
       for (bool tb : {false, true}) {
         const int64_t lda = (ta ? m : k) + pad, ldb = (tb ? k : n) + pad, ldc = n + pad;

@@ -184,6 +184,27 @@ void DnnlSgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, floa
                ldc);
     return;
   }
+  if (m <= 2 && !trans_b && k >= threads * 64) {
+    // A product of one or two rows (a Linear layer at batch 1) streams B once: each part takes
+    // rows of B, which lie together, and adds its product to the others'. Parts by columns read
+    // B's rows piecewise; 2048 x 1000 weights took 48 instead of 40 us a part on one thread.
+    std::vector<float> partial(static_cast<size_t>((threads - 1) * m * n));
+    pool->ParallelFor(threads, [&](int64_t t) {
+      const int64_t begin = k * t / threads, end = k * (t + 1) / threads;
+      float* out = t == 0 ? c : partial.data() + (t - 1) * m * n;
+      omp_set_num_threads(1);
+      dnnl_sgemm(trans_a ? 'T' : 'N', 'N', m, n, end - begin, alpha,
+                 a + (trans_a ? begin * lda : begin), lda, b + begin * ldb, ldb,
+                 t == 0 ? beta : 0.0f, out, t == 0 ? ldc : n);
+    });
+    for (int t = 1; t < threads; ++t) {
+      const float* part = partial.data() + (t - 1) * m * n;
+      for (int64_t i = 0; i < m; ++i) {
+        for (int64_t j = 0; j < n; ++j) c[i * ldc + j] += part[i * n + j];
+      }
+    }
+    return;
+  }
   // Column parts start at multiples of 16 floats (a cache line) so no two share one of C's lines.
   const int64_t align = by_rows ? 1 : 16;
   pool->ParallelFor(threads, [&](int64_t t) {
