@@ -1,12 +1,13 @@
-"""Writes one-Conv (+ Relu) ONNX models in the model zoo's layout (OUT/<name>/1/model.onnx), for
-timing single Conv shapes with engine_vs_onnxruntime.py:
+"""Writes one-op ONNX models in the model zoo's layout (OUT/<name>/1/model.onnx), for timing
+single op shapes with engine_vs_onnxruntime.py: a Conv (+ Relu) per CONVS entry, and a Linear
+layer as PyTorch exports it (Gemm with transB = 1, W [N, K]) per GEMMS entry.
 
-    .venv/bin/python bench/engine/make_single_convs.py --out /tmp/convs
-    .venv/bin/python bench/engine/engine_vs_onnxruntime.py --zoo /tmp/convs \
-        --models pw16_48,pw24_72,first --batches 1
+    .venv/bin/python bench/engine/make_single_op_models.py --out /tmp/single
+    .venv/bin/python bench/engine/engine_vs_onnxruntime.py --zoo /tmp/single \
+        --models pw16_48,pw24_72,first,fc2048_1000_tb --batches 1,8
 
 A one-node model pays the layout conversions of its graph input and output, which a whole CNN
-pays once, so these measure a Conv shape in the worst setting, not a model.
+pays once, so the Conv models measure a Conv shape in the worst setting, not a model.
 """
 import argparse
 import os
@@ -23,6 +24,25 @@ CONVS = {
     "pw192_1152": (192, 1152, 7, 1, 1, 1),
     "dw5_1152": (1152, 1152, 7, 5, 1, 1152),
 }
+
+# name: (K, N)
+GEMMS = {
+    "fc1280_1000_tb": (1280, 1000),  # MobileNetV2's and MNASNet's classifier
+    "fc2048_1000_tb": (2048, 1000),  # ResNet-50's
+}
+
+
+def gemm_model(k, n, rng):
+    w = numpy_helper.from_array((rng.random((n, k)) - 0.5).astype(np.float32), "w")
+    b = numpy_helper.from_array(rng.random(n).astype(np.float32), "b")
+    graph = helper.make_graph(
+        [helper.make_node("Gemm", ["x", "w", "b"], ["y"], transB=1)], "single_gemm",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", k])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", n])], [w, b])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return model
 
 
 def conv_model(cin, cout, hw, k, stride, group, rng):
@@ -49,10 +69,12 @@ def main():
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     rng = np.random.default_rng(7)
-    for name, shape in CONVS.items():
+    models = {name: conv_model(*shape, rng) for name, shape in CONVS.items()}
+    models.update({name: gemm_model(*shape, rng) for name, shape in GEMMS.items()})
+    for name, model in models.items():
         path = os.path.join(args.out, name, "1", "model.onnx")
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        onnx.save(conv_model(*shape, rng), path)
+        onnx.save(model, path)
         print(path)
 
 
