@@ -30,6 +30,8 @@ GEMMS = {
     "fc1280_1000_tb": (1280, 1000),  # MobileNetV2's and MNASNet's classifier
     "fc2048_1000_tb": (2048, 1000),  # ResNet-50's
 }
+# Written only with --large: VGG-16's first classifier layer, 411 MB of weights.
+LARGE_GEMMS = {"fc25088_4096_tb": (25088, 4096)}
 
 
 def gemm_model(k, n, rng):
@@ -67,10 +69,12 @@ def conv_model(cin, cout, hw, k, stride, group, rng):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True)
+    parser.add_argument("--large", action="store_true", help="also the LARGE_GEMMS models")
     args = parser.parse_args()
     rng = np.random.default_rng(7)
     models = {name: conv_model(*shape, rng) for name, shape in CONVS.items()}
-    models.update({name: gemm_model(*shape, rng) for name, shape in GEMMS.items()})
+    gemms = {**GEMMS, **(LARGE_GEMMS if args.large else {})}
+    models.update({name: gemm_model(*shape, rng) for name, shape in gemms.items()})
     for name, model in models.items():
         path = os.path.join(args.out, name, "1", "model.onnx")
         os.makedirs(os.path.dirname(path), exist_ok=True)
