@@ -463,5 +463,33 @@ TEST(LayoutTest, ConversionsSplitOverAPoolMatchTheSerialOnes) {
   }
 }
 
+TEST(LayoutTest, FewChannelsMatchTheIndexFormula) {
+  // 2..4 channels take their own interleaving path; 130 x 131 pixels is more than one of its
+  // 16384-pixel tasks. Checked against the layouts' index formulas, serial and over a pool.
+  ThreadPool pool(2);
+  for (int64_t c : {2, 3, 4}) {
+    const int64_t n = 2, h = 130, w = 131;
+    Value v = Value::Allocate(DataType::kFp32, {n, c, h, w});
+    for (int64_t i = 0; i < v.num_elements(); ++i) v.mutable_data<float>()[i] = i * 0.25f;
+    for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+      const Value cl = cpu::ToChannelsLast(v, p);
+      ASSERT_TRUE(cl.channels_last());
+      for (int64_t b = 0; b < n; ++b) {
+        for (int64_t ch = 0; ch < c; ++ch) {
+          for (int64_t px = 0; px < h * w; ++px) {
+            ASSERT_EQ(cl.data<float>()[(b * h * w + px) * c + ch],
+                      v.data<float>()[(b * c + ch) * h * w + px])
+                << "c " << c << " image " << b << " channel " << ch << " pixel " << px;
+          }
+        }
+      }
+      const Value back = cpu::ToRowMajor(cl, p);
+      for (int64_t i = 0; i < v.num_elements(); ++i) {
+        ASSERT_EQ(back.data<float>()[i], v.data<float>()[i]) << "c " << c << " element " << i;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tessera::engine

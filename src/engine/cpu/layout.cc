@@ -1,5 +1,6 @@
 // Conversions between row-major (NCHW) and channels-last (NHWC) 4-D values; see value.h Layout.
 #include <algorithm>
+#include <cstdint>
 
 #include "engine/cpu/ops.h"
 
@@ -37,8 +38,63 @@ void TransposeBatched(const T* src, T* dst, int64_t batch, int64_t rows, int64_t
   });
 }
 
+// An image's few planes (C = 2..4 channels: RGB inputs, masks) to pixels, [C][hw] -> [hw][C], or
+// back (`to_planes`), for pixels [begin, end). With C a constant GCC vectorises the interleave
+// with shuffles; the tiled loop above moves one element at a time: 3 x 224 x 224 floats took 44
+// instead of 9 us on one thread.
+template <int C>
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target_clones("arch=x86-64-v3", "default")))
+#endif
+void InterleavePlanes(const uint32_t* __restrict src, uint32_t* __restrict dst, int64_t hw,
+                      int64_t begin, int64_t end, bool to_planes) {
+  if (to_planes) {
+    for (int64_t j = begin; j < end; ++j) {
+      for (int i = 0; i < C; ++i) dst[i * hw + j] = src[j * C + i];
+    }
+  } else {
+    for (int64_t j = begin; j < end; ++j) {
+      for (int i = 0; i < C; ++i) dst[j * C + i] = src[i * hw + j];
+    }
+  }
+}
+
+// TransposeBatched for 4-byte elements when one side has 2..4 rows; false when neither has.
+bool TransposeFewPlanes(const uint32_t* src, uint32_t* dst, int64_t batch, int64_t rows,
+                        int64_t cols, ThreadPool* pool) {
+  const bool to_pixels = rows >= 2 && rows <= 4;
+  if (!to_pixels && !(cols >= 2 && cols <= 4)) return false;
+  const int channels = static_cast<int>(to_pixels ? rows : cols);
+  const int64_t hw = to_pixels ? cols : rows;
+  constexpr int64_t kChunk = 16384;  // pixels per task
+  const int64_t chunks = (hw + kChunk - 1) / kChunk;
+  ParallelFor(pool, batch * chunks, [&](int64_t task) {
+    const int64_t n = task / chunks, begin = (task % chunks) * kChunk;
+    const int64_t end = std::min(hw, begin + kChunk);
+    const uint32_t* s = src + n * rows * cols;
+    uint32_t* d = dst + n * rows * cols;
+    switch (channels) {
+      case 2:
+        InterleavePlanes<2>(s, d, hw, begin, end, !to_pixels);
+        break;
+      case 3:
+        InterleavePlanes<3>(s, d, hw, begin, end, !to_pixels);
+        break;
+      default:
+        InterleavePlanes<4>(s, d, hw, begin, end, !to_pixels);
+        break;
+    }
+  });
+  return true;
+}
+
 void Transpose(const Value& src, Value* dst, int64_t batch, int64_t rows, int64_t cols,
                ThreadPool* pool) {
+  if (ElementSize(src.dtype()) == 4 &&
+      TransposeFewPlanes(src.data<uint32_t>(), dst->mutable_data<uint32_t>(), batch, rows, cols,
+                         pool)) {
+    return;
+  }
   switch (ElementSize(src.dtype())) {
     case 1:
       TransposeBatched(src.data<uint8_t>(), dst->mutable_data<uint8_t>(), batch, rows, cols, pool);
