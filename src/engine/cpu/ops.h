@@ -206,7 +206,9 @@ Status RunGlobalAveragePoolAnyLayout(const OpContext&, const Node&, const Inputs
                                      std::vector<Value>*);
 // oneDNN's row-major sgemm (Sgemm with onednn=true) across `pool` (null: the calling thread
 // alone): C's rows, or its columns when it has more of those, are cut into one part per usable
-// thread, each a single-threaded sgemm, for the reason Convs are (conv_slices.h).
+// thread, each a single-threaded sgemm, for the reason Convs are (conv_slices.h); a product of one
+// or two rows with an untransposed B is cut along the inner dim instead, the parts' products
+// summed.
 void DnnlSgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
                int64_t ldc, ThreadPool* pool);
