@@ -77,3 +77,15 @@ tessera_start_server() {
     sleep 1
   done
 }
+
+# After tessera_start_server: when it never answered, prints the end of $1/server.log. Then stops
+# the server and prints its log lines matching the extended regex $2 (and every E/W line).
+tessera_stop_server() {
+  if [[ $ready -ne 1 ]]; then
+    echo "the server did not get ready; last log lines:"
+    tail -20 "$1/server.log"
+  fi
+  kill -TERM "$server" 2>/dev/null
+  wait "$server" 2>/dev/null
+  grep -hE "$2| [EW] \[" "$1/server.log" | head -20
+}

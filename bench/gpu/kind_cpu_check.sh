@@ -87,11 +87,6 @@ if devices != "cpu":
 sys.exit(0 if ok else 1)
 PY
   status=$?
-else
-  echo "the server did not get ready; last log lines:"
-  tail -20 "$LOGS/server.log"
 fi
-kill -TERM "$server" 2>/dev/null
-wait "$server" 2>/dev/null
-grep -hE "started on|runs on executor| [EW] \[" "$LOGS/server.log" | head -20
+tessera_stop_server "$LOGS" "started on|runs on executor"
 exit $status

@@ -69,11 +69,6 @@ print("workers check:", "ok" if ok else "FAILED")
 sys.exit(0 if ok else 1)
 PY
   status=$?
-else
-  echo "the server did not get ready; last log lines:"
-  tail -20 "$LOGS/server.log"
 fi
-kill -TERM "$server" 2>/dev/null
-wait "$server" 2>/dev/null
-grep -hE "workers [0-9/]+ on executor|warmed up|read from the input mirror| [EW] \[" "$LOGS/server.log" | head -20
+tessera_stop_server "$LOGS" "workers [0-9/]+ on executor|warmed up|read from the input mirror"
 exit $status
