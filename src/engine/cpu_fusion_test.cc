@@ -348,6 +348,78 @@ TEST(ConvResidualFusionTest, AFileConvWithTheEnginesOwnInputsIsInvalid) {
       << model.status();
 }
 
+// x [batch, 4, 5, 5] -> Conv "a" -> Conv "c" -> Conv "b" -> Add(b, a) -> Relu -> y: the residual
+// "a" is last read by the Conv that absorbs the Add, which may then write its output over it.
+// With `read_after`, z = y + a is a second output, so a is read after that Conv; with `leak_b`,
+// b is a graph output, which blocks the fusion.
+std::string SkipBlock(bool read_after, bool leak_b, const std::string& file) {
+  OnnxBuilderForTest b;
+  b.Input("x", {-1, 4, 5, 5});
+  for (const char* w : {"wa", "wc", "wb"}) b.Weight(w, {4, 4, 3, 3}, 0.3f);
+  b.Weight("ba", {4}, 0.3f);
+  OnnxBuilderForTest::Ints(b.Node("Conv", {"x", "wa", "ba"}, {"a"}), "pads", {1, 1, 1, 1});
+  OnnxBuilderForTest::Ints(b.Node("Conv", {"a", "wc"}, {"c"}), "pads", {1, 1, 1, 1});
+  OnnxBuilderForTest::Ints(b.Node("Conv", {"c", "wb"}, {"b"}), "pads", {1, 1, 1, 1});
+  b.Node("Add", {"b", "a"}, {"sum"});
+  b.Node("Relu", {"sum"}, {"y"});
+  b.Output("y");
+  if (read_after) {
+    b.Node("Add", {"y", "a"}, {"z"});
+    b.Output("z");
+  }
+  if (leak_b) b.Output("b");
+  return b.Write(file);
+}
+
+// Buffers the memory plan gives the model's activations at batch 3.
+int PlannedBuffers(const std::string& path, bool onednn) {
+  ModelOptions options;
+  options.onednn = onednn;
+  auto model = LoadOnnxModel(path, options);
+  EXPECT_TRUE(model.ok()) << model.status();
+  if (!model.ok()) return -1;
+  auto info = (*model)->PlanMemory(3);
+  EXPECT_TRUE(info.ok()) << info.status();
+  return info.ok() ? info->num_values : -1;
+}
+
+TEST(ConvResidualFusionTest, TheOutputTakesOverTheResidualsBufferWhenNothingReadsItLater) {
+  const std::string skip = SkipBlock(false, false, "skip_block.onnx");
+  const std::string read_after = SkipBlock(true, false, "skip_block_read_after.onnx");
+  for (bool onednn : {true, false}) {
+    // a, c and y, with y in a's bytes.
+    EXPECT_EQ(PlannedBuffers(skip, onednn), 2) << onednn;
+    // a is still read by z: a, c, y and z each have their own.
+    EXPECT_EQ(PlannedBuffers(read_after, onednn), 4) << onednn;
+    // ResidualBlock's Conv reads the residual as X too: its output must not overwrite it.
+    EXPECT_EQ(PlannedBuffers(ResidualBlock(false, "residual_plan.onnx"), onednn), 2) << onednn;
+  }
+}
+
+TEST(ConvResidualFusionTest, PlannedRunsOverTheResidualComputeWhatTheUnfusedOneDoes) {
+  const std::string skip = SkipBlock(false, false, "skip_block_run.onnx");
+  const RandomX x({3, 4, 5, 5}, 21, 1.0f);
+  const std::vector<float> expected =
+      FirstOutput(SkipBlock(false, true, "skip_block_unfused.onnx"), false, x);
+  for (bool onednn : {true, false}) {
+    ModelOptions options;
+    options.onednn = onednn;
+    auto model = LoadOnnxModel(skip, options);
+    ASSERT_TRUE(model.ok()) << model.status();
+    // The first Run records the plan; the later ones run on it, the output over the residual.
+    for (int run = 0; run < 3; ++run) {
+      std::vector<Tensor> out;
+      ASSERT_TRUE((*model)->Run({x.view}, &out).ok());
+      ASSERT_EQ(out[0].bytes.size(), expected.size() * sizeof(float));
+      const auto* got = reinterpret_cast<const float*>(out[0].bytes.data());
+      for (size_t i = 0; i < expected.size(); ++i) {
+        ASSERT_NEAR(got[i], expected[i], 1e-5f + 1e-4f * std::fabs(expected[i]))
+            << "onednn " << onednn << " run " << run << " element " << i;
+      }
+    }
+  }
+}
+
 // x [batch, 4, 6, 6] -> Conv (3x3, pad 1) -> `activation` -> y; "Swish" is Sigmoid and Mul (with
 // the Mul's inputs swapped by `swap`). With `leak`, the Conv output is a graph output too, which
 // blocks the fusion: the same computation unfused.

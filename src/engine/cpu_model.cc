@@ -176,6 +176,11 @@ class CpuModel final : public Model {
                  StringArena* strings, NodeParallelism* parallelism = nullptr) const;
   Status CopyOutputs(const std::vector<Value>& slots, std::vector<Tensor>* outputs) const;
   StatusOr<std::shared_ptr<const ActivationPlan>> BuildPlan(const Recording& recording) const;
+  // Gives outputs of nodes whose kernel can write over an input (cpu/ops.h
+  // OpDef::in_place_input) that input's buffer where nothing reads it afterwards: `root` (per
+  // value, the buffer it uses) and `last` (per buffer, its last reading step) are updated.
+  void ShareInPlaceBuffers(const Recording& recording, std::vector<int>* root,
+                           std::vector<int>* last) const;
   std::vector<Shape> InputShapes(const std::vector<Value>& slots) const;
   std::shared_ptr<const ActivationPlan> FindPlan(const std::vector<Shape>& key) const;
   void StorePlan(const std::vector<Shape>& key, std::shared_ptr<const ActivationPlan> plan) const;
@@ -406,17 +411,18 @@ StatusOr<std::shared_ptr<const ActivationPlan>> CpuModel::BuildPlan(
   const size_t values = recording.root.size();
   // Lifetime of each allocated buffer: from its producer to the last reader of any alias of it.
   // Graph outputs live to the end: they are copied out after the last node.
+  std::vector<int> root = recording.root;
   std::vector<int> last(values, -1);
   for (size_t v = 0; v < values; ++v) {
-    const int root = recording.root[v];
-    if (root < 0) continue;
+    if (root[v] < 0) continue;
     const int until = keep_[v] ? num_steps : last_use_[v];
-    last[root] = std::max({last[root], until, recording.def_step[root]});
+    last[root[v]] = std::max({last[root[v]], until, recording.def_step[root[v]]});
   }
+  ShareInPlaceBuffers(recording, &root, &last);
   std::vector<BufferRequest> requests;
   std::vector<int> ids;
   for (size_t v = 0; v < values; ++v) {
-    if (recording.root[v] != static_cast<int>(v) || recording.bytes[v] == 0) continue;
+    if (root[v] != static_cast<int>(v) || recording.bytes[v] == 0) continue;
     requests.push_back(BufferRequest{recording.bytes[v], recording.def_step[v], last[v]});
     ids.push_back(static_cast<int>(v));
   }
@@ -427,6 +433,13 @@ StatusOr<std::shared_ptr<const ActivationPlan>> CpuModel::BuildPlan(
   for (size_t r = 0; r < ids.size(); ++r) {
     plan->offset[ids[r]] = static_cast<int64_t>(arena.offsets[r]);
     plan->bytes[ids[r]] = requests[r].bytes;
+  }
+  // An output that took over an input's buffer is placed there.
+  for (size_t v = 0; v < values; ++v) {
+    if (recording.root[v] == static_cast<int>(v) && root[v] != static_cast<int>(v)) {
+      plan->offset[v] = plan->offset[root[v]];
+      plan->bytes[v] = recording.bytes[v];
+    }
   }
   plan->arena_bytes = arena.arena_bytes;
   plan->naive_bytes = arena.naive_bytes;
@@ -439,6 +452,36 @@ std::vector<Shape> CpuModel::InputShapes(const std::vector<Value>& slots) const 
   std::vector<Shape> shapes;
   for (int id : graph_.input_ids) shapes.push_back(slots[id].shape());
   return shapes;
+}
+
+void CpuModel::ShareInPlaceBuffers(const Recording& recording, std::vector<int>* root,
+                                   std::vector<int>* last) const {
+  for (size_t n = 0; n < graph_.nodes.size(); ++n) {
+    const Node& node = graph_.nodes[n];
+    const int j = ops_[n]->in_place_input;
+    if (j < 0 || static_cast<size_t>(j) >= node.inputs.size() || node.outputs.empty()) continue;
+    const int in = node.inputs[j], out = node.outputs[0];
+    if (in == kNoValue || (*root)[in] < 0 || (*root)[out] != out) continue;
+    const int buffer = (*root)[in];
+    // The input's bytes must be free after this node, of the output's size, and read by no other
+    // input of it (a Conv reading X while its output overwrote X would read its own results).
+    if ((*last)[buffer] != static_cast<int>(n) || recording.bytes[buffer] != recording.bytes[out]) {
+      continue;
+    }
+    bool read_otherwise = false;
+    for (size_t k = 0; k < node.inputs.size(); ++k) {
+      const int other = node.inputs[k];
+      if (k != static_cast<size_t>(j) && other != kNoValue && (*root)[other] == buffer) {
+        read_otherwise = true;
+      }
+    }
+    if (read_otherwise) continue;
+    for (int& r : *root) {
+      if (r == out) r = buffer;
+    }
+    (*last)[buffer] = std::max((*last)[buffer], (*last)[out]);
+    (*last)[out] = -1;
+  }
 }
 
 std::shared_ptr<const ActivationPlan> CpuModel::FindPlan(const std::vector<Shape>& key) const {

@@ -231,23 +231,31 @@ Status RunConv(const OpContext& ctx, const Node& node, const Inputs& inputs,
   TESSERA_ASSIGN_OR_RETURN(int64_t ow, WindowOutputSize(w, kw, win.stride_w, win.dilation_w,
                                                         win.pad_left, win.pad_right, false));
   Shape out_shape = spatial_rank == 2 ? Shape{batch, cout, oh, ow} : Shape{batch, cout, ow};
-  Value y = ctx.NewOutput(0, DataType::kFp32, out_shape);
-  Conv2d(x->data<float>(), batch, cin, h, w, wt->data<float>(),
-         bias != nullptr ? bias->data<float>() : nullptr, cout, groups, win,
-         y.mutable_data<float>(), oh, ow, ctx.pool);
-  // A residual fused in by the graph passes (graph_passes.h FuseConvResidual), before the
+  // A residual fused in by the graph passes (graph_passes.h FuseConvResidual), added before the
   // activation.
+  const Value* residual = nullptr;
   if (node.attributes.Has("tessera_residual")) {
-    const Value* residual = inputs.size() > 3 ? inputs[3] : nullptr;
+    residual = inputs.size() > 3 ? inputs[3] : nullptr;
     if (residual == nullptr || residual->dtype() != DataType::kFp32 ||
         residual->shape() != out_shape) {
       return absl::InvalidArgumentError(
           absl::StrCat("residual ", residual != nullptr ? DescribeValue(*residual) : "missing",
                        " does not match the output ", ShapeToString(out_shape)));
     }
+  }
+  Value y = ctx.NewOutput(0, DataType::kFp32, out_shape);
+  // The output may be planned into the residual's bytes (OpDef::in_place_input): the convolution
+  // then goes to a temporary so that it does not overwrite the residual before adding it.
+  const bool in_place = residual != nullptr && residual->raw() == y.raw();
+  Value conv = in_place ? Value::Allocate(DataType::kFp32, out_shape) : y;
+  Conv2d(x->data<float>(), batch, cin, h, w, wt->data<float>(),
+         bias != nullptr ? bias->data<float>() : nullptr, cout, groups, win,
+         conv.mutable_data<float>(), oh, ow, ctx.pool);
+  if (residual != nullptr) {
     float* data = y.mutable_data<float>();
+    const float* sum = conv.data<float>();
     const float* add = residual->data<float>();
-    for (int64_t i = 0; i < y.num_elements(); ++i) data[i] += add[i];
+    for (int64_t i = 0; i < y.num_elements(); ++i) data[i] = sum[i] + add[i];
   }
   // An activation fused in by the graph passes (graph_passes.h).
   if (const std::string act = node.attributes.GetString("tessera_activation"); !act.empty()) {

@@ -386,7 +386,9 @@ Status RunDnnlConv(const OpContext& ctx, const Node& node, const Inputs& inputs,
       if (residual != nullptr && channel_part) {
         GatherChannels(residual_nhwc.data<float>(), pixels, cout, part.channel_begin,
                        part.channel_count, dst);
-      } else if (residual != nullptr) {
+      } else if (residual != nullptr && residual_nhwc.raw() != y.raw()) {
+        // Not when the output was planned into the residual's bytes (OpDef::in_place_input):
+        // they are already there. On ResNet-50's first stage the copy cost as much as the Conv.
         std::memcpy(dst, residual_nhwc.data<float>() + part.dst_offset,
                     static_cast<size_t>(part.dst_count) * sizeof(float));
       }

@@ -38,7 +38,7 @@ const std::map<std::string, OpDef>& Registry(bool onednn) {
         {"Concat", {RunConcat, nullptr, LayoutSupport::kAny}},
         {"Constant", {RunConstant, CheckConstant}},
         {"ConstantOfShape", {RunConstantOfShape}},
-        {"Conv", {RunConv, CheckConv}},
+        {"Conv", {RunConv, CheckConv, LayoutSupport::kRowMajorOnly, nullptr, false, 3}},
         {"ConvTranspose", {RunConvTranspose, CheckConvTranspose}},
         {"Cos", {RunCos, nullptr, kElementwise}},
         {"Cosh", {RunCosh, nullptr, kElementwise}},
@@ -160,7 +160,7 @@ const std::map<std::string, OpDef>& Registry(bool onednn) {
     auto* r = new std::map<std::string, OpDef>(*own);
 #ifdef TESSERA_HAVE_ONEDNN
     // They fall back to the own kernels per call for what oneDNN does not cover.
-    (*r)["Conv"] = {RunDnnlConv, CheckConv, LayoutSupport::kAny, MakeDnnlConvState};
+    (*r)["Conv"] = {RunDnnlConv, CheckConv, LayoutSupport::kAny, MakeDnnlConvState, false, 3};
     (*r)["ConvTranspose"] = {RunDnnlConvTranspose, CheckConvTranspose, LayoutSupport::kAny,
                              MakeDnnlConvTransposeState};
     (*r)["MaxPool"] = {RunDnnlMaxPool, CheckPool, LayoutSupport::kAny, MakeDnnlPoolState};

@@ -166,6 +166,11 @@ struct OpDef {
   // Whether the kernel takes STRING inputs (checks where it does). Every other kernel is refused
   // them before it runs (RefuseStrings), so numeric kernels never see string handles.
   bool strings = false;
+  // An input whose bytes output 0 may be planned into when no later node reads them and the
+  // sizes match (cpu_model.cc BuildPlan), so the kernel skips copying it: a Conv's fused residual
+  // (input 3), which the kernel adds to its output. -1: none. The kernel must be right whether
+  // the two share bytes or not, since an unplanned Run gives the output bytes of its own.
+  int in_place_input = -1;
 };
 
 // OK unless `op` does not take strings and one of `inputs` is STRING: INVALID_ARGUMENT naming the
