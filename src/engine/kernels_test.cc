@@ -480,6 +480,37 @@ TEST(BatchNormTest, InferenceFormula) {
   ExpectNear(ToVector(*y), {0, 0.5f, 1, 3});
 }
 
+TEST(SliceConvTest, ResidualPointwisePartsAreRunsOfPixelsThatFitTheChunk) {
+  // ResNet-50's first-stage residual Conv at batch 8: 8 * 56 * 56 pixels of 256 channels.
+  const ConvGeometry stage1{8, 56, 56, 56, 56};
+  constexpr int64_t kChunk = 384 * 1024;
+  for (int threads : {1, 2, 3}) {
+    const std::vector<ConvSlice> parts = SliceResidualPointwiseConv(stage1, 256, threads, kChunk);
+    ASSERT_FALSE(parts.empty()) << threads;
+    EXPECT_EQ(parts.size() % threads, 0u) << threads;
+    int64_t next = 0;
+    for (const ConvSlice& p : parts) {
+      EXPECT_EQ(p.image, 0);
+      EXPECT_EQ(p.images, 1);
+      EXPECT_EQ(p.h, 8 * 56 * 56);  // the batch seen as one image of pixels
+      EXPECT_EQ(p.w, 1);
+      EXPECT_EQ(p.in_row, next);
+      EXPECT_EQ(p.out_row, next);
+      EXPECT_EQ(p.in_rows, p.out_rows);
+      EXPECT_GT(p.out_rows, 0);
+      EXPECT_LE(p.out_rows * 256 * 4, kChunk);
+      next += p.out_rows;
+    }
+    EXPECT_EQ(next, 8 * 56 * 56) << threads;
+  }
+  // An output that fits in a chunk per thread, and Convs that are not pointwise: other cuts.
+  EXPECT_TRUE(SliceResidualPointwiseConv(ConvGeometry{1, 14, 14, 14, 14}, 256, 2, kChunk).empty());
+  const ConvGeometry three_by_three{8, 56, 56, 56, 56, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1};
+  EXPECT_TRUE(SliceResidualPointwiseConv(three_by_three, 256, 2, kChunk).empty());
+  const ConvGeometry strided{8, 56, 56, 28, 28, 1, 1, 2, 2};
+  EXPECT_TRUE(SliceResidualPointwiseConv(strided, 256, 2, kChunk).empty());
+}
+
 }  // namespace
 }  // namespace tessera::engine::cpu
 

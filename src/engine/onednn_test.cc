@@ -258,6 +258,28 @@ std::string ConvGeometriesCnn() {
   return b.Write("onednn_conv_geometries.onnx");
 }
 
+// input [N, 3, S, S] -> 1x1 Convs of 64 channels: a; c = Conv(a); y = Relu(Conv(c) + a), whose
+// output may go over a (last read there); e = Conv(c) + c, which reads c as X too, so its residual
+// is copied. At S = 64 both outputs take 1 MiB an image: oneDNN runs them in parts of pixels
+// across images, the residual read into the cache first (SliceResidualPointwiseConv).
+std::string ResidualPointwiseCnn() {
+  GraphBuilder b;
+  b.Input("input", {-1, 3, 64, 64});
+  b.Weight("w_a", {64, 3, 1, 1}, 0.4f);
+  b.Weight("b_a", {64}, 0.2f);
+  for (const char* w : {"w_c", "w_b", "w_e"}) b.Weight(w, {64, 64, 1, 1}, 0.15f);
+  b.Node("Conv", {"input", "w_a", "b_a"}, {"a"});
+  b.Node("Conv", {"a", "w_c"}, {"c"});
+  b.Node("Conv", {"c", "w_b"}, {"b"});
+  b.Node("Add", {"b", "a"}, {"sum"});
+  b.Node("Relu", {"sum"}, {"y"});
+  b.Node("Conv", {"c", "w_e"}, {"e_conv"});
+  b.Node("Add", {"c", "e_conv"}, {"e"});
+  b.Output("y");
+  b.Output("e");
+  return b.Write("onednn_residual_pointwise.onnx");
+}
+
 Tensor RandomInput(int64_t batch, uint32_t seed, int64_t size = 20) {
   Tensor t;
   t.name = "input";
@@ -343,6 +365,10 @@ TEST_P(OneDnnVersusOwnKernels, DecoderResizesAndConcatenatesChannelsLastValues) 
 TEST_P(OneDnnVersusOwnKernels, ConvsCutIntoRowsAndPixelsAgree) {
   // Batches 1 and 3 cut each image into rows; 2 (on 2 threads) and 6 give each thread images.
   ExpectAgreement(ConvGeometriesCnn(), 6, {1, 3, 2, 6}, 20, 90);
+}
+
+TEST_P(OneDnnVersusOwnKernels, ResidualConvsInPartsOfPixelsAgree) {
+  ExpectAgreement(ResidualPointwiseCnn(), 4, {1, 2, 3}, 64, 70);
 }
 
 INSTANTIATE_TEST_SUITE_P(Threads, OneDnnVersusOwnKernels, ::testing::Values(1, 2, 3));

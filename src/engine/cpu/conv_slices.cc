@@ -70,6 +70,29 @@ std::vector<ConvSlice> SliceConv(const ConvGeometry& g, int threads) {
   return slices;
 }
 
+std::vector<ConvSlice> SliceResidualPointwiseConv(const ConvGeometry& g, int64_t out_channels,
+                                                  int threads, int64_t chunk_bytes) {
+  const bool pointwise = g.kernel_h == 1 && g.kernel_w == 1 && g.stride_h == 1 && g.stride_w == 1 &&
+                         g.pad_top == 0 && g.pad_bottom == 0 && g.pad_left == 0 && g.pad_right == 0;
+  threads = std::max(threads, 1);
+  const int64_t pixels = g.batch * g.oh * g.ow;  // NHWC images lie one after the other
+  const int64_t bytes = pixels * out_channels * static_cast<int64_t>(sizeof(float));
+  if (!pointwise || chunk_bytes <= 0 || bytes <= threads * chunk_bytes) return {};
+  int64_t parts = (bytes + chunk_bytes - 1) / chunk_bytes;
+  parts = (parts + threads - 1) / threads * threads;
+  std::vector<ConvSlice> slices;
+  for (int64_t i = 0; i < parts; ++i) {
+    const int64_t begin = pixels * i / parts, end = pixels * (i + 1) / parts;
+    ConvSlice s;
+    s.h = s.oh = pixels;
+    s.w = s.ow = 1;
+    s.in_row = s.out_row = begin;
+    s.in_rows = s.out_rows = end - begin;
+    slices.push_back(s);
+  }
+  return slices;
+}
+
 std::vector<ChannelSlice> SliceConvChannels(const ConvGeometry& g, int64_t in_channels,
                                             int64_t out_channels, int threads) {
   constexpr int64_t kBlock = 16;

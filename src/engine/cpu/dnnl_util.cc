@@ -74,10 +74,11 @@ std::string RunParts(const OpContext& ctx, size_t parts, int threads,
       error = e.what();
     }
   };
-  if (parts > 1) {
+  if (parts > 1 && ctx.pool != nullptr) {
     ctx.pool->ParallelFor(static_cast<int64_t>(parts), run);
   } else {
-    run(0);
+    // One thread may have several parts too: a residual Conv's (SliceResidualPointwiseConv).
+    for (size_t i = 0; i < parts; ++i) run(static_cast<int64_t>(i));
   }
   return error;
 }

@@ -37,9 +37,10 @@ memory ThreadScratchpad(const memory::desc& desc);
 // output before it is copied into place (a Conv's channel parts); grown as needed.
 float* ThreadPartBuffer(int64_t floats);
 
-// Runs part(i) for each of `parts` parts of a node's work: across the pool, each part on one
-// OpenMP thread, when there are several (conv_slices.h says why), else on the calling thread with
-// an OpenMP team of `threads`. Returns the message of an exception a part threw, empty if none.
+// Runs part(i) for each of `parts` parts of a node's work: across the pool (one after the other
+// without one), each part on one OpenMP thread, when there are several (conv_slices.h says why),
+// else on the calling thread with an OpenMP team of `threads`. Returns the message of an exception
+// a part threw, empty if none.
 std::string RunParts(const OpContext& ctx, size_t parts, int threads,
                      const std::function<void(size_t)>& part);
 // Sizes the calling thread's OpenMP team for the node; returns the size.
