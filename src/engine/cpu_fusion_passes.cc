@@ -1,5 +1,6 @@
-// The CPU-only fusions of graph_passes.h (FuseMatMulEpilogues, FuseConvResidual): the CPU model
-// applies them to its own copy of the prepared graph, so the CUDA backend never sees their nodes.
+// The CPU-only fusions of graph_passes.h (FuseMatMulEpilogues, FuseConvResidual, ...): the CPU
+// model applies them to its own copy of the prepared graph, so the CUDA backend never sees their
+// nodes.
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -357,6 +358,43 @@ int FuseBatchNormRelu(Graph* graph) {
     norm.attributes.Set("tessera_activation", name);
     norm.outputs[0] = relu.outputs[0];
     remove[n] = true;
+    ++fused;
+  }
+  EraseMarked(remove, graph);
+  return fused;
+}
+
+int FuseConcatBatchNorm(Graph* graph) {
+  const std::vector<int> readers = ReaderCounts(*graph);
+  const std::vector<int> producer = Producers(*graph);
+  std::vector<bool> remove(graph->nodes.size(), false);
+  int fused = 0;
+  for (Node& norm : graph->nodes) {
+    if (norm.op_type != "BatchNormalization" || norm.inputs.size() != 5 ||
+        norm.outputs.size() != 1 || norm.attributes.Has("tessera_concat")) {
+      continue;
+    }
+    const int x = norm.inputs[0];
+    if (x == kNoValue || producer[x] < 0 || readers[x] != 1) continue;
+    const Node& concat = graph->nodes[producer[x]];
+    if (concat.op_type != "Concat" || concat.outputs.size() != 1 || concat.inputs.empty() ||
+        graph->dtypes[x] != DataType::kFp32) {
+      continue;
+    }
+    // Channels only: axis 1, or counted from the end where the rank is known.
+    const int64_t axis = concat.attributes.GetInt("axis", 0);
+    const auto& shape = graph->shapes[x];
+    if (axis != 1 && !(shape.has_value() && axis == 1 - static_cast<int64_t>(shape->size()))) {
+      continue;
+    }
+    if (std::count(concat.inputs.begin(), concat.inputs.end(), kNoValue) != 0) continue;
+    norm.inputs[0] = concat.inputs[0];
+    norm.inputs.insert(norm.inputs.end(), concat.inputs.begin() + 1, concat.inputs.end());
+    Attribute count;
+    count.kind = Attribute::Kind::kInt;
+    count.i = static_cast<int64_t>(concat.inputs.size());
+    norm.attributes.Set("tessera_concat", count);
+    remove[producer[x]] = true;
     ++fused;
   }
   EraseMarked(remove, graph);

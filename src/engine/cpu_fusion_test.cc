@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/cpu/ops.h"
+#include "engine/fusion_test_util.h"
 #include "engine/graph_passes.h"
 #include "engine/onnx_builder_for_test.h"
 #include "engine/onnx_import.h"
@@ -95,46 +96,6 @@ std::string Model(const Case& c, const std::string& file) {
   b.Output(y);
   if (c.bias_is_output) b.Output("biased");
   return b.Write(file);
-}
-
-// Normal random FP32 values of `shape` for input "x", held with the view of them.
-struct RandomX {
-  RandomX(Shape shape, uint32_t seed, float stddev) : values(ElementCount(shape)) {
-    std::mt19937 rng(seed);
-    std::normal_distribution<float> dist(0.0f, stddev);
-    for (float& v : values) v = dist(rng);
-    view = TensorView{"x", DataType::kFp32, std::move(shape), values.data(),
-                      values.size() * sizeof(float)};
-  }
-  RandomX(const RandomX&) = delete;  // the view points into `values`
-  RandomX& operator=(const RandomX&) = delete;
-  std::vector<float> values;
-  TensorView view;
-};
-
-// The model's first output for `x` (of x's element count), with or without oneDNN, and in
-// `*kernels`, when given, the number of kernels the Run ran.
-std::vector<float> FirstOutput(const std::string& path, bool onednn, const RandomX& x,
-                               size_t* kernels = nullptr) {
-  ModelOptions options;
-  options.onednn = onednn;
-  auto model = LoadOnnxModel(path, options);
-  EXPECT_TRUE(model.ok()) << model.status();
-  std::vector<Tensor> out;
-  std::vector<LayerTiming> timings;
-  EXPECT_TRUE(model.ok() && (*model)->RunTimed({x.view}, &out, &timings).ok());
-  if (kernels != nullptr) *kernels = timings.size();
-  if (out.empty()) return {};
-  const auto* y = reinterpret_cast<const float*>(out[0].bytes.data());
-  return std::vector<float>(y, y + x.values.size());
-}
-
-StatusOr<Graph> PreparedGraph(const std::string& path) {
-  TESSERA_ASSIGN_OR_RETURN(Graph graph, ImportOnnxModel(path, [](const std::string& op) {
-                             return cpu::FindOp(op) != nullptr;
-                           }));
-  TESSERA_RETURN_IF_ERROR(RunGraphPasses(&graph).status());
-  return graph;
 }
 
 TEST(MatMulFusionTest, BiasAndGeluBecomeOneMatMulInBothFormsAndExportOrders) {
@@ -503,70 +464,6 @@ TEST(ConvEltwiseFusionTest, FusedConvComputesWhatTheUnfusedOneDoes) {
       }
     }
   }
-}
-
-// DenseNet's order: Conv, then BatchNormalization and Relu before the next Conv (so the
-// normalisation cannot fold into the Conv before it: its output is also a graph output with
-// `leak`, and the Relu's input then has a second reader).
-std::string ConvNormRelu(bool leak, const std::string& file) {
-  OnnxBuilderForTest b;
-  b.Input("x", {-1, 4, 6, 6});
-  b.Weight("w", {4, 4, 3, 3}, 0.4f);
-  b.Weight("gamma", {4}, 1.0f);
-  b.Weight("beta", {4}, 0.5f);
-  b.Weight("mean", {4}, 0.3f);
-  b.FloatConstant("var", {4}, {0.5f, 1.0f, 2.0f, 0.25f});
-  OnnxBuilderForTest::Ints(b.Node("Conv", {"x", "w"}, {"c"}), "pads", {1, 1, 1, 1});
-  b.Node("Relu", {"c"}, {"r"});  // keeps the normalisation off the Conv
-  b.Node("BatchNormalization", {"r", "gamma", "beta", "mean", "var"}, {"n"});
-  b.Node("Relu", {"n"}, {"y"});
-  b.Output("y");
-  if (leak) b.Output("n");
-  return b.Write(file);
-}
-
-TEST(BatchNormReluFusionTest, TheReluBecomesPartOfTheNormalisation) {
-  auto graph = PreparedGraph(ConvNormRelu(false, "norm_relu.onnx"));
-  ASSERT_TRUE(graph.ok()) << graph.status();
-  EXPECT_EQ(FuseBatchNormRelu(&*graph), 1);
-  const Node& norm = graph->nodes.back();
-  EXPECT_EQ(norm.op_type, "BatchNormalization");
-  EXPECT_EQ(norm.attributes.GetString("tessera_activation"), "Relu");
-  EXPECT_EQ(graph->value_names[norm.outputs[0]], "y");
-  graph = PreparedGraph(ConvNormRelu(true, "norm_relu_leak.onnx"));
-  ASSERT_TRUE(graph.ok()) << graph.status();
-  EXPECT_EQ(FuseBatchNormRelu(&*graph), 0);  // the normalisation's output is read elsewhere
-}
-
-TEST(BatchNormReluFusionTest, FusedComputesWhatTheUnfusedOneDoes) {
-  const RandomX x({2, 4, 6, 6}, 8, 1.5f);
-  const std::vector<float> expected =
-      FirstOutput(ConvNormRelu(true, "norm_relu_run_leak.onnx"), false, x);
-  int zeros = 0;
-  for (float v : expected) zeros += v == 0.0f;
-  EXPECT_GT(zeros, 0);  // the Relu clamps something
-  const std::string fused = ConvNormRelu(false, "norm_relu_run.onnx");
-  for (bool onednn : {true, false}) {  // channels-last input with oneDNN, row-major without
-    const std::vector<float> got = FirstOutput(fused, onednn, x);
-    for (size_t i = 0; i < expected.size(); ++i) {
-      ASSERT_NEAR(got[i], expected[i], 1e-5f + 1e-4f * std::fabs(expected[i]))
-          << (onednn ? "oneDNN" : "own kernels") << " at " << i;
-    }
-  }
-}
-
-TEST(BatchNormReluFusionTest, AModelFileMayNotSetTheInternalAttribute) {
-  OnnxBuilderForTest b;
-  b.Input("x", {-1, 4, 6, 6});
-  for (const char* p : {"gamma", "beta", "mean"}) b.Weight(p, {4}, 0.5f);
-  b.FloatConstant("var", {4}, {1.0f, 1.0f, 1.0f, 1.0f});
-  auto* norm = b.Node("BatchNormalization", {"x", "gamma", "beta", "mean", "var"}, {"y"});
-  OnnxBuilderForTest::String(norm, "tessera_activation", "Relu");
-  b.Output("y");
-  auto model = LoadOnnxModel(b.Write("norm_internal_attribute.onnx"), ModelOptions{});
-  ASSERT_FALSE(model.ok());
-  EXPECT_NE(std::string(model.status().message()).find("tessera_activation"), std::string::npos)
-      << model.status();
 }
 
 // Attention's scores: x times its own transpose, scaled by a constant (Div by 4, or Mul by 0.25

@@ -79,8 +79,9 @@ class SharedModelData {
 
   // What the CPU model runs, for the own kernels (k = 0) or the oneDNN ones (k = 1), made on
   // first use: a copy of the graph (sharing its weights) where MatMuls absorb their bias and GELU
-  // or a constant scale, and Convs their residual Add and the Relu after it, or a LeakyRelu,
-  // Sigmoid, Tanh or SiLU, which only the CPU kernels understand; and
+  // or a constant scale, Convs their residual Add and the Relu after it, or a LeakyRelu,
+  // Sigmoid, Tanh or SiLU, and BatchNormalizations the Concat before and the Relu after them,
+  // which only the CPU kernels understand; and
   // per node the kernel's state (null where it keeps none).
   struct CpuVariant {
     Graph graph;
@@ -96,8 +97,11 @@ class SharedModelData {
       if (residuals > 0) FuseConvActivation(&v.graph);
       const int eltwise = FuseConvEltwise(&v.graph);
       const int norm_relus = FuseBatchNormRelu(&v.graph);
+      const int concat_norms = FuseConcatBatchNorm(&v.graph);
       const int scales = FuseMatMulScale(&v.graph);
-      if (epilogues + residuals + eltwise + norm_relus + scales > 0) RemoveDeadNodes(&v.graph);
+      if (epilogues + residuals + eltwise + norm_relus + concat_norms + scales > 0) {
+        RemoveDeadNodes(&v.graph);
+      }
       v.states.resize(v.graph.nodes.size());
       for (size_t n = 0; n < v.graph.nodes.size(); ++n) {
         const cpu::OpDef* op = cpu::FindOp(v.graph.nodes[n].op_type, onednn);

@@ -33,6 +33,8 @@
 //                                the output before the activation
 //   tessera_scale       kFloat   FuseMatMulScale below (CPU MatMul): the product is multiplied by
 //                                it before any bias
+//   tessera_concat      kInt     FuseConcatBatchNorm below (CPU BatchNormalization): X and
+//                                inputs 5.. are this many parts joined on axis 1
 //
 // Dynamic batch: the graph inputs' leading dim is the batch. A file declaring a fixed leading dim
 // (e.g. 1, an export without dynamic_axes) keeps it: Graph::dynamic_batch is false and Run accepts
@@ -122,6 +124,14 @@ int FuseConvEltwise(Graph* graph);
 // "Relu") and the Relu's output, so the activation is applied in the normalisation's pass.
 // Returns the BatchNormalizations that took one.
 int FuseBatchNormRelu(Graph* graph);
+
+// CPU only: a BatchNormalization whose X is a Concat on the channel axis read by it alone
+// (DenseNet's dense layers normalise the concatenation of every earlier layer's features) takes
+// the Concat's inputs: the first as X, the others as inputs 5.. ("tessera_concat" = their count),
+// and normalises them into its output directly, so the joined tensor is never written (a Concat
+// of one input, a copy, is skipped the same way). Returns
+// the BatchNormalizations that took one.
+int FuseConcatBatchNorm(Graph* graph);
 
 // CPU only: a MatMul without an epilogue whose output's only reader is a Div by a constant scalar
 // c, or a Mul by one (attention's scores / sqrt(d)), takes "tessera_scale" = 1/c or c (kFloat) and

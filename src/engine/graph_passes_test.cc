@@ -204,6 +204,27 @@ TEST(InferShapesTest, ReshapeConcatUnsqueezeSqueeze) {
   EXPECT_EQ(ShapeOf(b, "qs"), (Shape{B, 5, U}));
 }
 
+TEST(InferShapesTest, PadGrowsThePaddedDims) {
+  GraphBuilder b;
+  b.Input("x", {-1, 4, 6, 6});
+  b.Const("zeros", Int64s({0, 0, 0, 0, 0, 0, 0, 0}));  // PyTorch's before DenseNet's pools
+  b.Const("rows", Int64s({0, 0, 1, 0, 0, 0, 2, 0}));
+  b.Const("batch", Int64s({1, 0, 0, 0, 0, 0, 0, 0}));
+  b.Const("cols", Int64s({2, 3}));
+  b.Const("axis3", Int64s({3}));
+  b.Op("Pad", {"x", "zeros"}, {"same"});
+  b.Op("Pad", {"x", "rows"}, {"taller"});
+  b.Op("Pad", {"x", "batch"}, {"more"});
+  b.Op("Pad", {"x", "cols", "", "axis3"}, {"wider"});                       // opset 18's axes
+  SetInts(&b.Op("Pad", {"x"}, {"old"}), "pads", {0, 1, 0, 0, 0, 1, 0, 0});  // opset < 11
+  InferShapes(&b.graph());
+  EXPECT_EQ(ShapeOf(b, "same"), (Shape{B, 4, 6, 6}));
+  EXPECT_EQ(ShapeOf(b, "taller"), (Shape{B, 4, 9, 6}));
+  EXPECT_EQ(ShapeOf(b, "more"), (Shape{U, 4, 6, 6}));  // the batch plus one is no known dim
+  EXPECT_EQ(ShapeOf(b, "wider"), (Shape{B, 4, 6, 11}));
+  EXPECT_EQ(ShapeOf(b, "old"), (Shape{B, 6, 6, 6}));
+}
+
 TEST(InferShapesTest, FixedLeadingDimIsNotDynamic) {
   GraphBuilder b;
   b.Input("x", {1, 8});

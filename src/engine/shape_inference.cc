@@ -380,6 +380,37 @@ void InferNode(const Node& node, Analysis* a) {
           out->push_back(p >= 0 && p < static_cast<int64_t>(x->size()) ? (*x)[p] : kUnknownDim);
       }
     }
+  } else if (op == "Pad") {
+    // pads: [begins..., ends...] over `axes` (all by default; input 3 from opset 18), from the
+    // attribute before opset 11 and input 1 after. PyTorch puts a zero one before DenseNet's pools.
+    std::optional<Elements> pads;
+    if (attrs.Has("pads")) {
+      pads = attrs.GetInts("pads");
+    } else {
+      pads = data_of(1);
+    }
+    if (x && pads && std::none_of(pads->begin(), pads->end(), IsSym)) {
+      Elements axes;
+      if (const auto& given = data_of(3)) {
+        axes = *given;
+      } else if (node.inputs.size() <= 3 || node.inputs[3] == kNoValue) {
+        for (size_t d = 0; d < x->size(); ++d) axes.push_back(static_cast<int64_t>(d));
+      }
+      const size_t n = axes.size();
+      if (n > 0 && pads->size() == 2 * n) {
+        out = *x;
+        for (size_t k = 0; k < n && out; ++k) {
+          const auto axis = Axis(axes[k], x->size());
+          if (!axis || IsSym(axes[k])) {
+            out.reset();
+            break;
+          }
+          int64_t& d = (*out)[*axis];
+          const int64_t grow = (*pads)[k] + (*pads)[k + n];
+          if (grow != 0) d = Static(d) && d + grow >= 0 ? d + grow : kUnknownDim;
+        }
+      }
+    }
   } else if (op == "Concat") {
     bool all = true;
     for (size_t i = 0; i < node.inputs.size(); ++i) all = all && shape_of(i).has_value();

@@ -182,18 +182,101 @@ Status CheckBatchNormalization(const Node& node, const Graph& graph) {
   if (node.attributes.GetInt("spatial", 1) != 1) {
     return absl::UnimplementedError("spatial=0 is not supported");
   }
-  if (node.attributes.Has("tessera_activation")) {
+  for (const char* own : {"tessera_activation", "tessera_concat"}) {
+    if (node.attributes.Has(own)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("attribute ", own, " is the engine's own, set by its graph passes"));
+    }
+  }
+  if (node.inputs.size() != 5) {
     return absl::InvalidArgumentError(
-        "attribute tessera_activation is the engine's own, set by its graph passes");
+        absl::StrCat("BatchNormalization takes 5 inputs, the node has ", node.inputs.size()));
   }
   return absl::OkStatus();
 }
+
+namespace {
+
+// y = max(x * scale + shift, floor) per channel over `parts` joined on axis 1 (one part, or a
+// Concat's inputs fused in by FuseConcatBatchNorm), into `y` of `shape`. Every part is in the
+// layout `channels_last` says. The joined tensor is never written: DenseNet normalises each of
+// its growing concatenations once, so reading the parts saves writing and reading it again.
+void NormaliseParts(const std::vector<const Value*>& parts, const Shape& shape, bool channels_last,
+                    const std::vector<float>& scale, const std::vector<float>& shift, float floor,
+                    float* out, ThreadPool* pool) {
+  const int64_t channels = shape[1];
+  const int64_t batch = shape[0];
+  int64_t spatial = 1;
+  for (size_t d = 2; d < shape.size(); ++d) spatial *= shape[d];
+  if (channels_last) {
+    // [N, H, W, C]: each pixel's channels are each part's channels for that pixel in turn.
+    const int64_t pixels = batch * spatial;
+    const int64_t per_task = std::max<int64_t>(1, 32768 / std::max<int64_t>(1, channels));
+    ParallelFor(pool, (pixels + per_task - 1) / per_task, [&](int64_t t) {
+      const int64_t end = std::min(pixels, (t + 1) * per_task);
+      for (int64_t p = t * per_task; p < end; ++p) {
+        float* dst = out + p * channels;
+        const float* s = scale.data();
+        const float* b = shift.data();
+        for (const Value* part : parts) {
+          const int64_t count = part->dim(1);
+          const float* src = part->data<float>() + p * count;
+          for (int64_t c = 0; c < count; ++c) dst[c] = std::max(src[c] * s[c] + b[c], floor);
+          dst += count;
+          s += count;
+          b += count;
+        }
+      }
+    });
+    return;
+  }
+  // Row-major: planes of `spatial` values, plane (n, c) of the output from its part's plane.
+  std::vector<int> part_of(static_cast<size_t>(channels));
+  std::vector<int64_t> first_channel(parts.size());
+  for (size_t i = 0, c = 0; i < parts.size(); ++i) {
+    first_channel[i] = static_cast<int64_t>(c);
+    for (int64_t k = 0; k < parts[i]->dim(1); ++k) part_of[c++] = static_cast<int>(i);
+  }
+  const int64_t planes = batch * channels;
+  const int64_t per_task = std::max<int64_t>(1, 32768 / std::max<int64_t>(1, spatial));
+  ParallelFor(pool, (planes + per_task - 1) / per_task, [&](int64_t t) {
+    const int64_t end = std::min(planes, (t + 1) * per_task);
+    for (int64_t q = t * per_task; q < end; ++q) {
+      const int64_t n = q / channels, c = q % channels;
+      const Value& part = *parts[part_of[c]];
+      const int64_t local = c - first_channel[part_of[c]];
+      const float* src = part.data<float>() + (n * part.dim(1) + local) * spatial;
+      float* dst = out + q * spatial;
+      const float sc = scale[c], b = shift[c];
+      for (int64_t i = 0; i < spatial; ++i) dst[i] = std::max(src[i] * sc + b, floor);
+    }
+  });
+}
+
+}  // namespace
 
 Status RunBatchNormalization(const OpContext& ctx, const Node& node, const Inputs& inputs,
                              std::vector<Value>* outputs) {
   TESSERA_ASSIGN_OR_RETURN(const Value* x, RequireInput(inputs, 0, "X", {DataType::kFp32}));
   if (x->rank() < 2) return absl::InvalidArgumentError("X must have rank >= 2");
-  const int64_t channels = x->dim(1);
+  // With tessera_concat = k (FuseConcatBatchNorm), X is the first of k parts joined on axis 1 and
+  // inputs 5.. the others.
+  std::vector<const Value*> parts = {x};
+  Shape shape = x->shape();
+  for (int64_t i = 1; i < node.attributes.GetInt("tessera_concat", 1); ++i) {
+    TESSERA_ASSIGN_OR_RETURN(const Value* part,
+                             RequireInput(inputs, 4 + i, "concatenated X", {DataType::kFp32}));
+    bool fits = part->rank() == x->rank();
+    for (int d = 0; fits && d < x->rank(); ++d) fits = d == 1 || part->dim(d) == x->dim(d);
+    if (!fits) {
+      return absl::InvalidArgumentError(absl::StrCat("concatenated input ", i, " ",
+                                                     DescribeValue(*part), " does not fit X ",
+                                                     DescribeValue(*x), " on axis 1"));
+    }
+    shape[1] += part->dim(1);
+    parts.push_back(part);
+  }
+  const int64_t channels = shape[1];
   const char* names[] = {"scale", "B", "mean", "var"};
   const float* params[4];
   for (int i = 0; i < 4; ++i) {
@@ -215,6 +298,30 @@ Status RunBatchNormalization(const OpContext& ctx, const Node& node, const Input
   for (int64_t c = 0; c < channels; ++c) {
     scale[c] = params[0][c] / std::sqrt(params[3][c] + epsilon);
     shift[c] = params[1][c] - params[2][c] * scale[c];
+  }
+  if (parts.size() > 1) {
+    // The parts' layout is the one most of their bytes have (as Concat decides); the others are
+    // converted first.
+    size_t channels_last_bytes = 0, total_bytes = 0;
+    for (const Value* part : parts) {
+      total_bytes += part->byte_size();
+      if (part->channels_last()) channels_last_bytes += part->byte_size();
+    }
+    const bool channels_last = channels_last_bytes > 0 && 2 * channels_last_bytes >= total_bytes;
+    std::vector<Value> converted;
+    converted.reserve(parts.size());
+    for (const Value*& part : parts) {
+      if (part->channels_last() == channels_last) continue;
+      converted.push_back(channels_last ? ToChannelsLast(*part, ctx.pool)
+                                        : ToRowMajor(*part, ctx.pool));
+      part = &converted.back();
+    }
+    Value y = ctx.NewOutput(0, DataType::kFp32, shape);
+    if (channels_last) y = y.WithLayout(Layout::kChannelsLast);
+    NormaliseParts(parts, shape, channels_last, scale, shift, floor, y.mutable_data<float>(),
+                   ctx.pool);
+    (*outputs)[0] = std::move(y);
+    return absl::OkStatus();
   }
   if (x->channels_last()) {
     // [N, H, W, C] as stored (a oneDNN Conv's output; DenseNet normalises every concatenation
@@ -245,22 +352,8 @@ Status RunBatchNormalization(const OpContext& ctx, const Node& node, const Input
     (*outputs)[0] = std::move(y);
     return absl::OkStatus();
   }
-  int64_t spatial = 1;
-  for (int d = 2; d < x->rank(); ++d) spatial *= x->dim(d);
   Value y = ctx.NewOutput(0, DataType::kFp32, x->shape());
-  const float* in = x->data<float>();
-  float* out = y.mutable_data<float>();
-  const int64_t planes = x->dim(0) * channels;
-  const int64_t per_task = std::max<int64_t>(1, 32768 / std::max<int64_t>(1, spatial));
-  ParallelFor(ctx.pool, (planes + per_task - 1) / per_task, [&](int64_t t) {
-    int64_t end = std::min(planes, (t + 1) * per_task);
-    for (int64_t p = t * per_task; p < end; ++p) {
-      const float s = scale[p % channels], b = shift[p % channels];
-      const float* src = in + p * spatial;
-      float* dst = out + p * spatial;
-      for (int64_t i = 0; i < spatial; ++i) dst[i] = std::max(src[i] * s + b, floor);
-    }
-  });
+  NormaliseParts(parts, shape, false, scale, shift, floor, y.mutable_data<float>(), ctx.pool);
   (*outputs)[0] = std::move(y);
   return absl::OkStatus();
 }
