@@ -531,6 +531,11 @@ Status CpuModel::RunImpl(const std::vector<TensorView>& inputs, std::vector<Tens
   // primitives, which would make its nodes look slower than they are.
   NodeParallelism* parallelism =
       tune_node_parallelism_ && pool_->num_threads() > 1 ? &plan->parallelism : nullptr;
+  if (parallelism != nullptr) {
+    parallelism->BeginRun(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                              std::chrono::steady_clock::now().time_since_epoch())
+                              .count());
+  }
   const ThreadPool::RunScope in_run(pool_.get(),
                                     /*wake=*/parallelism == nullptr || parallelism->any_pool());
   TESSERA_RETURN_IF_ERROR(Execute(&slots, pool_.get(), plan.get(), arena_.mutable_data<std::byte>(),

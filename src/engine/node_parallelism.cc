@@ -6,7 +6,9 @@ namespace tessera::engine {
 
 NodeParallelism::Mode NodeParallelism::Next(size_t n, bool* timed) {
   NodeState& node = nodes_[n];
-  if (node.decided && --node.runs_to_recheck <= 0) {
+  const bool aged =
+      node.mode == Mode::kAlone && now_nanos_ > 0 && now_nanos_ >= node.recheck_at_nanos;
+  if (node.decided && (--node.runs_to_recheck <= 0 || aged)) {
     node.decided = false;
     node.samples[0] = node.samples[1] = 0;
     ++undecided_;
@@ -33,6 +35,7 @@ void NodeParallelism::Record(size_t n, Mode mode, int64_t nanos) {
                   : Mode::kPool;
   if (node.mode == Mode::kPool) ++pool_nodes_;
   node.runs_to_recheck = node.recheck_interval;
+  node.recheck_at_nanos = now_nanos_ + kAloneRecheckNanos;
   node.recheck_interval = std::min(kMaxRecheck, 4 * node.recheck_interval);
   --undecided_;
 }

@@ -34,6 +34,16 @@ class NodeParallelism {
   // look faster alone once, and the model ran 30 % slower for the rest of the process).
   static constexpr int64_t kFirstRecheck = 64;
   static constexpr int64_t kMaxRecheck = int64_t{1} << 16;
+  // A node decided alone is also timed afresh once this long has passed since (at the next Run):
+  // CPU load while it was timed (another model loading, a burst of requests on the other core)
+  // slows the pool more than the calling thread, and two decisions in a row under load pushed the
+  // next recheck hundreds of runs away, seconds to minutes at half speed. Checking an alone node
+  // costs little: its pool runs are at worst a wake-up slower.
+  static constexpr int64_t kAloneRecheckNanos = 5'000'000'000;
+
+  // The time a Run starts at, for the rechecks by age (kAloneRecheckNanos); before any call,
+  // decisions are rechecked by count only.
+  void BeginRun(int64_t now_nanos) { now_nanos_ = now_nanos; }
 
   explicit NodeParallelism(size_t nodes) : nodes_(nodes) {}
 
@@ -57,11 +67,13 @@ class NodeParallelism {
     int64_t fastest[2] = {0, 0};
     int64_t recheck_interval = kFirstRecheck;
     int64_t runs_to_recheck = 0;  // while decided
+    int64_t recheck_at_nanos = 0;  // while decided alone: when to time it again regardless
   };
 
   std::vector<NodeState> nodes_;
   size_t undecided_ = nodes_.size();
   size_t pool_nodes_ = 0;  // decided nodes whose mode is kPool
+  int64_t now_nanos_ = 0;  // BeginRun's
 };
 
 }  // namespace tessera::engine

@@ -120,5 +120,27 @@ TEST(NodeParallelismTest, DecisionsAreTimedAgainLessAndLessOften) {
   }
 }
 
+TEST(NodeParallelismTest, AloneDecisionsAreTimedAgainOnceTheyAreOld) {
+  NodeParallelism choice(2);
+  constexpr int64_t kSecond = 1'000'000'000;
+  choice.BeginRun(100 * kSecond);
+  // Both timed while another process held the second core: node 0 looked faster alone, node 1
+  // still gained from the pool.
+  Explore(&choice, 0, /*pool_nanos=*/300'000, /*alone_nanos=*/200'000);
+  Explore(&choice, 1, /*pool_nanos=*/100'000, /*alone_nanos=*/250'000);
+  // A few runs later, well before kFirstRecheck runs: nothing is timed again while young.
+  choice.BeginRun(100 * kSecond + NodeParallelism::kAloneRecheckNanos - 1);
+  EXPECT_EQ(Decided(choice, 0), Mode::kAlone);
+  EXPECT_EQ(Decided(choice, 1), Mode::kPool);
+  // Once the alone decision is old, the next Run times it again, and the pool wins now; the pool
+  // decision waits for its count (timing it means runs alone, which cost more).
+  choice.BeginRun(100 * kSecond + NodeParallelism::kAloneRecheckNanos);
+  Explore(&choice, 0, /*pool_nanos=*/100'000, /*alone_nanos=*/190'000);
+  EXPECT_EQ(Decided(choice, 0), Mode::kPool);
+  EXPECT_EQ(Decided(choice, 1), Mode::kPool);
+  choice.BeginRun(200 * kSecond);
+  EXPECT_EQ(Decided(choice, 0), Mode::kPool);
+}
+
 }  // namespace
 }  // namespace tessera::engine
