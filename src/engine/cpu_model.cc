@@ -2,7 +2,7 @@
 // run the graph passes (graph_passes.h: folding, BatchNorm and activation fusion), then interpret
 // the remaining nodes in order on each Run. The first Run with a given tuple of input shapes
 // allocates every activation and records sizes and aliases; from that a liveness plan
-// (memory_planner.h) is cached, and later Runs with those shapes place kernel outputs in one
+// (cpu_activation_plan.h) is cached, and later Runs with those shapes place kernel outputs in one
 // reused arena. Graph outputs are in the arena too, live to the end and are copied into the
 // returned Tensors; graph inputs stay caller-owned, weights stay in graph_.
 #include <sys/stat.h>
@@ -19,11 +19,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "engine/cpu/ops.h"
+#include "engine/cpu_activation_plan.h"
 #include "engine/cpu_layout_dispatch.h"
 #include "engine/defaulted_inputs_model.h"
 #include "engine/graph.h"
 #include "engine/graph_passes.h"
-#include "engine/memory_planner.h"
 #include "engine/node_parallelism.h"
 #include "engine/onnx_import.h"
 #include "engine/prepare_cpu_graph.h"
@@ -42,26 +42,6 @@ namespace {
 Status Prefixed(const Status& status, const std::string& prefix) {
   return Status(status.code(), absl::StrCat(prefix, ": ", status.message()));
 }
-
-// What a Run without a plan learns about each value, so a plan can be built from it.
-struct Recording {
-  explicit Recording(size_t values) : bytes(values, 0), root(values, -1), def_step(values, -1) {}
-  std::vector<uint64_t> bytes;  // per value: bytes its kernel allocated with NewOutput, else 0
-  std::vector<int> root;        // per value: the allocated value whose bytes it uses, or -1
-  std::vector<int> def_step;    // per value: the node index that produced it
-};
-
-// Where each activation lives in the arena for one tuple of input shapes.
-struct ActivationPlan {
-  std::vector<int64_t> offset;  // per value id: arena offset, or -1 when not in the arena
-  std::vector<uint64_t> bytes;  // per value id: planned bytes (when offset >= 0)
-  uint64_t arena_bytes = 0;
-  uint64_t naive_bytes = 0;
-  int num_values = 0;
-  // Which nodes of a Run with these shapes get the pool. Changed by Run as it times them, on a
-  // plan otherwise read-only: Run has one caller at a time, and a plan belongs to one Model.
-  mutable NodeParallelism parallelism{0};
-};
 
 // Plans are cached per input-shape tuple; past this many (distinct batch sizes, in practice),
 // new shapes run unplanned rather than growing the cache without bound.
@@ -179,12 +159,6 @@ class CpuModel final : public Model {
                  std::byte* arena, Recording* recording, std::vector<LayerTiming>* timings,
                  StringArena* strings, NodeParallelism* parallelism = nullptr) const;
   Status CopyOutputs(const std::vector<Value>& slots, std::vector<Tensor>* outputs) const;
-  StatusOr<std::shared_ptr<const ActivationPlan>> BuildPlan(const Recording& recording) const;
-  // Gives outputs of nodes whose kernel can write over an input (cpu/ops.h
-  // OpDef::in_place_input) that input's buffer where nothing reads it afterwards: `root` (per
-  // value, the buffer it uses) and `last` (per buffer, its last reading step) are updated.
-  void ShareInPlaceBuffers(const Recording& recording, std::vector<int>* root,
-                           std::vector<int>* last) const;
   std::vector<Shape> InputShapes(const std::vector<Value>& slots) const;
   std::shared_ptr<const ActivationPlan> FindPlan(const std::vector<Shape>& key) const;
   void StorePlan(const std::vector<Shape>& key, std::shared_ptr<const ActivationPlan> plan) const;
@@ -409,83 +383,10 @@ Status CpuModel::CopyOutputs(const std::vector<Value>& slots, std::vector<Tensor
   return absl::OkStatus();
 }
 
-StatusOr<std::shared_ptr<const ActivationPlan>> CpuModel::BuildPlan(
-    const Recording& recording) const {
-  const int num_steps = static_cast<int>(graph_.nodes.size());
-  const size_t values = recording.root.size();
-  // Lifetime of each allocated buffer: from its producer to the last reader of any alias of it.
-  // Graph outputs live to the end: they are copied out after the last node.
-  std::vector<int> root = recording.root;
-  std::vector<int> last(values, -1);
-  for (size_t v = 0; v < values; ++v) {
-    if (root[v] < 0) continue;
-    const int until = keep_[v] ? num_steps : last_use_[v];
-    last[root[v]] = std::max({last[root[v]], until, recording.def_step[root[v]]});
-  }
-  ShareInPlaceBuffers(recording, &root, &last);
-  std::vector<BufferRequest> requests;
-  std::vector<int> ids;
-  for (size_t v = 0; v < values; ++v) {
-    if (root[v] != static_cast<int>(v) || recording.bytes[v] == 0) continue;
-    requests.push_back(BufferRequest{recording.bytes[v], recording.def_step[v], last[v]});
-    ids.push_back(static_cast<int>(v));
-  }
-  TESSERA_ASSIGN_OR_RETURN(ArenaPlan arena, PlanArena(requests));
-  auto plan = std::make_shared<ActivationPlan>();
-  plan->offset.assign(values, -1);
-  plan->bytes.assign(values, 0);
-  for (size_t r = 0; r < ids.size(); ++r) {
-    plan->offset[ids[r]] = static_cast<int64_t>(arena.offsets[r]);
-    plan->bytes[ids[r]] = requests[r].bytes;
-  }
-  // An output that took over an input's buffer is placed there.
-  for (size_t v = 0; v < values; ++v) {
-    if (recording.root[v] == static_cast<int>(v) && root[v] != static_cast<int>(v)) {
-      plan->offset[v] = plan->offset[root[v]];
-      plan->bytes[v] = recording.bytes[v];
-    }
-  }
-  plan->arena_bytes = arena.arena_bytes;
-  plan->naive_bytes = arena.naive_bytes;
-  plan->num_values = static_cast<int>(ids.size());
-  plan->parallelism = NodeParallelism(graph_.nodes.size());
-  return std::shared_ptr<const ActivationPlan>(std::move(plan));
-}
-
 std::vector<Shape> CpuModel::InputShapes(const std::vector<Value>& slots) const {
   std::vector<Shape> shapes;
   for (int id : graph_.input_ids) shapes.push_back(slots[id].shape());
   return shapes;
-}
-
-void CpuModel::ShareInPlaceBuffers(const Recording& recording, std::vector<int>* root,
-                                   std::vector<int>* last) const {
-  for (size_t n = 0; n < graph_.nodes.size(); ++n) {
-    const Node& node = graph_.nodes[n];
-    const int j = ops_[n]->in_place_input;
-    if (j < 0 || static_cast<size_t>(j) >= node.inputs.size() || node.outputs.empty()) continue;
-    const int in = node.inputs[j], out = node.outputs[0];
-    if (in == kNoValue || (*root)[in] < 0 || (*root)[out] != out) continue;
-    const int buffer = (*root)[in];
-    // The input's bytes must be free after this node, of the output's size, and read by no other
-    // input of it (a Conv reading X while its output overwrote X would read its own results).
-    if ((*last)[buffer] != static_cast<int>(n) || recording.bytes[buffer] != recording.bytes[out]) {
-      continue;
-    }
-    bool read_otherwise = false;
-    for (size_t k = 0; k < node.inputs.size(); ++k) {
-      const int other = node.inputs[k];
-      if (k != static_cast<size_t>(j) && other != kNoValue && (*root)[other] == buffer) {
-        read_otherwise = true;
-      }
-    }
-    if (read_otherwise) continue;
-    for (int& r : *root) {
-      if (r == out) r = buffer;
-    }
-    (*last)[buffer] = std::max((*last)[buffer], (*last)[out]);
-    (*last)[out] = -1;
-  }
 }
 
 std::shared_ptr<const ActivationPlan> CpuModel::FindPlan(const std::vector<Shape>& key) const {
@@ -519,7 +420,7 @@ Status CpuModel::RunImpl(const std::vector<TensorView>& inputs, std::vector<Tens
     TESSERA_RETURN_IF_ERROR(
         Execute(&slots, pool_.get(), nullptr, nullptr, &recording, timings, &strings));
     TESSERA_RETURN_IF_ERROR(CopyOutputs(slots, outputs));
-    TESSERA_ASSIGN_OR_RETURN(plan, BuildPlan(recording));
+    TESSERA_ASSIGN_OR_RETURN(plan, BuildActivationPlan(graph_, ops_, last_use_, keep_, recording));
     StorePlan(key, std::move(plan));
     return absl::OkStatus();
   }
@@ -580,7 +481,8 @@ StatusOr<MemoryPlanInfo> CpuModel::PlanMemory(int64_t batch) const {
       Recording recording(slots.size());
       TESSERA_RETURN_IF_ERROR(
           Execute(&slots, nullptr, nullptr, nullptr, &recording, nullptr, &strings));
-      TESSERA_ASSIGN_OR_RETURN(plan, BuildPlan(recording));
+      TESSERA_ASSIGN_OR_RETURN(plan,
+                               BuildActivationPlan(graph_, ops_, last_use_, keep_, recording));
       StorePlan(key, plan);
     }
   } catch (const std::bad_alloc&) {
