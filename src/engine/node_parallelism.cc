@@ -4,16 +4,22 @@
 
 namespace tessera::engine {
 
-NodeParallelism::Mode NodeParallelism::Next(size_t n, bool* timed) {
-  NodeState& node = nodes_[n];
-  const bool aged =
-      node.mode == Mode::kAlone && now_nanos_ > 0 && now_nanos_ >= node.recheck_at_nanos;
-  if (node.decided && (--node.runs_to_recheck <= 0 || aged)) {
+void NodeParallelism::BeginRun(int64_t now_nanos) {
+  now_nanos_ = now_nanos;
+  for (NodeState& node : nodes_) {
+    if (!node.decided) continue;
+    const bool aged =
+        node.mode == Mode::kAlone && now_nanos_ > 0 && now_nanos_ >= node.recheck_at_nanos;
+    if (--node.runs_to_recheck > 0 && !aged) continue;
     node.decided = false;
     node.samples[0] = node.samples[1] = 0;
     ++undecided_;
     if (node.mode == Mode::kPool) --pool_nodes_;
   }
+}
+
+NodeParallelism::Mode NodeParallelism::Next(size_t n, bool* timed) {
+  NodeState& node = nodes_[n];
   *timed = !node.decided;
   if (node.decided) return node.mode;
   const int pool = static_cast<int>(Mode::kPool), alone = static_cast<int>(Mode::kAlone);

@@ -41,14 +41,16 @@ class NodeParallelism {
   // costs little: its pool runs are at worst a wake-up slower.
   static constexpr int64_t kAloneRecheckNanos = 5'000'000'000;
 
-  // The time a Run starts at, for the rechecks by age (kAloneRecheckNanos); before any call,
-  // decisions are rechecked by count only.
-  void BeginRun(int64_t now_nanos) { now_nanos_ = now_nanos; }
+  // Called as each Run starts, at `now_nanos`: counts the Run for every decided node, and makes
+  // those due for a recheck (by count, or by age for alone ones: kAloneRecheckNanos; a time of 0
+  // counts only) undecided now, so that any_pool() tells the Run to wake the workers before a
+  // re-timed node's pool sample, which would otherwise include the wake-up.
+  void BeginRun(int64_t now_nanos);
 
   explicit NodeParallelism(size_t nodes) : nodes_(nodes) {}
 
-  // How node `n` runs this time; `*timed` says whether to report its time with Record. Undecided
-  // nodes alternate between the modes, starting with the pool.
+  // How node `n` runs in this Run (BeginRun); `*timed` says whether to report its time with
+  // Record. Undecided nodes alternate between the modes, starting with the pool.
   Mode Next(size_t n, bool* timed);
   // The time node `n` took in `mode`, as Next asked.
   void Record(size_t n, Mode mode, int64_t nanos);

@@ -64,18 +64,25 @@ TEST(NodeParallelismTest, AnyPoolSaysWhetherARunMayUseThePool) {
   EXPECT_TRUE(choice.any_pool());  // node 1 on the pool
   // Node 1's decision comes up for a re-check, and this time it is faster alone.
   for (int64_t run = 0; run < NodeParallelism::kFirstRecheck - 1; ++run) {
+    choice.BeginRun(0);
     EXPECT_EQ(Decided(choice, 1), Mode::kPool);
   }
-  bool timed = false;
-  Mode mode = choice.Next(1, &timed);
-  EXPECT_TRUE(timed);
+  choice.BeginRun(0);  // both nodes were decided in the same Runs: both are re-timed
+  EXPECT_EQ(choice.undecided(), 2u);
   EXPECT_TRUE(choice.any_pool());
-  for (int i = 0; i < 2 * kSamples; ++i) {
-    if (i > 0) mode = choice.Next(1, &timed);
-    choice.Record(1, mode, mode == Mode::kPool ? 30'000 : 10'000);
-  }
+  Explore(&choice, 0, /*pool_nanos=*/40'000, /*alone_nanos=*/12'000);
+  Explore(&choice, 1, /*pool_nanos=*/30'000, /*alone_nanos=*/10'000);
+  EXPECT_EQ(Decided(choice, 0), Mode::kAlone);
   EXPECT_EQ(Decided(choice, 1), Mode::kAlone);
   EXPECT_FALSE(choice.any_pool());  // every node alone: a Run need not wake the workers
+  // The Run that re-times them says so as it starts, before any node asks: its workers are woken
+  // then, not by the first re-timed node's pool sample.
+  for (int64_t run = 0; run < 4 * NodeParallelism::kFirstRecheck - 1; ++run) {
+    choice.BeginRun(0);
+  }
+  EXPECT_FALSE(choice.any_pool());
+  choice.BeginRun(0);
+  EXPECT_TRUE(choice.any_pool());
 }
 
 TEST(NodeParallelismTest, ThePoolMustWinByTheMargin) {
@@ -110,10 +117,12 @@ TEST(NodeParallelismTest, DecisionsAreTimedAgainLessAndLessOften) {
   int64_t interval = NodeParallelism::kFirstRecheck;
   for (int recheck = 0; recheck < 3; ++recheck) {
     for (int64_t run = 1; run < interval; ++run) {
+      choice.BeginRun(0);
       ASSERT_EQ(Decided(choice, 0), recheck == 0 ? Mode::kAlone : Mode::kPool)
           << "recheck " << recheck << " run " << run;
     }
     // The interval-th run times the node again; now the pool is clearly faster.
+    choice.BeginRun(0);
     Explore(&choice, 0, /*pool_nanos=*/100'000, /*alone_nanos=*/190'000);
     EXPECT_EQ(choice.undecided(), 0u);
     interval *= 4;
