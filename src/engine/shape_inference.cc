@@ -399,9 +399,9 @@ void InferNode(const Node& node, Analysis* a) {
       const size_t n = axes.size();
       if (n > 0 && pads->size() == 2 * n) {
         out = *x;
-        for (size_t k = 0; k < n && out; ++k) {
-          const auto axis = Axis(axes[k], x->size());
-          if (!axis || IsSym(axes[k])) {
+        for (size_t k = 0; k < n; ++k) {
+          const auto axis = IsSym(axes[k]) ? std::nullopt : Axis(axes[k], x->size());
+          if (!axis) {
             out.reset();
             break;
           }

@@ -27,11 +27,16 @@ ConvSlice RowSlice(const ConvGeometry& g, int64_t h, int64_t oh, int64_t w, int6
   return s;
 }
 
+// A 1x1 stride-1 unpadded convolution: its pixels can be cut anywhere.
+bool Pointwise(const ConvGeometry& g) {
+  return g.kernel_h == 1 && g.kernel_w == 1 && g.stride_h == 1 && g.stride_w == 1 &&
+         g.pad_top == 0 && g.pad_bottom == 0 && g.pad_left == 0 && g.pad_right == 0;
+}
+
 }  // namespace
 
 std::vector<ConvSlice> SliceConv(const ConvGeometry& g, int threads) {
-  const bool pixels = g.kernel_h == 1 && g.kernel_w == 1 && g.stride_h == 1 && g.stride_w == 1 &&
-                      g.pad_top == 0 && g.pad_bottom == 0 && g.pad_left == 0 && g.pad_right == 0;
+  const bool pixels = Pointwise(g);
   // The view parts are cut from: rows of pixels for a pointwise convolution.
   const int64_t h = pixels ? g.h * g.w : g.h, w = pixels ? 1 : g.w;
   const int64_t oh = pixels ? g.oh * g.ow : g.oh, ow = pixels ? 1 : g.ow;
@@ -72,12 +77,10 @@ std::vector<ConvSlice> SliceConv(const ConvGeometry& g, int threads) {
 
 std::vector<ConvSlice> SliceResidualPointwiseConv(const ConvGeometry& g, int64_t out_channels,
                                                   int threads, int64_t chunk_bytes) {
-  const bool pointwise = g.kernel_h == 1 && g.kernel_w == 1 && g.stride_h == 1 && g.stride_w == 1 &&
-                         g.pad_top == 0 && g.pad_bottom == 0 && g.pad_left == 0 && g.pad_right == 0;
   threads = std::max(threads, 1);
   const int64_t pixels = g.batch * g.oh * g.ow;  // NHWC images lie one after the other
   const int64_t bytes = pixels * out_channels * static_cast<int64_t>(sizeof(float));
-  if (!pointwise || chunk_bytes <= 0 || bytes <= threads * chunk_bytes) return {};
+  if (!Pointwise(g) || chunk_bytes <= 0 || bytes <= threads * chunk_bytes) return {};
   int64_t parts = (bytes + chunk_bytes - 1) / chunk_bytes;
   parts = (parts + threads - 1) / threads * threads;
   std::vector<ConvSlice> slices;

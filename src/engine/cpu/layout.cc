@@ -184,6 +184,15 @@ Value ToChannelsLast(const Value& v, ThreadPool* pool) {
   return out.WithLayout(Layout::kChannelsLast);
 }
 
+bool MostlyChannelsLast(const Inputs& values) {
+  size_t channels_last_bytes = 0, total_bytes = 0;
+  for (const Value* v : values) {
+    total_bytes += v->byte_size();
+    if (v->channels_last()) channels_last_bytes += v->byte_size();
+  }
+  return channels_last_bytes > 0 && 2 * channels_last_bytes >= total_bytes;
+}
+
 Value PhysicalView(const Value& v) {
   if (!v.channels_last()) return v;
   return v.WithLayout(Layout::kRowMajor).Reshaped({v.dim(0), v.dim(2), v.dim(3), v.dim(1)});

@@ -300,14 +300,8 @@ Status RunBatchNormalization(const OpContext& ctx, const Node& node, const Input
     shift[c] = params[1][c] - params[2][c] * scale[c];
   }
   if (parts.size() > 1) {
-    // The parts' layout is the one most of their bytes have (as Concat decides); the others are
-    // converted first.
-    size_t channels_last_bytes = 0, total_bytes = 0;
-    for (const Value* part : parts) {
-      total_bytes += part->byte_size();
-      if (part->channels_last()) channels_last_bytes += part->byte_size();
-    }
-    const bool channels_last = channels_last_bytes > 0 && 2 * channels_last_bytes >= total_bytes;
+    // The parts' layout is the one most of their bytes have, as for Concat.
+    const bool channels_last = MostlyChannelsLast(parts);
     std::vector<Value> converted;
     converted.reserve(parts.size());
     for (const Value*& part : parts) {

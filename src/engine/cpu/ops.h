@@ -90,6 +90,9 @@ Status CheckWindowAttributes(const Node& node, int spatial_rank = 0);
 Value ToRowMajor(const Value& v, ThreadPool* pool = nullptr);
 // A channels-last copy of a row-major 4-D value, split over `pool` when there is one.
 Value ToChannelsLast(const Value& v, ThreadPool* pool = nullptr);
+// Whether values read together (a Concat's inputs, or a fused normalisation's parts) are best
+// worked on channels-last: when at least half of their bytes are. The others are converted.
+bool MostlyChannelsLast(const Inputs& values);
 // A channels-last value's bytes as the row-major [N, H, W, C] array they are, so that a kernel
 // written for row-major data can work on them with axes mapped by PhysicalAxis; a row-major value
 // is returned unchanged.

@@ -261,12 +261,7 @@ Status RunConcat(const OpContext& ctx, const Node& node, const Inputs& inputs,
   // Channels-last inputs (oneDNN Conv outputs: U-Net skips, FPN and YOLO necks) are joined as the
   // [N, H, W, C] arrays they are, on the physical axis, so the next Conv reads the result without
   // a transpose, unless most of the bytes are row-major: then those that are not are converted.
-  size_t channels_last_bytes = 0, total_bytes = 0;
-  for (const Value* v : inputs) {
-    total_bytes += v->byte_size();
-    if (v->channels_last()) channels_last_bytes += v->byte_size();
-  }
-  const bool to_channels_last = channels_last_bytes > 0 && 2 * channels_last_bytes >= total_bytes;
+  const bool to_channels_last = MostlyChannelsLast(inputs);
   std::vector<Value> parts;
   parts.reserve(inputs.size());
   for (const Value* v : inputs) {
