@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "tessera/common/float16.h"
 #include "tessera/engine/engine.h"
 
 #ifdef TESSERA_BENCH_CUDA
@@ -59,6 +60,13 @@ std::vector<Tensor> MakeInputs(const engine::Model& model, int64_t batch, int64_
       std::normal_distribution<float> dist(0.0f, 1.0f);
       auto* p = reinterpret_cast<float*>(t.bytes.data());
       for (int64_t i = 0; i < count; ++i) p[i] = dist(*rng);
+    } else if (t.dtype == DataType::kFp16 || t.dtype == DataType::kBf16) {
+      std::normal_distribution<float> dist(0.0f, 1.0f);
+      auto* p = reinterpret_cast<uint16_t*>(t.bytes.data());
+      for (int64_t i = 0; i < count; ++i) {
+        p[i] = t.dtype == DataType::kFp16 ? tessera::FloatToFp16(dist(*rng))
+                                          : tessera::FloatToBf16(dist(*rng));
+      }
     } else if (t.dtype == DataType::kInt64) {
       std::uniform_int_distribution<int64_t> dist(0, std::max<int64_t>(0, int_high - 1));
       auto* p = reinterpret_cast<int64_t*>(t.bytes.data());

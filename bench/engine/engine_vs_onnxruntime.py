@@ -36,6 +36,8 @@ def ort_inputs(session, batch, seq_dynamic, rng):
                  for i, d in enumerate(info.shape)]
         if info.type == "tensor(float)":
             feeds[info.name] = rng.standard_normal(shape).astype(np.float32)
+        elif info.type == "tensor(float16)":  # a model.half() export
+            feeds[info.name] = rng.standard_normal(shape).astype(np.float16)
         elif info.type == "tensor(int64)":
             # Token ids and attention masks alike: values in [0, 2), as tessera-engine-bench uses.
             feeds[info.name] = rng.integers(0, 2, size=shape).astype(np.int64)

@@ -17,6 +17,7 @@
 #include "tessera/common/bytes_tensor.h"
 #include "tessera/common/clock.h"
 #include "tessera/common/data_type.h"
+#include "tessera/common/float16.h"
 #include "tessera/common/tensor.h"
 #include "tessera/common/yaml_util.h"
 
@@ -59,7 +60,7 @@ std::string RandomStrings(int64_t count, std::mt19937_64& rng) {
 }
 
 // Fills `bytes` for one input: zeros, or random values of `type` (floats in [0, 1), integers in
-// [0, 100), booleans 0/1; half-precision types stay zero).
+// [0, 100), booleans 0/1).
 void FillRandom(DataType type, std::string& bytes, std::mt19937_64& rng) {
   std::uniform_real_distribution<double> unit(0.0, 1.0);
   const size_t size = DataTypeByteSize(type);
@@ -76,6 +77,12 @@ void FillRandom(DataType type, std::string& bytes, std::mt19937_64& rng) {
         break;
       case DataType::kFp64:
         put(i, u);
+        break;
+      case DataType::kFp16:
+        put(i, FloatToFp16(static_cast<float>(u)));
+        break;
+      case DataType::kBf16:
+        put(i, FloatToBf16(static_cast<float>(u)));
         break;
       case DataType::kBool:
         put(i, static_cast<uint8_t>(u < 0.5));
@@ -105,7 +112,7 @@ void FillRandom(DataType type, std::string& bytes, std::mt19937_64& rng) {
         put(i, static_cast<uint64_t>(u * 100));
         break;
       default:
-        return;  // FP16/BF16: zeros
+        return;
     }
   }
 }

@@ -23,25 +23,8 @@ TEST(OnnxConformanceTest, ClaimedOperatorsPassTheOnnxNodeTests) {
   if (!fs::is_directory(node_tests)) GTEST_SKIP() << node_tests << " not found (libonnx-testdata)";
   const std::vector<std::string> supported_list = cpu::SupportedOps();
   const std::set<std::string> supported(supported_list.begin(), supported_list.end());
-  // ONNX 1.12's window-function data is up to 7.4e-5 off the exact formulas (e.g. Hann(10)[8]:
-  // 0.345562 against 0.5 - 0.5 cos(1.6 pi) = 0.345492, which the engine gives); only the
-  // *_expanded forms (Cos, Range, ...) are claimed.
-  const std::string kWindowData = "up to 7.4e-5 off the exact window formula";
-  const std::string kOrtFloatFormat = "numpy's float repr, not onnxruntime's %.8g";
-  const std::map<std::string, std::string> kBadExpectedData = {
-      {"test_blackmanwindow_expanded", kWindowData},
-      {"test_blackmanwindow_symmetric_expanded", kWindowData},
-      {"test_hammingwindow_expanded", kWindowData},
-      {"test_hammingwindow_symmetric_expanded", kWindowData},
-      {"test_hannwindow_expanded", kWindowData},
-      {"test_hannwindow_symmetric_expanded", kWindowData},
-      // FLOAT -> STRING: ONNX 1.12's expected strings are numpy's shortest round-trip form
-      // ("0.2961402"); the engine formats as onnxruntime does, printf's %.8g ("0.29614019"), see
-      // docs/engine.md. The STRING -> FLOAT cases run.
-      {"test_cast_FLOAT_to_STRING", kOrtFloatFormat},
-      {"test_castlike_FLOAT_to_STRING", kOrtFloatFormat},
-      {"test_castlike_FLOAT_to_STRING_expanded", kOrtFloatFormat}};
-  const NodeTestRun run = RunClaimedNodeTests(supported, {}, {}, "conformance", kBadExpectedData);
+  const NodeTestRun run =
+      RunClaimedNodeTests(supported, {}, {}, "conformance", KnownBadNodeTestData());
   // Every claimed op must have at least one passing upstream case, except those whose upstream
   // cases all use dtypes the engine does not support (covered by kernels_test instead).
   const std::map<std::string, std::string> kNoUsableCase = {

@@ -22,6 +22,7 @@
 #include "engine/cpu_activation_plan.h"
 #include "engine/cpu_layout_dispatch.h"
 #include "engine/defaulted_inputs_model.h"
+#include "engine/float16_interface_model.h"
 #include "engine/graph.h"
 #include "engine/graph_passes.h"
 #include "engine/node_parallelism.h"
@@ -552,6 +553,8 @@ StatusOr<std::unique_ptr<Model>> LoadOnnxModel(const std::string& path,
     TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<const SharedModelData> shared,
                              SharedGraphs().Get(path, options.overridable_initializers));
     std::map<std::string, Value> defaults = shared->graph().input_defaults;
+    std::map<std::string, DataType> input_float16 = shared->graph().input_float16;
+    std::map<std::string, DataType> output_float16 = shared->graph().output_float16;
     std::unique_ptr<Model> model;
 #ifdef TESSERA_HAVE_CUDA
     if (options.backend == Backend::kCuda) {
@@ -563,9 +566,14 @@ StatusOr<std::unique_ptr<Model>> LoadOnnxModel(const std::string& path,
     if (model == nullptr) {
       model = std::make_unique<CpuModel>(std::move(shared), options);
     }
-    if (defaults.empty()) return model;
-    return std::unique_ptr<Model>(
-        std::make_unique<DefaultedInputsModel>(std::move(model), std::move(defaults)));
+    if (!defaults.empty()) {
+      model = std::make_unique<DefaultedInputsModel>(std::move(model), std::move(defaults));
+    }
+    if (!input_float16.empty() || !output_float16.empty()) {
+      model = std::make_unique<Float16InterfaceModel>(std::move(model), std::move(input_float16),
+                                                      std::move(output_float16));
+    }
+    return model;
   } catch (const std::bad_alloc&) {
     return absl::ResourceExhaustedError(absl::StrCat(path, ": out of memory loading the model"));
   }

@@ -87,10 +87,19 @@ struct Graph {
     int id = kNoValue;
     TensorInfo info;
     bool rank_known = false;
+    DataType file_dtype = DataType::kInvalid;  // the declared type (see input_float16)
   };
   std::vector<InitializerInput> initializer_inputs;
   // By input name: the value a Run that leaves the input out runs with.
   std::map<std::string, Value> input_defaults;
+
+  // Graph inputs and outputs the file declares FLOAT16 or BFLOAT16, by name, with that type. The
+  // engine computes them in FP32, as onnxruntime's CPU provider does for ops without 16-bit
+  // kernels: `inputs`/`outputs` say kFp32, weights and constants of those types are widened
+  // (exactly) at import, and a Cast or EyeLike to them gives FP32. The Model converts at its
+  // interface (Float16InterfaceModel), so callers see the declared types.
+  std::map<std::string, DataType> input_float16;
+  std::map<std::string, DataType> output_float16;
 
   // Filled by InferShapes (graph_passes.h), indexed by value id: the static shape (dims as above;
   // nullopt = rank unknown) and dtype (kInvalid = unknown). Never wrong, possibly incomplete.

@@ -72,6 +72,8 @@ class OnnxBuilderForTest {
     for (int64_t d : dims) t->add_dims(d);
     for (const std::string& v : values) t->add_string_data(v);
   }
+  // A new initializer for the caller to fill (types the helpers above do not write).
+  onnx::TensorProto* AddInitializer() { return graph_->add_initializer(); }
   void Int64Constant(const std::string& name, std::vector<int64_t> values) {
     auto* t = graph_->add_initializer();
     t->set_name(name);

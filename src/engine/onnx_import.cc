@@ -17,6 +17,7 @@
 #include "absl/strings/str_join.h"
 #include "engine/string_tensor.h"
 #include "onnx/onnx_pb.h"
+#include "tessera/common/float16.h"
 
 namespace tessera::engine {
 namespace {
@@ -47,16 +48,29 @@ StatusOr<Value> StringValueFromTensorProto(const onnx::TensorProto& proto, const
 StatusOr<DataType> FromOnnxType(int32_t elem_type, const std::string& what) {
   const std::optional<DataType> type = DataTypeFromOnnxElementType(elem_type);
   if (type == DataType::kFp32 || type == DataType::kInt64 || type == DataType::kInt32 ||
-      type == DataType::kBool || type == DataType::kUint8 || type == DataType::kString) {
+      type == DataType::kBool || type == DataType::kUint8 || type == DataType::kString ||
+      type == DataType::kFp16 || type == DataType::kBf16) {
     return *type;
   }
   return absl::UnimplementedError(absl::StrCat(
       what, " has element type ",
       onnx::TensorProto::DataType_Name(static_cast<onnx::TensorProto::DataType>(elem_type)),
-      "; only FLOAT, INT64, INT32, UINT8, BOOL and STRING are supported",
-      elem_type == onnx::TensorProto::FLOAT16
-          ? " (export the model in FP32; FP16 weights are not supported by the CPU engine)"
-          : ""));
+      "; only FLOAT, FLOAT16, BFLOAT16, INT64, INT32, UINT8, BOOL and STRING are supported"));
+}
+
+bool IsFloat16(DataType type) { return type == DataType::kFp16 || type == DataType::kBf16; }
+
+// A 16-bit float value widened to FP32, exactly: graph.h Graph::input_float16 says why.
+Value WidenFloat16(const Value& narrow) {
+  Value wide = Value::Allocate(DataType::kFp32, narrow.shape());
+  const auto* in = narrow.data<uint16_t>();
+  const auto count = static_cast<size_t>(narrow.num_elements());
+  if (narrow.dtype() == DataType::kFp16) {
+    Fp16ToFloat(in, wide.mutable_data<float>(), count);
+  } else {
+    Bf16ToFloat(in, wide.mutable_data<float>(), count);
+  }
+  return wide;
 }
 
 // ONNX external data (onnx.proto's external_data: location, offset, length): the tensor's bytes
@@ -129,9 +143,14 @@ StatusOr<Value> ReadExternalData(const onnx::TensorProto& proto, const std::stri
   return value;
 }
 
-StatusOr<Value> ValueFromTensorProto(const onnx::TensorProto& proto, const std::string& model_dir) {
+// The tensor in its file's dtype. `uint16` also takes UINT16 tensors, which no model computes on
+// but test data holds (see ReadTensorProtoFile).
+StatusOr<Value> ReadTensorProto(const onnx::TensorProto& proto, const std::string& model_dir,
+                                bool uint16 = false) {
   const std::string what = absl::StrCat("tensor \"", proto.name(), "\"");
-  TESSERA_ASSIGN_OR_RETURN(DataType dtype, FromOnnxType(proto.data_type(), what));
+  const bool is_uint16 = uint16 && proto.data_type() == onnx::TensorProto::UINT16;
+  TESSERA_ASSIGN_OR_RETURN(DataType dtype,
+                           is_uint16 ? DataType::kUint16 : FromOnnxType(proto.data_type(), what));
   Shape shape(proto.dims().begin(), proto.dims().end());
   for (int64_t d : shape) {
     if (d < 0) return absl::InvalidArgumentError(absl::StrCat(what, " has a negative dim"));
@@ -149,6 +168,8 @@ StatusOr<Value> ValueFromTensorProto(const onnx::TensorProto& proto, const std::
     return ReadExternalData(proto, what, model_dir, dtype, std::move(shape), *bytes);
   }
   const size_t count = *bytes / element_bytes;
+  // Not raw: INT32, BOOL, UINT8 and the 16-bit types (floats as bit patterns) are one value per
+  // int32_data entry.
   const size_t given = !proto.raw_data().empty() ? proto.raw_data().size()
                        : dtype == DataType::kFp32 ? proto.float_data_size()
                        : dtype == DataType::kInt64 ? proto.int64_data_size()
@@ -164,11 +185,13 @@ StatusOr<Value> ValueFromTensorProto(const onnx::TensorProto& proto, const std::
     std::memcpy(value.mutable_data<std::byte>(), proto.raw_data().data(), value.byte_size());
   } else if (dtype == DataType::kFp32) {
     std::copy(proto.float_data().begin(), proto.float_data().end(), value.mutable_data<float>());
-  } else if (dtype == DataType::kInt32 || dtype == DataType::kBool ||
-             dtype == DataType::kUint8) {
-    // All three are stored one value per int32_data entry when not raw.
+  } else if (dtype == DataType::kInt32 || dtype == DataType::kBool || dtype == DataType::kUint8 ||
+             DataTypeByteSize(dtype) == 2) {
     for (size_t i = 0; i < count; ++i) {
-      if (dtype == DataType::kInt32) {
+      if (DataTypeByteSize(dtype) == 2) {
+        value.mutable_data<uint16_t>()[i] =
+            static_cast<uint16_t>(proto.int32_data(static_cast<int>(i)));
+      } else if (dtype == DataType::kInt32) {
         value.mutable_data<int32_t>()[i] = proto.int32_data(static_cast<int>(i));
       } else if (dtype == DataType::kUint8) {
         value.mutable_data<uint8_t>()[i] =
@@ -184,7 +207,17 @@ StatusOr<Value> ValueFromTensorProto(const onnx::TensorProto& proto, const std::
   return value;
 }
 
-StatusOr<TensorInfo> InfoFromValueInfo(const onnx::ValueInfoProto& info, bool* rank_known) {
+// A weight or constant as the engine computes with it: 16-bit floats widened to FP32.
+StatusOr<Value> ValueFromTensorProto(const onnx::TensorProto& proto, const std::string& model_dir) {
+  TESSERA_ASSIGN_OR_RETURN(Value value, ReadTensorProto(proto, model_dir));
+  if (IsFloat16(value.dtype())) return WidenFloat16(value);
+  return value;
+}
+
+// The tensor as the graph computes it (a 16-bit float as FP32); `file_dtype` gets its declared
+// type.
+StatusOr<TensorInfo> InfoFromValueInfo(const onnx::ValueInfoProto& info, bool* rank_known,
+                                       DataType* file_dtype) {
   const std::string what = absl::StrCat("graph tensor \"", info.name(), "\"");
   if (!info.type().has_tensor_type()) {
     return absl::UnimplementedError(absl::StrCat(what, " is not a tensor"));
@@ -193,6 +226,8 @@ StatusOr<TensorInfo> InfoFromValueInfo(const onnx::ValueInfoProto& info, bool* r
   TensorInfo out;
   out.name = info.name();
   TESSERA_ASSIGN_OR_RETURN(out.dtype, FromOnnxType(tensor_type.elem_type(), what));
+  *file_dtype = out.dtype;
+  if (IsFloat16(out.dtype)) out.dtype = DataType::kFp32;
   *rank_known = tensor_type.has_shape();
   for (const auto& dim : tensor_type.shape().dim()) {
     out.shape.push_back(dim.has_dim_value() && dim.dim_value() >= 0 ? dim.dim_value() : -1);
@@ -244,6 +279,20 @@ Status ConvertAttributes(const onnx::NodeProto& proto, const std::string& model_
   return absl::OkStatus();
 }
 
+// A Cast or EyeLike to a 16-bit float gives FP32, the type the engine computes those in.
+void ComputeFloat16AsFloat(Node* node) {
+  const char* type_attribute = node->op_type == "Cast"      ? "to"
+                               : node->op_type == "EyeLike" ? "dtype"
+                                                            : nullptr;
+  if (type_attribute == nullptr || !node->attributes.Has(type_attribute)) return;
+  const int64_t onnx_type = node->attributes.GetInt(type_attribute, 0);
+  if (onnx_type != onnx::TensorProto::FLOAT16 && onnx_type != onnx::TensorProto::BFLOAT16) return;
+  Attribute to_float;
+  to_float.kind = Attribute::Kind::kInt;
+  to_float.i = onnx::TensorProto::FLOAT;
+  node->attributes.Set(type_attribute, std::move(to_float));
+}
+
 std::string NodeLabel(const onnx::NodeProto& node, int index) {
   if (!node.name().empty()) return absl::StrCat("node \"", node.name(), "\"");
   return absl::StrCat("unnamed node #", index,
@@ -284,11 +333,16 @@ StatusOr<Graph> ConvertModel(const onnx::ModelProto& model, const OpSupportFn& i
     if (auto it = ids.find(input.name()); it != ids.end()) {
       // An overridable initializer (IR < 4 lists every weight so): a weight unless the caller
       // keeps it as an input. One whose declared type is unusable can only be a weight.
-      StatusOr<TensorInfo> info = InfoFromValueInfo(input, &rank_known);
-      if (info.ok()) graph.initializer_inputs.push_back({it->second, *std::move(info), rank_known});
+      DataType file_dtype = DataType::kInvalid;
+      StatusOr<TensorInfo> info = InfoFromValueInfo(input, &rank_known, &file_dtype);
+      if (info.ok()) {
+        graph.initializer_inputs.push_back({it->second, *std::move(info), rank_known, file_dtype});
+      }
       continue;
     }
-    TESSERA_ASSIGN_OR_RETURN(TensorInfo info, InfoFromValueInfo(input, &rank_known));
+    DataType file_dtype = DataType::kInvalid;
+    TESSERA_ASSIGN_OR_RETURN(TensorInfo info, InfoFromValueInfo(input, &rank_known, &file_dtype));
+    if (IsFloat16(file_dtype)) graph.input_float16[info.name] = file_dtype;
     TESSERA_ASSIGN_OR_RETURN(int id, define(input.name()));
     graph.input_ids.push_back(id);
     graph.inputs.push_back(std::move(info));
@@ -319,6 +373,7 @@ StatusOr<Graph> ConvertModel(const onnx::ModelProto& model, const OpSupportFn& i
       return Status(status.code(), absl::StrCat(NodeLabel(proto, i), " (", proto.op_type(),
                                                 "): ", status.message()));
     }
+    ComputeFloat16AsFloat(&node);
     for (const std::string& name : proto.input()) {
       if (name.empty()) {
         node.inputs.push_back(kNoValue);
@@ -355,7 +410,9 @@ StatusOr<Graph> ConvertModel(const onnx::ModelProto& model, const OpSupportFn& i
           absl::StrCat("graph output \"", output.name(), "\" is never produced"));
     }
     bool rank_known = false;
-    TESSERA_ASSIGN_OR_RETURN(TensorInfo info, InfoFromValueInfo(output, &rank_known));
+    DataType file_dtype = DataType::kInvalid;
+    TESSERA_ASSIGN_OR_RETURN(TensorInfo info, InfoFromValueInfo(output, &rank_known, &file_dtype));
+    if (IsFloat16(file_dtype)) graph.output_float16[info.name] = file_dtype;
     graph.output_ids.push_back(it->second);
     graph.outputs.push_back(std::move(info));
   }
@@ -436,6 +493,7 @@ Status KeepInitializerInputs(const std::vector<std::string>& names, Graph* graph
     info.has_default = true;
     graph->constants[kept.id].reset();
     graph->input_defaults.emplace(name, std::move(value));
+    if (IsFloat16(kept.file_dtype)) graph->input_float16[name] = kept.file_dtype;
     graph->input_ids.push_back(kept.id);
     graph->inputs.push_back(std::move(info));
     graph->input_rank_known.push_back(true);
@@ -452,7 +510,7 @@ StatusOr<Tensor> ReadTensorProtoFile(const std::string& path) {
   if (!proto.ParseFromString(bytes.str())) {
     return absl::InvalidArgumentError(absl::StrCat(path, " is not a TensorProto"));
   }
-  StatusOr<Value> value = ValueFromTensorProto(proto, /*model_dir=*/"");
+  StatusOr<Value> value = ReadTensorProto(proto, /*model_dir=*/"", /*uint16=*/true);
   if (!value.ok()) return WithSource(value.status(), path);
   Tensor tensor;
   tensor.name = proto.name();

@@ -39,8 +39,10 @@ StatusOr<Graph> ImportOnnxModelBytes(const std::string& bytes, const std::string
 Status KeepInitializerInputs(const std::vector<std::string>& names, Graph* graph);
 
 // Reads one serialized onnx.TensorProto (the libonnx-testdata `input_0.pb` format), of the
-// dtypes the importer takes; a STRING tensor's bytes are in the BYTES serialized form
-// (tessera/common/bytes_tensor.h). The tensor's own name becomes the Tensor's name.
+// dtypes the importer takes, in the file's dtype (FLOAT16 and BFLOAT16 stay 16-bit), and UINT16
+// (ONNX 1.12's test data stores BFLOAT16 tensors so, as numpy has no bfloat16); a STRING tensor's
+// bytes are in the BYTES serialized form (tessera/common/bytes_tensor.h). The tensor's own name
+// becomes the Tensor's name.
 StatusOr<Tensor> ReadTensorProtoFile(const std::string& path);
 
 }  // namespace tessera::engine

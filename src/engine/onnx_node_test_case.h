@@ -17,6 +17,7 @@
 #include "engine/onnx_import.h"
 #include "gtest/gtest.h"
 #include "onnx/onnx_pb.h"
+#include "tessera/common/float16.h"
 #include "tessera/engine/engine.h"
 
 namespace tessera::engine {
@@ -63,9 +64,20 @@ inline double ElementAsDouble(const Tensor& t, int64_t k) {
       return reinterpret_cast<const uint8_t*>(p)[k] != 0 ? 1.0 : 0.0;
     case DataType::kUint8:
       return reinterpret_cast<const uint8_t*>(p)[k];
+    case DataType::kFp16:
+      return static_cast<double>(reinterpret_cast<const _Float16*>(p)[k]);
+    case DataType::kBf16:
+      return Bf16ToFloat(reinterpret_cast<const uint16_t*>(p)[k]);
     default:
       ADD_FAILURE() << "unexpected output dtype " << static_cast<int>(t.dtype);
       return std::nan("");
+  }
+}
+
+// ONNX 1.12's test data stores BFLOAT16 tensors as UINT16 (numpy has no bfloat16): the same bits.
+inline void AsBf16IfUint16(DataType model_dtype, Tensor* tensor) {
+  if (model_dtype == DataType::kBf16 && tensor->dtype == DataType::kUint16) {
+    tensor->dtype = DataType::kBf16;
   }
 }
 
@@ -102,6 +114,7 @@ inline std::string RunCase(const fs::path& dir, const std::string& data_set = "t
       return "bad input: " + std::string(tensor.status().message());
     }
     tensor->name = model.inputs()[i].name;
+    AsBf16IfUint16(model.inputs()[i].dtype, &*tensor);
     inputs.push_back(*std::move(tensor));
   }
   std::vector<TensorView> views;
@@ -117,6 +130,7 @@ inline std::string RunCase(const fs::path& dir, const std::string& data_set = "t
       auto expected =
           ReadTensorProtoFile((data / ("output_" + std::to_string(i) + ".pb")).string());
       if (!expected.ok()) return "bad output file: " + std::string(expected.status().message());
+      AsBf16IfUint16(outputs[i].dtype, &*expected);
       if (expected->dtype != outputs[i].dtype || expected->shape != outputs[i].shape) {
         return "output " + std::to_string(i) + " is " + ShapeToString(outputs[i].shape) +
                ", expected " + ShapeToString(expected->shape);
@@ -144,6 +158,37 @@ inline std::string RunCase(const fs::path& dir, const std::string& data_set = "t
     }
   }
   return "";
+}
+
+// Upstream cases whose expected data are wrong (name -> why), for RunClaimedNodeTests' list.
+inline std::map<std::string, std::string> KnownBadNodeTestData() {
+  // ONNX 1.12's window-function data is up to 7.4e-5 off the exact formulas (e.g. Hann(10)[8]:
+  // 0.345562 against 0.5 - 0.5 cos(1.6 pi) = 0.345492, which the engine gives); only the
+  // *_expanded forms (Cos, Range, ...) are claimed.
+  const std::string window = "up to 7.4e-5 off the exact window formula";
+  // FLOAT -> STRING: ONNX 1.12's expected strings are numpy's shortest round-trip form
+  // ("0.2961402"); the engine formats as onnxruntime does, printf's %.8g ("0.29614019"), see
+  // docs/engine.md. The STRING -> FLOAT cases run.
+  const std::string float_format = "numpy's float repr, not onnxruntime's %.8g";
+  // ONNX 1.12 made its FLOAT -> BFLOAT16 data by truncating; onnxruntime (1.23 checked) and the
+  // engine round to nearest even (0.48033667 -> 0.48046875, not 0.47851562).
+  const std::string truncated_bf16 = "BFLOAT16 truncated, not rounded to nearest even";
+  // The CastLike BFLOAT16 cases' data give `like` shape [1]; their models declare [3, 4].
+  const std::string like_shape = "`like` data of shape [1] for a declared [3, 4]";
+  return {{"test_blackmanwindow_expanded", window},
+          {"test_blackmanwindow_symmetric_expanded", window},
+          {"test_hammingwindow_expanded", window},
+          {"test_hammingwindow_symmetric_expanded", window},
+          {"test_hannwindow_expanded", window},
+          {"test_hannwindow_symmetric_expanded", window},
+          {"test_cast_FLOAT_to_STRING", float_format},
+          {"test_castlike_FLOAT_to_STRING", float_format},
+          {"test_castlike_FLOAT_to_STRING_expanded", float_format},
+          {"test_cast_FLOAT_to_BFLOAT16", truncated_bf16},
+          {"test_castlike_BFLOAT16_to_FLOAT", like_shape},
+          {"test_castlike_BFLOAT16_to_FLOAT_expanded", like_shape},
+          {"test_castlike_FLOAT_to_BFLOAT16", like_shape},
+          {"test_castlike_FLOAT_to_BFLOAT16_expanded", like_shape}};
 }
 
 // What running every claimed case gave.

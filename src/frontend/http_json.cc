@@ -1,6 +1,5 @@
 #include "http_json.h"
 
-#include <bit>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -11,6 +10,7 @@
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/reflection.h"
 #include "tessera/common/data_type.h"
+#include "tessera/common/float16.h"
 
 namespace tessera::frontend {
 namespace {
@@ -90,13 +90,6 @@ StatusOr<std::string> RequiredString(absl::string_view what, const json& object,
   if (!it->is_string()) return WrongType(absl::StrCat(what, " '", key, "'"), "a string", *it);
   return it->get<std::string>();
 }
-
-uint16_t FloatToBf16(float value) {
-  const uint32_t bits = std::bit_cast<uint32_t>(value);
-  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x40);  // NaN
-  return static_cast<uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1)) >> 16);  // nearest even
-}
-float Bf16ToFloat(uint16_t value) { return std::bit_cast<float>(uint32_t{value} << 16); }
 
 // Appends one JSON element of `type` to `out`; false when the element cannot be one.
 template <typename T>
