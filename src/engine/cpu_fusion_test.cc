@@ -15,6 +15,7 @@
 #include "engine/onnx_builder_for_test.h"
 #include "engine/onnx_import.h"
 #include "gtest/gtest.h"
+#include "tessera/common/float16.h"
 #include "tessera/engine/engine.h"
 
 namespace tessera::engine {
@@ -45,6 +46,9 @@ struct Case {
   bool bias = true;
   bool bias_is_output = false;  // the biased product is also a graph output
   std::vector<int64_t> bias_dims = {kWidth};
+  // The GELU constants as a BF16 model file holds them (widened at import): the coarsest rounding
+  // the fusion must still recognise.
+  bool bf16_constants = false;
 };
 
 // x [batch, 3, K] -> MatMul W [K, N] -> (Add bias) -> (GELU) -> y.
@@ -65,17 +69,18 @@ std::string Model(const Case& c, const std::string& file) {
     y = "biased";
   }
   if (c.gelu != GeluOrder::kNone) {
+    const auto stored = [&](float v) { return c.bf16_constants ? Bf16ToFloat(FloatToBf16(v)) : v; };
     b.FloatConstant("one", {}, {1.0f});
     b.FloatConstant("half", {}, {0.5f});
     if (c.form == GeluForm::kErf) {
-      b.FloatConstant("sqrt2", {}, {1.41421354f});
+      b.FloatConstant("sqrt2", {}, {stored(1.41421354f)});
       b.Node("Div", {y, "sqrt2"}, {"scaled"});
       b.Node("Erf", {"scaled"}, {"erf"});
       b.Node("Add", {"erf", "one"}, {"one_plus_erf"});
     } else {
       // As torch exports nn.GELU(approximate="tanh"), constants first where it puts them.
-      b.FloatConstant("k", {}, {0.044715f});
-      b.FloatConstant("sqrt_2_over_pi", {}, {0.797884583f});
+      b.FloatConstant("k", {}, {stored(0.044715f)});
+      b.FloatConstant("sqrt_2_over_pi", {}, {stored(0.797884583f)});
       b.Node("Mul", {y, y}, {"square"});
       b.Node("Mul", {y, "square"}, {"cube"});
       b.Node("Mul", {"k", "cube"}, {"k_cube"});
@@ -101,22 +106,26 @@ std::string Model(const Case& c, const std::string& file) {
 TEST(MatMulFusionTest, BiasAndGeluBecomeOneMatMulInBothFormsAndExportOrders) {
   for (GeluForm form : {GeluForm::kErf, GeluForm::kTanh}) {
     for (GeluOrder order : {GeluOrder::kTimesOnePlusErfFirst, GeluOrder::kHalfFirst}) {
-      Case c;
-      c.gelu = order;
-      c.form = form;
-      auto graph = PreparedGraph(Model(c, "matmul_gelu.onnx"));
-      ASSERT_TRUE(graph.ok()) << graph.status();
-      // The backend-independent passes leave it alone: the CUDA backend gets plain ONNX ops.
-      EXPECT_EQ(graph->nodes.size(), form == GeluForm::kErf ? 7u : 11u);
-      EXPECT_EQ(FuseMatMulEpilogues(&*graph), 1);
-      RemoveDeadNodes(&*graph);
-      ASSERT_EQ(graph->nodes.size(), 1u);
-      const Node& mm = graph->nodes[0];
-      EXPECT_EQ(mm.op_type, "MatMul");
-      EXPECT_EQ(mm.inputs.size(), 3u);
-      EXPECT_EQ(mm.attributes.GetString("tessera_activation"),
-                form == GeluForm::kErf ? "Gelu" : "GeluTanh");
-      EXPECT_EQ(graph->value_names[mm.outputs[0]], "y");
+      for (bool bf16_constants : {false, true}) {
+        Case c;
+        c.gelu = order;
+        c.form = form;
+        c.bf16_constants = bf16_constants;
+        SCOPED_TRACE(bf16_constants ? "BF16-rounded constants" : "FP32 constants");
+        auto graph = PreparedGraph(Model(c, "matmul_gelu.onnx"));
+        ASSERT_TRUE(graph.ok()) << graph.status();
+        // The backend-independent passes leave it alone: the CUDA backend gets plain ONNX ops.
+        EXPECT_EQ(graph->nodes.size(), form == GeluForm::kErf ? 7u : 11u);
+        EXPECT_EQ(FuseMatMulEpilogues(&*graph), 1);
+        RemoveDeadNodes(&*graph);
+        ASSERT_EQ(graph->nodes.size(), 1u);
+        const Node& mm = graph->nodes[0];
+        EXPECT_EQ(mm.op_type, "MatMul");
+        EXPECT_EQ(mm.inputs.size(), 3u);
+        EXPECT_EQ(mm.attributes.GetString("tessera_activation"),
+                  form == GeluForm::kErf ? "Gelu" : "GeluTanh");
+        EXPECT_EQ(graph->value_names[mm.outputs[0]], "y");
+      }
     }
   }
 }

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "tessera/common/bytes_tensor.h"
 #include "tessera/common/data_type.h"
+#include "tessera/common/float16.h"
 
 namespace tessera::server {
 namespace {
@@ -209,13 +210,20 @@ Status RunWarmUpBatch(ExecutorProcess& process, const std::string& instance_key,
     } else if (inputs[k].random_data && inputs[k].data_type == DataType::kFp32) {
       auto* values = reinterpret_cast<float*>(buffers.back().data());
       for (size_t i = 0; i < sizes[k] / sizeof(float); ++i) values[i] = uniform(rng);
+    } else if (inputs[k].random_data &&
+               (inputs[k].data_type == DataType::kFp16 || inputs[k].data_type == DataType::kBf16)) {
+      auto* values = reinterpret_cast<uint16_t*>(buffers.back().data());
+      const bool fp16 = inputs[k].data_type == DataType::kFp16;
+      for (size_t i = 0; i < sizes[k] / sizeof(uint16_t); ++i) {
+        values[i] = fp16 ? FloatToFp16(uniform(rng)) : FloatToBf16(uniform(rng));
+      }
     }
     request.inputs.push_back(TensorView{inputs[k].name, inputs[k].data_type,
                                         std::move(inputs[k].shape), buffers.back().data(),
                                         buffers.back().size()});
   }
   std::vector<const dispatch::Request*> batch = {&request};
-  // Every row is the same size: zeros, random FP32 or one repeated row (BYTES zeros are empty
+  // Every row is the same size: zeros, random floats or one repeated row (BYTES zeros are empty
   // strings, one 4-byte length each).
   std::vector<dispatch::Request> row_batch;
   if (row_requests && rows > 1) {

@@ -23,6 +23,8 @@ max_batch_size: 8
 input [ { name: "X" data_type: TYPE_BF16 dims: [ 3 ] } ]
 output [ { name: "Y" data_type: TYPE_BF16 dims: [ 3 ] } ]
 dynamic_batching { max_queue_delay_microseconds: 100000 }
+model_warmup [ { name: "random_bf16" batch_size: 2
+  inputs { key: "X" value: { data_type: TYPE_BF16 dims: [ 3 ] random_data: true } } } ]
 """
 
 
@@ -75,6 +77,8 @@ def test_metadata_and_config_carry_the_files_types(server):
     assert config.input[0].data_type == 10 and config.output[0].data_type == 10  # TYPE_FP16
     meta = client.get_model_metadata("bf16_double")
     assert [t.datatype for t in list(meta.inputs) + list(meta.outputs)] == ["BF16", "BF16"]
+    assert "warmed up 1 instance(s) with model_warmup [random_bf16]" in \
+        server.log_path.read_text(errors="replace")
 
 
 def test_fp16_requests_over_grpc_and_http_match_the_reference(server):
