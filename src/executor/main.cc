@@ -11,6 +11,7 @@
 
 #include "CLI/CLI.hpp"
 #include "executor/executor.h"
+#include "executor/load_options.h"
 #include "partition/green_context.h"
 #include "spdlog/spdlog.h"
 #include "tessera/common/logging.h"
@@ -156,13 +157,11 @@ int Main(int argc, char** argv) {
     options.inline_run_max_ns = static_cast<uint64_t>(inline_run_max_us) * 1000;
   }
   options.loader = [model_options](const tessera::ipc::LoadModel& request,
-                                   const tessera::engine::WeightImport* shared_weights) {
-    tessera::engine::ModelOptions options = model_options;
-    if (shared_weights != nullptr) options.import_weights = *shared_weights;
-    // A config input that the file gives an initializer too overrides it (as in ONNX Runtime).
-    for (const tessera::ipc::TensorSpec& input : request.inputs()) {
-      options.overridable_initializers.push_back(input.name());
-    }
+                                   const tessera::engine::WeightImport* shared_weights)
+      -> tessera::StatusOr<std::unique_ptr<tessera::engine::Model>> {
+    TESSERA_ASSIGN_OR_RETURN(
+        tessera::engine::ModelOptions options,
+        tessera::executor::LoadOptionsFor(request, model_options, shared_weights));
     return tessera::engine::LoadOnnxModel(request.model_path(), options);
   };
   if (input_mirror == "host") {

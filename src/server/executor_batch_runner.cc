@@ -32,6 +32,7 @@ ipc::LoadModel BuildLoadModel(const repository::ModelConfig& config, int64_t ver
   load.set_version(version);
   load.set_model_path(model_path);
   load.set_max_batch_size(config.max_batch_size);
+  load.set_precision(config.precision);
   // What the model file takes and gives: a stateful model's control and state tensors too.
   for (const auto& tensor : repository::ModelFileInputs(config)) {
     ipc::TensorSpec& spec = *load.add_inputs() = ToSpec(tensor);

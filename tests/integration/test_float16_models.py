@@ -3,6 +3,7 @@ load, their metadata and auto-completed configs carry the file's types, and requ
 types are answered over gRPC and HTTP, batched, with the values of a reference that computes in
 FP32 and rounds once. The engine computes them in FP32 (docs/engine.md)."""
 import concurrent.futures
+import re
 
 import ml_dtypes  # onnx requires it; tritonclient takes BF16 arrays of its type
 import numpy as np
@@ -23,6 +24,7 @@ max_batch_size: 8
 input [ { name: "X" data_type: TYPE_BF16 dims: [ 3 ] } ]
 output [ { name: "Y" data_type: TYPE_BF16 dims: [ 3 ] } ]
 dynamic_batching { max_queue_delay_microseconds: 100000 }
+parameters { key: "precision" value { string_value: "fp16" } }
 model_warmup [ { name: "random_bf16" batch_size: 2
   inputs { key: "X" value: { data_type: TYPE_BF16 dims: [ 3 ] random_data: true } } } ]
 """
@@ -77,8 +79,10 @@ def test_metadata_and_config_carry_the_files_types(server):
     assert config.input[0].data_type == 10 and config.output[0].data_type == 10  # TYPE_FP16
     meta = client.get_model_metadata("bf16_double")
     assert [t.datatype for t in list(meta.inputs) + list(meta.outputs)] == ["BF16", "BF16"]
-    assert "warmed up 1 instance(s) with model_warmup [random_bf16]" in \
-        server.log_path.read_text(errors="replace")
+    log = server.log_path.read_text(errors="replace")
+    assert "warmed up 1 instance(s) with model_warmup [random_bf16]" in log
+    if "serving on the CPU" in log:  # the config's precision reached the CPU executor
+        assert re.search(r"bf16_double/1#\d+: precision fp16 runs in FP32 on the CPU", log)
 
 
 def test_fp16_requests_over_grpc_and_http_match_the_reference(server):
