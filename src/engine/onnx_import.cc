@@ -49,13 +49,13 @@ StatusOr<DataType> FromOnnxType(int32_t elem_type, const std::string& what) {
   const std::optional<DataType> type = DataTypeFromOnnxElementType(elem_type);
   if (type == DataType::kFp32 || type == DataType::kInt64 || type == DataType::kInt32 ||
       type == DataType::kBool || type == DataType::kUint8 || type == DataType::kString ||
-      type == DataType::kFp16 || type == DataType::kBf16) {
+      type == DataType::kFp16 || type == DataType::kBf16 || type == DataType::kInt8) {
     return *type;
   }
   return absl::UnimplementedError(absl::StrCat(
       what, " has element type ",
       onnx::TensorProto::DataType_Name(static_cast<onnx::TensorProto::DataType>(elem_type)),
-      "; only FLOAT, FLOAT16, BFLOAT16, INT64, INT32, UINT8, BOOL and STRING are supported"));
+      "; only FLOAT, FLOAT16, BFLOAT16, INT64, INT32, INT8, UINT8, BOOL and STRING are supported"));
 }
 
 bool IsFloat16(DataType type) { return type == DataType::kFp16 || type == DataType::kBf16; }
@@ -186,7 +186,7 @@ StatusOr<Value> ReadTensorProto(const onnx::TensorProto& proto, const std::strin
   } else if (dtype == DataType::kFp32) {
     std::copy(proto.float_data().begin(), proto.float_data().end(), value.mutable_data<float>());
   } else if (dtype == DataType::kInt32 || dtype == DataType::kBool || dtype == DataType::kUint8 ||
-             DataTypeByteSize(dtype) == 2) {
+             dtype == DataType::kInt8 || DataTypeByteSize(dtype) == 2) {
     for (size_t i = 0; i < count; ++i) {
       if (DataTypeByteSize(dtype) == 2) {
         value.mutable_data<uint16_t>()[i] =
@@ -196,6 +196,9 @@ StatusOr<Value> ReadTensorProto(const onnx::TensorProto& proto, const std::strin
       } else if (dtype == DataType::kUint8) {
         value.mutable_data<uint8_t>()[i] =
             static_cast<uint8_t>(proto.int32_data(static_cast<int>(i)));
+      } else if (dtype == DataType::kInt8) {
+        value.mutable_data<int8_t>()[i] =
+            static_cast<int8_t>(proto.int32_data(static_cast<int>(i)));
       } else {
         value.mutable_data<uint8_t>()[i] = proto.int32_data(static_cast<int>(i)) != 0 ? 1 : 0;
       }

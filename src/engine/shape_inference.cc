@@ -498,6 +498,12 @@ void InferNode(const Node& node, Analysis* a) {
             : to == 7 ? DataType::kInt64
             : to == 8 ? DataType::kString
                       : DataType::kInvalid;
+  } else if (op == "QuantizeLinear" || op == "DequantizeLinear") {
+    out = x;
+    const bool zero_point = node.inputs.size() > 2 && node.inputs[2] != kNoValue;
+    dtype = op == "DequantizeLinear" ? DataType::kFp32
+            : zero_point             ? a->dtypes[node.inputs[2]]
+                                     : DataType::kUint8;
   } else if (op == "Slice") {
     auto spec = x ? SliceSpecOf(node, *a, x->size()) : std::nullopt;
     if (spec) {

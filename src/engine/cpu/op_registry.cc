@@ -94,6 +94,8 @@ const std::map<std::string, OpDef>& Registry(bool onednn) {
         {"PRelu", {RunPRelu, nullptr, kElementwise}},
         {"Pad", {RunPad, CheckPad, LayoutSupport::kAny}},
         {"Pow", {RunPow, nullptr, kElementwise}},
+        {"QuantizeLinear", {RunQuantizeLinear, CheckQuantizeLinear, kElementwise}},
+        {"DequantizeLinear", {RunDequantizeLinear, nullptr, kElementwise}},
         {"Range", {RunRange}},
         {"Reciprocal", {RunReciprocal, nullptr, kElementwise}},
         {"ReduceL1", {RunReduceL1, nullptr, LayoutSupport::kAny}},

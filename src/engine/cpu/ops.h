@@ -274,6 +274,10 @@ Status RunSum(const OpContext&, const Node&, const Inputs&, std::vector<Value>*)
 Status RunMean(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
 Status CheckDropout(const Node&, const Graph&);
 Status RunDropout(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+// quantize_ops.cc
+Status CheckQuantizeLinear(const Node&, const Graph&);
+Status RunQuantizeLinear(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunDequantizeLinear(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
 // unary_ops.cc
 Status RunAbs(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
 Status RunSign(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);

@@ -1,0 +1,233 @@
+// QuantizeLinear and DequantizeLinear (opsets 10 and 13): the Q/DQ nodes of a statically
+// quantized model (onnxruntime.quantization's QDQ format). The engine computes such a model in
+// FP32: DequantizeLinear of constant 8-bit weights folds into FP32 weights at load, and each
+// activation's QuantizeLinear -> DequantizeLinear pair rounds it to the 8-bit grid and back, so
+// the values are the quantized model's.
+#include <immintrin.h>
+
+#include <cmath>
+#include <limits>
+#include <type_traits>
+
+#include "absl/strings/str_cat.h"
+#include "engine/cpu/broadcast.h"
+#include "engine/cpu/ops.h"
+
+namespace tessera::engine::cpu {
+namespace {
+
+// x seen as [outer, channels, inner]: channels is x's `axis` dim for a per-axis scale, 1 for a
+// per-tensor one.
+struct ScaleSpan {
+  int64_t outer = 1;
+  int64_t channels = 1;
+  int64_t inner = 1;
+};
+
+StatusOr<ScaleSpan> SpanOf(const Node& node, const Value& x, const Value& scale,
+                           const Value* zero_point) {
+  ScaleSpan span;
+  span.inner = x.num_elements();
+  if (zero_point != nullptr && zero_point->shape() != scale.shape()) {
+    return absl::InvalidArgumentError(absl::StrCat("zero point ", DescribeValue(*zero_point),
+                                                   " does not match scale ", DescribeValue(scale)));
+  }
+  if (scale.shape().empty() ||
+      (scale.shape().size() == 1 && scale.num_elements() == 1 && node.opset < 13)) {
+    return span;
+  }
+  const int64_t rank = static_cast<int64_t>(x.shape().size());
+  int64_t axis = node.attributes.GetInt("axis", 1);
+  if (axis < 0) axis += rank;
+  if (scale.shape().size() != 1 || node.opset < 13 || axis < 0 || axis >= rank ||
+      scale.shape()[0] != x.shape()[axis]) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "scale ", DescribeValue(scale), " is neither a scalar nor one value per slice of ",
+        DescribeValue(x), " along axis ", node.attributes.GetInt("axis", 1)));
+  }
+  span.channels = x.shape()[axis];
+  span.outer = 1;
+  for (int64_t d = 0; d < axis; ++d) span.outer *= x.shape()[d];
+  span.inner = span.channels == 0 ? 0 : x.num_elements() / span.outer / span.channels;
+  return span;
+}
+
+// Calls fn(begin, end, channel) for each run of elements that share a channel, in parallel.
+template <typename Fn>
+void ForEachChannelRun(ThreadPool* pool, const ScaleSpan& span, Fn fn) {
+  if (span.channels == 1) {
+    ParallelChunks(pool, span.inner * span.outer,
+                   [&](int64_t begin, int64_t end) { fn(begin, end, int64_t{0}); });
+    return;
+  }
+  ParallelChunks(pool, span.outer * span.channels, [&](int64_t begin, int64_t end) {
+    for (int64_t row = begin; row < end; ++row) {
+      fn(row * span.inner, (row + 1) * span.inner, row % span.channels);
+    }
+  });
+}
+
+// y = clamp(round_half_even(x / s) + z, lo, hi), as ONNX specifies (a division, as onnxruntime
+// does too, so the two round alike).
+template <typename Q>
+void QuantizeRun(const float* x, int64_t n, float s, float z, Q* y) {
+  constexpr float lo = std::numeric_limits<Q>::min();
+  constexpr float hi = std::numeric_limits<Q>::max();
+  for (int64_t i = 0; i < n; ++i) {
+    const float q = std::nearbyint(x[i] / s) + z;  // the default rounding mode: half to even
+    y[i] = static_cast<Q>(std::fmin(std::fmax(q, lo), hi));
+  }
+}
+
+// The same eight at a time (libm's nearbyint is a call per element otherwise).
+template <typename Q>
+__attribute__((target("avx2"))) void QuantizeRunAvx2(const float* x, int64_t n, float s, float z,
+                                                     Q* y) {
+  const __m256 scale = _mm256_set1_ps(s);
+  const __m256 zero = _mm256_set1_ps(z);
+  const __m256 lo = _mm256_set1_ps(static_cast<float>(std::numeric_limits<Q>::min()));
+  const __m256 hi = _mm256_set1_ps(static_cast<float>(std::numeric_limits<Q>::max()));
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 v = _mm256_div_ps(_mm256_loadu_ps(x + i), scale);
+    v = _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    v = _mm256_min_ps(_mm256_max_ps(_mm256_add_ps(v, zero), lo), hi);
+    const __m256i q = _mm256_cvtps_epi32(v);
+    // Already in Q's range, so the saturating packs below only narrow.
+    const __m128i q16 = _mm_packs_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
+    const __m128i q8 = std::is_signed_v<Q> ? _mm_packs_epi16(q16, q16) : _mm_packus_epi16(q16, q16);
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(y + i), q8);
+  }
+  QuantizeRun(x + i, n - i, s, z, y + i);
+}
+
+bool HasAvx2() {
+  static const bool has = __builtin_cpu_supports("avx2");
+  return has;
+}
+
+template <typename Q>
+void Quantize(ThreadPool* pool, const ScaleSpan& span, const float* x, const float* scale,
+              const Q* zero_point, Q* y) {
+  const bool avx2 = HasAvx2();
+  ForEachChannelRun(pool, span, [&](int64_t begin, int64_t end, int64_t c) {
+    const float z = zero_point != nullptr ? static_cast<float>(zero_point[c]) : 0.0f;
+    if (avx2) {
+      QuantizeRunAvx2(x + begin, end - begin, scale[c], z, y + begin);
+    } else {
+      QuantizeRun(x + begin, end - begin, scale[c], z, y + begin);
+    }
+  });
+}
+
+// y = (x - z) * s.
+template <typename Q>
+void DequantizeRun(const Q* x, int64_t n, float s, int32_t z, float* y) {
+  for (int64_t i = 0; i < n; ++i) y[i] = static_cast<float>(static_cast<int32_t>(x[i]) - z) * s;
+}
+
+// The same eight at a time, for 8-bit x.
+template <typename Q>
+__attribute__((target("avx2"))) void DequantizeRunAvx2(const Q* x, int64_t n, float s, int32_t z,
+                                                       float* y) {
+  const __m256 scale = _mm256_set1_ps(s);
+  const __m256i zero = _mm256_set1_epi32(z);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(x + i));
+    const __m256i wide =
+        std::is_signed_v<Q> ? _mm256_cvtepi8_epi32(bytes) : _mm256_cvtepu8_epi32(bytes);
+    const __m256 v = _mm256_cvtepi32_ps(_mm256_sub_epi32(wide, zero));
+    _mm256_storeu_ps(y + i, _mm256_mul_ps(v, scale));
+  }
+  DequantizeRun(x + i, n - i, s, z, y + i);
+}
+
+template <typename Q>
+void Dequantize(ThreadPool* pool, const ScaleSpan& span, const Q* x, const float* scale,
+                const Q* zero_point, float* y) {
+  const bool avx2 = HasAvx2();
+  ForEachChannelRun(pool, span, [&](int64_t begin, int64_t end, int64_t c) {
+    const int32_t z = zero_point != nullptr ? static_cast<int32_t>(zero_point[c]) : 0;
+    if constexpr (sizeof(Q) == 1) {
+      if (avx2) return DequantizeRunAvx2(x + begin, end - begin, scale[c], z, y + begin);
+    }
+    DequantizeRun(x + begin, end - begin, scale[c], z, y + begin);
+  });
+}
+
+const Value* Optional(const Inputs& inputs, size_t i) {
+  return i < inputs.size() ? inputs[i] : nullptr;
+}
+
+}  // namespace
+
+Status CheckQuantizeLinear(const Node& node, const Graph&) {
+  if (node.attributes.Has("saturate")) {
+    return absl::UnimplementedError("QuantizeLinear's saturate attribute (8-bit floats)");
+  }
+  return absl::OkStatus();
+}
+
+Status RunQuantizeLinear(const OpContext& ctx, const Node& node, const Inputs& inputs,
+                         std::vector<Value>* outputs) {
+  TESSERA_ASSIGN_OR_RETURN(const Value* x, RequireInput(inputs, 0, "x", {DataType::kFp32}));
+  TESSERA_ASSIGN_OR_RETURN(const Value* scale,
+                           RequireInput(inputs, 1, "y_scale", {DataType::kFp32}));
+  const Value* zero_point = Optional(inputs, 2);
+  if (zero_point != nullptr && zero_point->dtype() != DataType::kUint8 &&
+      zero_point->dtype() != DataType::kInt8) {
+    return absl::UnimplementedError(absl::StrCat("y_zero_point ", DescribeValue(*zero_point),
+                                                 ": only UINT8 and INT8 are supported"));
+  }
+  TESSERA_ASSIGN_OR_RETURN(ScaleSpan span, SpanOf(node, *x, *scale, zero_point));
+  const DataType type = zero_point != nullptr ? zero_point->dtype() : DataType::kUint8;
+  Value y = ctx.NewOutput(0, type, x->shape());
+  if (type == DataType::kUint8) {
+    Quantize<uint8_t>(ctx.pool, span, x->data<float>(), scale->data<float>(),
+                      zero_point != nullptr ? zero_point->data<uint8_t>() : nullptr,
+                      y.mutable_data<uint8_t>());
+  } else {
+    Quantize<int8_t>(ctx.pool, span, x->data<float>(), scale->data<float>(),
+                     zero_point->data<int8_t>(), y.mutable_data<int8_t>());
+  }
+  (*outputs)[0] = std::move(y);
+  return absl::OkStatus();
+}
+
+Status RunDequantizeLinear(const OpContext& ctx, const Node& node, const Inputs& inputs,
+                           std::vector<Value>* outputs) {
+  TESSERA_ASSIGN_OR_RETURN(
+      const Value* x,
+      RequireInput(inputs, 0, "x", {DataType::kUint8, DataType::kInt8, DataType::kInt32}));
+  TESSERA_ASSIGN_OR_RETURN(const Value* scale,
+                           RequireInput(inputs, 1, "x_scale", {DataType::kFp32}));
+  const Value* zero_point = Optional(inputs, 2);
+  if (zero_point != nullptr && zero_point->dtype() != x->dtype()) {
+    return absl::InvalidArgumentError(absl::StrCat("x_zero_point ", DescribeValue(*zero_point),
+                                                   " is not of x's type (", DescribeValue(*x),
+                                                   ")"));
+  }
+  TESSERA_ASSIGN_OR_RETURN(ScaleSpan span, SpanOf(node, *x, *scale, zero_point));
+  Value y = ctx.NewOutput(0, DataType::kFp32, x->shape());
+  const float* s = scale->data<float>();
+  float* out = y.mutable_data<float>();
+  switch (x->dtype()) {
+    case DataType::kUint8:
+      Dequantize<uint8_t>(ctx.pool, span, x->data<uint8_t>(), s,
+                          zero_point != nullptr ? zero_point->data<uint8_t>() : nullptr, out);
+      break;
+    case DataType::kInt8:
+      Dequantize<int8_t>(ctx.pool, span, x->data<int8_t>(), s,
+                         zero_point != nullptr ? zero_point->data<int8_t>() : nullptr, out);
+      break;
+    default:  // INT32 (quantized biases): ONNX gives them no zero point but 0
+      Dequantize<int32_t>(ctx.pool, span, x->data<int32_t>(), s,
+                          zero_point != nullptr ? zero_point->data<int32_t>() : nullptr, out);
+      break;
+  }
+  (*outputs)[0] = std::move(y);
+  return absl::OkStatus();
+}
+
+}  // namespace tessera::engine::cpu
