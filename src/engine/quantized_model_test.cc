@@ -1,0 +1,144 @@
+// A QDQ-quantized model (onnxruntime.quantization's format) through LoadOnnxModel: INT8 and INT32
+// initializers, the weights' DequantizeLinear folded at load, activations rounded to their 8-bit
+// grids, with oneDNN's channels-last Conv and with the engine's own.
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "engine/fusion_test_util.h"
+#include "engine/onnx_builder_for_test.h"
+#include "gtest/gtest.h"
+#include "tessera/engine/engine.h"
+
+namespace tessera::engine {
+namespace {
+
+constexpr int kIn = 4, kOut = 3, kSide = 6;
+constexpr float kXScale = 0.05f, kYScale = 0.1f;
+constexpr uint8_t kXZero = 128, kYZero = 100;
+const std::vector<float> kWScales = {0.02f, 0.03f, 0.01f};
+
+std::vector<int8_t> Weights() {
+  std::vector<int8_t> w(kOut * kIn * 9);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<int8_t>((i * 37 % 255) - 127);
+  return w;
+}
+const std::vector<int32_t> kBias = {200, -150, 75};
+
+onnx::TensorProto* Scalar(OnnxBuilderForTest& b, const std::string& name, int type) {
+  auto* t = b.AddInitializer();
+  t->set_name(name);
+  t->set_data_type(type);
+  return t;
+}
+
+// y = DQ(Q(Conv(DQ(Q(x)), DQ(W), DQ(bias)))), pads 1.
+std::string QdqConvModel() {
+  OnnxBuilderForTest b;
+  b.Input("x", {-1, kIn, kSide, kSide});
+  b.Output("y");
+  Scalar(b, "x_scale", onnx::TensorProto::FLOAT)->add_float_data(kXScale);
+  Scalar(b, "x_zero", onnx::TensorProto::UINT8)->add_int32_data(kXZero);
+  Scalar(b, "y_scale", onnx::TensorProto::FLOAT)->add_float_data(kYScale);
+  Scalar(b, "y_zero", onnx::TensorProto::UINT8)->add_int32_data(kYZero);
+  auto* w = b.AddInitializer();  // raw bytes
+  w->set_name("w_q");
+  w->set_data_type(onnx::TensorProto::INT8);
+  for (int64_t d : {kOut, kIn, 3, 3}) w->add_dims(d);
+  const std::vector<int8_t> weights = Weights();
+  w->set_raw_data(std::string(reinterpret_cast<const char*>(weights.data()), weights.size()));
+  auto* ws = b.AddInitializer();
+  ws->set_name("w_scale");
+  ws->set_data_type(onnx::TensorProto::FLOAT);
+  ws->add_dims(kOut);
+  auto* wz = b.AddInitializer();  // one int32_data entry per value
+  wz->set_name("w_zero");
+  wz->set_data_type(onnx::TensorProto::INT8);
+  wz->add_dims(kOut);
+  auto* bq = b.AddInitializer();
+  bq->set_name("b_q");
+  bq->set_data_type(onnx::TensorProto::INT32);
+  bq->add_dims(kOut);
+  auto* bs = b.AddInitializer();
+  bs->set_name("b_scale");
+  bs->set_data_type(onnx::TensorProto::FLOAT);
+  bs->add_dims(kOut);
+  for (int c = 0; c < kOut; ++c) {
+    ws->add_float_data(kWScales[c]);
+    wz->add_int32_data(0);
+    bq->add_int32_data(kBias[c]);
+    bs->add_float_data(kXScale * kWScales[c]);
+  }
+  b.Node("QuantizeLinear", {"x", "x_scale", "x_zero"}, {"x_q"});
+  b.Node("DequantizeLinear", {"x_q", "x_scale", "x_zero"}, {"x_dq"});
+  OnnxBuilderForTest::Int(b.Node("DequantizeLinear", {"w_q", "w_scale", "w_zero"}, {"w"}), "axis",
+                          0);
+  OnnxBuilderForTest::Int(b.Node("DequantizeLinear", {"b_q", "b_scale"}, {"bias"}), "axis", 0);
+  OnnxBuilderForTest::Ints(b.Node("Conv", {"x_dq", "w", "bias"}, {"conv"}), "pads", {1, 1, 1, 1});
+  b.Node("QuantizeLinear", {"conv", "y_scale", "y_zero"}, {"y_q"});
+  b.Node("DequantizeLinear", {"y_q", "y_scale", "y_zero"}, {"y"});
+  return b.Write("qdq_conv.onnx");
+}
+
+float FakeQuant(double v, float scale, int zero) {
+  const double q = std::nearbyint(v / scale) + zero;
+  return static_cast<float>((std::fmin(std::fmax(q, 0.0), 255.0) - zero) * scale);
+}
+
+TEST(QuantizedModelTest, QdqConvComputesTheDequantizedModelOnItsGrids) {
+  const std::string path = QdqConvModel();
+  auto graph = PreparedGraph(path);
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  // The weight and bias DequantizeLinear nodes are folded into FP32 constants.
+  EXPECT_EQ(graph->nodes.size(), 5u);
+
+  RandomX x({2, kIn, kSide, kSide}, 3, 1.5f);
+  const std::vector<int8_t> weights = Weights();
+  std::vector<float> expected(2 * kOut * kSide * kSide);
+  for (int n = 0; n < 2; ++n) {
+    for (int o = 0; o < kOut; ++o) {
+      for (int h = 0; h < kSide; ++h) {
+        for (int w = 0; w < kSide; ++w) {
+          double sum = kBias[o] * double{kXScale * kWScales[o]};
+          for (int i = 0; i < kIn; ++i) {
+            for (int kh = 0; kh < 3; ++kh) {
+              for (int kw = 0; kw < 3; ++kw) {
+                const int ih = h + kh - 1, iw = w + kw - 1;
+                if (ih < 0 || iw < 0 || ih >= kSide || iw >= kSide) continue;
+                const float xv =
+                    FakeQuant(x.values[((n * kIn + i) * kSide + ih) * kSide + iw], kXScale, kXZero);
+                sum += double{xv} * weights[((o * kIn + i) * 3 + kh) * 3 + kw] * kWScales[o];
+              }
+            }
+          }
+          expected[((n * kOut + o) * kSide + h) * kSide + w] = FakeQuant(sum, kYScale, kYZero);
+        }
+      }
+    }
+  }
+  for (bool onednn : {true, false}) {
+    SCOPED_TRACE(onednn ? "oneDNN" : "own kernels");
+    ModelOptions options;
+    options.onednn = onednn;
+    auto model = LoadOnnxModel(path, options);
+    ASSERT_TRUE(model.ok()) << model.status();
+    std::vector<Tensor> out;
+    std::vector<LayerTiming> timings;
+    ASSERT_TRUE((*model)->RunTimed({x.view}, &out, &timings).ok());
+    EXPECT_EQ(timings.size(), 5u);
+    ASSERT_EQ(out[0].bytes.size(), expected.size() * sizeof(float));
+    std::vector<float> y(expected.size());
+    std::memcpy(y.data(), out[0].bytes.data(), out[0].bytes.size());
+    int exact = 0;
+    for (size_t i = 0; i < expected.size(); ++i) {
+      // A sum within rounding of a grid boundary may land one step over (FP32 sum order).
+      EXPECT_LE(std::fabs(y[i] - expected[i]), kYScale * 1.001f) << i;
+      exact += y[i] == expected[i];
+    }
+    EXPECT_GE(exact, static_cast<int>(expected.size()) - 2);
+  }
+}
+
+}  // namespace
+}  // namespace tessera::engine
