@@ -6,7 +6,7 @@ namespace tessera::engine {
 
 DefaultedInputsModel::DefaultedInputsModel(std::unique_ptr<Model> inner,
                                            std::map<std::string, Value> defaults)
-    : inner_(std::move(inner)), defaults_(std::move(defaults)) {
+    : WrappedModel(std::move(inner)), defaults_(std::move(defaults)) {
   for (const auto& [name, value] : defaults_) {
     default_views_.push_back(TensorView{name, value.dtype(), value.shape(),
                                         value.mutable_data<void>(), value.byte_size()});
@@ -34,14 +34,14 @@ const std::vector<TensorView>& DefaultedInputsModel::Completed(
 Status DefaultedInputsModel::Run(const std::vector<TensorView>& inputs,
                                  std::vector<Tensor>* outputs) {
   std::vector<TensorView> scratch;
-  return inner_->Run(Completed(inputs, &scratch), outputs);
+  return inner().Run(Completed(inputs, &scratch), outputs);
 }
 
 Status DefaultedInputsModel::RunTimed(const std::vector<TensorView>& inputs,
                                       std::vector<Tensor>* outputs,
                                       std::vector<LayerTiming>* timings) {
   std::vector<TensorView> scratch;
-  return inner_->RunTimed(Completed(inputs, &scratch), outputs, timings);
+  return inner().RunTimed(Completed(inputs, &scratch), outputs, timings);
 }
 
 }  // namespace tessera::engine

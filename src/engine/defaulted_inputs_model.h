@@ -9,33 +9,25 @@
 #include <vector>
 
 #include "engine/value.h"
+#include "engine/wrapped_model.h"
 #include "tessera/engine/engine.h"
 
 namespace tessera::engine {
 
-class DefaultedInputsModel final : public Model {
+class DefaultedInputsModel final : public WrappedModel {
  public:
   // `defaults` by input name (Graph::input_defaults); their storage is kept alive here.
   DefaultedInputsModel(std::unique_ptr<Model> inner, std::map<std::string, Value> defaults);
 
-  const std::vector<TensorInfo>& inputs() const override { return inner_->inputs(); }
-  const std::vector<TensorInfo>& outputs() const override { return inner_->outputs(); }
-  uint64_t weight_bytes() const override { return inner_->weight_bytes(); }
   Status Run(const std::vector<TensorView>& inputs, std::vector<Tensor>* outputs) override;
   Status RunTimed(const std::vector<TensorView>& inputs, std::vector<Tensor>* outputs,
                   std::vector<LayerTiming>* timings) override;
-  StatusOr<MemoryPlanInfo> PlanMemory(int64_t batch) const override {
-    return inner_->PlanMemory(batch);
-  }
-  StatusOr<ExportedWeights> ExportWeights() const override { return inner_->ExportWeights(); }
-  WeightImportOutcome weight_import() const override { return inner_->weight_import(); }
 
  private:
   // `inputs` plus a view of each default they leave out; `inputs` itself when they leave none.
   const std::vector<TensorView>& Completed(const std::vector<TensorView>& inputs,
                                            std::vector<TensorView>* scratch) const;
 
-  std::unique_ptr<Model> inner_;
   std::vector<TensorView> default_views_;  // into defaults_' storage
   std::map<std::string, Value> defaults_;
 };

@@ -21,11 +21,11 @@ std::vector<TensorInfo> WithTypes(std::vector<TensorInfo> infos,
 Float16InterfaceModel::Float16InterfaceModel(std::unique_ptr<Model> inner,
                                              std::map<std::string, DataType> input_types,
                                              std::map<std::string, DataType> output_types)
-    : inner_(std::move(inner)),
+    : WrappedModel(std::move(inner)),
       input_types_(std::move(input_types)),
       output_types_(std::move(output_types)),
-      inputs_(WithTypes(inner_->inputs(), input_types_)),
-      outputs_(WithTypes(inner_->outputs(), output_types_)) {}
+      inputs_(WithTypes(WrappedModel::inner().inputs(), input_types_)),
+      outputs_(WithTypes(WrappedModel::inner().outputs(), output_types_)) {}
 
 StatusOr<std::vector<TensorView>> Float16InterfaceModel::Widened(
     const std::vector<TensorView>& inputs) {
@@ -85,7 +85,7 @@ void Float16InterfaceModel::Narrow(std::vector<Tensor>* outputs) const {
 Status Float16InterfaceModel::Run(const std::vector<TensorView>& inputs,
                                   std::vector<Tensor>* outputs) {
   TESSERA_ASSIGN_OR_RETURN(std::vector<TensorView> views, Widened(inputs));
-  TESSERA_RETURN_IF_ERROR(inner_->Run(views, outputs));
+  TESSERA_RETURN_IF_ERROR(inner().Run(views, outputs));
   Narrow(outputs);
   return absl::OkStatus();
 }
@@ -94,7 +94,7 @@ Status Float16InterfaceModel::RunTimed(const std::vector<TensorView>& inputs,
                                        std::vector<Tensor>* outputs,
                                        std::vector<LayerTiming>* timings) {
   TESSERA_ASSIGN_OR_RETURN(std::vector<TensorView> views, Widened(inputs));
-  TESSERA_RETURN_IF_ERROR(inner_->RunTimed(views, outputs, timings));
+  TESSERA_RETURN_IF_ERROR(inner().RunTimed(views, outputs, timings));
   Narrow(outputs);
   return absl::OkStatus();
 }

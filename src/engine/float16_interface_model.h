@@ -10,11 +10,12 @@
 #include <string>
 #include <vector>
 
+#include "engine/wrapped_model.h"
 #include "tessera/engine/engine.h"
 
 namespace tessera::engine {
 
-class Float16InterfaceModel final : public Model {
+class Float16InterfaceModel final : public WrappedModel {
  public:
   // The maps name the inner model's inputs and outputs that are 16-bit at the interface, with
   // their types (kFp16 or kBf16).
@@ -23,22 +24,15 @@ class Float16InterfaceModel final : public Model {
 
   const std::vector<TensorInfo>& inputs() const override { return inputs_; }
   const std::vector<TensorInfo>& outputs() const override { return outputs_; }
-  uint64_t weight_bytes() const override { return inner_->weight_bytes(); }
   Status Run(const std::vector<TensorView>& inputs, std::vector<Tensor>* outputs) override;
   Status RunTimed(const std::vector<TensorView>& inputs, std::vector<Tensor>* outputs,
                   std::vector<LayerTiming>* timings) override;
-  StatusOr<MemoryPlanInfo> PlanMemory(int64_t batch) const override {
-    return inner_->PlanMemory(batch);
-  }
-  StatusOr<ExportedWeights> ExportWeights() const override { return inner_->ExportWeights(); }
-  WeightImportOutcome weight_import() const override { return inner_->weight_import(); }
 
  private:
   // `inputs` with the 16-bit ones replaced by FP32 views of `widened_` (this Run's copies).
   StatusOr<std::vector<TensorView>> Widened(const std::vector<TensorView>& inputs);
   void Narrow(std::vector<Tensor>* outputs) const;
 
-  std::unique_ptr<Model> inner_;
   std::map<std::string, DataType> input_types_;
   std::map<std::string, DataType> output_types_;
   std::vector<TensorInfo> inputs_;

@@ -30,7 +30,7 @@ struct RandomX {
   TensorView view;
 };
 
-// The model's first output for `x` (of x's element count), with or without oneDNN, and in
+// The model's first output for `x` (FP32, all of its elements), with or without oneDNN, and in
 // `*kernels`, when given, the number of kernels the Run ran.
 inline std::vector<float> FirstOutput(const std::string& path, bool onednn, const RandomX& x,
                                       size_t* kernels = nullptr) {
@@ -44,7 +44,7 @@ inline std::vector<float> FirstOutput(const std::string& path, bool onednn, cons
   if (kernels != nullptr) *kernels = timings.size();
   if (out.empty()) return {};
   const auto* y = reinterpret_cast<const float*>(out[0].bytes.data());
-  return std::vector<float>(y, y + x.values.size());
+  return std::vector<float>(y, y + out[0].bytes.size() / sizeof(float));
 }
 
 inline StatusOr<Graph> PreparedGraph(const std::string& path) {

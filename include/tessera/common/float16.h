@@ -18,11 +18,6 @@ inline float Bf16ToFloat(uint16_t value) {
   Bf16ToFloat(&value, &out, 1);
   return out;
 }
-inline float Fp16ToFloat(uint16_t value) {
-  float out;
-  Fp16ToFloat(&value, &out, 1);
-  return out;
-}
 inline uint16_t FloatToFp16(float value) {
   uint16_t out;
   FloatToFp16(&value, &out, 1);
