@@ -47,11 +47,11 @@ inline std::vector<float> FirstOutput(const std::string& path, bool onednn, cons
   return std::vector<float>(y, y + out[0].bytes.size() / sizeof(float));
 }
 
-inline StatusOr<Graph> PreparedGraph(const std::string& path) {
+inline StatusOr<Graph> PreparedGraph(const std::string& path, GraphPassOptions options = {}) {
   TESSERA_ASSIGN_OR_RETURN(Graph graph, ImportOnnxModel(path, [](const std::string& op) {
                              return cpu::FindOp(op) != nullptr;
                            }));
-  TESSERA_RETURN_IF_ERROR(RunGraphPasses(&graph).status());
+  TESSERA_RETURN_IF_ERROR(RunGraphPasses(&graph, options).status());
   return graph;
 }
 

@@ -119,6 +119,8 @@ std::string PassSummary::ToString() const {
       " reshape targets made static, ", dead_removed, " dead removed, ", batchnorms_folded,
       " BatchNorms folded into Conv, ", activations_fused, " activations fused, ", layernorms_fused,
       " LayerNorms fused, ", gemm_weights_transposed, " Gemm weights transposed",
+      qdq_convs_fused == 0 ? ""
+                           : absl::StrCat(", ", qdq_convs_fused, " QDQ Convs made QLinearConv"),
       batch_pinned_by.empty() ? "" : absl::StrCat("; batch pinned by ", batch_pinned_by));
 }
 
@@ -439,7 +441,7 @@ int FuseLayerNorm(Graph* graph) {
   return fused;
 }
 
-StatusOr<PassSummary> RunGraphPasses(Graph* graph) {
+StatusOr<PassSummary> RunGraphPasses(Graph* graph, const GraphPassOptions& options) {
   PassSummary summary;
   summary.nodes_before = static_cast<int>(graph->nodes.size());
   // Folding one kind enables the other (a folded shape feeds Concat, a folded Concat a Reshape).
@@ -457,6 +459,14 @@ StatusOr<PassSummary> RunGraphPasses(Graph* graph) {
     return absl::OkStatus();
   };
   InferShapes(graph);
+  if (options.fuse_qdq_convs) {
+    summary.qdq_convs_fused = FuseQdqConv(graph);
+    if (summary.qdq_convs_fused > 0) {
+      // Before folding: the replaced weights' DequantizeLinear nodes are dead, not to be run.
+      summary.dead_removed += RemoveDeadNodes(graph);
+      InferShapes(graph);
+    }
+  }
   TESSERA_RETURN_IF_ERROR(fold());
   std::string pinned_by;
   if (graph->dynamic_batch) {

@@ -68,6 +68,7 @@ struct PassSummary {
   int activations_fused = 0;
   int layernorms_fused = 0;     // decomposed LayerNorms (opset < 17 exports) made one node
   int gemm_weights_transposed = 0;  // Gemm B constants stored as [K, N] (transB = 0)
+  int qdq_convs_fused = 0;          // QDQ convolutions made QLinearConv (FuseQdqConv)
   std::string batch_pinned_by;  // the Reshape that pinned the batch; empty if none
 
   std::string ToString() const;
@@ -91,6 +92,20 @@ int RemoveDeadNodes(Graph* graph);
 // intermediates) with one LayerNormalization node, which both backends run as one kernel. Needs
 // graph->shapes. Returns the number fused.
 int FuseLayerNorm(Graph* graph);
+
+// Run by RunGraphPasses before the first constant folding (which would fold the weights'
+// DequantizeLinear) when GraphPassOptions::fuse_qdq_convs says the backend runs QLinearConv as an
+// integer convolution (cpu::FastQLinearConv). The QDQ form of a statically quantized convolution,
+//   QuantizeLinear(Conv(DequantizeLinear(x), DequantizeLinear(W), B) [-> Relu])
+// with a per-tensor scale and zero point on x and on the output, constant INT8 W with zero point
+// 0 and a scale per tensor or per output channel (axis 0), and B a constant FP32 [M] or
+// DequantizeLinear of a constant INT32 [M], becomes one QLinearConv node (a Relu in between: with
+// tessera_activation = "Relu") that takes over the QuantizeLinear's output. B is converted to the
+// integer sums' unit x_scale * w_scale[m] (kept as it is when quantized with exactly that scale,
+// as onnxruntime's quantizer does). The values differ from the unfused graph's only where a
+// rounding boundary falls between the integer and the FP32 sums. Needs graph->dtypes. Returns
+// the number fused.
+int FuseQdqConv(Graph* graph);
 
 // Not in RunGraphPasses: each backend applies it to its own copy of the graph (the CPU model, and
 // LoadCudaModel), since the fused form exists only for their kernels. A MatMul by a constant 2-D
@@ -149,8 +164,13 @@ int FuseConvActivation(Graph* graph);
 // Returns the Gemms changed.
 int TransposeGemmWeights(Graph* graph);
 
+// What RunGraphPasses may do beyond 1–7, by what the backend runs well.
+struct GraphPassOptions {
+  bool fuse_qdq_convs = false;  // FuseQdqConv, first
+};
+
 // Runs 1–7 in order; the graph is ready for a backend afterwards (shapes refreshed). Errors:
 // a kernel failing on constant inputs while folding (the node is named).
-StatusOr<PassSummary> RunGraphPasses(Graph* graph);
+StatusOr<PassSummary> RunGraphPasses(Graph* graph, const GraphPassOptions& options = {});
 
 }  // namespace tessera::engine

@@ -68,7 +68,9 @@ StatusOr<Graph> PrepareCpuGraph(const std::string& path, const std::vector<std::
     return absl::UnimplementedError(
         absl::StrCat(path, ": unsupported node configuration: ", absl::StrJoin(problems, "; ")));
   }
-  StatusOr<PassSummary> passes = RunGraphPasses(&graph);
+  GraphPassOptions options;
+  options.fuse_qdq_convs = cpu::FastQLinearConv();
+  StatusOr<PassSummary> passes = RunGraphPasses(&graph, options);
   if (!passes.ok()) return Prefixed(passes.status(), path);
   // Typed now: a STRING value reaching a kernel without string support is refused at load.
   if (Status strings = cpu::CheckStringUse(graph); !strings.ok()) return Prefixed(strings, path);

@@ -1,10 +1,13 @@
 // A QDQ-quantized model (onnxruntime.quantization's format) through LoadOnnxModel: INT8 and INT32
 // initializers, the weights' DequantizeLinear folded at load, activations rounded to their 8-bit
 // grids, with oneDNN's channels-last Conv and with the engine's own.
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "engine/cpu/ops.h"
 #include "engine/fusion_test_util.h"
 #include "engine/onnx_builder_for_test.h"
 #include "gtest/gtest.h"
@@ -32,8 +35,14 @@ onnx::TensorProto* Scalar(OnnxBuilderForTest& b, const std::string& name, int ty
   return t;
 }
 
+struct QdqVariant {
+  bool relu = false;        // Conv -> Relu -> QuantizeLinear
+  int8_t weight_zero = 0;   // not 0: no integer convolution (oneDNN takes no weight zero point)
+  bool float_bias = false;  // an FP32 bias instead of DequantizeLinear of INT32
+};
+
 // y = DQ(Q(Conv(DQ(Q(x)), DQ(W), DQ(bias)))), pads 1.
-std::string QdqConvModel() {
+std::string QdqConvModel(QdqVariant v = {}) {
   OnnxBuilderForTest b;
   b.Input("x", {-1, kIn, kSide, kSide});
   b.Output("y");
@@ -65,7 +74,7 @@ std::string QdqConvModel() {
   bs->add_dims(kOut);
   for (int c = 0; c < kOut; ++c) {
     ws->add_float_data(kWScales[c]);
-    wz->add_int32_data(0);
+    wz->add_int32_data(v.weight_zero);
     bq->add_int32_data(kBias[c]);
     bs->add_float_data(kXScale * kWScales[c]);
   }
@@ -73,11 +82,25 @@ std::string QdqConvModel() {
   b.Node("DequantizeLinear", {"x_q", "x_scale", "x_zero"}, {"x_dq"});
   OnnxBuilderForTest::Int(b.Node("DequantizeLinear", {"w_q", "w_scale", "w_zero"}, {"w"}), "axis",
                           0);
-  OnnxBuilderForTest::Int(b.Node("DequantizeLinear", {"b_q", "b_scale"}, {"bias"}), "axis", 0);
+  if (v.float_bias) {
+    std::vector<float> bias;
+    for (int c = 0; c < kOut; ++c) bias.push_back(kBias[c] * kXScale * kWScales[c]);
+    b.FloatConstant("bias", {kOut}, bias);
+  } else {
+    // With an explicit INT32 zero point of 0, as onnxruntime's quantizer writes it.
+    auto* bz = b.AddInitializer();
+    bz->set_name("b_zero");
+    bz->set_data_type(onnx::TensorProto::INT32);
+    bz->add_dims(kOut);
+    for (int c = 0; c < kOut; ++c) bz->add_int32_data(0);
+    OnnxBuilderForTest::Int(b.Node("DequantizeLinear", {"b_q", "b_scale", "b_zero"}, {"bias"}),
+                            "axis", 0);
+  }
   OnnxBuilderForTest::Ints(b.Node("Conv", {"x_dq", "w", "bias"}, {"conv"}), "pads", {1, 1, 1, 1});
-  b.Node("QuantizeLinear", {"conv", "y_scale", "y_zero"}, {"y_q"});
+  if (v.relu) b.Node("Relu", {"conv"}, {"relu"});
+  b.Node("QuantizeLinear", {v.relu ? "relu" : "conv", "y_scale", "y_zero"}, {"y_q"});
   b.Node("DequantizeLinear", {"y_q", "y_scale", "y_zero"}, {"y"});
-  return b.Write("qdq_conv.onnx");
+  return b.Write(absl::StrCat("qdq_conv_", v.relu, v.weight_zero, v.float_bias, ".onnx"));
 }
 
 float FakeQuant(double v, float scale, int zero) {
@@ -86,50 +109,99 @@ float FakeQuant(double v, float scale, int zero) {
 }
 
 TEST(QuantizedModelTest, QdqConvComputesTheDequantizedModelOnItsGrids) {
-  const std::string path = QdqConvModel();
-  auto graph = PreparedGraph(path);
-  ASSERT_TRUE(graph.ok()) << graph.status();
-  // The weight and bias DequantizeLinear nodes are folded into FP32 constants.
-  EXPECT_EQ(graph->nodes.size(), 5u);
+  for (bool relu : {false, true}) {
+    SCOPED_TRACE(relu ? "Conv, Relu" : "Conv");
+    const std::string path = QdqConvModel({.relu = relu});
+    auto graph = PreparedGraph(path);
+    ASSERT_TRUE(graph.ok()) << graph.status();
+    // The weight and bias DequantizeLinear nodes are folded into FP32 constants (a Relu into the
+    // Conv).
+    EXPECT_EQ(graph->nodes.size(), 5u);
 
-  RandomX x({2, kIn, kSide, kSide}, 3, 1.5f);
-  const std::vector<int8_t> weights = Weights();
-  std::vector<float> expected(2 * kOut * kSide * kSide);
-  for (int n = 0; n < 2; ++n) {
-    for (int o = 0; o < kOut; ++o) {
-      for (int h = 0; h < kSide; ++h) {
-        for (int w = 0; w < kSide; ++w) {
-          double sum = kBias[o] * double{kXScale * kWScales[o]};
-          for (int i = 0; i < kIn; ++i) {
-            for (int kh = 0; kh < 3; ++kh) {
-              for (int kw = 0; kw < 3; ++kw) {
-                const int ih = h + kh - 1, iw = w + kw - 1;
-                if (ih < 0 || iw < 0 || ih >= kSide || iw >= kSide) continue;
-                const float xv =
-                    FakeQuant(x.values[((n * kIn + i) * kSide + ih) * kSide + iw], kXScale, kXZero);
-                sum += double{xv} * weights[((o * kIn + i) * 3 + kh) * 3 + kw] * kWScales[o];
+    RandomX x({2, kIn, kSide, kSide}, 3, 1.5f);
+    const std::vector<int8_t> weights = Weights();
+    std::vector<float> expected(2 * kOut * kSide * kSide);
+    for (int n = 0; n < 2; ++n) {
+      for (int o = 0; o < kOut; ++o) {
+        for (int h = 0; h < kSide; ++h) {
+          for (int w = 0; w < kSide; ++w) {
+            double sum = kBias[o] * double{kXScale * kWScales[o]};
+            for (int i = 0; i < kIn; ++i) {
+              for (int kh = 0; kh < 3; ++kh) {
+                for (int kw = 0; kw < 3; ++kw) {
+                  const int ih = h + kh - 1, iw = w + kw - 1;
+                  if (ih < 0 || iw < 0 || ih >= kSide || iw >= kSide) continue;
+                  const float xv = FakeQuant(x.values[((n * kIn + i) * kSide + ih) * kSide + iw],
+                                             kXScale, kXZero);
+                  sum += double{xv} * weights[((o * kIn + i) * 3 + kh) * 3 + kw] * kWScales[o];
+                }
               }
             }
+            if (relu) sum = std::max(sum, 0.0);
+            expected[((n * kOut + o) * kSide + h) * kSide + w] = FakeQuant(sum, kYScale, kYZero);
           }
-          expected[((n * kOut + o) * kSide + h) * kSide + w] = FakeQuant(sum, kYScale, kYZero);
         }
       }
     }
-  }
-  for (bool onednn : {true, false}) {
-    SCOPED_TRACE(onednn ? "oneDNN" : "own kernels");
-    size_t kernels = 0;
-    const std::vector<float> y = FirstOutput(path, onednn, x, &kernels);
-    EXPECT_EQ(kernels, 5u);  // Q, DQ, Conv, Q, DQ: the weights' DQ ran at load
-    ASSERT_EQ(y.size(), expected.size());
-    int exact = 0;
-    for (size_t i = 0; i < expected.size(); ++i) {
-      // A sum within rounding of a grid boundary may land one step over (FP32 sum order).
-      EXPECT_LE(std::fabs(y[i] - expected[i]), kYScale * 1.001f) << i;
-      exact += y[i] == expected[i];
+    for (bool onednn : {true, false}) {
+      SCOPED_TRACE(onednn ? "oneDNN" : "own kernels");
+      size_t kernels = 0;
+      const std::vector<float> y = FirstOutput(path, onednn, x, &kernels);
+      // Q, DQ, Conv, Q, DQ (the weights' DQ ran at load), or Q, QLinearConv, DQ where the Conv
+      // runs on integers (FuseQdqConv).
+      EXPECT_EQ(kernels, cpu::FastQLinearConv() ? 3u : 5u);
+      ASSERT_EQ(y.size(), expected.size());
+      int exact = 0;
+      for (size_t i = 0; i < expected.size(); ++i) {
+        // A sum within rounding of a grid boundary may land one step over (FP32 sum order).
+        EXPECT_LE(std::fabs(y[i] - expected[i]), kYScale * 1.001f) << i;
+        exact += y[i] == expected[i];
+      }
+      EXPECT_GE(exact, static_cast<int>(expected.size()) - 2);
     }
-    EXPECT_GE(exact, static_cast<int>(expected.size()) - 2);
   }
+}
+
+std::vector<std::string> OpTypes(const Graph& graph) {
+  std::vector<std::string> ops;
+  for (const Node& node : graph.nodes) ops.push_back(node.op_type);
+  return ops;
+}
+
+TEST(QuantizedModelTest, FuseQdqConvMakesOneQLinearConvOfTheQdqGroup) {
+  GraphPassOptions fuse;
+  fuse.fuse_qdq_convs = true;
+  for (bool float_bias : {false, true}) {
+    for (bool relu : {false, true}) {
+      SCOPED_TRACE(absl::StrCat("float bias ", float_bias, ", relu ", relu));
+      auto graph = PreparedGraph(QdqConvModel({.relu = relu, .float_bias = float_bias}), fuse);
+      ASSERT_TRUE(graph.ok()) << graph.status();
+      ASSERT_EQ(OpTypes(*graph),
+                (std::vector<std::string>{"QuantizeLinear", "QLinearConv", "DequantizeLinear"}));
+      const Node& conv = graph->nodes[1];
+      EXPECT_EQ(conv.attributes.GetString("tessera_activation", ""), relu ? "Relu" : "");
+      EXPECT_EQ(conv.attributes.GetInts("pads"), (std::vector<int64_t>{1, 1, 1, 1}));
+      ASSERT_EQ(conv.inputs.size(), 9u);
+      ASSERT_TRUE(graph->IsConstant(conv.inputs[3]));
+      EXPECT_EQ(graph->constants[conv.inputs[3]]->dtype(), DataType::kInt8);
+      // The bias in units of x_scale * w_scale[m]: the INT32 one as it was, the FP32 one
+      // converted back to it.
+      ASSERT_TRUE(graph->IsConstant(conv.inputs[8]));
+      const Value& bias = *graph->constants[conv.inputs[8]];
+      ASSERT_EQ(bias.dtype(), DataType::kInt32);
+      EXPECT_EQ(std::vector<int32_t>(bias.data<int32_t>(), bias.data<int32_t>() + kOut), kBias);
+    }
+  }
+  // oneDNN takes no weight zero point: that group stays as it was (its weights' DQ folded).
+  auto kept = PreparedGraph(QdqConvModel({.weight_zero = 3}), fuse);
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  EXPECT_EQ(OpTypes(*kept), (std::vector<std::string>{"QuantizeLinear", "DequantizeLinear", "Conv",
+                                                      "QuantizeLinear", "DequantizeLinear"}));
+  // Nothing is fused unless the backend asks for it.
+  auto plain = PreparedGraph(QdqConvModel({.relu = true}));
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(OpTypes(*plain), (std::vector<std::string>{"QuantizeLinear", "DequantizeLinear", "Conv",
+                                                       "QuantizeLinear", "DequantizeLinear"}));
 }
 
 }  // namespace

@@ -320,13 +320,16 @@ void InferNode(const Node& node, Analysis* a) {
     out = x;
   } else if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div") {
     if (x && shape_of(1)) out = BroadcastShape(*x, *shape_of(1));
-  } else if (op == "Conv") {
-    const auto& w = shape_of(1);
+  } else if (op == "Conv" || op == "QLinearConv") {
+    const bool quantized = op == "QLinearConv";
+    const auto& w = shape_of(quantized ? 3 : 1);
     if (x && w && x->size() == w->size() && x->size() >= 3) {
       Shape kernel(w->begin() + 2, w->end());
       out = Shape{(*x)[0], (*w)[0]};
       WindowDims(node, *x, kernel, false, &*out);
     }
+    // QLinearConv's output has y_zero_point's type.
+    if (quantized) dtype = node.inputs.size() > 7 ? a->dtypes[node.inputs[7]] : DataType::kInvalid;
   } else if (op == "MaxPool" || op == "AveragePool") {
     std::vector<int64_t> kernel = attrs.GetInts("kernel_shape");
     if (x && x->size() == kernel.size() + 2) {

@@ -200,6 +200,7 @@ Value PhysicalView(const Value& v) {
 
 #ifndef TESSERA_HAVE_ONEDNN
 bool UsingOneDnn() { return false; }
+bool FastQLinearConv() { return false; }
 std::string OneDnnIsa() { return "none"; }
 #endif
 

@@ -96,6 +96,7 @@ const std::map<std::string, OpDef>& Registry(bool onednn) {
         {"Pow", {RunPow, nullptr, kElementwise}},
         {"QuantizeLinear", {RunQuantizeLinear, CheckQuantizeLinear, kElementwise}},
         {"DequantizeLinear", {RunDequantizeLinear, nullptr, kElementwise}},
+        {"QLinearConv", {RunQLinearConv, CheckQLinearConv}},
         {"Range", {RunRange}},
         {"Reciprocal", {RunReciprocal, nullptr, kElementwise}},
         {"ReduceL1", {RunReduceL1, nullptr, LayoutSupport::kAny}},
@@ -168,6 +169,8 @@ const std::map<std::string, OpDef>& Registry(bool onednn) {
     (*r)["MaxPool"] = {RunDnnlMaxPool, CheckPool, LayoutSupport::kAny, MakeDnnlPoolState};
     (*r)["AveragePool"] = {RunDnnlAveragePool, CheckPool, LayoutSupport::kAny, MakeDnnlPoolState};
     (*r)["GlobalAveragePool"] = {RunGlobalAveragePoolAnyLayout, nullptr, LayoutSupport::kAny};
+    (*r)["QLinearConv"] = {RunDnnlQLinearConv, CheckQLinearConv, LayoutSupport::kAny,
+                           MakeDnnlQLinearConvState};
 #endif
     return r;
   }();

@@ -220,9 +220,19 @@ Status RunGlobalAveragePoolAnyLayout(const OpContext&, const Node&, const Inputs
 void DnnlSgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
                int64_t ldc, ThreadPool* pool);
+// QLinearConv as oneDNN's integer convolution (dnnl_qlinear_conv.cc); the own kernel
+// (qlinear_conv.cc) runs what it does not cover.
+std::unique_ptr<KernelState> MakeDnnlQLinearConvState(const Node&, const Graph&);
+Status RunDnnlQLinearConv(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+// Whether QLinearConv runs as an integer convolution here: a oneDNN build on a CPU with 8-bit
+// dot products that sum into 32 bits (AVX-VNNI, AVX-512 VNNI, AMX).
+bool FastQLinearConv();
 // Whether this build runs kernels through oneDNN, and its CPU ISA ("avx512_core", ...).
 bool UsingOneDnn();
 std::string OneDnnIsa();
+// qlinear_conv.cc: the own QLinearConv, through the own Conv on the zero-point-shifted integers.
+Status CheckQLinearConv(const Node&, const Graph&);
+Status RunQLinearConv(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
 // pool.cc
 Status CheckPool(const Node&, const Graph&);
 Status RunMaxPool(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
