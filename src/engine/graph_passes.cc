@@ -121,6 +121,7 @@ std::string PassSummary::ToString() const {
       " LayerNorms fused, ", gemm_weights_transposed, " Gemm weights transposed",
       qdq_convs_fused == 0 ? ""
                            : absl::StrCat(", ", qdq_convs_fused, " QDQ Convs made QLinearConv"),
+      qdq_adds_fused == 0 ? "" : absl::StrCat(", ", qdq_adds_fused, " QDQ Adds made QLinearAdd"),
       batch_pinned_by.empty() ? "" : absl::StrCat("; batch pinned by ", batch_pinned_by));
 }
 
@@ -459,13 +460,12 @@ StatusOr<PassSummary> RunGraphPasses(Graph* graph, const GraphPassOptions& optio
     return absl::OkStatus();
   };
   InferShapes(graph);
-  if (options.fuse_qdq_convs) {
-    summary.qdq_convs_fused = FuseQdqConv(graph);
-    if (summary.qdq_convs_fused > 0) {
-      // Before folding: the replaced weights' DequantizeLinear nodes are dead, not to be run.
-      summary.dead_removed += RemoveDeadNodes(graph);
-      InferShapes(graph);
-    }
+  if (options.fuse_qdq_convs) summary.qdq_convs_fused = FuseQdqConv(graph);
+  if (options.fuse_qdq_adds) summary.qdq_adds_fused = FuseQdqAdd(graph);
+  if (summary.qdq_convs_fused + summary.qdq_adds_fused > 0) {
+    // Before folding: the replaced weights' DequantizeLinear nodes are dead, not to be run.
+    summary.dead_removed += RemoveDeadNodes(graph);
+    InferShapes(graph);
   }
   TESSERA_RETURN_IF_ERROR(fold());
   std::string pinned_by;

@@ -69,6 +69,7 @@ struct PassSummary {
   int layernorms_fused = 0;     // decomposed LayerNorms (opset < 17 exports) made one node
   int gemm_weights_transposed = 0;  // Gemm B constants stored as [K, N] (transB = 0)
   int qdq_convs_fused = 0;          // QDQ convolutions made QLinearConv (FuseQdqConv)
+  int qdq_adds_fused = 0;           // QDQ Adds made com.microsoft.QLinearAdd (FuseQdqAdd)
   std::string batch_pinned_by;  // the Reshape that pinned the batch; empty if none
 
   std::string ToString() const;
@@ -106,6 +107,15 @@ int FuseLayerNorm(Graph* graph);
 // rounding boundary falls between the integer and the FP32 sums. Needs graph->dtypes. Returns
 // the number fused.
 int FuseQdqConv(Graph* graph);
+
+// Run by RunGraphPasses with FuseQdqConv, when GraphPassOptions::fuse_qdq_adds is set (the CPU
+// always sets it): QuantizeLinear(Add(DequantizeLinear(a), DequantizeLinear(b))) with per-tensor
+// constant scales and zero points, a and b of one static shape (the batch may be symbolic), and
+// the Add read by the QuantizeLinear alone, becomes one com.microsoft.QLinearAdd node
+// (onnxruntime's contrib op of that meaning), which computes the same FP32 operations in one pass
+// over the 8-bit values instead of four over FP32 ones: ResNet's residual joins. Needs
+// graph->shapes/dtypes. Returns the number fused.
+int FuseQdqAdd(Graph* graph);
 
 // Not in RunGraphPasses: each backend applies it to its own copy of the graph (the CPU model, and
 // LoadCudaModel), since the fused form exists only for their kernels. A MatMul by a constant 2-D
@@ -167,6 +177,7 @@ int TransposeGemmWeights(Graph* graph);
 // What RunGraphPasses may do beyond 1–7, by what the backend runs well.
 struct GraphPassOptions {
   bool fuse_qdq_convs = false;  // FuseQdqConv, first
+  bool fuse_qdq_adds = false;   // FuseQdqAdd, after it
 };
 
 // Runs 1–7 in order; the graph is ready for a backend afterwards (shapes refreshed). Errors:

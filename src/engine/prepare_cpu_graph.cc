@@ -70,6 +70,7 @@ StatusOr<Graph> PrepareCpuGraph(const std::string& path, const std::vector<std::
   }
   GraphPassOptions options;
   options.fuse_qdq_convs = cpu::FastQLinearConv();
+  options.fuse_qdq_adds = true;
   StatusOr<PassSummary> passes = RunGraphPasses(&graph, options);
   if (!passes.ok()) return Prefixed(passes.status(), path);
   // Typed now: a STRING value reaching a kernel without string support is refused at load.

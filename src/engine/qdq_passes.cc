@@ -1,6 +1,7 @@
 // FuseQdqConv (graph_passes.h): the DequantizeLinear -> Conv -> QuantizeLinear groups of a
 // statically quantized (QDQ) model become QLinearConv nodes, as onnxruntime's QDQ transformer
 // makes them, so that the CPU runs integer convolutions on the 8-bit activations.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -217,6 +218,55 @@ int FuseQdqConv(Graph* graph) {
     graph->nodes[conv_index] = std::move(fused_node);
     remove[n] = true;
     if (relu >= 0) remove[relu] = true;
+    ++fused;
+  }
+  EraseMarked(remove, graph);
+  return fused;
+}
+
+int FuseQdqAdd(Graph* graph) {
+  const std::vector<int> readers = ReaderCounts(*graph);
+  const std::vector<int> producer = Producers(*graph);
+  std::vector<bool> remove(graph->nodes.size(), false);
+  int fused = 0;
+  for (size_t n = 0; n < graph->nodes.size(); ++n) {
+    const Node& q = graph->nodes[n];
+    QdqParts c;
+    if (q.op_type != "QuantizeLinear" || !PerTensorQdq(*graph, q, true, &c)) continue;
+    if (readers[c.x] != 1 || producer[c.x] < 0) continue;
+    const int add_index = producer[c.x];
+    const Node& add = graph->nodes[add_index];
+    if (add.op_type != "Add" || add.inputs.size() != 2 || add.outputs.size() != 1) continue;
+    const Node* da = DequantizeOf(*graph, producer, add.inputs[0]);
+    const Node* db = DequantizeOf(*graph, producer, add.inputs[1]);
+    QdqParts a, b;
+    if (da == nullptr || db == nullptr || !PerTensorQdq(*graph, *da, false, &a) ||
+        !PerTensorQdq(*graph, *db, false, &b)) {
+      continue;
+    }
+    // Same static shapes only: the kernel does not broadcast.
+    const auto& sa = graph->shapes[a.x];
+    const auto& sb = graph->shapes[b.x];
+    if (!sa.has_value() || !sb.has_value() || *sa != *sb ||
+        std::any_of(sa->begin(), sa->end(), [](int64_t d) { return d == kUnknownDim; })) {
+      continue;
+    }
+    const std::string base = graph->value_names[q.outputs[0]];
+    Node fused_node;
+    fused_node.name = add.name;
+    fused_node.op_type = "com.microsoft.QLinearAdd";
+    fused_node.opset = 1;
+    fused_node.inputs = {a.x,
+                         a.scale,
+                         ZeroPoint(graph, a.zero, a.type, base + "/a_zero_point"),
+                         b.x,
+                         b.scale,
+                         ZeroPoint(graph, b.zero, b.type, base + "/b_zero_point"),
+                         c.scale,
+                         ZeroPoint(graph, c.zero, c.type, base + "/c_zero_point")};
+    fused_node.outputs = {q.outputs[0]};
+    graph->nodes[add_index] = std::move(fused_node);
+    remove[n] = true;
     ++fused;
   }
   EraseMarked(remove, graph);

@@ -117,3 +117,64 @@ TEST(QuantizeOpsTest, MismatchedScalesAndZeroPointsAreRefusedNamingThem) {
 
 }  // namespace
 }  // namespace tessera::engine::cpu
+
+namespace tessera::engine::cpu {
+namespace {
+
+// 8-bit values of type Q covering the range, 37 of them (vector loop and tail).
+template <typename Q>
+Value Bytes37(DataType type, int seed) {
+  std::vector<Q> v;
+  for (int i = 0; i < 37; ++i) v.push_back(static_cast<Q>((i * 73 + seed * 31) % 256));
+  return Make<Q>(type, {37}, v);
+}
+
+// QLinearAdd against the three nodes it replaces, run one after the other: bit for bit.
+template <typename A, typename B, typename C>
+void CheckQLinearAdd(DataType a_type, DataType b_type, DataType c_type) {
+  Value a = Bytes37<A>(a_type, 1), b = Bytes37<B>(b_type, 2);
+  Value a_scale = Floats({}, {0.043f}), b_scale = Floats({}, {0.017f}),
+        c_scale = Floats({}, {0.05f});
+  Value a_zero = Make<A>(a_type, {}, {static_cast<A>(7)});
+  Value b_zero = Make<B>(b_type, {}, {static_cast<B>(-5)});
+  Value c_zero = Make<C>(c_type, {}, {static_cast<C>(12)});
+  auto fa = RunOp("DequantizeLinear", {&a, &a_scale, &a_zero});
+  auto fb = RunOp("DequantizeLinear", {&b, &b_scale, &b_zero});
+  ASSERT_TRUE(fa.ok() && fb.ok());
+  auto sum = RunOp("Add", {&*fa, &*fb});
+  ASSERT_TRUE(sum.ok()) << sum.status();
+  auto expected = RunOp("QuantizeLinear", {&*sum, &c_scale, &c_zero});
+  ASSERT_TRUE(expected.ok()) << expected.status();
+  auto c = RunOp("com.microsoft.QLinearAdd",
+                 {&a, &a_scale, &a_zero, &b, &b_scale, &b_zero, &c_scale, &c_zero});
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_EQ(c->dtype(), c_type);
+  EXPECT_EQ(Elements<C>(*c), Elements<C>(*expected));
+  // Not all clipped: the values test the arithmetic.
+  int inside = 0;
+  for (C v : Elements<C>(*c)) {
+    inside += v != std::numeric_limits<C>::min() && v != std::numeric_limits<C>::max();
+  }
+  EXPECT_GT(inside, 20);
+}
+
+TEST(QuantizeOpsTest, QLinearAddIsQuantizeOfTheDequantizedSum) {
+  CheckQLinearAdd<uint8_t, uint8_t, uint8_t>(DataType::kUint8, DataType::kUint8, DataType::kUint8);
+  CheckQLinearAdd<uint8_t, int8_t, int8_t>(DataType::kUint8, DataType::kInt8, DataType::kInt8);
+  CheckQLinearAdd<int8_t, int8_t, uint8_t>(DataType::kInt8, DataType::kInt8, DataType::kUint8);
+}
+
+TEST(QuantizeOpsTest, QLinearAddRefusesShapesThatDifferAndWrongZeroPoints) {
+  Value a = Bytes37<uint8_t>(DataType::kUint8, 1);
+  Value b = Make<uint8_t>(DataType::kUint8, {1}, {3});
+  Value s = Floats({}, {0.1f});
+  Value z = Make<uint8_t>(DataType::kUint8, {}, {0});
+  Value z8 = Make<int8_t>(DataType::kInt8, {}, {0});
+  ExpectInvalidArgument(RunOp("com.microsoft.QLinearAdd", {&a, &s, &z, &b, &s, &z, &s, &z}),
+                        "one shape");
+  ExpectInvalidArgument(RunOp("com.microsoft.QLinearAdd", {&a, &s, &z8, &a, &s, &z, &s, &z}),
+                        "A_zero_point");
+}
+
+}  // namespace
+}  // namespace tessera::engine::cpu

@@ -204,5 +204,73 @@ TEST(QuantizedModelTest, FuseQdqConvMakesOneQLinearConvOfTheQdqGroup) {
                                                        "QuantizeLinear", "DequantizeLinear"}));
 }
 
+// y = DQ(Q(DQ(Q(x)) + DQ(c))) with c a constant UINT8 tensor of x's shape [2, 4, 5, 5], or of
+// [1, 4, 1, 1] when `broadcast` (which the fused kernel does not take).
+std::string QdqAddModel(bool broadcast) {
+  OnnxBuilderForTest b;
+  b.Input("x", {2, 4, 5, 5});
+  b.Output("y");
+  Scalar(b, "x_scale", onnx::TensorProto::FLOAT)->add_float_data(0.04f);
+  Scalar(b, "x_zero", onnx::TensorProto::UINT8)->add_int32_data(120);
+  Scalar(b, "c_scale", onnx::TensorProto::FLOAT)->add_float_data(0.03f);
+  Scalar(b, "c_zero", onnx::TensorProto::UINT8)->add_int32_data(10);
+  Scalar(b, "y_scale", onnx::TensorProto::FLOAT)->add_float_data(0.05f);
+  Scalar(b, "y_zero", onnx::TensorProto::UINT8)->add_int32_data(128);
+  auto* c = b.AddInitializer();
+  c->set_name("c_q");
+  c->set_data_type(onnx::TensorProto::UINT8);
+  const std::vector<int64_t> dims =
+      broadcast ? std::vector<int64_t>{1, 4, 1, 1} : std::vector<int64_t>{2, 4, 5, 5};
+  int64_t count = 1;
+  for (int64_t d : dims) {
+    c->add_dims(d);
+    count *= d;
+  }
+  for (int64_t i = 0; i < count; ++i) c->add_int32_data(static_cast<int32_t>(i * 41 % 256));
+  b.Node("QuantizeLinear", {"x", "x_scale", "x_zero"}, {"x_q"});
+  b.Node("DequantizeLinear", {"x_q", "x_scale", "x_zero"}, {"x_dq"});
+  b.Node("DequantizeLinear", {"c_q", "c_scale", "c_zero"}, {"c_dq"});
+  b.Node("Add", {"x_dq", "c_dq"}, {"sum"});
+  b.Node("QuantizeLinear", {"sum", "y_scale", "y_zero"}, {"y_q"});
+  b.Node("DequantizeLinear", {"y_q", "y_scale", "y_zero"}, {"y"});
+  return b.Write(broadcast ? "qdq_add_broadcast.onnx" : "qdq_add.onnx");
+}
+
+uint8_t Quantize8(float v, float scale, int zero) {
+  return static_cast<uint8_t>(std::fmin(std::fmax(std::nearbyint(v / scale) + zero, 0.0f), 255.0f));
+}
+
+TEST(QuantizedModelTest, FuseQdqAddJoinsTheResidualAddIntoOnePassOverTheBytes) {
+  GraphPassOptions fuse;
+  fuse.fuse_qdq_adds = true;
+  auto graph = PreparedGraph(QdqAddModel(false), fuse);
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  EXPECT_EQ(OpTypes(*graph), (std::vector<std::string>{"QuantizeLinear", "com.microsoft.QLinearAdd",
+                                                       "DequantizeLinear"}));
+  // A broadcast Add stays (its constant operand's DequantizeLinear folded).
+  auto kept = PreparedGraph(QdqAddModel(true), fuse);
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  EXPECT_EQ(OpTypes(*kept), (std::vector<std::string>{"QuantizeLinear", "DequantizeLinear", "Add",
+                                                      "QuantizeLinear", "DequantizeLinear"}));
+
+  // Served as loaded (the CPU fuses): the unfused nodes' FP32 operations, bit for bit.
+  RandomX x({2, 4, 5, 5}, 4, 2.0f);
+  for (bool onednn : {true, false}) {
+    size_t kernels = 0;
+    const std::vector<float> y = FirstOutput(QdqAddModel(false), onednn, x, &kernels);
+    EXPECT_EQ(kernels, 3u);
+    ASSERT_EQ(y.size(), x.values.size());
+    int inside = 0;
+    for (size_t i = 0; i < y.size(); ++i) {
+      const float fx = static_cast<float>(Quantize8(x.values[i], 0.04f, 120) - 120) * 0.04f;
+      const float fc = static_cast<float>(static_cast<int>(i * 41 % 256) - 10) * 0.03f;
+      const uint8_t q = Quantize8(fx + fc, 0.05f, 128);
+      EXPECT_EQ(y[i], static_cast<float>(q - 128) * 0.05f) << i;
+      inside += q != 0 && q != 255;
+    }
+    EXPECT_GT(inside, 150);
+  }
+}
+
 }  // namespace
 }  // namespace tessera::engine

@@ -501,6 +501,9 @@ void InferNode(const Node& node, Analysis* a) {
             : to == 7 ? DataType::kInt64
             : to == 8 ? DataType::kString
                       : DataType::kInvalid;
+  } else if (op == "com.microsoft.QLinearAdd") {
+    if (x && shape_of(3) && *x == *shape_of(3)) out = x;
+    dtype = node.inputs.size() > 7 ? a->dtypes[node.inputs[7]] : DataType::kInvalid;
   } else if (op == "QuantizeLinear" || op == "DequantizeLinear") {
     out = x;
     const bool zero_point = node.inputs.size() > 2 && node.inputs[2] != kNoValue;

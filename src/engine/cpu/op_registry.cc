@@ -97,6 +97,7 @@ const std::map<std::string, OpDef>& Registry(bool onednn) {
         {"QuantizeLinear", {RunQuantizeLinear, CheckQuantizeLinear, kElementwise}},
         {"DequantizeLinear", {RunDequantizeLinear, nullptr, kElementwise}},
         {"QLinearConv", {RunQLinearConv, CheckQLinearConv}},
+        {"com.microsoft.QLinearAdd", {RunQLinearAdd, nullptr, kElementwise}},
         {"Range", {RunRange}},
         {"Reciprocal", {RunReciprocal, nullptr, kElementwise}},
         {"ReduceL1", {RunReduceL1, nullptr, LayoutSupport::kAny}},

@@ -230,6 +230,10 @@ bool FastQLinearConv();
 // Whether this build runs kernels through oneDNN, and its CPU ISA ("avx512_core", ...).
 bool UsingOneDnn();
 std::string OneDnnIsa();
+// quantize_ops.cc: onnxruntime's com.microsoft.QLinearAdd, C = Q(DQ(A) + DQ(B)) with per-tensor
+// scales and zero points and A, B of one shape; made only by graph_passes.h FuseQdqAdd (the
+// importer takes no com.microsoft ops).
+Status RunQLinearAdd(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
 // qlinear_conv.cc: the own QLinearConv, through the own Conv on the zero-point-shifted integers.
 Status CheckQLinearConv(const Node&, const Graph&);
 Status RunQLinearConv(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <limits>
 #include <type_traits>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "engine/cpu/broadcast.h"
@@ -79,25 +80,39 @@ void QuantizeRun(const float* x, int64_t n, float s, float z, Q* y) {
   }
 }
 
+// Eight values quantized: round_half_even(v / scale) + zero, clamped to Q and stored.
+template <typename Q>
+__attribute__((target("avx2"))) inline void QuantizeStore8(__m256 v, __m256 scale, __m256 zero,
+                                                           Q* y) {
+  const __m256 lo = _mm256_set1_ps(static_cast<float>(std::numeric_limits<Q>::min()));
+  const __m256 hi = _mm256_set1_ps(static_cast<float>(std::numeric_limits<Q>::max()));
+  v = _mm256_round_ps(_mm256_div_ps(v, scale), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  v = _mm256_min_ps(_mm256_max_ps(_mm256_add_ps(v, zero), lo), hi);
+  const __m256i q = _mm256_cvtps_epi32(v);
+  // Already in Q's range, so the saturating packs below only narrow.
+  const __m128i q16 = _mm_packs_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
+  const __m128i q8 = std::is_signed_v<Q> ? _mm_packs_epi16(q16, q16) : _mm_packus_epi16(q16, q16);
+  _mm_storel_epi64(reinterpret_cast<__m128i*>(y), q8);
+}
+
+// Eight 8-bit values loaded, less their zero point, as floats times the scale.
+template <typename Q>
+__attribute__((target("avx2"))) inline __m256 DequantizeLoad8(const Q* x, __m256i zero,
+                                                              __m256 scale) {
+  const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(x));
+  const __m256i wide =
+      std::is_signed_v<Q> ? _mm256_cvtepi8_epi32(bytes) : _mm256_cvtepu8_epi32(bytes);
+  return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(wide, zero)), scale);
+}
+
 // The same eight at a time (libm's nearbyint is a call per element otherwise).
 template <typename Q>
 __attribute__((target("avx2"))) void QuantizeRunAvx2(const float* x, int64_t n, float s, float z,
                                                      Q* y) {
   const __m256 scale = _mm256_set1_ps(s);
   const __m256 zero = _mm256_set1_ps(z);
-  const __m256 lo = _mm256_set1_ps(static_cast<float>(std::numeric_limits<Q>::min()));
-  const __m256 hi = _mm256_set1_ps(static_cast<float>(std::numeric_limits<Q>::max()));
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    __m256 v = _mm256_div_ps(_mm256_loadu_ps(x + i), scale);
-    v = _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    v = _mm256_min_ps(_mm256_max_ps(_mm256_add_ps(v, zero), lo), hi);
-    const __m256i q = _mm256_cvtps_epi32(v);
-    // Already in Q's range, so the saturating packs below only narrow.
-    const __m128i q16 = _mm_packs_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
-    const __m128i q8 = std::is_signed_v<Q> ? _mm_packs_epi16(q16, q16) : _mm_packus_epi16(q16, q16);
-    _mm_storel_epi64(reinterpret_cast<__m128i*>(y + i), q8);
-  }
+  for (; i + 8 <= n; i += 8) QuantizeStore8(_mm256_loadu_ps(x + i), scale, zero, y + i);
   QuantizeRun(x + i, n - i, s, z, y + i);
 }
 
@@ -133,13 +148,7 @@ __attribute__((target("avx2"))) void DequantizeRunAvx2(const Q* x, int64_t n, fl
   const __m256 scale = _mm256_set1_ps(s);
   const __m256i zero = _mm256_set1_epi32(z);
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(x + i));
-    const __m256i wide =
-        std::is_signed_v<Q> ? _mm256_cvtepi8_epi32(bytes) : _mm256_cvtepu8_epi32(bytes);
-    const __m256 v = _mm256_cvtepi32_ps(_mm256_sub_epi32(wide, zero));
-    _mm256_storeu_ps(y + i, _mm256_mul_ps(v, scale));
-  }
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, DequantizeLoad8(x + i, zero, scale));
   DequantizeRun(x + i, n - i, s, z, y + i);
 }
 
@@ -160,7 +169,118 @@ const Value* Optional(const Inputs& inputs, size_t i) {
   return i < inputs.size() ? inputs[i] : nullptr;
 }
 
+// ---- com.microsoft.QLinearAdd ------------------------------------------------------------------
+
+struct AddScales {
+  float a = 1, b = 1, c = 1;
+  int32_t a_zero = 0, b_zero = 0, c_zero = 0;
+};
+
+// c = Q(DQ(a) + DQ(b)) in the FP32 operations of the three nodes it stands for, in their order,
+// so that the result is theirs bit for bit.
+template <typename A, typename B, typename C>
+void QLinearAddRun(const A* a, const B* b, int64_t n, const AddScales& p, C* c) {
+  constexpr float lo = std::numeric_limits<C>::min(), hi = std::numeric_limits<C>::max();
+  for (int64_t i = 0; i < n; ++i) {
+    const float fa = static_cast<float>(static_cast<int32_t>(a[i]) - p.a_zero) * p.a;
+    const float fb = static_cast<float>(static_cast<int32_t>(b[i]) - p.b_zero) * p.b;
+    const float q = std::nearbyint((fa + fb) / p.c) + static_cast<float>(p.c_zero);
+    c[i] = static_cast<C>(std::fmin(std::fmax(q, lo), hi));
+  }
+}
+
+template <typename A, typename B, typename C>
+__attribute__((target("avx2"))) void QLinearAddRunAvx2(const A* a, const B* b, int64_t n,
+                                                       const AddScales& p, C* c) {
+  const __m256 a_scale = _mm256_set1_ps(p.a), b_scale = _mm256_set1_ps(p.b);
+  const __m256 c_scale = _mm256_set1_ps(p.c);
+  const __m256i a_zero = _mm256_set1_epi32(p.a_zero), b_zero = _mm256_set1_epi32(p.b_zero);
+  const __m256 c_zero = _mm256_set1_ps(static_cast<float>(p.c_zero));
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 sum = _mm256_add_ps(DequantizeLoad8(a + i, a_zero, a_scale),
+                                     DequantizeLoad8(b + i, b_zero, b_scale));
+    QuantizeStore8(sum, c_scale, c_zero, c + i);
+  }
+  QLinearAddRun(a + i, b + i, n - i, p, c + i);
+}
+
+template <typename A, typename B, typename C>
+void QLinearAddAll(ThreadPool* pool, const Value& a, const Value& b, const AddScales& p, Value* c) {
+  const bool avx2 = HasAvx2();
+  ParallelChunks(pool, a.num_elements(), [&](int64_t begin, int64_t end) {
+    const A* pa = a.data<A>() + begin;
+    const B* pb = b.data<B>() + begin;
+    C* pc = c->mutable_data<C>() + begin;
+    if (avx2) return QLinearAddRunAvx2(pa, pb, end - begin, p, pc);
+    QLinearAddRun(pa, pb, end - begin, p, pc);
+  });
+}
+
+template <typename A, typename B>
+void QLinearAddTo(ThreadPool* pool, const Value& a, const Value& b, const AddScales& p, Value* c) {
+  if (c->dtype() == DataType::kUint8) return QLinearAddAll<A, B, uint8_t>(pool, a, b, p, c);
+  QLinearAddAll<A, B, int8_t>(pool, a, b, p, c);
+}
+
+template <typename A>
+void QLinearAddFrom(ThreadPool* pool, const Value& a, const Value& b, const AddScales& p,
+                    Value* c) {
+  if (b.dtype() == DataType::kUint8) return QLinearAddTo<A, uint8_t>(pool, a, b, p, c);
+  QLinearAddTo<A, int8_t>(pool, a, b, p, c);
+}
+
+// Input `index`, a scale (FP32) or zero point (of `eight_bit`'s type) of one element.
+StatusOr<const Value*> OneValue(const Inputs& inputs, size_t index, const char* what,
+                                DataType dtype) {
+  TESSERA_ASSIGN_OR_RETURN(const Value* v, RequireInput(inputs, index, what, {dtype}));
+  if (v->num_elements() != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " ", DescribeValue(*v), " must hold one value"));
+  }
+  return v;
+}
+
+int32_t EightBitValue(const Value& v) {
+  return v.dtype() == DataType::kUint8 ? v.data<uint8_t>()[0] : v.data<int8_t>()[0];
+}
+
 }  // namespace
+
+Status RunQLinearAdd(const OpContext& ctx, const Node&, const Inputs& inputs,
+                     std::vector<Value>* outputs) {
+  TESSERA_ASSIGN_OR_RETURN(const Value* a,
+                           RequireInput(inputs, 0, "A", {DataType::kUint8, DataType::kInt8}));
+  TESSERA_ASSIGN_OR_RETURN(const Value* b,
+                           RequireInput(inputs, 3, "B", {DataType::kUint8, DataType::kInt8}));
+  TESSERA_ASSIGN_OR_RETURN(const Value* c_zero, RequireInput(inputs, 7, "C_zero_point",
+                                                             {DataType::kUint8, DataType::kInt8}));
+  if (a->shape() != b->shape()) {
+    return absl::InvalidArgumentError(absl::StrCat("A ", DescribeValue(*a), " and B ",
+                                                   DescribeValue(*b), " must have one shape"));
+  }
+  AddScales p;
+  const std::pair<size_t, float*> scales[] = {{1, &p.a}, {4, &p.b}, {6, &p.c}};
+  for (const auto& [index, out] : scales) {
+    const char* what = index == 1 ? "A_scale" : index == 4 ? "B_scale" : "C_scale";
+    TESSERA_ASSIGN_OR_RETURN(const Value* v, OneValue(inputs, index, what, DataType::kFp32));
+    *out = v->data<float>()[0];
+  }
+  TESSERA_ASSIGN_OR_RETURN(const Value* a_zero, OneValue(inputs, 2, "A_zero_point", a->dtype()));
+  TESSERA_ASSIGN_OR_RETURN(const Value* b_zero, OneValue(inputs, 5, "B_zero_point", b->dtype()));
+  TESSERA_ASSIGN_OR_RETURN(c_zero, OneValue(inputs, 7, "C_zero_point", c_zero->dtype()));
+  p.a_zero = EightBitValue(*a_zero);
+  p.b_zero = EightBitValue(*b_zero);
+  p.c_zero = EightBitValue(*c_zero);
+  Value c = ctx.NewOutput(0, c_zero->dtype(), a->shape());
+  if (a->dtype() == DataType::kUint8) {
+    QLinearAddFrom<uint8_t>(ctx.pool, *a, *b, p, &c);
+  } else {
+    QLinearAddFrom<int8_t>(ctx.pool, *a, *b, p, &c);
+  }
+  (*outputs)[0] = std::move(c);
+  return absl::OkStatus();
+}
 
 Status CheckQuantizeLinear(const Node& node, const Graph&) {
   if (node.attributes.Has("saturate")) {
