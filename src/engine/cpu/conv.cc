@@ -179,9 +179,13 @@ Status CheckConv(const Node& node, const Graph& graph) {
     return absl::InvalidArgumentError(
         "attribute tessera_residual is the engine's own, set by its graph passes");
   }
+  return CheckConvWindow(node, graph, 1);
+}
+
+Status CheckConvWindow(const Node& node, const Graph& graph, size_t weight_input) {
   int spatial_rank = 0;  // unknown unless the weight is a constant
-  if (node.inputs.size() > 1 && graph.IsConstant(node.inputs[1])) {
-    int rank = graph.constants[node.inputs[1]]->rank();
+  if (node.inputs.size() > weight_input && graph.IsConstant(node.inputs[weight_input])) {
+    const int rank = graph.constants[node.inputs[weight_input]]->rank();
     if (rank != 3 && rank != 4) {
       return absl::UnimplementedError(absl::StrCat(rank - 2, "-D convolution is not supported"));
     }

@@ -21,6 +21,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "engine/cpu/ops.h"
+
 namespace tessera::engine::cpu {
 
 struct ConvGeometry {
@@ -30,6 +32,26 @@ struct ConvGeometry {
   int64_t dilation_h = 1, dilation_w = 1;
   int64_t pad_top = 0, pad_bottom = 0, pad_left = 0, pad_right = 0;
 };
+
+// A 2-D convolution's geometry: input [batch, *, h, w] to output [*, *, oh, ow] by `win`.
+inline ConvGeometry GeometryOf(int64_t batch, int64_t h, int64_t w, int64_t oh, int64_t ow,
+                               const Window2d& win) {
+  return ConvGeometry{batch,
+                      h,
+                      w,
+                      oh,
+                      ow,
+                      win.kernel_h,
+                      win.kernel_w,
+                      win.stride_h,
+                      win.stride_w,
+                      win.dilation_h,
+                      win.dilation_w,
+                      win.pad_top,
+                      win.pad_bottom,
+                      win.pad_left,
+                      win.pad_right};
+}
 
 // One part: images [image, image + images), and of each the output rows
 // [out_row, out_row + out_rows) computed from input rows [in_row, in_row + in_rows) with

@@ -303,21 +303,7 @@ Status RunDnnlConv(const OpContext& ctx, const Node& node, const Inputs& inputs,
       groups == 1 ? Dims({cout, cin, kh, kw}) : Dims({groups, cout / groups, cin / groups, kh, kw});
   const Tag weight_tag = groups == 1 ? Tag::oihw : Tag::goihw;
   const int threads = ctx.pool != nullptr ? ctx.pool->usable_threads() : 1;
-  ConvGeometry geometry{batch,
-                        h,
-                        w,
-                        oh,
-                        ow,
-                        kh,
-                        kw,
-                        win.stride_h,
-                        win.stride_w,
-                        win.dilation_h,
-                        win.dilation_w,
-                        win.pad_top,
-                        win.pad_bottom,
-                        win.pad_left,
-                        win.pad_right};
+  ConvGeometry geometry = GeometryOf(batch, h, w, oh, ow, win);
   // Channel parts need the weights reordered per part once: only for a constant W.
   const std::vector<ChannelSlice> channel_slices =
       groups == 1 && cache_weights ? SliceConvChannels(geometry, cin, cout, threads)

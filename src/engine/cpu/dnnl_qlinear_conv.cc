@@ -154,21 +154,7 @@ Status RunDnnlQLinearConv(const OpContext& ctx, const Node& node, const Inputs& 
   const memory::data_type x_type = EightBitType(x_in.dtype());
   const memory::data_type y_type = EightBitType(p.y_type);
   const int threads = ctx.pool != nullptr ? ctx.pool->usable_threads() : 1;
-  const ConvGeometry geometry{batch,
-                              h,
-                              w,
-                              oh,
-                              ow,
-                              kh,
-                              kw,
-                              win.stride_h,
-                              win.stride_w,
-                              win.dilation_h,
-                              win.dilation_w,
-                              win.pad_top,
-                              win.pad_bottom,
-                              win.pad_left,
-                              win.pad_right};
+  const ConvGeometry geometry = GeometryOf(batch, h, w, oh, ow, win);
 
   // UNIMPLEMENTED when oneDNN has no kernel for the combination: the own kernel runs it.
   auto build = [&]() -> StatusOr<std::shared_ptr<const QConvEntry>> {

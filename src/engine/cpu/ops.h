@@ -198,6 +198,9 @@ Status CheckMatMul(const Node&, const Graph&);
 Status RunMatMul(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
 // conv.cc
 Status CheckConv(const Node&, const Graph&);
+// The window attributes of a Conv-like node whose weights are input `weight_input`: as
+// CheckWindowAttributes, with the spatial rank taken from constant weights (1-D or 2-D only).
+Status CheckConvWindow(const Node& node, const Graph& graph, size_t weight_input);
 Status RunConv(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
 // dnnl_ops.cc (only when built with oneDNN: TESSERA_HAVE_ONEDNN); fall back to the kernels above
 // for what oneDNN does not cover.

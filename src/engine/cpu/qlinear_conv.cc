@@ -127,15 +127,7 @@ Status CheckQLinearConv(const Node& node, const Graph& graph) {
     return absl::InvalidArgumentError(
         "attribute tessera_activation is the engine's own, set by its graph passes");
   }
-  int spatial_rank = 0;  // unknown unless the weight is a constant
-  if (graph.IsConstant(node.inputs[3])) {
-    const int rank = graph.constants[node.inputs[3]]->rank();
-    if (rank != 3 && rank != 4) {
-      return absl::UnimplementedError(absl::StrCat(rank - 2, "-D convolution is not supported"));
-    }
-    spatial_rank = rank - 2;
-  }
-  return CheckWindowAttributes(node, spatial_rank);
+  return CheckConvWindow(node, graph, 3);
 }
 
 Status RunQLinearConv(const OpContext& ctx, const Node& node, const Inputs& inputs,
