@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
-"""FP16 and QDQ-quantized versions of zoo models, to time and check how the engine serves them.
+"""FP16, QDQ-quantized and dynamically quantized versions of zoo models, to time and check how the engine serves them.
 
     pip install onnxconverter-common      # for --kind fp16 (PyPI; not a project dependency)
     .venv/bin/python bench/engine/converted_models.py convert --kind fp16 --zoo /tmp/zoo-bench \\
         --out /tmp/f16zoo --models resnet18,mobilenetv2,bert_tiny,gpt2_tiny
     .venv/bin/python bench/engine/converted_models.py convert --kind qdq --zoo /tmp/zoo-bench \\
         --out /tmp/qdq --models resnet18,mobilenetv2
+    .venv/bin/python bench/engine/converted_models.py convert --kind dynamic --zoo /tmp/zoo-bench \
+        --out /tmp/dyn --models bert_tiny,gpt2_tiny,resnet18
     # time them against onnxruntime on the same files:
     .venv/bin/python bench/engine/engine_vs_onnxruntime.py --zoo /tmp/f16zoo \\
         --models resnet18,resnet18_fp16,mobilenetv2,mobilenetv2_fp16 --batches 1,8 --threads 2
@@ -17,13 +19,15 @@
 `convert` writes <out>/<model>_<kind>/1/model.onnx and links <out>/<model> to the FP32 original:
 - fp16: onnxconverter_common's convert_float_to_float16 (weights, inputs and outputs FLOAT16);
 - qdq: onnxruntime.quantization.quantize_static, QDQ format, per-channel INT8 weights, UINT8
-  activations, calibrated on 8 random images (the zoo's CNNs, input [1, 3, 224, 224]).
+  activations, calibrated on 8 random images (the zoo's CNNs, input [1, 3, 224, 224]);
+- dynamic: onnxruntime.quantization.quantize_dynamic with INT8 weights, onnxruntime's default
+  (DynamicQuantizeLinear of each activation at run time, MatMulInteger and ConvInteger).
 
 `check` sends the same inputs to <model>_<kind> on the server and prints max |difference| / max
 |reference| per output:
 - fp16: against the FP32 model (onnxruntime), with onnxruntime's own figure on the FP16 file;
-- qdq: against onnxruntime's literal execution of the QDQ file (graph optimisations off: each
-  Q/DQ node computed as ONNX defines it), with onnxruntime's optimised (integer-kernel)
+- qdq, dynamic: against onnxruntime's literal execution of the file (graph optimisations off:
+  each node computed as ONNX defines it), with onnxruntime's optimised (fused integer-kernel)
   execution's distance from that same reference.
 """
 import argparse
@@ -49,6 +53,9 @@ def convert(args):
             from onnxconverter_common import float16
             onnx.save(float16.convert_float_to_float16(onnx.load(path)),
                       os.path.join(dst, "model.onnx"))
+        elif args.kind == "dynamic":
+            from onnxruntime.quantization import QuantType, quantize_dynamic
+            quantize_dynamic(path, os.path.join(dst, "model.onnx"), weight_type=QuantType.QInt8)
         else:
             quantize_qdq(path, os.path.join(dst, "model.onnx"))
         print(f"{model}_{args.kind} written")
@@ -141,7 +148,7 @@ def main():
     sub = parser.add_subparsers(dest="command", required=True)
     for name in ("convert", "check"):
         p = sub.add_parser(name)
-        p.add_argument("--kind", choices=["fp16", "qdq"], required=True)
+        p.add_argument("--kind", choices=["fp16", "qdq", "dynamic"], required=True)
         p.add_argument("--out", required=True)
         p.add_argument("--models", default="resnet18,mobilenetv2")
         if name == "convert":

@@ -96,12 +96,15 @@ inline std::string RunCase(const fs::path& dir, const std::string& data_set = "t
   }
   Model& model = **loaded;
   // UINT8 and INT8 are imported for mask buffers (older GPT-2 exports), which are sliced and
-  // cast, and for quantized models, whose QuantizeLinear/DequantizeLinear/QLinearConv take them;
-  // no other kernel computes on them: other cases that feed them into the graph are out of scope.
+  // cast, and for quantized models, whose (de)quantizing and integer convolution and matrix
+  // product ops take them; no other kernel computes on them: other cases that feed them into the
+  // graph are out of scope.
+  static const std::set<std::string> kEightBitOps = {
+      "QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "QLinearConv",
+      "QLinearMatMul",  "ConvInteger",      "MatMulInteger"};
   const std::set<std::string> ops = OpTypes(dir / "model.onnx");
-  const bool only_qdq = std::all_of(ops.begin(), ops.end(), [](const std::string& op) {
-    return op == "QuantizeLinear" || op == "DequantizeLinear" || op == "QLinearConv";
-  });
+  const bool only_qdq = std::all_of(ops.begin(), ops.end(),
+                                    [](const std::string& op) { return kEightBitOps.count(op); });
   for (const TensorInfo& info : model.inputs()) {
     if ((info.dtype == DataType::kUint8 || info.dtype == DataType::kInt8) && !only_qdq) {
       return "SKIP: " + std::string(DataTypeToWireName(info.dtype)) + " graph input \"" +

@@ -1,6 +1,7 @@
 // A QDQ-quantized model (onnxruntime.quantization's format) through LoadOnnxModel: INT8 and INT32
 // initializers, the weights' DequantizeLinear folded at load, activations rounded to their 8-bit
-// grids, with oneDNN's channels-last Conv and with the engine's own.
+// grids, with oneDNN's channels-last Conv and with the engine's own. And a dynamically quantized
+// one (quantize_dynamic's MatMul: DynamicQuantizeLinear, MatMulInteger, Cast and the scales).
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -269,6 +270,61 @@ TEST(QuantizedModelTest, FuseQdqAddJoinsTheResidualAddIntoOnePassOverTheBytes) {
       inside += q != 0 && q != 255;
     }
     EXPECT_GT(inside, 150);
+  }
+}
+
+// What quantize_dynamic makes of x [batch, 5, 8] times a constant W [8, 3] plus a bias:
+// y = Cast(MatMulInteger(x_q, W_q, x_zero, 0)) * (x_scale * w_scale) + bias, with x_q, x_scale,
+// x_zero = DynamicQuantizeLinear(x).
+constexpr float kDynWScale = 0.01f;
+const std::vector<float> kDynBias = {0.5f, -0.25f, 1.0f};
+
+int8_t DynWeight(int k, int n) { return static_cast<int8_t>((k * 3 + n) * 29 % 255 - 127); }
+
+std::string DynamicMatMulModel() {
+  OnnxBuilderForTest b;
+  b.Input("x", {-1, 5, 8});
+  b.Output("y");
+  auto* w = b.AddInitializer();
+  w->set_name("w_q");
+  w->set_data_type(onnx::TensorProto::INT8);
+  w->add_dims(8);
+  w->add_dims(3);
+  for (int k = 0; k < 8; ++k) {
+    for (int n = 0; n < 3; ++n) w->add_int32_data(DynWeight(k, n));
+  }
+  Scalar(b, "w_zero", onnx::TensorProto::INT8)->add_int32_data(0);
+  Scalar(b, "w_scale", onnx::TensorProto::FLOAT)->add_float_data(kDynWScale);
+  b.FloatConstant("bias", {3}, kDynBias);
+  b.Node("DynamicQuantizeLinear", {"x"}, {"x_q", "x_scale", "x_zero"});
+  b.Node("MatMulInteger", {"x_q", "w_q", "x_zero", "w_zero"}, {"acc"});
+  OnnxBuilderForTest::Int(b.Node("Cast", {"acc"}, {"acc_f"}), "to", onnx::TensorProto::FLOAT);
+  b.Node("Mul", {"x_scale", "w_scale"}, {"scale"});
+  b.Node("Mul", {"acc_f", "scale"}, {"scaled"});
+  b.Node("Add", {"scaled", "bias"}, {"y"});
+  return b.Write("dynamic_matmul.onnx");
+}
+
+TEST(QuantizedModelTest, DynamicallyQuantizedMatMulComputesOnTheRunTimeGrid) {
+  RandomX x({2, 5, 8}, 9, 1.0f);
+  const float lo = std::min(0.0f, *std::min_element(x.values.begin(), x.values.end()));
+  const float hi = std::max(0.0f, *std::max_element(x.values.begin(), x.values.end()));
+  const float x_scale = (hi - lo) / 255.0f;
+  const int x_zero = static_cast<int>(std::nearbyint(-lo / x_scale));
+  for (bool onednn : {true, false}) {
+    SCOPED_TRACE(onednn ? "oneDNN" : "own kernels");
+    const std::vector<float> y = FirstOutput(DynamicMatMulModel(), onednn, x);
+    ASSERT_EQ(y.size(), 2u * 5 * 3);
+    for (int row = 0; row < 10; ++row) {
+      for (int n = 0; n < 3; ++n) {
+        int32_t acc = 0;
+        for (int k = 0; k < 8; ++k) {
+          acc += (Quantize8(x.values[row * 8 + k], x_scale, x_zero) - x_zero) * DynWeight(k, n);
+        }
+        const float want = static_cast<float>(acc) * (x_scale * kDynWScale) + kDynBias[n];
+        EXPECT_NEAR(y[row * 3 + n], want, 1e-5f * (1.0f + std::fabs(want))) << row << " " << n;
+      }
+    }
   }
 }
 

@@ -320,7 +320,7 @@ void InferNode(const Node& node, Analysis* a) {
     out = x;
   } else if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div") {
     if (x && shape_of(1)) out = BroadcastShape(*x, *shape_of(1));
-  } else if (op == "Conv" || op == "QLinearConv") {
+  } else if (op == "Conv" || op == "QLinearConv" || op == "ConvInteger") {
     const bool quantized = op == "QLinearConv";
     const auto& w = shape_of(quantized ? 3 : 1);
     if (x && w && x->size() == w->size() && x->size() >= 3) {
@@ -330,6 +330,7 @@ void InferNode(const Node& node, Analysis* a) {
     }
     // QLinearConv's output has y_zero_point's type.
     if (quantized) dtype = node.inputs.size() > 7 ? a->dtypes[node.inputs[7]] : DataType::kInvalid;
+    if (op == "ConvInteger") dtype = DataType::kInt32;
   } else if (op == "MaxPool" || op == "AveragePool") {
     std::vector<int64_t> kernel = attrs.GetInts("kernel_shape");
     if (x && x->size() == kernel.size() + 2) {
@@ -348,8 +349,8 @@ void InferNode(const Node& node, Analysis* a) {
       out = Shape{(*x)[attrs.GetInt("transA", 0) != 0 ? 1 : 0],
                   (*b)[attrs.GetInt("transB", 0) != 0 ? 0 : 1]};
     }
-  } else if (op == "MatMul") {
-    const auto& b = shape_of(1);
+  } else if (op == "MatMul" || op == "MatMulInteger" || op == "QLinearMatMul") {
+    const auto& b = shape_of(op == "QLinearMatMul" ? 3 : 1);
     if (x && b && !x->empty() && !b->empty()) {
       Shape sa = *x, sb = *b;
       const bool av = sa.size() == 1, bv = sb.size() == 1;
@@ -358,6 +359,11 @@ void InferNode(const Node& node, Analysis* a) {
       out = BroadcastShape(Shape(sa.begin(), sa.end() - 2), Shape(sb.begin(), sb.end() - 2));
       if (!av) out->push_back(sa[sa.size() - 2]);
       if (!bv) out->push_back(sb.back());
+    }
+    if (op == "MatMulInteger") dtype = DataType::kInt32;
+    // QLinearMatMul's output has y_zero_point's type.
+    if (op == "QLinearMatMul") {
+      dtype = node.inputs.size() > 7 ? a->dtypes[node.inputs[7]] : DataType::kInvalid;
     }
   } else if (op == "Reshape") {
     out = ReshapeShape(node, *a);
@@ -504,6 +510,15 @@ void InferNode(const Node& node, Analysis* a) {
   } else if (op == "com.microsoft.QLinearAdd") {
     if (x && shape_of(3) && *x == *shape_of(3)) out = x;
     dtype = node.inputs.size() > 7 ? a->dtypes[node.inputs[7]] : DataType::kInvalid;
+  } else if (op == "DynamicQuantizeLinear") {
+    out = x;
+    dtype = DataType::kUint8;
+    // y_scale (FP32) and y_zero_point (UINT8) are scalars.
+    for (size_t i = 1; i < node.outputs.size() && i < 3; ++i) {
+      if (node.outputs[i] == kNoValue) continue;
+      a->shapes[node.outputs[i]] = Shape{};
+      a->dtypes[node.outputs[i]] = i == 1 ? DataType::kFp32 : DataType::kUint8;
+    }
   } else if (op == "QuantizeLinear" || op == "DequantizeLinear") {
     out = x;
     const bool zero_point = node.inputs.size() > 2 && node.inputs[2] != kNoValue;

@@ -134,28 +134,55 @@ Status RunGemm(const OpContext& ctx, const Node& node, const Inputs& inputs,
   return absl::OkStatus();
 }
 
+StatusOr<MatMulDims> MatMulDimsOf(const Value& a, const Value& b) {
+  if (a.rank() == 0 || b.rank() == 0) {
+    return absl::InvalidArgumentError("a matrix product of a scalar");
+  }
+  // Numpy semantics: a 1-D A is a row vector, a 1-D B a column vector; the added dim is dropped
+  // from the result.
+  Shape sa = a.shape(), sb = b.shape();
+  const bool a_vector = sa.size() == 1, b_vector = sb.size() == 1;
+  if (a_vector) sa.insert(sa.begin(), 1);
+  if (b_vector) sb.push_back(1);
+  MatMulDims d;
+  d.m = sa[sa.size() - 2];
+  d.k = sa.back();
+  d.n = sb.back();
+  if (sb[sb.size() - 2] != d.k) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("inner dims differ: A ", DescribeValue(a), " and B ", DescribeValue(b)));
+  }
+  d.batch_a.assign(sa.begin(), sa.end() - 2);
+  d.batch_b.assign(sb.begin(), sb.end() - 2);
+  TESSERA_ASSIGN_OR_RETURN(d.batch, BroadcastShapes(d.batch_a, d.batch_b));
+  d.out = d.batch;
+  if (!a_vector) d.out.push_back(d.m);
+  if (!b_vector) d.out.push_back(d.n);
+  return d;
+}
+
+int64_t MatrixOffset(const Shape& batch, const Shape& own, int64_t index) {
+  int64_t off = 0, stride = 1;
+  for (int d = static_cast<int>(batch.size()) - 1; d >= 0; --d) {
+    const int64_t coord = index % batch[d];
+    index /= batch[d];
+    const int od = d - static_cast<int>(batch.size() - own.size());
+    if (od >= 0) {
+      if (own[od] != 1) off += coord * stride;
+      stride *= own[od];
+    }
+  }
+  return off;
+}
+
 Status RunMatMul(const OpContext& ctx, const Node& node, const Inputs& inputs,
                  std::vector<Value>* outputs) {
   TESSERA_ASSIGN_OR_RETURN(const Value* a, RequireInput(inputs, 0, "A", {DataType::kFp32}));
   TESSERA_ASSIGN_OR_RETURN(const Value* b, RequireInput(inputs, 1, "B", {DataType::kFp32}));
-  if (a->rank() == 0 || b->rank() == 0) return absl::InvalidArgumentError("MatMul of a scalar");
-  // Numpy semantics: a 1-D A is a row vector, a 1-D B a column vector; the added dim is dropped
-  // from the result.
-  Shape sa = a->shape(), sb = b->shape();
-  bool a_vector = sa.size() == 1, b_vector = sb.size() == 1;
-  if (a_vector) sa.insert(sa.begin(), 1);
-  if (b_vector) sb.push_back(1);
-  int64_t m = sa[sa.size() - 2], k = sa.back(), n = sb.back();
-  if (sb[sb.size() - 2] != k) {
-    return absl::InvalidArgumentError(absl::StrCat("inner dims differ: A ", DescribeValue(*a),
-                                                   " and B ", DescribeValue(*b)));
-  }
-  Shape batch_a(sa.begin(), sa.end() - 2), batch_b(sb.begin(), sb.end() - 2);
-  TESSERA_ASSIGN_OR_RETURN(Shape batch, BroadcastShapes(batch_a, batch_b));
-  Shape out_shape = batch;
-  if (!a_vector) out_shape.push_back(m);
-  if (!b_vector) out_shape.push_back(n);
-  Value y = ctx.NewOutput(0, DataType::kFp32, out_shape);
+  TESSERA_ASSIGN_OR_RETURN(const MatMulDims d, MatMulDimsOf(*a, *b));
+  const int64_t m = d.m, k = d.k, n = d.n;
+  const Shape &batch = d.batch, &batch_a = d.batch_a, &batch_b = d.batch_b;
+  Value y = ctx.NewOutput(0, DataType::kFp32, d.out);
   const float* ad = a->data<float>();
   const float* bd = b->data<float>();
   float* yd = y.mutable_data<float>();
@@ -169,23 +196,10 @@ Status RunMatMul(const OpContext& ctx, const Node& node, const Inputs& inputs,
     Sgemm(false, false, batch_count * m, n, k, alpha, ad, k, bd, n, 0.0f, yd, n, ctx.pool,
           ctx.onednn);
   } else {
-    // Element offsets of each operand's matrix for a batch index, with broadcast dims fixed at 0.
-    auto offset = [&](const Shape& own, int64_t index, int64_t matrix) {
-      int64_t off = 0, stride = 1;
-      for (int d = static_cast<int>(batch.size()) - 1; d >= 0; --d) {
-        int64_t coord = index % batch[d];
-        index /= batch[d];
-        int od = d - static_cast<int>(batch.size() - own.size());
-        if (od >= 0) {
-          if (own[od] != 1) off += coord * stride;
-          stride *= own[od];
-        }
-      }
-      return off * matrix;
-    };
     auto one = [&](int64_t i, ThreadPool* pool) {
-      Sgemm(false, false, m, n, k, alpha, ad + offset(batch_a, i, m * k), k,
-            bd + offset(batch_b, i, k * n), n, 0.0f, yd + i * m * n, n, pool, ctx.onednn);
+      Sgemm(false, false, m, n, k, alpha, ad + MatrixOffset(batch, batch_a, i) * m * k, k,
+            bd + MatrixOffset(batch, batch_b, i) * k * n, n, 0.0f, yd + i * m * n, n, pool,
+            ctx.onednn);
     };
     const int threads = ctx.pool != nullptr ? ctx.pool->usable_threads() : 1;
     if (threads > 1 && batch_count >= threads) {

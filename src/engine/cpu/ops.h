@@ -31,6 +31,19 @@ void Sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float al
            int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc,
            ThreadPool* pool, bool onednn = false);
 
+// The dims of a numpy-style matrix product A x B (MatMul and its integer forms): A's and B's
+// batch dims (their dims but the last two, after a 1-D A became [1, K] and a 1-D B [K, 1]),
+// their broadcast, and the result's shape (without the dims the 1-D operands gained).
+struct MatMulDims {
+  Shape batch_a, batch_b, batch, out;
+  int64_t m = 0, k = 0, n = 0;
+};
+// INVALID_ARGUMENT for a scalar operand, inner dims that differ or batches that do not broadcast.
+StatusOr<MatMulDims> MatMulDimsOf(const Value& a, const Value& b);
+// Which of an operand's matrices (its batch dims `own`) the product's matrix `index` (of `batch`)
+// reads, broadcast dims fixed at 0.
+int64_t MatrixOffset(const Shape& batch, const Shape& own, int64_t index);
+
 // Geometry of a 2-D convolution or pooling window, with pads already resolved.
 struct Window2d {
   int64_t kernel_h = 1, kernel_w = 1;
@@ -295,6 +308,13 @@ Status RunDropout(const OpContext&, const Node&, const Inputs&, std::vector<Valu
 Status CheckQuantizeLinear(const Node&, const Graph&);
 Status RunQuantizeLinear(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
 Status RunDequantizeLinear(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunDynamicQuantizeLinear(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+// integer_matmul.cc: MatMulInteger (INT32 result) and QLinearMatMul (8-bit result).
+Status RunMatMulInteger(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+Status RunQLinearMatMul(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+// conv_integer.cc
+Status CheckConvInteger(const Node&, const Graph&);
+Status RunConvInteger(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
 // unary_ops.cc
 Status RunAbs(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
 Status RunSign(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);

@@ -2,7 +2,8 @@
 // quantized model (onnxruntime.quantization's QDQ format). The engine computes such a model in
 // FP32: DequantizeLinear of constant 8-bit weights folds into FP32 weights at load, and each
 // activation's QuantizeLinear -> DequantizeLinear pair rounds it to the 8-bit grid and back, so
-// the values are the quantized model's.
+// the values are the quantized model's. Also DynamicQuantizeLinear, which quantizes an activation
+// over its own range at run time (onnxruntime.quantization's quantize_dynamic).
 #include <immintrin.h>
 
 #include <cmath>
@@ -12,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/cpu/broadcast.h"
+#include "engine/cpu/integer_gemm.h"
 #include "engine/cpu/ops.h"
 
 namespace tessera::engine::cpu {
@@ -116,15 +118,10 @@ __attribute__((target("avx2"))) void QuantizeRunAvx2(const float* x, int64_t n, 
   QuantizeRun(x + i, n - i, s, z, y + i);
 }
 
-bool HasAvx2() {
-  static const bool has = __builtin_cpu_supports("avx2");
-  return has;
-}
-
 template <typename Q>
 void Quantize(ThreadPool* pool, const ScaleSpan& span, const float* x, const float* scale,
               const Q* zero_point, Q* y) {
-  const bool avx2 = HasAvx2();
+  const bool avx2 = CpuHasAvx2();
   ForEachChannelRun(pool, span, [&](int64_t begin, int64_t end, int64_t c) {
     const float z = zero_point != nullptr ? static_cast<float>(zero_point[c]) : 0.0f;
     if (avx2) {
@@ -155,7 +152,7 @@ __attribute__((target("avx2"))) void DequantizeRunAvx2(const Q* x, int64_t n, fl
 template <typename Q>
 void Dequantize(ThreadPool* pool, const ScaleSpan& span, const Q* x, const float* scale,
                 const Q* zero_point, float* y) {
-  const bool avx2 = HasAvx2();
+  const bool avx2 = CpuHasAvx2();
   ForEachChannelRun(pool, span, [&](int64_t begin, int64_t end, int64_t c) {
     const int32_t z = zero_point != nullptr ? static_cast<int32_t>(zero_point[c]) : 0;
     if constexpr (sizeof(Q) == 1) {
@@ -163,6 +160,34 @@ void Dequantize(ThreadPool* pool, const ScaleSpan& span, const Q* x, const float
     }
     DequantizeRun(x + begin, end - begin, scale[c], z, y + begin);
   });
+}
+
+// min(0, min(x)) and max(0, max(x)), NaNs ignored (as onnxruntime does).
+void RangeWithZeroScalar(const float* x, int64_t n, float* lo, float* hi) {
+  for (int64_t i = 0; i < n; ++i) {
+    *lo = x[i] < *lo ? x[i] : *lo;
+    *hi = x[i] > *hi ? x[i] : *hi;
+  }
+}
+
+__attribute__((target("avx2"))) void RangeWithZeroAvx2(const float* x, int64_t n, float* lo,
+                                                       float* hi) {
+  __m256 vlo = _mm256_setzero_ps(), vhi = _mm256_setzero_ps();
+  int64_t i = 0;
+  // min/max_ps return their second operand when the first is NaN, so NaNs drop out.
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_loadu_ps(x + i);
+    vlo = _mm256_min_ps(v, vlo);
+    vhi = _mm256_max_ps(v, vhi);
+  }
+  float l[8], h[8];
+  _mm256_storeu_ps(l, vlo);
+  _mm256_storeu_ps(h, vhi);
+  *lo = 0.0f;
+  *hi = 0.0f;
+  RangeWithZeroScalar(l, 8, lo, hi);
+  RangeWithZeroScalar(h, 8, lo, hi);
+  RangeWithZeroScalar(x + i, n - i, lo, hi);
 }
 
 const Value* Optional(const Inputs& inputs, size_t i) {
@@ -207,7 +232,7 @@ __attribute__((target("avx2"))) void QLinearAddRunAvx2(const A* a, const B* b, i
 
 template <typename A, typename B, typename C>
 void QLinearAddAll(ThreadPool* pool, const Value& a, const Value& b, const AddScales& p, Value* c) {
-  const bool avx2 = HasAvx2();
+  const bool avx2 = CpuHasAvx2();
   ParallelChunks(pool, a.num_elements(), [&](int64_t begin, int64_t end) {
     const A* pa = a.data<A>() + begin;
     const B* pb = b.data<B>() + begin;
@@ -312,6 +337,43 @@ Status RunQuantizeLinear(const OpContext& ctx, const Node& node, const Inputs& i
                      zero_point->data<int8_t>(), y.mutable_data<int8_t>());
   }
   (*outputs)[0] = std::move(y);
+  return absl::OkStatus();
+}
+
+// DynamicQuantizeLinear (opset 11): x to UINT8 over x's range widened to include 0,
+//   y_scale = (max(0, max(x)) - min(0, min(x))) / 255
+//   y_zero_point = round_half_even(clamp(0 - min(0, min(x)) / y_scale, 0, 255))
+//   y = saturate(round_half_even(x / y_scale) + y_zero_point)
+// in FP32, as the ONNX spec and onnxruntime compute them. An all-zero (or empty) x has no range:
+// its scale is 1 and its zero point 0, as onnxruntime gives.
+Status RunDynamicQuantizeLinear(const OpContext& ctx, const Node&, const Inputs& inputs,
+                                std::vector<Value>* outputs) {
+  TESSERA_ASSIGN_OR_RETURN(const Value* x, RequireInput(inputs, 0, "x", {DataType::kFp32}));
+  float lo = 0.0f, hi = 0.0f;
+  if (CpuHasAvx2()) {
+    RangeWithZeroAvx2(x->data<float>(), x->num_elements(), &lo, &hi);
+  } else {
+    RangeWithZeroScalar(x->data<float>(), x->num_elements(), &lo, &hi);
+  }
+  const float scale = hi == lo ? 1.0f : (hi - lo) / 255.0f;
+  const float zero = std::nearbyint(std::fmin(std::fmax(0.0f - lo / scale, 0.0f), 255.0f));
+  const uint8_t zero_point = static_cast<uint8_t>(zero);
+  Value y = ctx.NewOutput(0, DataType::kUint8, x->shape());
+  ScaleSpan span;
+  span.inner = x->num_elements();
+  Quantize<uint8_t>(ctx.pool, span, x->data<float>(), &scale, &zero_point,
+                    y.mutable_data<uint8_t>());
+  (*outputs)[0] = std::move(y);
+  if (outputs->size() > 1) {
+    Value s = ctx.NewOutput(1, DataType::kFp32, {});
+    s.mutable_data<float>()[0] = scale;
+    (*outputs)[1] = std::move(s);
+  }
+  if (outputs->size() > 2) {
+    Value z = ctx.NewOutput(2, DataType::kUint8, {});
+    z.mutable_data<uint8_t>()[0] = zero_point;
+    (*outputs)[2] = std::move(z);
+  }
   return absl::OkStatus();
 }
 
