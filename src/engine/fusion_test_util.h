@@ -33,9 +33,10 @@ struct RandomX {
 // The model's first output for `x` (FP32, all of its elements), with or without oneDNN, and in
 // `*kernels`, when given, the number of kernels the Run ran.
 inline std::vector<float> FirstOutput(const std::string& path, bool onednn, const RandomX& x,
-                                      size_t* kernels = nullptr) {
+                                      size_t* kernels = nullptr, int num_threads = 1) {
   ModelOptions options;
   options.onednn = onednn;
+  options.num_threads = num_threads;
   auto model = LoadOnnxModel(path, options);
   EXPECT_TRUE(model.ok()) << model.status();
   std::vector<Tensor> out;

@@ -305,17 +305,18 @@ std::string DynamicMatMulModel() {
   return b.Write("dynamic_matmul.onnx");
 }
 
-TEST(QuantizedModelTest, DynamicallyQuantizedMatMulComputesOnTheRunTimeGrid) {
-  RandomX x({2, 5, 8}, 9, 1.0f);
+void ExpectDynamicMatMulResults(int64_t batch) {
+  RandomX x({batch, 5, 8}, 9, 1.0f);
   const float lo = std::min(0.0f, *std::min_element(x.values.begin(), x.values.end()));
   const float hi = std::max(0.0f, *std::max_element(x.values.begin(), x.values.end()));
   const float x_scale = (hi - lo) / 255.0f;
   const int x_zero = static_cast<int>(std::nearbyint(-lo / x_scale));
   for (bool onednn : {true, false}) {
     SCOPED_TRACE(onednn ? "oneDNN" : "own kernels");
-    const std::vector<float> y = FirstOutput(DynamicMatMulModel(), onednn, x);
-    ASSERT_EQ(y.size(), 2u * 5 * 3);
-    for (int row = 0; row < 10; ++row) {
+    // Two threads: oneDNN's product in one part per thread where there are rows enough.
+    const std::vector<float> y = FirstOutput(DynamicMatMulModel(), onednn, x, nullptr, 2);
+    ASSERT_EQ(y.size(), static_cast<size_t>(batch * 5 * 3));
+    for (int row = 0; row < batch * 5; ++row) {
       for (int n = 0; n < 3; ++n) {
         int32_t acc = 0;
         for (int k = 0; k < 8; ++k) {
@@ -325,6 +326,14 @@ TEST(QuantizedModelTest, DynamicallyQuantizedMatMulComputesOnTheRunTimeGrid) {
         EXPECT_NEAR(y[row * 3 + n], want, 1e-5f * (1.0f + std::fabs(want))) << row << " " << n;
       }
     }
+  }
+}
+
+TEST(QuantizedModelTest, DynamicallyQuantizedMatMulComputesOnTheRunTimeGrid) {
+  // 10 rows: one part in oneDNN's product; 40: one per thread.
+  for (int64_t batch : {2, 8}) {
+    SCOPED_TRACE(batch);
+    ExpectDynamicMatMulResults(batch);
   }
 }
 

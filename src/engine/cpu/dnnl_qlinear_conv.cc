@@ -14,14 +14,12 @@
 // single-threaded parts by images or rows the same way (conv_slices.h).
 #include <omp.h>
 
-#include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <string>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "engine/cpu/conv_slices.h"
 #include "engine/cpu/dnnl_util.h"
@@ -63,28 +61,11 @@ class QConvState final : public KernelState {
  public:
   explicit QConvState(bool constant_params) : constant_params(constant_params) {}
 
-  // The constant INT8 weights reordered to `desc` (with oneDNN's compensation for INT8
-  // activations when the desc asks for it), made on first request and shared by every shape.
-  memory ReorderedWeights(const memory::desc& desc, memory user) {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (const auto& [d, m] : reordered_) {
-      if (d == desc) return m;
-    }
-    memory out(desc, CpuEngine());
-    dnnl::reorder(user, out).execute(ThreadStream(), user, out);
-    ThreadStream().wait();
-    reordered_.emplace_back(desc, out);
-    return out;
-  }
-
   // Every input but x is a constant, so primitives can be made with the node's scales and zero
   // points and the weights reordered once.
   const bool constant_params;
   PrimitiveCache<QConvEntry> cache;
-
- private:
-  std::mutex mu_;
-  std::vector<std::pair<memory::desc, memory>> reordered_ ABSL_GUARDED_BY(mu_);
+  ReorderedWeights weights;
 };
 
 dnnl::primitive_attr IntegerConvAttr(const Node& node, const QLinearConvParams& p) {
@@ -179,7 +160,7 @@ Status RunDnnlQLinearConv(const OpContext& ctx, const Node& node, const Inputs& 
         QConvPart part;
         part.pd = dnnl::convolution_forward::primitive_desc(desc, attr, CpuEngine());
         part.primitive = dnnl::convolution_forward(part.pd);
-        part.weights = state->ReorderedWeights(part.pd.weights_desc(), user_weights);
+        part.weights = state->weights.Get(part.pd.weights_desc(), user_weights);
         part.src_offset = (s.image * s.h + s.in_row) * s.w * cin;
         part.dst_offset = (s.image * s.oh + s.out_row) * s.ow * cout;
         entry->parts.push_back(std::move(part));

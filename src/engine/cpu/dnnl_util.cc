@@ -109,6 +109,18 @@ Inputs RowMajorInputs(const Inputs& inputs, std::vector<Value>* storage) {
 
 }  // namespace
 
+memory ReorderedWeights::Get(const memory::desc& desc, memory user) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [d, m] : made_) {
+    if (d == desc) return m;
+  }
+  memory out(desc, CpuEngine());
+  dnnl::reorder(user, out).execute(ThreadStream(), user, out);
+  ThreadStream().wait();
+  made_.emplace_back(desc, out);
+  return out;
+}
+
 Status RunReference(KernelFn kernel, const OpContext& ctx, const Node& node, const Inputs& inputs,
                     std::vector<Value>* outputs) {
   std::vector<Value> storage;

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -73,6 +74,18 @@ class PrimitiveCache final : public KernelState {
  private:
   std::mutex mu_;
   std::map<std::vector<int64_t>, std::shared_ptr<const Entry>> entries_ ABSL_GUARDED_BY(mu_);
+};
+
+// A node's constant weights reordered to the layouts its primitives ask for (with oneDNN's
+// compensation for 8-bit activations when a layout asks for it), each made on first request and
+// shared by every shape.
+class ReorderedWeights {
+ public:
+  memory Get(const memory::desc& desc, memory user);
+
+ private:
+  std::mutex mu_;
+  std::vector<std::pair<memory::desc, memory>> made_ ABSL_GUARDED_BY(mu_);
 };
 
 // The own kernel on row-major inputs (for what the oneDNN path does not cover).

@@ -176,6 +176,8 @@ const std::map<std::string, OpDef>& Registry(bool onednn) {
     (*r)["GlobalAveragePool"] = {RunGlobalAveragePoolAnyLayout, nullptr, LayoutSupport::kAny};
     (*r)["QLinearConv"] = {RunDnnlQLinearConv, CheckQLinearConv, LayoutSupport::kAny,
                            MakeDnnlQLinearConvState};
+    (*r)["MatMulInteger"] = {RunDnnlMatMulInteger, nullptr, LayoutSupport::kRowMajorOnly,
+                             MakeDnnlMatMulIntegerState};
 #endif
     return r;
   }();

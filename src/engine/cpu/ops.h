@@ -240,6 +240,10 @@ void DnnlSgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, floa
 // (qlinear_conv.cc) runs what it does not cover.
 std::unique_ptr<KernelState> MakeDnnlQLinearConvState(const Node&, const Graph&);
 Status RunDnnlQLinearConv(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+// MatMulInteger as oneDNN's integer matrix product (dnnl_integer_matmul.cc) where FastQLinearConv
+// holds; the own kernel (integer_matmul.cc) runs what it does not cover.
+std::unique_ptr<KernelState> MakeDnnlMatMulIntegerState(const Node&, const Graph&);
+Status RunDnnlMatMulInteger(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
 // Whether QLinearConv runs as an integer convolution here: a oneDNN build on a CPU with 8-bit
 // dot products that sum into 32 bits (AVX-VNNI, AVX-512 VNNI, AMX).
 bool FastQLinearConv();

@@ -1,0 +1,159 @@
+// MatMulInteger as oneDNN's integer matrix product: 8-bit activations A [.., M, K] with a zero
+// point of one value (DynamicQuantizeLinear's, known only at run time) times constant INT8
+// weights B [K, N] with zero point 0, summed in INT32; the form quantize_dynamic gives every
+// MatMul with weights. oneDNN runs it with VNNI or AMX dot products, four or more 8-bit products
+// per lane and instruction, where the own kernel (integer_matmul.cc) multiplies INT16 pairs.
+//
+// Only where FastQLinearConv holds (8-bit dot products that sum into 32 bits: without them
+// oneDNN's UINT8 x INT8 products go through saturating 16-bit pairs); anything else (weights that
+// are not constant INT8 [K, N], a weight zero point, per-row activation zero points) runs the own
+// kernel. A's rows are cut into one part per thread, each its own single-threaded primitive.
+#include <oneapi/dnnl/dnnl.hpp>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "engine/cpu/dnnl_util.h"
+#include "engine/cpu/ops.h"
+
+namespace tessera::engine::cpu {
+namespace {
+
+// Fewer rows than this per part cost more in per-part overhead than the split gains.
+constexpr int64_t kMinRowsPerPart = 16;
+
+struct MatMulPart {
+  dnnl::matmul::primitive_desc pd;
+  dnnl::matmul primitive;
+  memory weights;
+  int64_t first_row = 0;
+};
+
+struct MatMulEntry {
+  std::vector<MatMulPart> parts;
+};
+
+class IntegerMatMulState final : public KernelState {
+ public:
+  explicit IntegerMatMulState(bool constant_weights) : constant_weights(constant_weights) {}
+
+  const bool constant_weights;  // B and its zero point, so B is reordered once
+  PrimitiveCache<MatMulEntry> cache;
+  ReorderedWeights weights;
+};
+
+int32_t EightBitAt(const Value& v, int64_t i) {
+  return v.dtype() == DataType::kUint8 ? static_cast<int32_t>(v.data<uint8_t>()[i])
+                                       : static_cast<int32_t>(v.data<int8_t>()[i]);
+}
+
+// Whether the node's inputs are the form this kernel takes (see the top of the file).
+bool Covered(const Inputs& inputs) {
+  if (inputs.size() < 2 || inputs[0] == nullptr || inputs[1] == nullptr) return false;
+  const Value& a = *inputs[0];
+  const Value& b = *inputs[1];
+  if ((a.dtype() != DataType::kUint8 && a.dtype() != DataType::kInt8) ||
+      b.dtype() != DataType::kInt8 || b.rank() != 2 || a.rank() < 2 ||
+      a.shape().back() != b.dim(0)) {
+    return false;
+  }
+  const Value* a_zero = inputs.size() > 2 ? inputs[2] : nullptr;
+  if (a_zero != nullptr && (a_zero->dtype() != a.dtype() || a_zero->num_elements() != 1)) {
+    return false;
+  }
+  const Value* b_zero = inputs.size() > 3 ? inputs[3] : nullptr;
+  if (b_zero != nullptr) {
+    if (b_zero->dtype() != DataType::kInt8) return false;
+    for (int64_t i = 0; i < b_zero->num_elements(); ++i) {
+      if (b_zero->data<int8_t>()[i] != 0) return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+std::unique_ptr<KernelState> MakeDnnlMatMulIntegerState(const Node& node, const Graph& graph) {
+  bool constant = node.inputs.size() > 1 && graph.IsConstant(node.inputs[1]);
+  if (node.inputs.size() > 3 && node.inputs[3] != kNoValue && !graph.IsConstant(node.inputs[3])) {
+    constant = false;
+  }
+  return std::make_unique<IntegerMatMulState>(constant);
+}
+
+Status RunDnnlMatMulInteger(const OpContext& ctx, const Node& node, const Inputs& inputs,
+                            std::vector<Value>* outputs) {
+  auto* state = static_cast<IntegerMatMulState*>(ctx.state);
+  if (state == nullptr || !state->constant_weights || !FastQLinearConv() || !Covered(inputs)) {
+    return RunReference(RunMatMulInteger, ctx, node, inputs, outputs);  // it reports what is wrong
+  }
+  const Value& a = *inputs[0];
+  const Value& b = *inputs[1];
+  const int64_t k = b.dim(0), n = b.dim(1);
+  const int64_t m = k == 0 ? 0 : a.num_elements() / k;
+  if (m == 0 || k == 0 || n == 0) return RunReference(RunMatMulInteger, ctx, node, inputs, outputs);
+  int32_t a_zero = inputs.size() > 2 && inputs[2] != nullptr ? EightBitAt(*inputs[2], 0) : 0;
+  const memory::data_type a_type =
+      a.dtype() == DataType::kInt8 ? memory::data_type::s8 : memory::data_type::u8;
+  const int threads = ctx.pool != nullptr ? ctx.pool->usable_threads() : 1;
+  const int64_t parts = std::max<int64_t>(1, std::min<int64_t>(threads, m / kMinRowsPerPart));
+
+  // UNIMPLEMENTED when oneDNN has no kernel for the combination: the own kernel runs it.
+  auto build = [&]() -> StatusOr<std::shared_ptr<const MatMulEntry>> {
+    try {
+      auto entry = std::make_shared<MatMulEntry>();
+      dnnl::primitive_attr attr;
+      attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
+      attr = WithUserScratchpad(attr);
+      memory user_weights(memory::desc(Dims({k, n}), memory::data_type::s8, Tag::ab), CpuEngine(),
+                          const_cast<int8_t*>(b.data<int8_t>()));
+      for (int64_t i = 0; i < parts; ++i) {
+        const int64_t first = m * i / parts, rows = m * (i + 1) / parts - first;
+        dnnl::matmul::desc desc(memory::desc(Dims({rows, k}), a_type, Tag::ab),
+                                memory::desc(Dims({k, n}), memory::data_type::s8, Tag::any),
+                                memory::desc(Dims({rows, n}), memory::data_type::s32, Tag::ab));
+        MatMulPart part;
+        part.pd = dnnl::matmul::primitive_desc(desc, attr, CpuEngine());
+        part.primitive = dnnl::matmul(part.pd);
+        part.weights = state->weights.Get(part.pd.weights_desc(), user_weights);
+        part.first_row = first;
+        entry->parts.push_back(std::move(part));
+      }
+      return std::shared_ptr<const MatMulEntry>(std::move(entry));
+    } catch (const dnnl::error& e) {
+      return absl::UnimplementedError(e.what());
+    }
+  };
+  StatusOr<std::shared_ptr<const MatMulEntry>> made = state->cache.Get({m, k, n, threads}, build);
+  if (absl::IsUnimplemented(made.status())) {
+    return RunReference(RunMatMulInteger, ctx, node, inputs, outputs);
+  }
+  TESSERA_RETURN_IF_ERROR(made.status());
+  const std::shared_ptr<const MatMulEntry>& entry = *made;
+  Shape out_shape = a.shape();
+  out_shape.back() = n;
+  Value y = ctx.NewOutput(0, DataType::kInt32, out_shape);
+  const std::string error = RunParts(ctx, entry->parts.size(), threads, [&](size_t i) {
+    const MatMulPart& part = entry->parts[i];
+    dnnl::stream& stream = ThreadStream();
+    std::unordered_map<int, memory> args = {
+        {DNNL_ARG_SRC, memory(part.pd.src_desc(), CpuEngine(),
+                              const_cast<uint8_t*>(a.data<uint8_t>()) + part.first_row * k)},
+        {DNNL_ARG_WEIGHTS, part.weights},
+        {DNNL_ARG_DST,
+         memory(part.pd.dst_desc(), CpuEngine(), y.mutable_data<int32_t>() + part.first_row * n)},
+        {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC,
+         memory(memory::desc(Dims({1}), memory::data_type::s32, Tag::x), CpuEngine(), &a_zero)},
+        {DNNL_ARG_SCRATCHPAD, ThreadScratchpad(part.pd.scratchpad_desc())}};
+    part.primitive.execute(stream, args);
+    stream.wait();
+  });
+  if (!error.empty()) {
+    return absl::InternalError(absl::StrCat("oneDNN integer matrix product failed: ", error));
+  }
+  (*outputs)[0] = std::move(y);
+  return absl::OkStatus();
+}
+
+}  // namespace tessera::engine::cpu
