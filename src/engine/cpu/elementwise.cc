@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/cpu/broadcast.h"
+#include "engine/cpu/fast_math.h"
 #include "engine/cpu/ops.h"
 
 namespace tessera::engine::cpu {
@@ -94,7 +95,9 @@ Status RunSigmoid(const OpContext& ctx, const Node&, const Inputs& inputs,
 
 Status RunTanh(const OpContext& ctx, const Node&, const Inputs& inputs,
                std::vector<Value>* outputs) {
-  return RunUnary(ctx, inputs, outputs, [](float x) { return std::tanh(x); });
+  // FastTanh, not std::tanh (a scalar library call): a standalone Tanh is the GELU of
+  // dynamically quantized GPT-2s, whose MatMuls no longer fuse it (0.36 -> 0.04 ms a node).
+  return RunUnary(ctx, inputs, outputs, [](float x) { return FastTanh(x); });
 }
 
 Status RunClip(const OpContext& ctx, const Node& node, const Inputs& inputs,
