@@ -2,19 +2,14 @@
 // exactly in INT32; what onnxruntime.quantization's quantize_dynamic makes of a Conv. Each image
 // and group is unfolded into INT16 rows, one per output pixel, and multiplied with the weights'
 // rows (integer_gemm.h). Padding is x's zero point, the real value 0, as in the ONNX reference.
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "engine/cpu/integer_gemm.h"
 #include "engine/cpu/ops.h"
 
 namespace tessera::engine::cpu {
 namespace {
-
-constexpr std::initializer_list<DataType> kEightBit = {DataType::kUint8, DataType::kInt8};
-
-int32_t EightBitAt(const Value& v, int64_t i) {
-  return v.dtype() == DataType::kUint8 ? static_cast<int32_t>(v.data<uint8_t>()[i])
-                                       : static_cast<int32_t>(v.data<int8_t>()[i]);
-}
 
 struct ConvIntegerShape {
   int64_t batch = 0, cin = 0, h = 1, w = 0;
@@ -24,7 +19,8 @@ struct ConvIntegerShape {
 };
 
 // Row p of `cols` = the window of output pixel p over one group's channels of one image, less
-// x_zero; positions in the padding stay 0.
+// x_zero. Which positions fall in the padding depends on the pixel only, not on the image or
+// group, so those are never written and keep the zeros Int16Rows::Resize put there.
 template <typename Q>
 void UnfoldPixels(const Q* image, int64_t first_channel, int64_t channels,
                   const ConvIntegerShape& s, int32_t x_zero, Int16Rows* cols, ThreadPool* pool) {
@@ -32,7 +28,6 @@ void UnfoldPixels(const Q* image, int64_t first_channel, int64_t channels,
   ParallelFor(pool, s.oh, [&](int64_t oy) {
     for (int64_t ox = 0; ox < s.ow; ++ox) {
       int16_t* dst = cols->row(oy * s.ow + ox);
-      std::fill(dst, dst + cols->stride, int16_t{0});
       for (int64_t c = 0; c < channels; ++c) {
         const Q* plane = image + (first_channel + c) * s.h * s.w;
         for (int64_t ki = 0; ki < win.kernel_h; ++ki) {
@@ -114,8 +109,8 @@ Status CheckConvInteger(const Node& node, const Graph& graph) {
 
 Status RunConvInteger(const OpContext& ctx, const Node& node, const Inputs& inputs,
                       std::vector<Value>* outputs) {
-  TESSERA_ASSIGN_OR_RETURN(const Value* x, RequireInput(inputs, 0, "x", kEightBit));
-  TESSERA_ASSIGN_OR_RETURN(const Value* w, RequireInput(inputs, 1, "w", kEightBit));
+  TESSERA_ASSIGN_OR_RETURN(const Value* x, RequireInput(inputs, 0, "x", kEightBitTypes));
+  TESSERA_ASSIGN_OR_RETURN(const Value* w, RequireInput(inputs, 1, "w", kEightBitTypes));
   TESSERA_ASSIGN_OR_RETURN(const ConvIntegerShape s, ShapeOf(node, *x, *w));
   int32_t x_zero = 0;
   if (inputs.size() > 2 && inputs[2] != nullptr) {
@@ -124,7 +119,7 @@ Status RunConvInteger(const OpContext& ctx, const Node& node, const Inputs& inpu
       return absl::InvalidArgumentError(
           absl::StrCat("x_zero_point ", DescribeValue(*z), " must hold one value"));
     }
-    x_zero = EightBitAt(*z, 0);
+    x_zero = EightBitElement(*z, 0);
   }
   std::vector<int32_t> w_zero(s.cout, 0);
   if (inputs.size() > 3 && inputs[3] != nullptr) {
@@ -136,7 +131,7 @@ Status RunConvInteger(const OpContext& ctx, const Node& node, const Inputs& inpu
                                                      "output channel (",
                                                      s.cout, ")"));
     }
-    for (int64_t m = 0; m < s.cout; ++m) w_zero[m] = EightBitAt(*z, per_tensor ? 0 : m);
+    for (int64_t m = 0; m < s.cout; ++m) w_zero[m] = EightBitElement(*z, per_tensor ? 0 : m);
   }
   Int16Rows weights;
   const int64_t depth = w->num_elements() / std::max<int64_t>(1, s.cout);

@@ -43,11 +43,6 @@ class IntegerMatMulState final : public KernelState {
   ReorderedWeights weights;
 };
 
-int32_t EightBitAt(const Value& v, int64_t i) {
-  return v.dtype() == DataType::kUint8 ? static_cast<int32_t>(v.data<uint8_t>()[i])
-                                       : static_cast<int32_t>(v.data<int8_t>()[i]);
-}
-
 // Whether the node's inputs are the form this kernel takes (see the top of the file).
 bool Covered(const Inputs& inputs) {
   if (inputs.size() < 2 || inputs[0] == nullptr || inputs[1] == nullptr) return false;
@@ -93,7 +88,7 @@ Status RunDnnlMatMulInteger(const OpContext& ctx, const Node& node, const Inputs
   const int64_t k = b.dim(0), n = b.dim(1);
   const int64_t m = k == 0 ? 0 : a.num_elements() / k;
   if (m == 0 || k == 0 || n == 0) return RunReference(RunMatMulInteger, ctx, node, inputs, outputs);
-  int32_t a_zero = inputs.size() > 2 && inputs[2] != nullptr ? EightBitAt(*inputs[2], 0) : 0;
+  int32_t a_zero = inputs.size() > 2 && inputs[2] != nullptr ? EightBitElement(*inputs[2], 0) : 0;
   const memory::data_type a_type =
       a.dtype() == DataType::kInt8 ? memory::data_type::s8 : memory::data_type::u8;
   const int threads = ctx.pool != nullptr ? ctx.pool->usable_threads() : 1;

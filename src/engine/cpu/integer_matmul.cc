@@ -12,14 +12,11 @@
 namespace tessera::engine::cpu {
 namespace {
 
-constexpr std::initializer_list<DataType> kEightBit = {DataType::kUint8, DataType::kInt8};
-
 double ElementAsDouble(const Value& v, int64_t i) {
   switch (v.dtype()) {
     case DataType::kUint8:
-      return v.data<uint8_t>()[i];
     case DataType::kInt8:
-      return v.data<int8_t>()[i];
+      return EightBitElement(v, i);
     default:
       return v.data<float>()[i];
   }
@@ -62,7 +59,7 @@ StatusOr<std::vector<int32_t>> ZeroPoints(const Inputs& inputs, size_t index, co
   if (index >= inputs.size() || inputs[index] == nullptr) {
     return std::vector<int32_t>(static_cast<size_t>(matrices * lines), 0);
   }
-  TESSERA_ASSIGN_OR_RETURN(const Value* v, RequireInput(inputs, index, what, kEightBit));
+  TESSERA_ASSIGN_OR_RETURN(const Value* v, RequireInput(inputs, index, what, kEightBitTypes));
   if (v->dtype() != x.dtype()) {
     return absl::InvalidArgumentError(absl::StrCat(
         what, " ", DescribeValue(*v), " is not of its operand's type (", DescribeValue(x), ")"));
@@ -164,8 +161,8 @@ void Requantize(const IntegerProduct& p, const int32_t* acc, const std::vector<d
 
 Status RunMatMulInteger(const OpContext& ctx, const Node&, const Inputs& inputs,
                         std::vector<Value>* outputs) {
-  TESSERA_ASSIGN_OR_RETURN(const Value* a, RequireInput(inputs, 0, "A", kEightBit));
-  TESSERA_ASSIGN_OR_RETURN(const Value* b, RequireInput(inputs, 1, "B", kEightBit));
+  TESSERA_ASSIGN_OR_RETURN(const Value* a, RequireInput(inputs, 0, "A", kEightBitTypes));
+  TESSERA_ASSIGN_OR_RETURN(const Value* b, RequireInput(inputs, 1, "B", kEightBitTypes));
   TESSERA_ASSIGN_OR_RETURN(IntegerProduct p, ProductOf(*a, *b));
   TESSERA_ASSIGN_OR_RETURN(std::vector<int32_t> a_zero,
                            ZeroPoints(inputs, 2, *a, true, p.matrices_a, p.dims.m, "a_zero_point"));
@@ -180,15 +177,16 @@ Status RunMatMulInteger(const OpContext& ctx, const Node&, const Inputs& inputs,
 
 Status RunQLinearMatMul(const OpContext& ctx, const Node&, const Inputs& inputs,
                         std::vector<Value>* outputs) {
-  TESSERA_ASSIGN_OR_RETURN(const Value* a, RequireInput(inputs, 0, "a", kEightBit));
+  TESSERA_ASSIGN_OR_RETURN(const Value* a, RequireInput(inputs, 0, "a", kEightBitTypes));
   TESSERA_ASSIGN_OR_RETURN(const Value* a_scale,
                            RequireInput(inputs, 1, "a_scale", {DataType::kFp32}));
-  TESSERA_ASSIGN_OR_RETURN(const Value* b, RequireInput(inputs, 3, "b", kEightBit));
+  TESSERA_ASSIGN_OR_RETURN(const Value* b, RequireInput(inputs, 3, "b", kEightBitTypes));
   TESSERA_ASSIGN_OR_RETURN(const Value* b_scale,
                            RequireInput(inputs, 4, "b_scale", {DataType::kFp32}));
   TESSERA_ASSIGN_OR_RETURN(const Value* y_scale,
                            RequireInput(inputs, 6, "y_scale", {DataType::kFp32}));
-  TESSERA_ASSIGN_OR_RETURN(const Value* y_zero, RequireInput(inputs, 7, "y_zero_point", kEightBit));
+  TESSERA_ASSIGN_OR_RETURN(const Value* y_zero,
+                           RequireInput(inputs, 7, "y_zero_point", kEightBitTypes));
   if (y_scale->num_elements() != 1 || y_zero->num_elements() != 1) {
     return absl::InvalidArgumentError(absl::StrCat("y_scale ", DescribeValue(*y_scale),
                                                    " and y_zero_point ", DescribeValue(*y_zero),
@@ -200,8 +198,8 @@ Status RunQLinearMatMul(const OpContext& ctx, const Node&, const Inputs& inputs,
   }
   TESSERA_ASSIGN_OR_RETURN(IntegerProduct p, ProductOf(*a, *b));
   // The zero points are required inputs here (QLinearMatMul has no defaults).
-  TESSERA_RETURN_IF_ERROR(RequireInput(inputs, 2, "a_zero_point", kEightBit).status());
-  TESSERA_RETURN_IF_ERROR(RequireInput(inputs, 5, "b_zero_point", kEightBit).status());
+  TESSERA_RETURN_IF_ERROR(RequireInput(inputs, 2, "a_zero_point", kEightBitTypes).status());
+  TESSERA_RETURN_IF_ERROR(RequireInput(inputs, 5, "b_zero_point", kEightBitTypes).status());
   TESSERA_ASSIGN_OR_RETURN(std::vector<int32_t> a_zero,
                            ZeroPoints(inputs, 2, *a, true, p.matrices_a, p.dims.m, "a_zero_point"));
   TESSERA_ASSIGN_OR_RETURN(

@@ -76,6 +76,15 @@ inline constexpr std::initializer_list<DataType> kMovableTypes = {
     DataType::kFp32, DataType::kInt64, DataType::kInt32,
     DataType::kBool, DataType::kUint8, DataType::kString};
 
+// The 8-bit integer types of quantized tensors.
+inline constexpr std::initializer_list<DataType> kEightBitTypes = {DataType::kUint8,
+                                                                   DataType::kInt8};
+// Element i of a UINT8 or INT8 value (a quantized tensor or its zero point), widened.
+inline int32_t EightBitElement(const Value& v, int64_t i) {
+  return v.dtype() == DataType::kUint8 ? static_cast<int32_t>(v.data<uint8_t>()[i])
+                                       : static_cast<int32_t>(v.data<int8_t>()[i]);
+}
+
 // Numpy broadcasting of two shapes, or INVALID_ARGUMENT.
 StatusOr<Shape> BroadcastShapes(const Shape& a, const Shape& b);
 // Maps a possibly negative axis into [0, rank), or INVALID_ARGUMENT.

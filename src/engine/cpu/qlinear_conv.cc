@@ -14,11 +14,6 @@
 namespace tessera::engine::cpu {
 namespace {
 
-int32_t ElementAsInt(const Value& v, int64_t i) {
-  return v.dtype() == DataType::kUint8 ? static_cast<int32_t>(v.data<uint8_t>()[i])
-                                       : static_cast<int32_t>(v.data<int8_t>()[i]);
-}
-
 StatusOr<const Value*> ScalarInput(const Inputs& inputs, size_t index, const char* what,
                                    std::initializer_list<DataType> dtypes) {
   TESSERA_ASSIGN_OR_RETURN(const Value* v, RequireInput(inputs, index, what, dtypes));
@@ -65,20 +60,20 @@ std::vector<float> QLinearConvParams::Multipliers() const {
 
 StatusOr<QLinearConvParams> ReadQLinearConvParams(const Inputs& inputs) {
   QLinearConvParams p;
-  TESSERA_ASSIGN_OR_RETURN(p.x, RequireInput(inputs, 0, "x", {DataType::kUint8, DataType::kInt8}));
+  TESSERA_ASSIGN_OR_RETURN(p.x, RequireInput(inputs, 0, "x", kEightBitTypes));
   TESSERA_ASSIGN_OR_RETURN(const Value* x_scale,
                            ScalarInput(inputs, 1, "x_scale", {DataType::kFp32}));
-  TESSERA_ASSIGN_OR_RETURN(const Value* x_zero, ScalarInput(inputs, 2, "x_zero_point",
-                                                            {DataType::kUint8, DataType::kInt8}));
-  TESSERA_ASSIGN_OR_RETURN(p.w, RequireInput(inputs, 3, "w", {DataType::kUint8, DataType::kInt8}));
+  TESSERA_ASSIGN_OR_RETURN(const Value* x_zero,
+                           ScalarInput(inputs, 2, "x_zero_point", kEightBitTypes));
+  TESSERA_ASSIGN_OR_RETURN(p.w, RequireInput(inputs, 3, "w", kEightBitTypes));
   TESSERA_ASSIGN_OR_RETURN(const Value* w_scale,
                            RequireInput(inputs, 4, "w_scale", {DataType::kFp32}));
-  TESSERA_ASSIGN_OR_RETURN(const Value* w_zero, RequireInput(inputs, 5, "w_zero_point",
-                                                             {DataType::kUint8, DataType::kInt8}));
+  TESSERA_ASSIGN_OR_RETURN(const Value* w_zero,
+                           RequireInput(inputs, 5, "w_zero_point", kEightBitTypes));
   TESSERA_ASSIGN_OR_RETURN(const Value* y_scale,
                            ScalarInput(inputs, 6, "y_scale", {DataType::kFp32}));
-  TESSERA_ASSIGN_OR_RETURN(const Value* y_zero, ScalarInput(inputs, 7, "y_zero_point",
-                                                            {DataType::kUint8, DataType::kInt8}));
+  TESSERA_ASSIGN_OR_RETURN(const Value* y_zero,
+                           ScalarInput(inputs, 7, "y_zero_point", kEightBitTypes));
   if (x_zero->dtype() != p.x->dtype() || w_zero->dtype() != p.w->dtype()) {
     const bool x_side = x_zero->dtype() != p.x->dtype();
     return absl::InvalidArgumentError(absl::StrCat(
@@ -106,14 +101,14 @@ StatusOr<QLinearConvParams> ReadQLinearConvParams(const Inputs& inputs) {
     return absl::InvalidArgumentError(
         absl::StrCat("x_scale (", p.x_scale, ") and y_scale (", p.y_scale, ") must be positive"));
   }
-  p.x_zero = ElementAsInt(*x_zero, 0);
-  p.y_zero = ElementAsInt(*y_zero, 0);
+  p.x_zero = EightBitElement(*x_zero, 0);
+  p.y_zero = EightBitElement(*y_zero, 0);
   p.y_type = y_zero->dtype();
   p.w_scale.resize(channels);
   p.w_zero.resize(channels);
   for (int64_t m = 0; m < channels; ++m) {
     p.w_scale[m] = w_scale->data<float>()[scales == 1 ? 0 : m];
-    p.w_zero[m] = ElementAsInt(*w_zero, zeros == 1 ? 0 : m);
+    p.w_zero[m] = EightBitElement(*w_zero, zeros == 1 ? 0 : m);
   }
   return p;
 }
@@ -137,12 +132,12 @@ Status RunQLinearConv(const OpContext& ctx, const Node& node, const Inputs& inpu
   Value x = Value::Allocate(DataType::kFp32, p.x->shape());
   ParallelChunks(ctx.pool, x.num_elements(), [&](int64_t begin, int64_t end) {
     float* out = x.mutable_data<float>();
-    for (int64_t i = begin; i < end; ++i) out[i] = ElementAsInt(*p.x, i) - p.x_zero;
+    for (int64_t i = begin; i < end; ++i) out[i] = EightBitElement(*p.x, i) - p.x_zero;
   });
   Value w = Value::Allocate(DataType::kFp32, p.w->shape());
   const int64_t per_channel = p.w->num_elements() / channels;
   for (int64_t i = 0; i < w.num_elements(); ++i) {
-    w.mutable_data<float>()[i] = ElementAsInt(*p.w, i) - p.w_zero[i / per_channel];
+    w.mutable_data<float>()[i] = EightBitElement(*p.w, i) - p.w_zero[i / per_channel];
   }
   Value bias;
   if (p.bias != nullptr) {

@@ -266,20 +266,14 @@ StatusOr<const Value*> OneValue(const Inputs& inputs, size_t index, const char* 
   return v;
 }
 
-int32_t EightBitValue(const Value& v) {
-  return v.dtype() == DataType::kUint8 ? v.data<uint8_t>()[0] : v.data<int8_t>()[0];
-}
-
 }  // namespace
 
 Status RunQLinearAdd(const OpContext& ctx, const Node&, const Inputs& inputs,
                      std::vector<Value>* outputs) {
-  TESSERA_ASSIGN_OR_RETURN(const Value* a,
-                           RequireInput(inputs, 0, "A", {DataType::kUint8, DataType::kInt8}));
-  TESSERA_ASSIGN_OR_RETURN(const Value* b,
-                           RequireInput(inputs, 3, "B", {DataType::kUint8, DataType::kInt8}));
-  TESSERA_ASSIGN_OR_RETURN(const Value* c_zero, RequireInput(inputs, 7, "C_zero_point",
-                                                             {DataType::kUint8, DataType::kInt8}));
+  TESSERA_ASSIGN_OR_RETURN(const Value* a, RequireInput(inputs, 0, "A", kEightBitTypes));
+  TESSERA_ASSIGN_OR_RETURN(const Value* b, RequireInput(inputs, 3, "B", kEightBitTypes));
+  TESSERA_ASSIGN_OR_RETURN(const Value* c_zero,
+                           RequireInput(inputs, 7, "C_zero_point", kEightBitTypes));
   if (a->shape() != b->shape()) {
     return absl::InvalidArgumentError(absl::StrCat("A ", DescribeValue(*a), " and B ",
                                                    DescribeValue(*b), " must have one shape"));
@@ -294,9 +288,9 @@ Status RunQLinearAdd(const OpContext& ctx, const Node&, const Inputs& inputs,
   TESSERA_ASSIGN_OR_RETURN(const Value* a_zero, OneValue(inputs, 2, "A_zero_point", a->dtype()));
   TESSERA_ASSIGN_OR_RETURN(const Value* b_zero, OneValue(inputs, 5, "B_zero_point", b->dtype()));
   TESSERA_ASSIGN_OR_RETURN(c_zero, OneValue(inputs, 7, "C_zero_point", c_zero->dtype()));
-  p.a_zero = EightBitValue(*a_zero);
-  p.b_zero = EightBitValue(*b_zero);
-  p.c_zero = EightBitValue(*c_zero);
+  p.a_zero = EightBitElement(*a_zero, 0);
+  p.b_zero = EightBitElement(*b_zero, 0);
+  p.c_zero = EightBitElement(*c_zero, 0);
   Value c = ctx.NewOutput(0, c_zero->dtype(), a->shape());
   if (a->dtype() == DataType::kUint8) {
     QLinearAddFrom<uint8_t>(ctx.pool, *a, *b, p, &c);
