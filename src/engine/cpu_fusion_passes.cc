@@ -171,6 +171,93 @@ std::string MatchGelu(const Graph& graph, const std::vector<int>& readers,
 
 }  // namespace
 
+// The value of one FP32 element (rank <= 1) or [cols] that `id` is statically, for a scale.
+bool ScaleShape(const Graph& graph, int id, int64_t cols, bool* per_column) {
+  if (id == kNoValue || graph.dtypes[id] != DataType::kFp32) return false;
+  const auto& shape = graph.shapes[id];
+  if (!shape.has_value() || shape->size() > 1) return false;
+  *per_column = !shape->empty() && (*shape)[0] != 1;
+  return !*per_column || (cols >= 0 && (*shape)[0] == cols);
+}
+
+int FuseMatMulIntegerToFloat(Graph* graph) {
+  const std::vector<int> readers = ReaderCounts(*graph);
+  const std::vector<int> producer = Producers(*graph);
+  std::vector<std::vector<int>> readers_of(graph->value_names.size());
+  for (size_t n = 0; n < graph->nodes.size(); ++n) {
+    for (int id : graph->nodes[n].inputs) {
+      if (id != kNoValue) readers_of[id].push_back(static_cast<int>(n));
+    }
+  }
+  auto single = [&](int id) { return SingleReader(readers, readers_of, id); };
+  std::vector<bool> remove(graph->nodes.size(), false);
+  int fused = 0;
+  for (size_t n = 0; n < graph->nodes.size(); ++n) {
+    const Node& mm = graph->nodes[n];
+    if (mm.op_type != "MatMulInteger" || mm.inputs.size() < 2 || mm.outputs.size() != 1) continue;
+    const int cast_n = single(mm.outputs[0]);
+    if (cast_n < 0 || graph->nodes[cast_n].op_type != "Cast" ||
+        graph->nodes[cast_n].attributes.GetInt("to", 0) != 1 /* FLOAT */) {
+      continue;
+    }
+    const int f = graph->nodes[cast_n].outputs[0];
+    const int mul_n = single(f);
+    if (mul_n < 0 || graph->nodes[mul_n].op_type != "Mul" ||
+        graph->nodes[mul_n].outputs.size() != 1) {
+      continue;
+    }
+    const int s = OtherInput(graph->nodes[mul_n], f);
+    // The scale must not change the product's shape: one value, or one per column of B.
+    const auto& b_shape = graph->shapes[mm.inputs[1]];
+    const int64_t cols = b_shape.has_value() && b_shape->size() >= 2 ? b_shape->back() : -1;
+    bool per_column = false;
+    if (s == f || cols < 0 || !ScaleShape(*graph, s, cols, &per_column)) continue;
+    // Mul(a_scale, b_scale) read by the Mul alone gives the kernel both; else a_scale is the
+    // product and b_scale 1.
+    int a_scale = s, b_scale = kNoValue, scales_n = producer[s];
+    if (scales_n >= 0 && readers[s] == 1 && graph->nodes[scales_n].op_type == "Mul" &&
+        graph->nodes[scales_n].inputs.size() == 2) {
+      for (int side = 0; side < 2 && b_scale == kNoValue; ++side) {
+        const int x = graph->nodes[scales_n].inputs[side];
+        const int y = graph->nodes[scales_n].inputs[1 - side];
+        bool x_columns = true, y_columns = false;
+        if (ScaleShape(*graph, x, cols, &x_columns) && !x_columns &&
+            ScaleShape(*graph, y, cols, &y_columns)) {
+          a_scale = x;
+          b_scale = y;
+        }
+      }
+    }
+    if (b_scale == kNoValue) {
+      scales_n = -1;
+      b_scale = graph->AddValue(graph->value_names[s] + "/tessera_one");
+      Value one = Value::Allocate(DataType::kFp32, {});
+      one.mutable_data<float>()[0] = 1.0f;
+      graph->constants[b_scale] = std::move(one);
+      graph->shapes[b_scale] = Shape{};
+      graph->dtypes[b_scale] = DataType::kFp32;
+    }
+    Node fused_node;
+    fused_node.name = mm.name;
+    fused_node.op_type = kMatMulIntegerToFloat;
+    fused_node.opset = 1;
+    fused_node.inputs = {mm.inputs[0],
+                         mm.inputs[1],
+                         a_scale,
+                         b_scale,
+                         mm.inputs.size() > 2 ? mm.inputs[2] : kNoValue,
+                         mm.inputs.size() > 3 ? mm.inputs[3] : kNoValue};
+    fused_node.outputs = graph->nodes[mul_n].outputs;
+    // In the Mul's place: every input exists by then.
+    graph->nodes[mul_n] = std::move(fused_node);
+    remove[n] = remove[cast_n] = true;
+    if (scales_n >= 0) remove[scales_n] = true;
+    ++fused;
+  }
+  EraseMarked(remove, graph);
+  return fused;
+}
+
 int FuseMatMulEpilogues(Graph* graph) {
   const std::vector<int> readers = ReaderCounts(*graph);
   std::vector<std::vector<int>> readers_of(graph->value_names.size());
@@ -183,14 +270,16 @@ int FuseMatMulEpilogues(Graph* graph) {
   int fused = 0;
   for (size_t n = 0; n < graph->nodes.size(); ++n) {
     Node& mm = graph->nodes[n];
-    if (mm.op_type != "MatMul" || mm.inputs.size() != 2 || mm.outputs.size() != 1 ||
-        mm.inputs[0] == kNoValue || !graph->IsConstant(mm.inputs[1])) {
+    // A MatMul, or FuseMatMulIntegerToFloat's node (whose bias is input 6).
+    const bool integer = mm.op_type == kMatMulIntegerToFloat;
+    if ((mm.op_type != "MatMul" && !integer) || mm.inputs.size() != (integer ? 6 : 2) ||
+        mm.outputs.size() != 1 || mm.inputs[0] == kNoValue || !graph->IsConstant(mm.inputs[1])) {
       continue;
     }
     const Value& w = *graph->constants[mm.inputs[1]];
     const auto& a_shape = graph->shapes[mm.inputs[0]];
-    if (w.dtype() != DataType::kFp32 || w.rank() != 2 ||
-        graph->dtypes[mm.inputs[0]] != DataType::kFp32) {
+    if (w.rank() != 2 || (!integer && (w.dtype() != DataType::kFp32 ||
+                                       graph->dtypes[mm.inputs[0]] != DataType::kFp32))) {
       continue;
     }
     // A bias of higher rank than A would broadcast the output to more dims: only a 1-D bias when

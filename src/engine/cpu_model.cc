@@ -59,7 +59,8 @@ class SharedModelData {
   const Graph& graph() const { return graph_; }
 
   // What the CPU model runs, for the own kernels (k = 0) or the oneDNN ones (k = 1), made on
-  // first use: a copy of the graph (sharing its weights) where MatMuls absorb their bias and GELU
+  // first use: a copy of the graph (sharing its weights) where MatMulIntegers absorb the Cast and
+  // scale after them, MatMuls (those too) their bias and GELU
   // or a constant scale, Convs their residual Add and the Relu after it, or a LeakyRelu,
   // Sigmoid, Tanh or SiLU, and BatchNormalizations the Concat before and the Relu after them,
   // which only the CPU kernels understand; and
@@ -73,6 +74,7 @@ class SharedModelData {
     std::call_once(made_[k], [&] {
       CpuVariant& v = variants_[k];
       v.graph = graph_;
+      const int integer_matmuls = FuseMatMulIntegerToFloat(&v.graph);
       const int epilogues = FuseMatMulEpilogues(&v.graph);
       const int residuals = FuseConvResidual(&v.graph);
       if (residuals > 0) FuseConvActivation(&v.graph);
@@ -80,7 +82,8 @@ class SharedModelData {
       const int norm_relus = FuseBatchNormRelu(&v.graph);
       const int concat_norms = FuseConcatBatchNorm(&v.graph);
       const int scales = FuseMatMulScale(&v.graph);
-      if (epilogues + residuals + eltwise + norm_relus + concat_norms + scales > 0) {
+      if (integer_matmuls + epilogues + residuals + eltwise + norm_relus + concat_norms + scales >
+          0) {
         RemoveDeadNodes(&v.graph);
       }
       v.states.resize(v.graph.nodes.size());

@@ -125,6 +125,12 @@ inline constexpr char kNoDefaultNote[] =
 // The domain prefix of ai.onnx.ml op types in Node::op_type.
 inline constexpr char kMlDomainPrefix[] = "ai.onnx.ml.";
 
+// onnxruntime's contrib op for MatMulInteger -> Cast -> Mul by the scales (-> Add bias), which
+// quantize_dynamic writes for every MatMul with weights: Y = (A - a_zero)(B - b_zero) * a_scale *
+// b_scale + bias in FP32. Only the CPU model's FuseMatMulIntegerToFloat makes it (the import
+// refuses com.microsoft ops in files).
+inline constexpr char kMatMulIntegerToFloat[] = "com.microsoft.MatMulIntegerToFloat";
+
 // The name of some STRING (BYTES) tensor of the graph (input, output, constant, or a value
 // InferShapes typed kString), or nullopt when there is none: for backends without string kernels.
 std::optional<std::string> FindStringTensor(const Graph& graph);

@@ -1,7 +1,8 @@
 // DynamicQuantizeLinear, MatMulInteger, QLinearMatMul and ConvInteger against their ONNX formulas
 // computed here element by element in plain integer loops: shapes that leave tails in the vector
 // paths, batched and broadcast products, per-row / per-column / per-channel zero points, sums deep
-// enough to leave FP32's exact range, and the inputs each kernel must refuse.
+// enough to leave FP32's exact range, and the inputs each kernel must refuse. And the fused
+// MatMulIntegerToFloat's own kernel.
 #include <cmath>
 #include <limits>
 #include <random>
@@ -172,6 +173,58 @@ TEST(MatMulIntegerTest, RefusesMismatchedTypesAndZeroPointsOfTheWrongSize) {
   ExpectInvalidArgument(RunOp("MatMulInteger", {&a, &b, nullptr, &b_zp}),
                         "one value per column of B (2)");
   ExpectInvalidArgument(RunOp("MatMulInteger", {&a, &a}), "inner dims differ");
+}
+
+// The own kernel (RunOp has no oneDNN state): the same FP32 operations as the nodes it replaces.
+TEST(MatMulIntegerToFloatTest, ScalesEachColumnThenAddsTheBiasAndAppliesGelu) {
+  std::mt19937 rng(5);
+  ThreadPool pool(2);
+  const int64_t batch = 2, m = 5, k = 13, n = 4;
+  Value a = RandomEightBit<uint8_t>(DataType::kUint8, {batch, m, k}, &rng);
+  Value b = RandomEightBit<int8_t>(DataType::kInt8, {k, n}, &rng);
+  Value a_zp = Uint8s({}, {131}), b_zp = Int8s({n}, {0, 3, -7, 1});
+  Value a_scale = Floats({}, {0.0173f});
+  Value b_scale = Floats({n}, {0.011f, 0.029f, 0.0037f, 0.05f});
+  Value bias = Floats({n}, {0.5f, -1.25f, 2.0f, 0.0f});
+  const std::vector<int32_t> acc =
+      ReferenceProduct(a, b, batch, m, k, n, false, std::vector<int>(m, 131), {0, 3, -7, 1});
+  for (bool gelu : {false, true}) {
+    Attributes attrs;
+    if (gelu) attrs.Set("tessera_activation", StringAttr("Gelu"));
+    auto y = RunOp(kMatMulIntegerToFloat, {&a, &b, &a_scale, &b_scale, &a_zp, &b_zp, &bias}, attrs,
+                   &pool);
+    ASSERT_TRUE(y.ok()) << y.status();
+    ASSERT_EQ(y->dtype(), DataType::kFp32);
+    ASSERT_EQ(y->shape(), (Shape{batch, m, n}));
+    for (size_t i = 0; i < acc.size(); ++i) {
+      const int64_t c = static_cast<int64_t>(i) % n;
+      float want =
+          static_cast<float>(acc[i]) * (a_scale.data<float>()[0] * b_scale.data<float>()[c]);
+      want += bias.data<float>()[c];
+      if (!gelu) {
+        EXPECT_EQ(y->data<float>()[i], want) << i;
+        continue;
+      }
+      want = 0.5f * want * (1.0f + std::erf(want / std::sqrt(2.0f)));
+      EXPECT_NEAR(y->data<float>()[i], want, 1e-5f * (1.0f + std::fabs(want))) << i;
+    }
+  }
+}
+
+TEST(MatMulIntegerToFloatTest, RefusesScalesPerColumnOfAAndBScalesOfTheWrongSize) {
+  Value a = Uint8s({2, 3}, {1, 2, 3, 4, 5, 6});
+  Value b = Int8s({3, 2}, {1, 2, 3, 4, 5, 6});
+  Value one = Floats({}, {0.5f}), three = Floats({3}, {1, 2, 3});
+  ExpectInvalidArgument(RunOp(kMatMulIntegerToFloat, {&a, &b, &three, &one}),
+                        "a_scale FP32[3] must hold one value");
+  Value a_zp = Uint8s({3}, {1, 2, 3});
+  ExpectInvalidArgument(RunOp(kMatMulIntegerToFloat, {&a, &b, &one, &one, &a_zp}),
+                        "a_zero_point UINT8[3] must hold one value");
+  ExpectInvalidArgument(RunOp(kMatMulIntegerToFloat, {&a, &b, &one, &three}),
+                        "neither one value nor one per column of B (2)");
+  Value bias = Floats({3}, {1, 2, 3});
+  ExpectInvalidArgument(RunOp(kMatMulIntegerToFloat, {&a, &b, &one, &one, nullptr, nullptr, &bias}),
+                        "does not match the product's last dim of 2");
 }
 
 TEST(QLinearMatMulTest, RequantizesEachProductWithPerColumnScales) {

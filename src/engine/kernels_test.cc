@@ -609,8 +609,9 @@ TEST(SliceConvTest, PartsCoverEveryOutputRowOnceAndReadWhatTheirTapsReach) {
           << "trial " << trial;
     }
     for (size_t i = 0; i < covered.size(); ++i) ASSERT_EQ(covered[i], 1) << "trial " << trial;
-    if (threads > 1 && g.batch % threads == 0)
+    if (threads > 1 && g.batch % threads == 0) {
       EXPECT_EQ(parts.size(), static_cast<size_t>(threads));
+    }
   }
 }
 
@@ -630,7 +631,9 @@ TEST(SliceConvTest, ChannelPartsAreBlocksOf16CoveringEveryOutputChannelOnce) {
       for (size_t i = 0; i < parts.size(); ++i) {
         EXPECT_EQ(parts[i].begin, next);
         EXPECT_GT(parts[i].count, 0);
-        if (i + 1 < parts.size()) EXPECT_EQ(parts[i].count % 16, 0) << channels;
+        if (i + 1 < parts.size()) {
+          EXPECT_EQ(parts[i].count % 16, 0) << channels;
+        }
         next += parts[i].count;
       }
       EXPECT_EQ(next, channels) << channels << " channels, " << threads << " threads";

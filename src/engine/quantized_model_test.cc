@@ -1,7 +1,8 @@
 // A QDQ-quantized model (onnxruntime.quantization's format) through LoadOnnxModel: INT8 and INT32
 // initializers, the weights' DequantizeLinear folded at load, activations rounded to their 8-bit
 // grids, with oneDNN's channels-last Conv and with the engine's own. And a dynamically quantized
-// one (quantize_dynamic's MatMul: DynamicQuantizeLinear, MatMulInteger, Cast and the scales).
+// one (quantize_dynamic's MatMul: DynamicQuantizeLinear, MatMulInteger, Cast and the scales),
+// which the CPU model runs as one MatMulIntegerToFloat node with its bias and GELU.
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -281,10 +282,19 @@ const std::vector<float> kDynBias = {0.5f, -0.25f, 1.0f};
 
 int8_t DynWeight(int k, int n) { return static_cast<int8_t>((k * 3 + n) * 29 % 255 - 127); }
 
-std::string DynamicMatMulModel() {
+const std::vector<float> kDynWScales = {0.01f, 0.02f, 0.005f};
+
+struct DynVariant {
+  bool per_column = false;     // w_scale [3] (kDynWScales) instead of kDynWScale
+  bool gelu = false;           // erf-form GELU after the bias
+  bool acc_is_output = false;  // the cast product is a graph output too: no fusion
+};
+
+std::string DynamicMatMulModel(DynVariant v = {}) {
   OnnxBuilderForTest b;
   b.Input("x", {-1, 5, 8});
   b.Output("y");
+  if (v.acc_is_output) b.Output("acc_f");
   auto* w = b.AddInitializer();
   w->set_name("w_q");
   w->set_data_type(onnx::TensorProto::INT8);
@@ -294,18 +304,32 @@ std::string DynamicMatMulModel() {
     for (int n = 0; n < 3; ++n) w->add_int32_data(DynWeight(k, n));
   }
   Scalar(b, "w_zero", onnx::TensorProto::INT8)->add_int32_data(0);
-  Scalar(b, "w_scale", onnx::TensorProto::FLOAT)->add_float_data(kDynWScale);
+  if (v.per_column) {
+    b.FloatConstant("w_scale", {3}, kDynWScales);
+  } else {
+    Scalar(b, "w_scale", onnx::TensorProto::FLOAT)->add_float_data(kDynWScale);
+  }
   b.FloatConstant("bias", {3}, kDynBias);
   b.Node("DynamicQuantizeLinear", {"x"}, {"x_q", "x_scale", "x_zero"});
   b.Node("MatMulInteger", {"x_q", "w_q", "x_zero", "w_zero"}, {"acc"});
   OnnxBuilderForTest::Int(b.Node("Cast", {"acc"}, {"acc_f"}), "to", onnx::TensorProto::FLOAT);
   b.Node("Mul", {"x_scale", "w_scale"}, {"scale"});
   b.Node("Mul", {"acc_f", "scale"}, {"scaled"});
-  b.Node("Add", {"scaled", "bias"}, {"y"});
+  b.Node("Add", {"scaled", "bias"}, {v.gelu ? "biased" : "y"});
+  if (v.gelu) {
+    b.FloatConstant("sqrt2", {}, {1.41421354f});
+    b.FloatConstant("one", {}, {1.0f});
+    b.FloatConstant("half", {}, {0.5f});
+    b.Node("Div", {"biased", "sqrt2"}, {"over_sqrt2"});
+    b.Node("Erf", {"over_sqrt2"}, {"erf"});
+    b.Node("Add", {"erf", "one"}, {"one_plus_erf"});
+    b.Node("Mul", {"biased", "one_plus_erf"}, {"product"});
+    b.Node("Mul", {"product", "half"}, {"y"});
+  }
   return b.Write("dynamic_matmul.onnx");
 }
 
-void ExpectDynamicMatMulResults(int64_t batch) {
+void ExpectDynamicMatMulResults(int64_t batch, DynVariant v = {}) {
   RandomX x({batch, 5, 8}, 9, 1.0f);
   const float lo = std::min(0.0f, *std::min_element(x.values.begin(), x.values.end()));
   const float hi = std::max(0.0f, *std::max_element(x.values.begin(), x.values.end()));
@@ -314,7 +338,7 @@ void ExpectDynamicMatMulResults(int64_t batch) {
   for (bool onednn : {true, false}) {
     SCOPED_TRACE(onednn ? "oneDNN" : "own kernels");
     // Two threads: oneDNN's product in one part per thread where there are rows enough.
-    const std::vector<float> y = FirstOutput(DynamicMatMulModel(), onednn, x, nullptr, 2);
+    const std::vector<float> y = FirstOutput(DynamicMatMulModel(v), onednn, x, nullptr, 2);
     ASSERT_EQ(y.size(), static_cast<size_t>(batch * 5 * 3));
     for (int row = 0; row < batch * 5; ++row) {
       for (int n = 0; n < 3; ++n) {
@@ -322,7 +346,9 @@ void ExpectDynamicMatMulResults(int64_t batch) {
         for (int k = 0; k < 8; ++k) {
           acc += (Quantize8(x.values[row * 8 + k], x_scale, x_zero) - x_zero) * DynWeight(k, n);
         }
-        const float want = static_cast<float>(acc) * (x_scale * kDynWScale) + kDynBias[n];
+        const float w_scale = v.per_column ? kDynWScales[n] : kDynWScale;
+        float want = static_cast<float>(acc) * (x_scale * w_scale) + kDynBias[n];
+        if (v.gelu) want = 0.5f * want * (1.0f + std::erf(want / std::sqrt(2.0f)));
         EXPECT_NEAR(y[row * 3 + n], want, 1e-5f * (1.0f + std::fabs(want))) << row << " " << n;
       }
     }
@@ -335,6 +361,47 @@ TEST(QuantizedModelTest, DynamicallyQuantizedMatMulComputesOnTheRunTimeGrid) {
     SCOPED_TRACE(batch);
     ExpectDynamicMatMulResults(batch);
   }
+}
+
+TEST(QuantizedModelTest, FusedIntegerMatMulAppliesPerColumnScalesBiasAndGelu) {
+  for (DynVariant v : {DynVariant{true, false, false}, DynVariant{false, true, false},
+                       DynVariant{true, true, false}, DynVariant{true, true, true}}) {
+    SCOPED_TRACE(::testing::Message() << "per-column " << v.per_column << ", GELU " << v.gelu
+                                      << ", unfused " << v.acc_is_output);
+    for (int64_t batch : {2, 8}) {
+      SCOPED_TRACE(batch);
+      ExpectDynamicMatMulResults(batch, v);
+    }
+  }
+}
+
+// The CPU model's graph: MatMulInteger, Cast, both Muls, the bias Add and the GELU become one
+// node taking the dynamic scale and the weights' scale apart.
+TEST(QuantizedModelTest, FuseMatMulIntegerToFloatJoinsCastScalesBiasAndGelu) {
+  for (bool per_column : {false, true}) {
+    SCOPED_TRACE(per_column ? "per-column weight scales" : "one weight scale");
+    auto graph = PreparedGraph(DynamicMatMulModel({per_column, true, false}));
+    ASSERT_TRUE(graph.ok()) << graph.status();
+    // DynamicQuantizeLinear, MatMulInteger, Cast, 2 Mul, Add, 5 GELU nodes.
+    EXPECT_EQ(graph->nodes.size(), 11u);
+    EXPECT_EQ(FuseMatMulIntegerToFloat(&*graph), 1);
+    EXPECT_EQ(FuseMatMulEpilogues(&*graph), 1);
+    RemoveDeadNodes(&*graph);
+    ASSERT_EQ(graph->nodes.size(), 2u);
+    const Node& mm = graph->nodes[1];
+    EXPECT_EQ(mm.op_type, kMatMulIntegerToFloat);
+    ASSERT_EQ(mm.inputs.size(), 7u);
+    EXPECT_EQ(graph->value_names[mm.inputs[2]], "x_scale");
+    EXPECT_EQ(graph->value_names[mm.inputs[3]], "w_scale");
+    EXPECT_EQ(graph->value_names[mm.inputs[4]], "x_zero");
+    EXPECT_EQ(graph->value_names[mm.inputs[6]], "bias");
+    EXPECT_EQ(mm.attributes.GetString("tessera_activation"), "Gelu");
+    EXPECT_EQ(graph->value_names[mm.outputs[0]], "y");
+  }
+  // A cast product that is also a graph output stays as it is.
+  auto graph = PreparedGraph(DynamicMatMulModel({false, false, true}));
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  EXPECT_EQ(FuseMatMulIntegerToFloat(&*graph), 0);
 }
 
 }  // namespace

@@ -8,6 +8,10 @@
 // oneDNN's UINT8 x INT8 products go through saturating 16-bit pairs); anything else (weights that
 // are not constant INT8 [K, N], a weight zero point, per-row activation zero points) runs the own
 // kernel. A's rows are cut into one part per thread, each its own single-threaded primitive.
+//
+// kMatMulIntegerToFloat (graph.h; the same node with its Cast, scales, bias and GELU) is the same
+// primitive with an FP32 destination and post-ops applied while each tile is in registers: the
+// scales' product as a binary multiply, the bias as a binary add and GELU as an eltwise op.
 #include <oneapi/dnnl/dnnl.hpp>
 #include <string>
 #include <unordered_map>
@@ -43,8 +47,11 @@ class IntegerMatMulState final : public KernelState {
   ReorderedWeights weights;
 };
 
+// Where the zero points are: MatMulInteger's inputs 2 and 3, kMatMulIntegerToFloat's 4 and 5.
+size_t AZeroIndex(const Node& node) { return node.op_type == kMatMulIntegerToFloat ? 4 : 2; }
+
 // Whether the node's inputs are the form this kernel takes (see the top of the file).
-bool Covered(const Inputs& inputs) {
+bool Covered(const Inputs& inputs, size_t a_zero_index) {
   if (inputs.size() < 2 || inputs[0] == nullptr || inputs[1] == nullptr) return false;
   const Value& a = *inputs[0];
   const Value& b = *inputs[1];
@@ -53,11 +60,11 @@ bool Covered(const Inputs& inputs) {
       a.shape().back() != b.dim(0)) {
     return false;
   }
-  const Value* a_zero = inputs.size() > 2 ? inputs[2] : nullptr;
+  const Value* a_zero = inputs.size() > a_zero_index ? inputs[a_zero_index] : nullptr;
   if (a_zero != nullptr && (a_zero->dtype() != a.dtype() || a_zero->num_elements() != 1)) {
     return false;
   }
-  const Value* b_zero = inputs.size() > 3 ? inputs[3] : nullptr;
+  const Value* b_zero = inputs.size() > a_zero_index + 1 ? inputs[a_zero_index + 1] : nullptr;
   if (b_zero != nullptr) {
     if (b_zero->dtype() != DataType::kInt8) return false;
     for (int64_t i = 0; i < b_zero->num_elements(); ++i) {
@@ -67,11 +74,53 @@ bool Covered(const Inputs& inputs) {
   return true;
 }
 
+// What a kMatMulIntegerToFloat node adds to the product, when the primitive can apply it.
+struct FloatEpilogue {
+  std::vector<float> scales;  // a_scale * b_scale, one or one per column
+  const Value* bias = nullptr;
+  dnnl::algorithm activation = dnnl::algorithm::undef;
+};
+
+// FP32 [1, columns]: a post-op operand broadcast over the destination's rows.
+memory::desc RowVectorDesc(int64_t columns) {
+  return memory::desc(Dims({1, columns}), memory::data_type::f32, Tag::ab);
+}
+
+// False for what the own kernel must run (or report): scales, bias or activation of another form.
+bool FloatEpilogueOf(const Node& node, const Inputs& inputs, int64_t n, FloatEpilogue* e) {
+  const Value* a_scale = inputs.size() > 2 ? inputs[2] : nullptr;
+  const Value* b_scale = inputs.size() > 3 ? inputs[3] : nullptr;
+  e->bias = inputs.size() > 6 ? inputs[6] : nullptr;
+  if (a_scale == nullptr || b_scale == nullptr || a_scale->dtype() != DataType::kFp32 ||
+      b_scale->dtype() != DataType::kFp32 || a_scale->num_elements() != 1 || b_scale->rank() > 1 ||
+      (b_scale->num_elements() != 1 && b_scale->num_elements() != n) ||
+      (e->bias != nullptr &&
+       (e->bias->dtype() != DataType::kFp32 || e->bias->num_elements() != n))) {
+    return false;
+  }
+  const std::string activation = node.attributes.GetString("tessera_activation", "");
+  if (activation == "Gelu") {
+    e->activation = dnnl::algorithm::eltwise_gelu_erf;
+  } else if (activation == "GeluTanh") {
+    e->activation = dnnl::algorithm::eltwise_gelu_tanh;
+  } else if (!activation.empty()) {
+    return false;
+  }
+  // As the fused Mul nodes computed it, in FP32.
+  e->scales.resize(static_cast<size_t>(b_scale->num_elements()));
+  for (size_t j = 0; j < e->scales.size(); ++j) {
+    e->scales[j] = a_scale->data<float>()[0] * b_scale->data<float>()[j];
+  }
+  return true;
+}
+
 }  // namespace
 
 std::unique_ptr<KernelState> MakeDnnlMatMulIntegerState(const Node& node, const Graph& graph) {
   bool constant = node.inputs.size() > 1 && graph.IsConstant(node.inputs[1]);
-  if (node.inputs.size() > 3 && node.inputs[3] != kNoValue && !graph.IsConstant(node.inputs[3])) {
+  const size_t b_zero = AZeroIndex(node) + 1;
+  if (node.inputs.size() > b_zero && node.inputs[b_zero] != kNoValue &&
+      !graph.IsConstant(node.inputs[b_zero])) {
     constant = false;
   }
   return std::make_unique<IntegerMatMulState>(constant);
@@ -79,27 +128,52 @@ std::unique_ptr<KernelState> MakeDnnlMatMulIntegerState(const Node& node, const 
 
 Status RunDnnlMatMulInteger(const OpContext& ctx, const Node& node, const Inputs& inputs,
                             std::vector<Value>* outputs) {
+  const bool to_float = node.op_type == kMatMulIntegerToFloat;
+  const KernelFn own = to_float ? RunMatMulIntegerToFloat : RunMatMulInteger;
   auto* state = static_cast<IntegerMatMulState*>(ctx.state);
-  if (state == nullptr || !state->constant_weights || !FastQLinearConv() || !Covered(inputs)) {
-    return RunReference(RunMatMulInteger, ctx, node, inputs, outputs);  // it reports what is wrong
+  const size_t a_zero_index = AZeroIndex(node);
+  if (state == nullptr || !state->constant_weights || !FastQLinearConv() ||
+      !Covered(inputs, a_zero_index)) {
+    return RunReference(own, ctx, node, inputs, outputs);  // it reports what is wrong
   }
   const Value& a = *inputs[0];
   const Value& b = *inputs[1];
   const int64_t k = b.dim(0), n = b.dim(1);
   const int64_t m = k == 0 ? 0 : a.num_elements() / k;
-  if (m == 0 || k == 0 || n == 0) return RunReference(RunMatMulInteger, ctx, node, inputs, outputs);
-  int32_t a_zero = inputs.size() > 2 && inputs[2] != nullptr ? EightBitElement(*inputs[2], 0) : 0;
+  FloatEpilogue epilogue;
+  if (m == 0 || k == 0 || n == 0 || (to_float && !FloatEpilogueOf(node, inputs, n, &epilogue))) {
+    return RunReference(own, ctx, node, inputs, outputs);
+  }
+  const bool per_column = epilogue.scales.size() > 1;
+  const bool bias = epilogue.bias != nullptr;
+  int32_t a_zero = inputs.size() > a_zero_index && inputs[a_zero_index] != nullptr
+                       ? EightBitElement(*inputs[a_zero_index], 0)
+                       : 0;
   const memory::data_type a_type =
       a.dtype() == DataType::kInt8 ? memory::data_type::s8 : memory::data_type::u8;
   const int threads = ctx.pool != nullptr ? ctx.pool->usable_threads() : 1;
   const int64_t parts = std::max<int64_t>(1, std::min<int64_t>(threads, m / kMinRowsPerPart));
 
+  const memory::data_type dst_type = to_float ? memory::data_type::f32 : memory::data_type::s32;
   // UNIMPLEMENTED when oneDNN has no kernel for the combination: the own kernel runs it.
   auto build = [&]() -> StatusOr<std::shared_ptr<const MatMulEntry>> {
     try {
       auto entry = std::make_shared<MatMulEntry>();
       dnnl::primitive_attr attr;
       attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
+      if (to_float) {
+        // The scales as a binary multiply, not runtime output scales: with those oneDNN 2.6
+        // leaves its brgemm kernels (AMX, AVX-512 VNNI) for gemm:jit, which took 5x as long.
+        dnnl::post_ops post_ops;
+        post_ops.append_binary(dnnl::algorithm::binary_mul, RowVectorDesc(per_column ? n : 1));
+        if (bias) {
+          post_ops.append_binary(dnnl::algorithm::binary_add, RowVectorDesc(n));
+        }
+        if (epilogue.activation != dnnl::algorithm::undef) {
+          post_ops.append_eltwise(1.0f, epilogue.activation, 0.0f, 0.0f);
+        }
+        attr.set_post_ops(post_ops);
+      }
       attr = WithUserScratchpad(attr);
       memory user_weights(memory::desc(Dims({k, n}), memory::data_type::s8, Tag::ab), CpuEngine(),
                           const_cast<int8_t*>(b.data<int8_t>()));
@@ -107,7 +181,7 @@ Status RunDnnlMatMulInteger(const OpContext& ctx, const Node& node, const Inputs
         const int64_t first = m * i / parts, rows = m * (i + 1) / parts - first;
         dnnl::matmul::desc desc(memory::desc(Dims({rows, k}), a_type, Tag::ab),
                                 memory::desc(Dims({k, n}), memory::data_type::s8, Tag::any),
-                                memory::desc(Dims({rows, n}), memory::data_type::s32, Tag::ab));
+                                memory::desc(Dims({rows, n}), dst_type, Tag::ab));
         MatMulPart part;
         part.pd = dnnl::matmul::primitive_desc(desc, attr, CpuEngine());
         part.primitive = dnnl::matmul(part.pd);
@@ -120,15 +194,17 @@ Status RunDnnlMatMulInteger(const OpContext& ctx, const Node& node, const Inputs
       return absl::UnimplementedError(e.what());
     }
   };
-  StatusOr<std::shared_ptr<const MatMulEntry>> made = state->cache.Get({m, k, n, threads}, build);
-  if (absl::IsUnimplemented(made.status())) {
-    return RunReference(RunMatMulInteger, ctx, node, inputs, outputs);
-  }
+  StatusOr<std::shared_ptr<const MatMulEntry>> made =
+      state->cache.Get({m, k, n, threads, per_column, bias}, build);
+  if (absl::IsUnimplemented(made.status())) return RunReference(own, ctx, node, inputs, outputs);
   TESSERA_RETURN_IF_ERROR(made.status());
   const std::shared_ptr<const MatMulEntry>& entry = *made;
   Shape out_shape = a.shape();
   out_shape.back() = n;
-  Value y = ctx.NewOutput(0, DataType::kInt32, out_shape);
+  Value y = ctx.NewOutput(0, to_float ? DataType::kFp32 : DataType::kInt32, out_shape);
+  // INT32 or FP32: four bytes an element either way.
+  static_assert(sizeof(int32_t) == sizeof(float));
+  char* y_bytes = static_cast<char*>(y.mutable_data<void>());
   const std::string error = RunParts(ctx, entry->parts.size(), threads, [&](size_t i) {
     const MatMulPart& part = entry->parts[i];
     dnnl::stream& stream = ThreadStream();
@@ -136,11 +212,20 @@ Status RunDnnlMatMulInteger(const OpContext& ctx, const Node& node, const Inputs
         {DNNL_ARG_SRC, memory(part.pd.src_desc(), CpuEngine(),
                               const_cast<uint8_t*>(a.data<uint8_t>()) + part.first_row * k)},
         {DNNL_ARG_WEIGHTS, part.weights},
-        {DNNL_ARG_DST,
-         memory(part.pd.dst_desc(), CpuEngine(), y.mutable_data<int32_t>() + part.first_row * n)},
+        {DNNL_ARG_DST, memory(part.pd.dst_desc(), CpuEngine(),
+                              y_bytes + part.first_row * n * static_cast<int64_t>(sizeof(float)))},
         {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC,
          memory(memory::desc(Dims({1}), memory::data_type::s32, Tag::x), CpuEngine(), &a_zero)},
         {DNNL_ARG_SCRATCHPAD, ThreadScratchpad(part.pd.scratchpad_desc())}};
+    if (to_float) {
+      args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1] =
+          memory(RowVectorDesc(static_cast<int64_t>(epilogue.scales.size())), CpuEngine(),
+                 const_cast<float*>(epilogue.scales.data()));
+      if (bias) {
+        args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(1) | DNNL_ARG_SRC_1] =
+            memory(RowVectorDesc(n), CpuEngine(), const_cast<float*>(epilogue.bias->data<float>()));
+      }
+    }
     part.primitive.execute(stream, args);
     stream.wait();
   });

@@ -39,9 +39,10 @@ void EpilogueRows(float* out, int64_t rows, int64_t n, const float* bias, Activa
   }
 }
 
-// y += bias over the last dim, then GELU when the node has tessera_activation = "Gelu" or
-// "GeluTanh": one pass over the product where the absorbed nodes made up to ten
-// (graph_passes.h FuseMatMulEpilogues).
+}  // namespace
+
+// One pass over the product where the absorbed nodes made up to ten (graph_passes.h
+// FuseMatMulEpilogues).
 Status ApplyMatMulEpilogue(const OpContext& ctx, const Node& node, const Value* bias, Value* y) {
   const std::string name = node.attributes.GetString("tessera_activation", "");
   Activation activation = Activation::kNone;
@@ -69,8 +70,6 @@ Status ApplyMatMulEpilogue(const OpContext& ctx, const Node& node, const Value* 
   });
   return absl::OkStatus();
 }
-
-}  // namespace
 
 Status CheckMatMul(const Node& node, const Graph&) {
   if (node.inputs.size() != 2) {

@@ -1,7 +1,8 @@
 // MatMulInteger and QLinearMatMul (ONNX opset 10): products of 8-bit matrices summed exactly in
 // INT32 (integer_gemm.h), numpy-batched as MatMul is. MatMulInteger is what
 // onnxruntime.quantization's quantize_dynamic makes of a MatMul: its INT32 result is cast to FP32
-// and scaled by the model's own nodes. QLinearMatMul requantizes to 8 bits itself.
+// and scaled by the model's own nodes, which FuseMatMulIntegerToFloat folds into one
+// kMatMulIntegerToFloat node (graph.h). QLinearMatMul requantizes to 8 bits itself.
 #include <cmath>
 #include <limits>
 
@@ -218,6 +219,52 @@ Status RunQLinearMatMul(const OpContext& ctx, const Node&, const Inputs& inputs,
   } else {
     Requantize(p, acc.data(), sa, sb, ys, zero, y.mutable_data<int8_t>());
   }
+  (*outputs)[0] = std::move(y);
+  return absl::OkStatus();
+}
+
+Status RunMatMulIntegerToFloat(const OpContext& ctx, const Node& node, const Inputs& inputs,
+                               std::vector<Value>* outputs) {
+  TESSERA_ASSIGN_OR_RETURN(const Value* a, RequireInput(inputs, 0, "A", kEightBitTypes));
+  TESSERA_ASSIGN_OR_RETURN(const Value* b, RequireInput(inputs, 1, "B", kEightBitTypes));
+  TESSERA_ASSIGN_OR_RETURN(const Value* a_scale,
+                           RequireInput(inputs, 2, "a_scale", {DataType::kFp32}));
+  TESSERA_ASSIGN_OR_RETURN(const Value* b_scale,
+                           RequireInput(inputs, 3, "b_scale", {DataType::kFp32}));
+  TESSERA_ASSIGN_OR_RETURN(IntegerProduct p, ProductOf(*a, *b));
+  const int64_t n = p.dims.n;
+  // onnxruntime's schema also allows a_scale and a_zero_point per column of A, which the integer
+  // product cannot factor out; its own kernel takes one value too.
+  const Value* a_zero_point = inputs.size() > 4 ? inputs[4] : nullptr;
+  for (const Value* v : {a_scale, a_zero_point}) {
+    if (v != nullptr && v->num_elements() != 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(v == a_scale ? "a_scale " : "a_zero_point ", DescribeValue(*v),
+                       " must hold one value (per-column values of A are not supported)"));
+    }
+  }
+  if (b_scale->rank() > 1 || (b_scale->num_elements() != 1 && b_scale->num_elements() != n)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("b_scale ", DescribeValue(*b_scale),
+                     " is neither one value nor one per column of B (", n, ")"));
+  }
+  TESSERA_ASSIGN_OR_RETURN(std::vector<int32_t> a_zero,
+                           ZeroPoints(inputs, 4, *a, true, p.matrices_a, p.dims.m, "a_zero_point"));
+  TESSERA_ASSIGN_OR_RETURN(std::vector<int32_t> b_zero,
+                           ZeroPoints(inputs, 5, *b, false, p.matrices_b, n, "b_zero_point"));
+  const Value* bias = inputs.size() > 6 ? inputs[6] : nullptr;
+  // The scales' product in FP32, as the Mul nodes the fusion replaced computed it.
+  std::vector<float> scale(static_cast<size_t>(n));
+  for (int64_t j = 0; j < n; ++j) {
+    scale[j] =
+        a_scale->data<float>()[0] * b_scale->data<float>()[b_scale->num_elements() == 1 ? 0 : j];
+  }
+  std::vector<int32_t> acc(static_cast<size_t>(ElementCount(p.dims.out)));
+  MultiplyIntegers(ctx, *a, *b, a_zero, b_zero, p, acc.data());
+  Value y = ctx.NewOutput(0, DataType::kFp32, p.dims.out);
+  float* out = y.mutable_data<float>();
+  for (size_t i = 0; i < acc.size(); ++i) out[i] = static_cast<float>(acc[i]) * scale[i % n];
+  TESSERA_RETURN_IF_ERROR(ApplyMatMulEpilogue(ctx, node, bias, &y));
   (*outputs)[0] = std::move(y);
   return absl::OkStatus();
 }

@@ -99,6 +99,7 @@ const std::map<std::string, OpDef>& Registry(bool onednn) {
         {"DynamicQuantizeLinear", {RunDynamicQuantizeLinear}},
         {"ConvInteger", {RunConvInteger, CheckConvInteger}},
         {"MatMulInteger", {RunMatMulInteger}},
+        {kMatMulIntegerToFloat, {RunMatMulIntegerToFloat}},
         {"QLinearConv", {RunQLinearConv, CheckQLinearConv}},
         {"QLinearMatMul", {RunQLinearMatMul}},
         {"com.microsoft.QLinearAdd", {RunQLinearAdd, nullptr, kElementwise}},
@@ -176,8 +177,10 @@ const std::map<std::string, OpDef>& Registry(bool onednn) {
     (*r)["GlobalAveragePool"] = {RunGlobalAveragePoolAnyLayout, nullptr, LayoutSupport::kAny};
     (*r)["QLinearConv"] = {RunDnnlQLinearConv, CheckQLinearConv, LayoutSupport::kAny,
                            MakeDnnlQLinearConvState};
-    (*r)["MatMulInteger"] = {RunDnnlMatMulInteger, nullptr, LayoutSupport::kRowMajorOnly,
-                             MakeDnnlMatMulIntegerState};
+    for (const char* op : {"MatMulInteger", kMatMulIntegerToFloat}) {
+      (*r)[op] = {RunDnnlMatMulInteger, nullptr, LayoutSupport::kRowMajorOnly,
+                  MakeDnnlMatMulIntegerState};
+    }
 #endif
     return r;
   }();

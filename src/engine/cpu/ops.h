@@ -218,6 +218,9 @@ Status RunGemm(const OpContext&, const Node&, const Inputs&, std::vector<Value>*
 Status CheckMatMul(const Node&, const Graph&);
 // Also runs the bias (input 2) and GELU that graph_passes.h FuseMatMulEpilogues gives a MatMul.
 Status RunMatMul(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+// That epilogue on a product `y`: += bias (null: none; else FP32 of y's last dim) over the last
+// dim, then the node's tessera_activation ("Gelu", "GeluTanh" or none), in one pass.
+Status ApplyMatMulEpilogue(const OpContext& ctx, const Node& node, const Value* bias, Value* y);
 // conv.cc
 Status CheckConv(const Node&, const Graph&);
 // The window attributes of a Conv-like node whose weights are input `weight_input`: as
@@ -251,6 +254,8 @@ std::unique_ptr<KernelState> MakeDnnlQLinearConvState(const Node&, const Graph&)
 Status RunDnnlQLinearConv(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
 // MatMulInteger as oneDNN's integer matrix product (dnnl_integer_matmul.cc) where FastQLinearConv
 // holds; the own kernel (integer_matmul.cc) runs what it does not cover.
+// The same state and kernel serve graph.h's kMatMulIntegerToFloat, whose output scales, bias and
+// GELU become the primitive's own.
 std::unique_ptr<KernelState> MakeDnnlMatMulIntegerState(const Node&, const Graph&);
 Status RunDnnlMatMulInteger(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
 // Whether QLinearConv runs as an integer convolution here: a oneDNN build on a CPU with 8-bit
@@ -325,6 +330,10 @@ Status RunDynamicQuantizeLinear(const OpContext&, const Node&, const Inputs&, st
 // integer_matmul.cc: MatMulInteger (INT32 result) and QLinearMatMul (8-bit result).
 Status RunMatMulInteger(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
 Status RunQLinearMatMul(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+// graph.h kMatMulIntegerToFloat (inputs A, B, a_scale, b_scale, a_zero_point, b_zero_point,
+// bias), with a_scale and a_zero_point one value each, b_scale one or one per column of B, and
+// the tessera_activation FuseMatMulEpilogues may give it.
+Status RunMatMulIntegerToFloat(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
 // conv_integer.cc
 Status CheckConvInteger(const Node&, const Graph&);
 Status RunConvInteger(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
