@@ -84,6 +84,30 @@ TEST(DynamicQuantizeLinearTest, AllZeroOrEmptyInputGetsScaleOneAndNaNsAreIgnored
   EXPECT_EQ((*out)[0].data<uint8_t>()[1], 0);
 }
 
+TEST(DynamicQuantizeLinearTest, LargeInputsFindTheirRangeAcrossChunksAndThreads) {
+  // Over 3 chunks of the pool's range search, the extremes in different chunks, a NaN among
+  // them, and an odd tail. The minimum moves through the four 8-value lanes of the 32-value loop.
+  ThreadPool pool(2);
+  const int64_t n = 100003;
+  for (int64_t shift : {0, 8, 16, 24}) {
+    std::vector<float> xs(n);
+    for (int64_t i = 0; i < n; ++i) xs[i] = std::sin(static_cast<float>(i));
+    xs[13] = 6.5f;
+    const int64_t min_at = n - 40 - shift;
+    xs[min_at] = -3.25f;
+    xs[n / 2 + 5] = std::nanf("");
+    Value x = Floats({n}, xs);
+    for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+      auto out = RunOpN("DynamicQuantizeLinear", {&x}, {}, 3, p);
+      ASSERT_TRUE(out.ok()) << out.status();
+      EXPECT_EQ((*out)[1].data<float>()[0], (6.5f + 3.25f) / 255.0f) << shift;
+      EXPECT_EQ((*out)[2].data<uint8_t>()[0], 85) << shift;  // round(3.25 / (9.75 / 255))
+      EXPECT_EQ((*out)[0].data<uint8_t>()[13], 255);
+      EXPECT_EQ((*out)[0].data<uint8_t>()[min_at], 0);
+    }
+  }
+}
+
 // ---- MatMulInteger / QLinearMatMul -------------------------------------------------------------
 
 // sum_k (A[.., m, k] - a_zero(row)) * (B[.., k, n] - b_zero(col)) for A [batch, M, K] and B

@@ -6,10 +6,12 @@
 // over its own range at run time (onnxruntime.quantization's quantize_dynamic).
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "engine/cpu/broadcast.h"
@@ -172,22 +174,59 @@ void RangeWithZeroScalar(const float* x, int64_t n, float* lo, float* hi) {
 
 __attribute__((target("avx2"))) void RangeWithZeroAvx2(const float* x, int64_t n, float* lo,
                                                        float* hi) {
-  __m256 vlo = _mm256_setzero_ps(), vhi = _mm256_setzero_ps();
+  // Four independent minima and maxima: one pair would wait out min/max's latency per 8 values.
+  __m256 vlo[4], vhi[4];
+  for (int j = 0; j < 4; ++j) vlo[j] = vhi[j] = _mm256_setzero_ps();
   int64_t i = 0;
   // min/max_ps return their second operand when the first is NaN, so NaNs drop out.
+  for (; i + 32 <= n; i += 32) {
+    for (int j = 0; j < 4; ++j) {
+      const __m256 v = _mm256_loadu_ps(x + i + 8 * j);
+      vlo[j] = _mm256_min_ps(v, vlo[j]);
+      vhi[j] = _mm256_max_ps(v, vhi[j]);
+    }
+  }
   for (; i + 8 <= n; i += 8) {
     const __m256 v = _mm256_loadu_ps(x + i);
-    vlo = _mm256_min_ps(v, vlo);
-    vhi = _mm256_max_ps(v, vhi);
+    vlo[0] = _mm256_min_ps(v, vlo[0]);
+    vhi[0] = _mm256_max_ps(v, vhi[0]);
   }
+  const __m256 l8 = _mm256_min_ps(_mm256_min_ps(vlo[0], vlo[1]), _mm256_min_ps(vlo[2], vlo[3]));
+  const __m256 h8 = _mm256_max_ps(_mm256_max_ps(vhi[0], vhi[1]), _mm256_max_ps(vhi[2], vhi[3]));
   float l[8], h[8];
-  _mm256_storeu_ps(l, vlo);
-  _mm256_storeu_ps(h, vhi);
+  _mm256_storeu_ps(l, l8);
+  _mm256_storeu_ps(h, h8);
   *lo = 0.0f;
   *hi = 0.0f;
   RangeWithZeroScalar(l, 8, lo, hi);
   RangeWithZeroScalar(h, 8, lo, hi);
   RangeWithZeroScalar(x + i, n - i, lo, hi);
+}
+
+// x's range widened to include 0, its chunks on the pool.
+void RangeWithZero(ThreadPool* pool, const float* x, int64_t n, float* lo, float* hi) {
+  const int64_t tasks = std::max<int64_t>(1, n / kElementwiseGrain);
+  std::vector<std::pair<float, float>> ranges(static_cast<size_t>(tasks), {0.0f, 0.0f});
+  const bool avx2 = CpuHasAvx2();
+  auto one = [&](int64_t t) {
+    const int64_t begin = n * t / tasks, end = n * (t + 1) / tasks;
+    auto& [l, h] = ranges[t];
+    if (avx2) {
+      RangeWithZeroAvx2(x + begin, end - begin, &l, &h);
+    } else {
+      RangeWithZeroScalar(x + begin, end - begin, &l, &h);
+    }
+  };
+  if (tasks == 1) {
+    one(0);
+  } else {
+    ParallelFor(pool, tasks, one);
+  }
+  *lo = *hi = 0.0f;
+  for (const auto& [l, h] : ranges) {
+    *lo = std::min(*lo, l);
+    *hi = std::max(*hi, h);
+  }
 }
 
 const Value* Optional(const Inputs& inputs, size_t i) {
@@ -344,11 +383,7 @@ Status RunDynamicQuantizeLinear(const OpContext& ctx, const Node&, const Inputs&
                                 std::vector<Value>* outputs) {
   TESSERA_ASSIGN_OR_RETURN(const Value* x, RequireInput(inputs, 0, "x", {DataType::kFp32}));
   float lo = 0.0f, hi = 0.0f;
-  if (CpuHasAvx2()) {
-    RangeWithZeroAvx2(x->data<float>(), x->num_elements(), &lo, &hi);
-  } else {
-    RangeWithZeroScalar(x->data<float>(), x->num_elements(), &lo, &hi);
-  }
+  RangeWithZero(ctx.pool, x->data<float>(), x->num_elements(), &lo, &hi);
   const float scale = hi == lo ? 1.0f : (hi - lo) / 255.0f;
   const float zero = std::nearbyint(std::fmin(std::fmax(0.0f - lo / scale, 0.0f), 255.0f));
   const uint8_t zero_point = static_cast<uint8_t>(zero);
