@@ -34,6 +34,9 @@ TEST(OnnxConformanceTest, ClaimedOperatorsPassTheOnnxNodeTests) {
        "onnxruntime's contrib op, made by the QDQ passes only (quantize_ops_test)"},
       {kMatMulIntegerToFloat,
        "onnxruntime's contrib op, made by the CPU model's fusion only (integer_ops_test)"},
+      {kConvIntegerToFloat,
+       "the engine's own op, made by the CPU model's fusion only "
+       "(integer_ops_test)"},
       {"Einsum", "ONNX 1.12's Einsum cases are all DOUBLE (einsum_test covers it)"},
       {"ReduceLogSumExp", "ONNX 1.12's ReduceLogSumExp cases are all DOUBLE"}};
   for (const std::string& op : supported) {

@@ -171,16 +171,39 @@ std::string MatchGelu(const Graph& graph, const std::vector<int>& readers,
 
 }  // namespace
 
-// The value of one FP32 element (rank <= 1) or [cols] that `id` is statically, for a scale.
-bool ScaleShape(const Graph& graph, int id, int64_t cols, bool* per_column) {
+// Whether FP32 `id`, of static shape and broadcast against a product of rank `rank`, is one value
+// or one per line along the product's dim `axis` (`lines` of them) without changing the
+// product's shape; `*per_line` says which.
+bool LineValues(const Graph& graph, int id, size_t rank, size_t axis, int64_t lines,
+                bool* per_line) {
   if (id == kNoValue || graph.dtypes[id] != DataType::kFp32) return false;
   const auto& shape = graph.shapes[id];
-  if (!shape.has_value() || shape->size() > 1) return false;
-  *per_column = !shape->empty() && (*shape)[0] != 1;
-  return !*per_column || (cols >= 0 && (*shape)[0] == cols);
+  if (!shape.has_value() || shape->size() > rank || lines < 0) return false;
+  *per_line = false;
+  for (size_t i = 0; i < shape->size(); ++i) {
+    const int64_t d = (*shape)[i];
+    if (d == 1) continue;
+    if (rank - shape->size() + i != axis || d != lines) return false;
+    *per_line = true;
+  }
+  return true;
 }
 
-int FuseMatMulIntegerToFloat(Graph* graph) {
+// Where the scaled product of an integer MatMul (over its columns) or Conv (over its output
+// channels) has its lines, from the static shapes; false when they are not known.
+bool ProductLines(const Graph& graph, const Node& node, size_t* rank, size_t* axis,
+                  int64_t* lines) {
+  const auto& out = graph.shapes[node.outputs[0]];
+  const auto& w = graph.shapes[node.inputs[1]];
+  if (!out.has_value() || !w.has_value() || out->size() < 2 || w->size() < 2) return false;
+  const bool conv = node.op_type == "ConvInteger";
+  *rank = out->size();
+  *axis = conv ? 1 : out->size() - 1;
+  *lines = conv ? (*w)[0] : w->back();
+  return *lines >= 0;
+}
+
+int FuseIntegerToFloat(Graph* graph) {
   const std::vector<int> readers = ReaderCounts(*graph);
   const std::vector<int> producer = Producers(*graph);
   std::vector<std::vector<int>> readers_of(graph->value_names.size());
@@ -194,24 +217,29 @@ int FuseMatMulIntegerToFloat(Graph* graph) {
   int fused = 0;
   for (size_t n = 0; n < graph->nodes.size(); ++n) {
     const Node& mm = graph->nodes[n];
-    if (mm.op_type != "MatMulInteger" || mm.inputs.size() < 2 || mm.outputs.size() != 1) continue;
+    const bool conv = mm.op_type == "ConvInteger";
+    if ((mm.op_type != "MatMulInteger" && !conv) || mm.inputs.size() < 2 ||
+        mm.outputs.size() != 1) {
+      continue;
+    }
+    size_t rank = 0, axis = 0;
+    int64_t lines = 0;
+    if (!ProductLines(*graph, mm, &rank, &axis, &lines)) continue;
     const int cast_n = single(mm.outputs[0]);
     if (cast_n < 0 || graph->nodes[cast_n].op_type != "Cast" ||
         graph->nodes[cast_n].attributes.GetInt("to", 0) != 1 /* FLOAT */) {
       continue;
     }
     const int f = graph->nodes[cast_n].outputs[0];
-    const int mul_n = single(f);
-    if (mul_n < 0 || graph->nodes[mul_n].op_type != "Mul" ||
-        graph->nodes[mul_n].outputs.size() != 1) {
+    int last_n = single(f);
+    if (last_n < 0 || graph->nodes[last_n].op_type != "Mul" ||
+        graph->nodes[last_n].outputs.size() != 1) {
       continue;
     }
-    const int s = OtherInput(graph->nodes[mul_n], f);
-    // The scale must not change the product's shape: one value, or one per column of B.
-    const auto& b_shape = graph->shapes[mm.inputs[1]];
-    const int64_t cols = b_shape.has_value() && b_shape->size() >= 2 ? b_shape->back() : -1;
-    bool per_column = false;
-    if (s == f || cols < 0 || !ScaleShape(*graph, s, cols, &per_column)) continue;
+    // The scale must not change the product's shape: one value, or one per line.
+    const int s = OtherInput(graph->nodes[last_n], f);
+    bool per_line = false;
+    if (s == f || !LineValues(*graph, s, rank, axis, lines, &per_line)) continue;
     // Mul(a_scale, b_scale) read by the Mul alone gives the kernel both; else a_scale is the
     // product and b_scale 1.
     int a_scale = s, b_scale = kNoValue, scales_n = producer[s];
@@ -220,9 +248,9 @@ int FuseMatMulIntegerToFloat(Graph* graph) {
       for (int side = 0; side < 2 && b_scale == kNoValue; ++side) {
         const int x = graph->nodes[scales_n].inputs[side];
         const int y = graph->nodes[scales_n].inputs[1 - side];
-        bool x_columns = true, y_columns = false;
-        if (ScaleShape(*graph, x, cols, &x_columns) && !x_columns &&
-            ScaleShape(*graph, y, cols, &y_columns)) {
+        bool x_lines = true, y_lines = false;
+        if (LineValues(*graph, x, rank, axis, lines, &x_lines) && !x_lines &&
+            LineValues(*graph, y, rank, axis, lines, &y_lines)) {
           a_scale = x;
           b_scale = y;
         }
@@ -239,19 +267,44 @@ int FuseMatMulIntegerToFloat(Graph* graph) {
     }
     Node fused_node;
     fused_node.name = mm.name;
-    fused_node.op_type = kMatMulIntegerToFloat;
+    fused_node.op_type = conv ? kConvIntegerToFloat : kMatMulIntegerToFloat;
     fused_node.opset = 1;
+    fused_node.attributes = mm.attributes;  // ConvInteger's window
     fused_node.inputs = {mm.inputs[0],
                          mm.inputs[1],
                          a_scale,
                          b_scale,
                          mm.inputs.size() > 2 ? mm.inputs[2] : kNoValue,
                          mm.inputs.size() > 3 ? mm.inputs[3] : kNoValue};
-    fused_node.outputs = graph->nodes[mul_n].outputs;
-    // In the Mul's place: every input exists by then.
-    graph->nodes[mul_n] = std::move(fused_node);
-    remove[n] = remove[cast_n] = true;
-    if (scales_n >= 0) remove[scales_n] = true;
+    std::vector<int> absorbed = {static_cast<int>(n), cast_n};
+    if (scales_n >= 0) absorbed.push_back(scales_n);
+    // A Conv's bias (one value per output channel) and Relu; a MatMul's are FuseMatMulEpilogues'.
+    if (conv) {
+      if (const int add_n = single(graph->nodes[last_n].outputs[0]);
+          add_n >= 0 && graph->nodes[add_n].op_type == "Add") {
+        const int b = OtherInput(graph->nodes[add_n], graph->nodes[last_n].outputs[0]);
+        bool per_channel = false;
+        if (graph->IsConstant(b) && LineValues(*graph, b, rank, axis, lines, &per_channel) &&
+            per_channel) {
+          fused_node.inputs.push_back(b);
+          absorbed.push_back(last_n);
+          last_n = add_n;
+        }
+      }
+      if (const int relu_n = single(graph->nodes[last_n].outputs[0]);
+          relu_n >= 0 && graph->nodes[relu_n].op_type == "Relu") {
+        Attribute relu;
+        relu.kind = Attribute::Kind::kString;
+        relu.s = "Relu";
+        fused_node.attributes.Set("tessera_activation", relu);
+        absorbed.push_back(last_n);
+        last_n = relu_n;
+      }
+    }
+    fused_node.outputs = graph->nodes[last_n].outputs;
+    // In the last absorbed node's place: every input exists by then.
+    graph->nodes[last_n] = std::move(fused_node);
+    for (int k : absorbed) remove[k] = true;
     ++fused;
   }
   EraseMarked(remove, graph);
@@ -270,7 +323,7 @@ int FuseMatMulEpilogues(Graph* graph) {
   int fused = 0;
   for (size_t n = 0; n < graph->nodes.size(); ++n) {
     Node& mm = graph->nodes[n];
-    // A MatMul, or FuseMatMulIntegerToFloat's node (whose bias is input 6).
+    // A MatMul, or FuseIntegerToFloat's MatMul node (whose bias is input 6).
     const bool integer = mm.op_type == kMatMulIntegerToFloat;
     if ((mm.op_type != "MatMul" && !integer) || mm.inputs.size() != (integer ? 6 : 2) ||
         mm.outputs.size() != 1 || mm.inputs[0] == kNoValue || !graph->IsConstant(mm.inputs[1])) {

@@ -74,7 +74,7 @@ class SharedModelData {
     std::call_once(made_[k], [&] {
       CpuVariant& v = variants_[k];
       v.graph = graph_;
-      const int integer_matmuls = FuseMatMulIntegerToFloat(&v.graph);
+      const int integer_products = FuseIntegerToFloat(&v.graph);
       const int epilogues = FuseMatMulEpilogues(&v.graph);
       const int residuals = FuseConvResidual(&v.graph);
       if (residuals > 0) FuseConvActivation(&v.graph);
@@ -82,7 +82,7 @@ class SharedModelData {
       const int norm_relus = FuseBatchNormRelu(&v.graph);
       const int concat_norms = FuseConcatBatchNorm(&v.graph);
       const int scales = FuseMatMulScale(&v.graph);
-      if (integer_matmuls + epilogues + residuals + eltwise + norm_relus + concat_norms + scales >
+      if (integer_products + epilogues + residuals + eltwise + norm_relus + concat_norms + scales >
           0) {
         RemoveDeadNodes(&v.graph);
       }

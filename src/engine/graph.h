@@ -127,9 +127,14 @@ inline constexpr char kMlDomainPrefix[] = "ai.onnx.ml.";
 
 // onnxruntime's contrib op for MatMulInteger -> Cast -> Mul by the scales (-> Add bias), which
 // quantize_dynamic writes for every MatMul with weights: Y = (A - a_zero)(B - b_zero) * a_scale *
-// b_scale + bias in FP32. Only the CPU model's FuseMatMulIntegerToFloat makes it (the import
+// b_scale + bias in FP32. Only the CPU model's FuseIntegerToFloat makes it (the import
 // refuses com.microsoft ops in files).
 inline constexpr char kMatMulIntegerToFloat[] = "com.microsoft.MatMulIntegerToFloat";
+// The same for ConvInteger (no onnxruntime op means it): inputs x, w, x_scale, w_scale,
+// x_zero_point, w_zero_point and an FP32 bias of one value per output channel, ConvInteger's
+// attributes, and "tessera_activation" = "Relu" when it absorbed one. Also made only by
+// FuseIntegerToFloat; the domain is the engine's own.
+inline constexpr char kConvIntegerToFloat[] = "tessera.ConvIntegerToFloat";
 
 // The name of some STRING (BYTES) tensor of the graph (input, output, constant, or a value
 // InferShapes typed kString), or nullopt when there is none: for backends without string kernels.

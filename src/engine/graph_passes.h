@@ -125,19 +125,21 @@ int FuseQdqAdd(Graph* graph);
 // bias-free MatMul can absorb the GELU alone. The MatMul gets the bias as input 2 and
 // tessera_activation = "Gelu" or "GeluTanh", and the backend's kernel applies both in one pass over
 // the product instead of up to ten. Intermediates with other readers, or that are graph outputs,
-// block the fusion. FuseMatMulIntegerToFloat's nodes (constant 2-D B) absorb the same, the bias
+// block the fusion. FuseIntegerToFloat's MatMul nodes (constant 2-D B) absorb the same, the bias
 // as their input 6. Needs graph->shapes/dtypes. Returns the MatMuls that absorbed something.
 int FuseMatMulEpilogues(Graph* graph);
 
-// CPU only, before FuseMatMulEpilogues: MatMulInteger -> Cast to FLOAT -> Mul by a scale, each
-// read by the next alone, the scale one FP32 value or one per column of a B whose last dim is
-// static (what quantize_dynamic writes for a MatMul with weights), becomes one
-// kMatMulIntegerToFloat node (graph.h) in the Mul's place. When the scale is Mul(a_scale, b_scale)
-// read by it alone, with a_scale one value, the node takes both and that Mul goes too; otherwise
-// the scale is its a_scale and a constant 1 its b_scale. The kernel computes the same FP32
-// operations in the same order (Cast, a_scale * b_scale, the product of the two). Returns the
-// number fused.
-int FuseMatMulIntegerToFloat(Graph* graph);
+// CPU only, before FuseMatMulEpilogues: MatMulInteger or ConvInteger -> Cast to FLOAT -> Mul by a
+// scale, each read by the next alone, the scale one FP32 value or one per column of the product
+// (MatMul) or per output channel (Conv) of static shape (what quantize_dynamic writes for a MatMul
+// or Conv with weights), becomes one kMatMulIntegerToFloat or kConvIntegerToFloat node (graph.h)
+// in the last absorbed node's place. When the scale is Mul(a_scale, b_scale) read by it alone,
+// with a_scale one value, the node takes both and that Mul goes too; otherwise the scale is its
+// a_scale and a constant 1 its b_scale. A Conv's node also absorbs an Add of a constant bias of
+// one value per output channel and then a Relu ("tessera_activation"); a MatMul's get theirs
+// from FuseMatMulEpilogues. The kernels compute the same FP32 operations in the same order (Cast,
+// a_scale * b_scale, the product of the two, the bias). Returns the number fused.
+int FuseIntegerToFloat(Graph* graph);
 
 // Like FuseMatMulEpilogues, applied by each backend to its own copy: a 2-D Conv without a fused
 // activation whose output's only reader is an Add with another value of exactly its (static) shape,

@@ -354,5 +354,34 @@ TEST(ConvIntegerTest, RefusesZeroPointsOfTheWrongSizeOrType) {
   EXPECT_EQ(Elements<int32_t>(*y), (std::vector<int32_t>{1, 2, 3, 4, 2, 4, 6, 8}));
 }
 
+// The fused node's own kernel (RunOp has no oneDNN state), as the nodes it replaces compute it.
+TEST(ConvIntegerToFloatTest, ScalesPerChannelAddsTheBiasAndRectifies) {
+  Value x = Uint8s({1, 1, 2, 2}, {1, 2, 3, 4});
+  Value wt = Int8s({2, 1, 1, 1}, {1, -2});
+  Value x_zero = Uint8s({}, {2});
+  Value x_scale = Floats({}, {0.5f}), w_scale = Floats({2}, {0.25f, 1.0f});
+  Value bias = Floats({2}, {0.125f, 1.0f});
+  Attributes relu;
+  relu.Set("tessera_activation", StringAttr("Relu"));
+  // Sums: channel 0: x - 2 = {-1, 0, 1, 2}; channel 1: -2 (x - 2) = {2, 0, -2, -4}.
+  auto y = RunOp(kConvIntegerToFloat, {&x, &wt, &x_scale, &w_scale, &x_zero, nullptr, &bias}, relu);
+  ASSERT_TRUE(y.ok()) << y.status();
+  ASSERT_EQ(y->dtype(), DataType::kFp32);
+  EXPECT_EQ(Elements<float>(*y),
+            (std::vector<float>{0.0f, 0.125f, 0.25f, 0.375f, 2.0f, 1.0f, 0.0f, 0.0f}));
+}
+
+TEST(ConvIntegerToFloatTest, RefusesScalesAndBiasesOfTheWrongSize) {
+  Value x = Uint8s({1, 1, 2, 2}, {1, 2, 3, 4});
+  Value wt = Int8s({2, 1, 1, 1}, {1, 2});
+  Value one = Floats({}, {0.5f}), three = Floats({3}, {1, 2, 3});
+  ExpectInvalidArgument(RunOp(kConvIntegerToFloat, {&x, &wt, &three, &one}),
+                        "x_scale FP32[3] must hold one value");
+  ExpectInvalidArgument(RunOp(kConvIntegerToFloat, {&x, &wt, &one, &three}),
+                        "w_scale FP32[3] is neither one value nor one per output channel (2)");
+  ExpectInvalidArgument(RunOp(kConvIntegerToFloat, {&x, &wt, &one, &one, nullptr, nullptr, &three}),
+                        "bias FP32[3] is neither one value nor one per output channel (2)");
+}
+
 }  // namespace
 }  // namespace tessera::engine::cpu

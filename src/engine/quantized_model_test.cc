@@ -377,14 +377,14 @@ TEST(QuantizedModelTest, FusedIntegerMatMulAppliesPerColumnScalesBiasAndGelu) {
 
 // The CPU model's graph: MatMulInteger, Cast, both Muls, the bias Add and the GELU become one
 // node taking the dynamic scale and the weights' scale apart.
-TEST(QuantizedModelTest, FuseMatMulIntegerToFloatJoinsCastScalesBiasAndGelu) {
+TEST(QuantizedModelTest, FuseIntegerToFloatJoinsAMatMulsCastScalesBiasAndGelu) {
   for (bool per_column : {false, true}) {
     SCOPED_TRACE(per_column ? "per-column weight scales" : "one weight scale");
     auto graph = PreparedGraph(DynamicMatMulModel({per_column, true, false}));
     ASSERT_TRUE(graph.ok()) << graph.status();
     // DynamicQuantizeLinear, MatMulInteger, Cast, 2 Mul, Add, 5 GELU nodes.
     EXPECT_EQ(graph->nodes.size(), 11u);
-    EXPECT_EQ(FuseMatMulIntegerToFloat(&*graph), 1);
+    EXPECT_EQ(FuseIntegerToFloat(&*graph), 1);
     EXPECT_EQ(FuseMatMulEpilogues(&*graph), 1);
     RemoveDeadNodes(&*graph);
     ASSERT_EQ(graph->nodes.size(), 2u);
@@ -401,7 +401,109 @@ TEST(QuantizedModelTest, FuseMatMulIntegerToFloatJoinsCastScalesBiasAndGelu) {
   // A cast product that is also a graph output stays as it is.
   auto graph = PreparedGraph(DynamicMatMulModel({false, false, true}));
   ASSERT_TRUE(graph.ok()) << graph.status();
-  EXPECT_EQ(FuseMatMulIntegerToFloat(&*graph), 0);
+  EXPECT_EQ(FuseIntegerToFloat(&*graph), 0);
+}
+
+// What quantize_dynamic makes of a Conv: x [batch, 4, 6, 6] -> DynamicQuantizeLinear ->
+// ConvInteger with INT8 W [3, 4, 3, 3] (pads 1) -> Cast -> Mul by x_scale * w_scale -> Add a bias
+// [3, 1, 1] -> Relu.
+struct DynConvVariant {
+  bool per_channel = false;  // w_scale [3, 1, 1] (kConvWScales) instead of kDynWScale
+  bool relu = true;
+  bool acc_is_output = false;  // the cast sums are a graph output too: no fusion
+};
+const std::vector<float> kConvWScales = {0.01f, 0.02f, 0.005f};
+const std::vector<float> kConvBias = {0.5f, -0.25f, 1.0f};
+
+int8_t ConvWeight(int i) { return static_cast<int8_t>(i * 53 % 255 - 127); }
+
+std::string DynamicConvModel(DynConvVariant v) {
+  OnnxBuilderForTest b;
+  b.Input("x", {-1, 4, 6, 6});
+  b.Output("y");
+  if (v.acc_is_output) b.Output("acc_f");
+  auto* w = b.AddInitializer();
+  w->set_name("w_q");
+  w->set_data_type(onnx::TensorProto::INT8);
+  for (int64_t d : {3, 4, 3, 3}) w->add_dims(d);
+  for (int i = 0; i < 3 * 4 * 9; ++i) w->add_int32_data(ConvWeight(i));
+  Scalar(b, "w_zero", onnx::TensorProto::INT8)->add_int32_data(0);
+  if (v.per_channel) {
+    b.FloatConstant("w_scale", {3, 1, 1}, kConvWScales);
+  } else {
+    Scalar(b, "w_scale", onnx::TensorProto::FLOAT)->add_float_data(kDynWScale);
+  }
+  b.FloatConstant("bias", {3, 1, 1}, kConvBias);
+  b.Node("DynamicQuantizeLinear", {"x"}, {"x_q", "x_scale", "x_zero"});
+  auto* conv = b.Node("ConvInteger", {"x_q", "w_q", "x_zero", "w_zero"}, {"acc"});
+  OnnxBuilderForTest::Ints(conv, "pads", {1, 1, 1, 1});
+  OnnxBuilderForTest::Ints(conv, "kernel_shape", {3, 3});
+  OnnxBuilderForTest::Int(b.Node("Cast", {"acc"}, {"acc_f"}), "to", onnx::TensorProto::FLOAT);
+  b.Node("Mul", {"x_scale", "w_scale"}, {"scale"});
+  b.Node("Mul", {"acc_f", "scale"}, {"scaled"});
+  b.Node("Add", {"scaled", "bias"}, {v.relu ? "biased" : "y"});
+  if (v.relu) b.Node("Relu", {"biased"}, {"y"});
+  return b.Write("dynamic_conv.onnx");
+}
+
+TEST(QuantizedModelTest, FusedIntegerConvScalesAddsTheBiasAndRectifies) {
+  for (DynConvVariant v : {DynConvVariant{}, DynConvVariant{true, true, false},
+                           DynConvVariant{true, false, false}, DynConvVariant{false, true, true}}) {
+    SCOPED_TRACE(::testing::Message() << "per-channel " << v.per_channel << ", Relu " << v.relu
+                                      << ", unfused " << v.acc_is_output);
+    const int64_t batch = 2;
+    RandomX x({batch, 4, 6, 6}, 21, 1.0f);
+    const float lo = std::min(0.0f, *std::min_element(x.values.begin(), x.values.end()));
+    const float hi = std::max(0.0f, *std::max_element(x.values.begin(), x.values.end()));
+    const float x_scale = (hi - lo) / 255.0f;
+    const int x_zero = static_cast<int>(std::nearbyint(-lo / x_scale));
+    for (bool onednn : {true, false}) {
+      SCOPED_TRACE(onednn ? "oneDNN" : "own kernels");
+      const std::vector<float> y = FirstOutput(DynamicConvModel(v), onednn, x, nullptr, 2);
+      ASSERT_EQ(y.size(), static_cast<size_t>(batch * 3 * 36));
+      for (int64_t n = 0; n < batch; ++n) {
+        for (int m = 0; m < 3; ++m) {
+          for (int p = 0; p < 36; ++p) {
+            const int oy = p / 6, ox = p % 6;
+            int32_t acc = 0;
+            for (int c = 0; c < 4; ++c) {
+              for (int k = 0; k < 9; ++k) {
+                const int iy = oy + k / 3 - 1, ix = ox + k % 3 - 1;
+                if (iy < 0 || iy >= 6 || ix < 0 || ix >= 6) continue;  // x_zero: adds 0
+                const float xv = x.values[((n * 4 + c) * 6 + iy) * 6 + ix];
+                acc += (Quantize8(xv, x_scale, x_zero) - x_zero) * ConvWeight((m * 4 + c) * 9 + k);
+              }
+            }
+            const float w_scale = v.per_channel ? kConvWScales[m] : kDynWScale;
+            float want = static_cast<float>(acc) * (x_scale * w_scale) + kConvBias[m];
+            if (v.relu) want = std::max(want, 0.0f);
+            EXPECT_EQ(y[(n * 3 + m) * 36 + p], want) << n << " " << m << " " << p;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(QuantizedModelTest, FuseIntegerToFloatJoinsAConvsCastScalesBiasAndRelu) {
+  auto graph = PreparedGraph(DynamicConvModel({true, true, false}));
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  EXPECT_EQ(graph->nodes.size(), 7u);
+  EXPECT_EQ(FuseIntegerToFloat(&*graph), 1);
+  RemoveDeadNodes(&*graph);
+  ASSERT_EQ(graph->nodes.size(), 2u);
+  const Node& conv = graph->nodes[1];
+  EXPECT_EQ(conv.op_type, kConvIntegerToFloat);
+  ASSERT_EQ(conv.inputs.size(), 7u);
+  EXPECT_EQ(graph->value_names[conv.inputs[2]], "x_scale");
+  EXPECT_EQ(graph->value_names[conv.inputs[3]], "w_scale");
+  EXPECT_EQ(graph->value_names[conv.inputs[6]], "bias");
+  EXPECT_EQ(conv.attributes.GetString("tessera_activation"), "Relu");
+  EXPECT_EQ(conv.attributes.GetInts("pads"), (std::vector<int64_t>{1, 1, 1, 1}));
+  EXPECT_EQ(graph->value_names[conv.outputs[0]], "y");
+  auto unfused = PreparedGraph(DynamicConvModel({false, true, true}));
+  ASSERT_TRUE(unfused.ok()) << unfused.status();
+  EXPECT_EQ(FuseIntegerToFloat(&*unfused), 0);
 }
 
 }  // namespace

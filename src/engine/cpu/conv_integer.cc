@@ -2,6 +2,7 @@
 // exactly in INT32; what onnxruntime.quantization's quantize_dynamic makes of a Conv. Each image
 // and group is unfolded into INT16 rows, one per output pixel, and multiplied with the weights'
 // rows (integer_gemm.h). Padding is x's zero point, the real value 0, as in the ONNX reference.
+// Also kConvIntegerToFloat's own kernel (graph.h): those sums scaled, biased and rectified.
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
@@ -150,6 +151,60 @@ Status RunConvInteger(const OpContext& ctx, const Node& node, const Inputs& inpu
   } else {
     ConvolveImages<int8_t>(ctx, *x, s, x_zero, weights, y.mutable_data<int32_t>());
   }
+  (*outputs)[0] = std::move(y);
+  return absl::OkStatus();
+}
+
+Status RunConvIntegerToFloat(const OpContext& ctx, const Node& node, const Inputs& inputs,
+                             std::vector<Value>* outputs) {
+  TESSERA_ASSIGN_OR_RETURN(const Value* x_scale,
+                           RequireInput(inputs, 2, "x_scale", {DataType::kFp32}));
+  TESSERA_ASSIGN_OR_RETURN(const Value* w_scale,
+                           RequireInput(inputs, 3, "w_scale", {DataType::kFp32}));
+  if (x_scale->num_elements() != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("x_scale ", DescribeValue(*x_scale), " must hold one value"));
+  }
+  const Value* bias = inputs.size() > 6 ? inputs[6] : nullptr;
+  if (bias != nullptr && bias->dtype() != DataType::kFp32) {
+    return absl::InvalidArgumentError(absl::StrCat("bias ", DescribeValue(*bias), " must be FP32"));
+  }
+  // The INT32 sums in storage of their own: the planned output is for the FP32 result.
+  OpContext sums_ctx = ctx;
+  sums_ctx.planned_outputs = nullptr;
+  sums_ctx.allocated_outputs = nullptr;
+  std::vector<Value> sums(1);
+  const Value* zero_points[2] = {inputs.size() > 4 ? inputs[4] : nullptr,
+                                 inputs.size() > 5 ? inputs[5] : nullptr};
+  TESSERA_RETURN_IF_ERROR(RunConvInteger(
+      sums_ctx, node, {inputs[0], inputs[1], zero_points[0], zero_points[1]}, &sums));
+  const Value& acc = sums[0];
+  const int64_t cout = acc.dim(1);
+  const int64_t planes = acc.dim(0) * cout;
+  const int64_t pixels = planes == 0 ? 0 : acc.num_elements() / planes;
+  for (const Value* v : {w_scale, bias}) {
+    if (v != nullptr && v->num_elements() != 1 && v->num_elements() != cout) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(v == bias ? "bias " : "w_scale ", DescribeValue(*v),
+                       " is neither one value nor one per output channel (", cout, ")"));
+    }
+  }
+  const bool relu = node.attributes.GetString("tessera_activation", "") == "Relu";
+  Value y = ctx.NewOutput(0, DataType::kFp32, acc.shape());
+  const int32_t* in = acc.data<int32_t>();
+  float* out = y.mutable_data<float>();
+  ParallelFor(ctx.pool, planes, [&](int64_t plane) {
+    const int64_t m = plane % cout;
+    // As the fused nodes computed it: Cast, Mul by (x_scale * w_scale), Add, Relu.
+    const float scale =
+        x_scale->data<float>()[0] * w_scale->data<float>()[w_scale->num_elements() == 1 ? 0 : m];
+    const float b = bias == nullptr ? 0.0f : bias->data<float>()[bias->num_elements() == 1 ? 0 : m];
+    for (int64_t p = plane * pixels; p < (plane + 1) * pixels; ++p) {
+      float v = static_cast<float>(in[p]) * scale;
+      if (bias != nullptr) v += b;
+      out[p] = relu ? std::max(v, 0.0f) : v;
+    }
+  });
   (*outputs)[0] = std::move(y);
   return absl::OkStatus();
 }

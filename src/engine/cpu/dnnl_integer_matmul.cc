@@ -92,8 +92,8 @@ bool FloatEpilogueOf(const Node& node, const Inputs& inputs, int64_t n, FloatEpi
   const Value* b_scale = inputs.size() > 3 ? inputs[3] : nullptr;
   e->bias = inputs.size() > 6 ? inputs[6] : nullptr;
   if (a_scale == nullptr || b_scale == nullptr || a_scale->dtype() != DataType::kFp32 ||
-      b_scale->dtype() != DataType::kFp32 || a_scale->num_elements() != 1 || b_scale->rank() > 1 ||
-      (b_scale->num_elements() != 1 && b_scale->num_elements() != n) ||
+      b_scale->dtype() != DataType::kFp32 || a_scale->num_elements() != 1 ||
+      !OneOrOnePerLastDim(*b_scale, n) ||
       (e->bias != nullptr &&
        (e->bias->dtype() != DataType::kFp32 || e->bias->num_elements() != n))) {
     return false;

@@ -1,7 +1,7 @@
 // MatMulInteger and QLinearMatMul (ONNX opset 10): products of 8-bit matrices summed exactly in
 // INT32 (integer_gemm.h), numpy-batched as MatMul is. MatMulInteger is what
 // onnxruntime.quantization's quantize_dynamic makes of a MatMul: its INT32 result is cast to FP32
-// and scaled by the model's own nodes, which FuseMatMulIntegerToFloat folds into one
+// and scaled by the model's own nodes, which FuseIntegerToFloat folds into one
 // kMatMulIntegerToFloat node (graph.h). QLinearMatMul requantizes to 8 bits itself.
 #include <cmath>
 #include <limits>
@@ -223,6 +223,11 @@ Status RunQLinearMatMul(const OpContext& ctx, const Node&, const Inputs& inputs,
   return absl::OkStatus();
 }
 
+bool OneOrOnePerLastDim(const Value& v, int64_t n) {
+  if (v.num_elements() == 1) return true;
+  return v.rank() >= 1 && v.dim(v.rank() - 1) == n && v.num_elements() == n;
+}
+
 Status RunMatMulIntegerToFloat(const OpContext& ctx, const Node& node, const Inputs& inputs,
                                std::vector<Value>* outputs) {
   TESSERA_ASSIGN_OR_RETURN(const Value* a, RequireInput(inputs, 0, "A", kEightBitTypes));
@@ -243,7 +248,7 @@ Status RunMatMulIntegerToFloat(const OpContext& ctx, const Node& node, const Inp
                        " must hold one value (per-column values of A are not supported)"));
     }
   }
-  if (b_scale->rank() > 1 || (b_scale->num_elements() != 1 && b_scale->num_elements() != n)) {
+  if (!OneOrOnePerLastDim(*b_scale, n)) {
     return absl::InvalidArgumentError(
         absl::StrCat("b_scale ", DescribeValue(*b_scale),
                      " is neither one value nor one per column of B (", n, ")"));

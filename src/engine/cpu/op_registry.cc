@@ -96,8 +96,10 @@ const std::map<std::string, OpDef>& Registry(bool onednn) {
         {"Pow", {RunPow, nullptr, kElementwise}},
         {"QuantizeLinear", {RunQuantizeLinear, CheckQuantizeLinear, kElementwise}},
         {"DequantizeLinear", {RunDequantizeLinear, nullptr, kElementwise}},
-        {"DynamicQuantizeLinear", {RunDynamicQuantizeLinear}},
+        // Per tensor: the elements' order does not matter.
+        {"DynamicQuantizeLinear", {RunDynamicQuantizeLinear, nullptr, kElementwise}},
         {"ConvInteger", {RunConvInteger, CheckConvInteger}},
+        {kConvIntegerToFloat, {RunConvIntegerToFloat}},
         {"MatMulInteger", {RunMatMulInteger}},
         {kMatMulIntegerToFloat, {RunMatMulIntegerToFloat}},
         {"QLinearConv", {RunQLinearConv, CheckQLinearConv}},
@@ -177,6 +179,8 @@ const std::map<std::string, OpDef>& Registry(bool onednn) {
     (*r)["GlobalAveragePool"] = {RunGlobalAveragePoolAnyLayout, nullptr, LayoutSupport::kAny};
     (*r)["QLinearConv"] = {RunDnnlQLinearConv, CheckQLinearConv, LayoutSupport::kAny,
                            MakeDnnlQLinearConvState};
+    (*r)[kConvIntegerToFloat] = {RunDnnlConvIntegerToFloat, nullptr, LayoutSupport::kAny,
+                                 MakeDnnlConvIntegerToFloatState};
     for (const char* op : {"MatMulInteger", kMatMulIntegerToFloat}) {
       (*r)[op] = {RunDnnlMatMulInteger, nullptr, LayoutSupport::kRowMajorOnly,
                   MakeDnnlMatMulIntegerState};

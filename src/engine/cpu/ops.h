@@ -248,10 +248,12 @@ Status RunGlobalAveragePoolAnyLayout(const OpContext&, const Node&, const Inputs
 void DnnlSgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
                int64_t ldc, ThreadPool* pool);
-// QLinearConv as oneDNN's integer convolution (dnnl_qlinear_conv.cc); the own kernel
-// (qlinear_conv.cc) runs what it does not cover.
+// QLinearConv and kConvIntegerToFloat as oneDNN's integer convolution (dnnl_integer_conv.cc);
+// the own kernels (qlinear_conv.cc, conv_integer.cc) run what it does not cover.
 std::unique_ptr<KernelState> MakeDnnlQLinearConvState(const Node&, const Graph&);
 Status RunDnnlQLinearConv(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+std::unique_ptr<KernelState> MakeDnnlConvIntegerToFloatState(const Node&, const Graph&);
+Status RunDnnlConvIntegerToFloat(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
 // MatMulInteger as oneDNN's integer matrix product (dnnl_integer_matmul.cc) where FastQLinearConv
 // holds; the own kernel (integer_matmul.cc) runs what it does not cover.
 // The same state and kernel serve graph.h's kMatMulIntegerToFloat, whose output scales, bias and
@@ -334,9 +336,14 @@ Status RunQLinearMatMul(const OpContext&, const Node&, const Inputs&, std::vecto
 // bias), with a_scale and a_zero_point one value each, b_scale one or one per column of B, and
 // the tessera_activation FuseMatMulEpilogues may give it.
 Status RunMatMulIntegerToFloat(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+// Whether `v` holds one value, or `n` along its last dim (leading dims 1): a scale per column.
+bool OneOrOnePerLastDim(const Value& v, int64_t n);
 // conv_integer.cc
 Status CheckConvInteger(const Node&, const Graph&);
 Status RunConvInteger(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
+// graph.h kConvIntegerToFloat: ConvInteger, then per output channel m
+// y = acc * (x_scale * w_scale[m]) + bias[m], then the node's Relu.
+Status RunConvIntegerToFloat(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
 // unary_ops.cc
 Status RunAbs(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
 Status RunSign(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);

@@ -2,7 +2,7 @@
 // integers by the own Conv kernel, then requantized. Exact while the sums stay below 2^24 (a
 // 3x3x256 window of full-range UINT8 values reaches 2^27, off by at most a few units of the
 // accumulator, far below one step of the output); the oneDNN build runs integer convolutions
-// where the CPU has 8-bit dot products (dnnl_qlinear_conv.cc).
+// where the CPU has 8-bit dot products (dnnl_integer_conv.cc).
 #include "engine/cpu/qlinear_conv.h"
 
 #include <cmath>

@@ -1,4 +1,4 @@
-// What QLinearConv's two kernels share (qlinear_conv.cc, the own one; dnnl_qlinear_conv.cc, the
+// What QLinearConv's two kernels share (qlinear_conv.cc, the own one; dnnl_integer_conv.cc, the
 // integer convolution through oneDNN): the node's quantization inputs, read and checked.
 #pragma once
 
