@@ -190,17 +190,24 @@ bool LineValues(const Graph& graph, int id, size_t rank, size_t axis, int64_t li
 }
 
 // Where the scaled product of an integer MatMul (over its columns) or Conv (over its output
-// channels) has its lines, from the static shapes; false when they are not known.
+// channels) has its lines, from the weights' static shape. A Conv's output has the weights' rank;
+// a MatMul's rank may be unknown (a LayerNormalization before it has no static shape), and then
+// only scales of rank <= 1 are taken, which cannot widen a product of rank >= 1.
 bool ProductLines(const Graph& graph, const Node& node, size_t* rank, size_t* axis,
                   int64_t* lines) {
-  const auto& out = graph.shapes[node.outputs[0]];
   const auto& w = graph.shapes[node.inputs[1]];
-  if (!out.has_value() || !w.has_value() || out->size() < 2 || w->size() < 2) return false;
-  const bool conv = node.op_type == "ConvInteger";
-  *rank = out->size();
-  *axis = conv ? 1 : out->size() - 1;
-  *lines = conv ? (*w)[0] : w->back();
-  return *lines >= 0;
+  if (!w.has_value() || w->size() < 2) return false;
+  if (node.op_type == "ConvInteger") {
+    *rank = w->size();
+    *axis = 1;
+    *lines = (*w)[0];
+  } else {
+    const auto& out = graph.shapes[node.outputs[0]];
+    *rank = out.has_value() ? out->size() : 1;
+    *axis = *rank - 1;
+    *lines = w->back();
+  }
+  return *lines >= 0 && *rank >= 1;
 }
 
 int FuseIntegerToFloat(Graph* graph) {

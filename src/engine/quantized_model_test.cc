@@ -379,24 +379,36 @@ TEST(QuantizedModelTest, FusedIntegerMatMulAppliesPerColumnScalesBiasAndGelu) {
 // node taking the dynamic scale and the weights' scale apart.
 TEST(QuantizedModelTest, FuseIntegerToFloatJoinsAMatMulsCastScalesBiasAndGelu) {
   for (bool per_column : {false, true}) {
-    SCOPED_TRACE(per_column ? "per-column weight scales" : "one weight scale");
-    auto graph = PreparedGraph(DynamicMatMulModel({per_column, true, false}));
-    ASSERT_TRUE(graph.ok()) << graph.status();
-    // DynamicQuantizeLinear, MatMulInteger, Cast, 2 Mul, Add, 5 GELU nodes.
-    EXPECT_EQ(graph->nodes.size(), 11u);
-    EXPECT_EQ(FuseIntegerToFloat(&*graph), 1);
-    EXPECT_EQ(FuseMatMulEpilogues(&*graph), 1);
-    RemoveDeadNodes(&*graph);
-    ASSERT_EQ(graph->nodes.size(), 2u);
-    const Node& mm = graph->nodes[1];
-    EXPECT_EQ(mm.op_type, kMatMulIntegerToFloat);
-    ASSERT_EQ(mm.inputs.size(), 7u);
-    EXPECT_EQ(graph->value_names[mm.inputs[2]], "x_scale");
-    EXPECT_EQ(graph->value_names[mm.inputs[3]], "w_scale");
-    EXPECT_EQ(graph->value_names[mm.inputs[4]], "x_zero");
-    EXPECT_EQ(graph->value_names[mm.inputs[6]], "bias");
-    EXPECT_EQ(mm.attributes.GetString("tessera_activation"), "Gelu");
-    EXPECT_EQ(graph->value_names[mm.outputs[0]], "y");
+    for (bool known_product_shape : {true, false}) {
+      SCOPED_TRACE(per_column ? "per-column weight scales" : "one weight scale");
+      SCOPED_TRACE(known_product_shape ? "static product shape" : "product shape unknown");
+      auto graph = PreparedGraph(DynamicMatMulModel({per_column, true, false}));
+      ASSERT_TRUE(graph.ok()) << graph.status();
+      // DynamicQuantizeLinear, MatMulInteger, Cast, 2 Mul, Add, 5 GELU nodes.
+      EXPECT_EQ(graph->nodes.size(), 11u);
+      if (!known_product_shape) {
+        // As after a LayerNormalization, which shape inference leaves unknown.
+        for (const Node& node : graph->nodes) {
+          if (node.op_type == "MatMulInteger") {
+            graph->shapes[node.inputs[0]].reset();
+            graph->shapes[node.outputs[0]].reset();
+          }
+        }
+      }
+      EXPECT_EQ(FuseIntegerToFloat(&*graph), 1);
+      EXPECT_EQ(FuseMatMulEpilogues(&*graph), 1);
+      RemoveDeadNodes(&*graph);
+      ASSERT_EQ(graph->nodes.size(), 2u);
+      const Node& mm = graph->nodes[1];
+      EXPECT_EQ(mm.op_type, kMatMulIntegerToFloat);
+      ASSERT_EQ(mm.inputs.size(), 7u);
+      EXPECT_EQ(graph->value_names[mm.inputs[2]], "x_scale");
+      EXPECT_EQ(graph->value_names[mm.inputs[3]], "w_scale");
+      EXPECT_EQ(graph->value_names[mm.inputs[4]], "x_zero");
+      EXPECT_EQ(graph->value_names[mm.inputs[6]], "bias");
+      EXPECT_EQ(mm.attributes.GetString("tessera_activation"), "Gelu");
+      EXPECT_EQ(graph->value_names[mm.outputs[0]], "y");
+    }
   }
   // A cast product that is also a graph output stays as it is.
   auto graph = PreparedGraph(DynamicMatMulModel({false, false, true}));
