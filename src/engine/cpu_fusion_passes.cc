@@ -219,8 +219,13 @@ int FuseIntegerToFloat(Graph* graph) {
       if (id != kNoValue) readers_of[id].push_back(static_cast<int>(n));
     }
   }
-  auto single = [&](int id) { return SingleReader(readers, readers_of, id); };
   std::vector<bool> remove(graph->nodes.size(), false);
+  // The one node reading `id`, or -1, also when an earlier fusion here took it: two Convs' sums
+  // meet in one residual Add, which only the first of them may take.
+  auto single = [&](int id) {
+    const int k = SingleReader(readers, readers_of, id);
+    return k >= 0 && !remove[k] ? k : -1;
+  };
   int fused = 0;
   for (size_t n = 0; n < graph->nodes.size(); ++n) {
     const Node& mm = graph->nodes[n];
@@ -285,7 +290,8 @@ int FuseIntegerToFloat(Graph* graph) {
                          mm.inputs.size() > 3 ? mm.inputs[3] : kNoValue};
     std::vector<int> absorbed = {static_cast<int>(n), cast_n};
     if (scales_n >= 0) absorbed.push_back(scales_n);
-    // A Conv's bias (one value per output channel) and Relu; a MatMul's are FuseMatMulEpilogues'.
+    // A Conv's bias (one value per output channel), residual and Relu; a MatMul's are
+    // FuseMatMulEpilogues'.
     if (conv) {
       if (const int add_n = single(graph->nodes[last_n].outputs[0]);
           add_n >= 0 && graph->nodes[add_n].op_type == "Add") {
@@ -294,6 +300,21 @@ int FuseIntegerToFloat(Graph* graph) {
         if (graph->IsConstant(b) && LineValues(*graph, b, rank, axis, lines, &per_channel) &&
             per_channel) {
           fused_node.inputs.push_back(b);
+          absorbed.push_back(last_n);
+          last_n = add_n;
+        }
+      }
+      // A residual: Add of a computed value of exactly the sum's static shape (no broadcast).
+      const int sum = graph->nodes[last_n].outputs[0];
+      if (const int add_n = single(sum); add_n >= 0 && graph->nodes[add_n].op_type == "Add") {
+        const int r = OtherInput(graph->nodes[add_n], sum);
+        const auto& r_shape = graph->shapes[r == kNoValue ? sum : r];
+        if (r != kNoValue && r != sum && !graph->IsConstant(r) && r_shape.has_value() &&
+            r_shape == graph->shapes[sum] &&
+            std::none_of(r_shape->begin(), r_shape->end(),
+                         [](int64_t d) { return d == kUnknownDim; })) {
+          fused_node.inputs.resize(7, kNoValue);  // bias or none
+          fused_node.inputs.push_back(r);
           absorbed.push_back(last_n);
           last_n = add_n;
         }

@@ -371,7 +371,7 @@ TEST(ConvIntegerToFloatTest, ScalesPerChannelAddsTheBiasAndRectifies) {
             (std::vector<float>{0.0f, 0.125f, 0.25f, 0.375f, 2.0f, 1.0f, 0.0f, 0.0f}));
 }
 
-TEST(ConvIntegerToFloatTest, RefusesScalesAndBiasesOfTheWrongSize) {
+TEST(ConvIntegerToFloatTest, RefusesScalesBiasesAndResidualsOfTheWrongSize) {
   Value x = Uint8s({1, 1, 2, 2}, {1, 2, 3, 4});
   Value wt = Int8s({2, 1, 1, 1}, {1, 2});
   Value one = Floats({}, {0.5f}), three = Floats({3}, {1, 2, 3});
@@ -381,6 +381,10 @@ TEST(ConvIntegerToFloatTest, RefusesScalesAndBiasesOfTheWrongSize) {
                         "w_scale FP32[3] is neither one value nor one per output channel (2)");
   ExpectInvalidArgument(RunOp(kConvIntegerToFloat, {&x, &wt, &one, &one, nullptr, nullptr, &three}),
                         "bias FP32[3] is neither one value nor one per output channel (2)");
+  Value residual = Floats({1, 2, 2, 1}, {1, 2, 3, 4});
+  ExpectInvalidArgument(
+      RunOp(kConvIntegerToFloat, {&x, &wt, &one, &one, nullptr, nullptr, nullptr, &residual}),
+      "residual FP32[1, 2, 2, 1] is not FP32 of the output's shape [1, 2, 2, 2]");
 }
 
 }  // namespace

@@ -423,6 +423,8 @@ struct DynConvVariant {
   bool per_channel = false;  // w_scale [3, 1, 1] (kConvWScales) instead of kDynWScale
   bool relu = true;
   bool acc_is_output = false;  // the cast sums are a graph output too: no fusion
+  bool residual = false;       // x's first 3 channels added after the bias, before the Relu
+  bool twin = false;           // instead, a second chain of the same nodes: the two sums meet
 };
 const std::vector<float> kConvWScales = {0.01f, 0.02f, 0.005f};
 const std::vector<float> kConvBias = {0.5f, -0.25f, 1.0f};
@@ -447,22 +449,41 @@ std::string DynamicConvModel(DynConvVariant v) {
   }
   b.FloatConstant("bias", {3, 1, 1}, kConvBias);
   b.Node("DynamicQuantizeLinear", {"x"}, {"x_q", "x_scale", "x_zero"});
-  auto* conv = b.Node("ConvInteger", {"x_q", "w_q", "x_zero", "w_zero"}, {"acc"});
-  OnnxBuilderForTest::Ints(conv, "pads", {1, 1, 1, 1});
-  OnnxBuilderForTest::Ints(conv, "kernel_shape", {3, 3});
-  OnnxBuilderForTest::Int(b.Node("Cast", {"acc"}, {"acc_f"}), "to", onnx::TensorProto::FLOAT);
-  b.Node("Mul", {"x_scale", "w_scale"}, {"scale"});
-  b.Node("Mul", {"acc_f", "scale"}, {"scaled"});
-  b.Node("Add", {"scaled", "bias"}, {v.relu ? "biased" : "y"});
-  if (v.relu) b.Node("Relu", {"biased"}, {"y"});
+  const bool joined = v.residual || v.twin;
+  for (const std::string suffix : {"", "_twin"}) {
+    if (suffix == "_twin" && !v.twin) break;
+    auto* conv = b.Node("ConvInteger", {"x_q", "w_q", "x_zero", "w_zero"}, {"acc" + suffix});
+    OnnxBuilderForTest::Ints(conv, "pads", {1, 1, 1, 1});
+    OnnxBuilderForTest::Ints(conv, "kernel_shape", {3, 3});
+    OnnxBuilderForTest::Int(b.Node("Cast", {"acc" + suffix}, {"acc_f" + suffix}), "to",
+                            onnx::TensorProto::FLOAT);
+    b.Node("Mul", {"x_scale", "w_scale"}, {"scale" + suffix});
+    b.Node("Mul", {"acc_f" + suffix, "scale" + suffix}, {"scaled" + suffix});
+    b.Node("Add", {"scaled" + suffix, "bias"},
+           {v.relu || joined ? "biased" + suffix : std::string("y")});
+  }
+  const std::string sum = joined ? "summed" : "biased";
+  if (v.twin) b.Node("Add", {"biased", "biased_twin"}, {v.relu ? "summed" : "y"});
+  if (v.residual) {
+    b.Int64Constant("starts", {0});
+    b.Int64Constant("ends", {3});
+    b.Int64Constant("axes", {1});
+    b.Node("Slice", {"x", "starts", "ends", "axes"}, {"r"});
+    b.Node("Add", {"biased", "r"}, {v.relu ? "summed" : "y"});
+  }
+  if (v.relu) b.Node("Relu", {sum}, {"y"});
   return b.Write("dynamic_conv.onnx");
 }
 
 TEST(QuantizedModelTest, FusedIntegerConvScalesAddsTheBiasAndRectifies) {
-  for (DynConvVariant v : {DynConvVariant{}, DynConvVariant{true, true, false},
-                           DynConvVariant{true, false, false}, DynConvVariant{false, true, true}}) {
-    SCOPED_TRACE(::testing::Message() << "per-channel " << v.per_channel << ", Relu " << v.relu
-                                      << ", unfused " << v.acc_is_output);
+  for (DynConvVariant v :
+       {DynConvVariant{}, DynConvVariant{true, true, false}, DynConvVariant{true, false, false},
+        DynConvVariant{false, true, true}, DynConvVariant{true, true, false, true},
+        DynConvVariant{false, false, false, true},
+        DynConvVariant{true, true, false, false, true}}) {
+    SCOPED_TRACE(::testing::Message()
+                 << "per-channel " << v.per_channel << ", Relu " << v.relu << ", unfused "
+                 << v.acc_is_output << ", residual " << v.residual << ", twin " << v.twin);
     const int64_t batch = 2;
     RandomX x({batch, 4, 6, 6}, 21, 1.0f);
     const float lo = std::min(0.0f, *std::min_element(x.values.begin(), x.values.end()));
@@ -488,6 +509,8 @@ TEST(QuantizedModelTest, FusedIntegerConvScalesAddsTheBiasAndRectifies) {
             }
             const float w_scale = v.per_channel ? kConvWScales[m] : kDynWScale;
             float want = static_cast<float>(acc) * (x_scale * w_scale) + kConvBias[m];
+            if (v.residual) want += x.values[(n * 4 + m) * 36 + p];
+            if (v.twin) want += want;
             if (v.relu) want = std::max(want, 0.0f);
             EXPECT_EQ(y[(n * 3 + m) * 36 + p], want) << n << " " << m << " " << p;
           }
@@ -513,6 +536,25 @@ TEST(QuantizedModelTest, FuseIntegerToFloatJoinsAConvsCastScalesBiasAndRelu) {
   EXPECT_EQ(conv.attributes.GetString("tessera_activation"), "Relu");
   EXPECT_EQ(conv.attributes.GetInts("pads"), (std::vector<int64_t>{1, 1, 1, 1}));
   EXPECT_EQ(graph->value_names[conv.outputs[0]], "y");
+  // With a residual: the Slice stays, the Add goes into the node as input 7.
+  auto with_residual = PreparedGraph(DynamicConvModel({true, true, false, true}));
+  ASSERT_TRUE(with_residual.ok()) << with_residual.status();
+  EXPECT_EQ(FuseIntegerToFloat(&*with_residual), 1);
+  RemoveDeadNodes(&*with_residual);
+  ASSERT_EQ(with_residual->nodes.size(), 3u);
+  const Node& fused = with_residual->nodes.back();
+  ASSERT_EQ(fused.inputs.size(), 8u);
+  EXPECT_EQ(with_residual->value_names[fused.inputs[7]], "r");
+  EXPECT_EQ(fused.attributes.GetString("tessera_activation"), "Relu");
+  // Two chains meeting in one Add: the first takes the other's sum as its residual.
+  auto twins = PreparedGraph(DynamicConvModel({true, true, false, false, true}));
+  ASSERT_TRUE(twins.ok()) << twins.status();
+  EXPECT_EQ(FuseIntegerToFloat(&*twins), 2);
+  RemoveDeadNodes(&*twins);
+  ASSERT_EQ(twins->nodes.size(), 3u);
+  EXPECT_EQ(twins->nodes[1].inputs.size(), 7u);
+  EXPECT_EQ(twins->nodes[2].inputs.size(), 8u);
+  EXPECT_EQ(twins->nodes[2].inputs[7], twins->nodes[1].outputs[0]);
   auto unfused = PreparedGraph(DynamicConvModel({false, true, true}));
   ASSERT_TRUE(unfused.ok()) << unfused.status();
   EXPECT_EQ(FuseIntegerToFloat(&*unfused), 0);

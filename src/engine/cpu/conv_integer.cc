@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "engine/cpu/integer_gemm.h"
 #include "engine/cpu/ops.h"
 
@@ -189,19 +190,28 @@ Status RunConvIntegerToFloat(const OpContext& ctx, const Node& node, const Input
                        " is neither one value nor one per output channel (", cout, ")"));
     }
   }
+  const Value* residual = inputs.size() > 7 ? inputs[7] : nullptr;
+  if (residual != nullptr &&
+      (residual->dtype() != DataType::kFp32 || residual->shape() != acc.shape())) {
+    return absl::InvalidArgumentError(absl::StrCat("residual ", DescribeValue(*residual),
+                                                   " is not FP32 of the output's shape [",
+                                                   absl::StrJoin(acc.shape(), ", "), "]"));
+  }
+  const float* add = residual != nullptr ? residual->data<float>() : nullptr;
   const bool relu = node.attributes.GetString("tessera_activation", "") == "Relu";
   Value y = ctx.NewOutput(0, DataType::kFp32, acc.shape());
   const int32_t* in = acc.data<int32_t>();
   float* out = y.mutable_data<float>();
   ParallelFor(ctx.pool, planes, [&](int64_t plane) {
     const int64_t m = plane % cout;
-    // As the fused nodes computed it: Cast, Mul by (x_scale * w_scale), Add, Relu.
+    // As the fused nodes computed it: Cast, Mul by (x_scale * w_scale), Add, Add, Relu.
     const float scale =
         x_scale->data<float>()[0] * w_scale->data<float>()[w_scale->num_elements() == 1 ? 0 : m];
     const float b = bias == nullptr ? 0.0f : bias->data<float>()[bias->num_elements() == 1 ? 0 : m];
     for (int64_t p = plane * pixels; p < (plane + 1) * pixels; ++p) {
       float v = static_cast<float>(in[p]) * scale;
       if (bias != nullptr) v += b;
+      if (add != nullptr) v += add[p];
       out[p] = relu ? std::max(v, 0.0f) : v;
     }
   });

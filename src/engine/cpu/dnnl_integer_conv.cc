@@ -105,10 +105,16 @@ struct IntegerConv {
   memory::data_type y_type = memory::data_type::u8;
   DataType y_dtype = DataType::kUint8;
   bool s32_bias = false;  // the primitive takes an INT32 bias (DNNL_ARG_BIAS)
-  std::function<dnnl::primitive_attr()> attr;
+  // The primitive's attributes for a part whose destination is `dst`.
+  std::function<dnnl::primitive_attr(const memory::desc& dst)> attr;
   // Arguments beyond source, weights, bias, destination and scratchpad, per execution.
   std::unordered_map<int, memory> extra_args;
   const int32_t* bias = nullptr;  // with s32_bias
+  // A channels-last FP32 value of the output's shape whose part each part's post-op `residual_arg`
+  // adds (DNNL_ARG_ATTR_MULTIPLE_POST_OP(i) | DNNL_ARG_SRC_1); null for none.
+  const float* residual = nullptr;
+  Shape residual_shape;
+  int residual_arg = 0;
 };
 
 // Runs `conv` as oneDNN's integer convolution; UNIMPLEMENTED where oneDNN cannot (the caller runs
@@ -133,6 +139,9 @@ Status RunIntegerConv(const OpContext& ctx, const Node& node, QConvState* state,
                                                         win.pad_top, win.pad_bottom, false));
   TESSERA_ASSIGN_OR_RETURN(int64_t ow, WindowOutputSize(w, kw, win.stride_w, win.dilation_w,
                                                         win.pad_left, win.pad_right, false));
+  if (conv.residual != nullptr && conv.residual_shape != Shape{batch, cout, oh, ow}) {
+    return absl::UnimplementedError("the own kernel reports the residual's shape");
+  }
   const memory::dims weight_dims =
       groups == 1 ? Dims({cout, cin, kh, kw}) : Dims({groups, cout / groups, cin / groups, kh, kw});
   const Tag weight_tag = groups == 1 ? Tag::oihw : Tag::goihw;
@@ -147,7 +156,6 @@ Status RunIntegerConv(const OpContext& ctx, const Node& node, QConvState* state,
       const std::vector<ConvSlice> slices = SliceConv(geometry, threads);
       // A primitive splits its work for the OpenMP team there is when it is made.
       omp_set_num_threads(slices.size() > 1 ? 1 : threads);
-      const dnnl::primitive_attr attr = conv.attr();
       memory user_weights(memory::desc(weight_dims, memory::data_type::s8, weight_tag), CpuEngine(),
                           const_cast<int8_t*>(wt.data<int8_t>()));
       for (const ConvSlice& s : slices) {
@@ -157,6 +165,7 @@ Status RunIntegerConv(const OpContext& ctx, const Node& node, QConvState* state,
                                    ? memory::desc(Dims({cout}), memory::data_type::s32, Tag::x)
                                    : memory::desc();
         memory::desc dst_md(Dims({s.images, cout, s.out_rows, s.ow}), conv.y_type, Tag::nhwc);
+        const dnnl::primitive_attr attr = conv.attr(dst_md);
         dnnl::convolution_forward::desc desc(
             dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src_md,
             weights_md, bias_md, dst_md, Dims({win.stride_h, win.stride_w}),
@@ -198,6 +207,11 @@ Status RunIntegerConv(const OpContext& ctx, const Node& node, QConvState* state,
       }
       args[DNNL_ARG_DST] =
           memory(part.pd.dst_desc(), CpuEngine(), y_bytes + part.dst_offset * y_size);
+      if (conv.residual != nullptr) {
+        // The part's destination shape and layout, over the residual's bytes.
+        args[conv.residual_arg] = memory(part.pd.dst_desc(), CpuEngine(),
+                                         const_cast<float*>(conv.residual) + part.dst_offset);
+      }
       args[DNNL_ARG_SCRATCHPAD] = ThreadScratchpad(part.pd.scratchpad_desc());
       part.primitive.execute(stream, args);
       stream.wait();
@@ -224,6 +238,11 @@ bool FloatConvCovered(const Inputs& inputs) {
   const Value* x_zero = inputs.size() > 4 ? inputs[4] : nullptr;
   const Value* w_zero = inputs.size() > 5 ? inputs[5] : nullptr;
   const Value* bias = inputs.size() > 6 ? inputs[6] : nullptr;
+  const Value* residual = inputs.size() > 7 ? inputs[7] : nullptr;
+  if (residual != nullptr && (residual->dtype() != DataType::kFp32 || residual->rank() != 4 ||
+                              residual->dim(0) != inputs[0]->dim(0) || residual->dim(1) != cout)) {
+    return false;  // the own kernel checks the rest of the shape
+  }
   auto per_channel = [&](const Value* v) {
     return v == nullptr ||
            (v->dtype() == DataType::kFp32 && (v->num_elements() == 1 || v->num_elements() == cout));
@@ -275,7 +294,7 @@ Status RunDnnlQLinearConv(const OpContext& ctx, const Node& node, const Inputs& 
   conv.y_type = EightBitType(p.y_type);
   conv.y_dtype = p.y_type;
   conv.s32_bias = true;
-  conv.attr = [&] { return IntegerConvAttr(node, p); };
+  conv.attr = [&](const memory::desc&) { return IntegerConvAttr(node, p); };
   std::vector<int32_t> zero_bias;
   if (p.bias == nullptr) zero_bias.assign(p.w->rank() > 0 ? p.w->dim(0) : 0, 0);
   conv.bias = p.bias != nullptr ? p.bias->data<int32_t>() : zero_bias.data();
@@ -324,15 +343,28 @@ Status RunDnnlConvIntegerToFloat(const OpContext& ctx, const Node& node, const I
   IntegerConv conv;
   conv.x = inputs[0];
   conv.w = inputs[1];
-  conv.key = {bias != nullptr, relu};
+  // The residual in the output's layout; its shape is checked against the output's below.
+  const Value* residual_in = inputs.size() > 7 ? inputs[7] : nullptr;
+  Value residual;
+  if (residual_in != nullptr) {
+    residual = ToChannelsLast(*residual_in, ctx.pool);
+    conv.residual = residual.data<float>();
+    conv.residual_shape = residual.shape();
+    conv.residual_arg = DNNL_ARG_ATTR_MULTIPLE_POST_OP(bias != nullptr ? 2 : 1) | DNNL_ARG_SRC_1;
+  }
+  conv.key = {bias != nullptr, residual_in != nullptr, relu};
   conv.y_type = memory::data_type::f32;
   conv.y_dtype = DataType::kFp32;
-  conv.attr = [&] {
+  conv.attr = [&](const memory::desc& residual_md) {
     dnnl::primitive_attr attr;
     attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
     dnnl::post_ops ops;
     ops.append_binary(dnnl::algorithm::binary_mul, ChannelVectorDesc(cout));
     if (bias != nullptr) ops.append_binary(dnnl::algorithm::binary_add, ChannelVectorDesc(cout));
+    if (residual_in != nullptr) {
+      // Each part's slice of it, as its destination is.
+      ops.append_binary(dnnl::algorithm::binary_add, residual_md);
+    }
     if (relu) ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
     attr.set_post_ops(ops);
     return WithUserScratchpad(attr);

@@ -342,7 +342,7 @@ bool OneOrOnePerLastDim(const Value& v, int64_t n);
 Status CheckConvInteger(const Node&, const Graph&);
 Status RunConvInteger(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
 // graph.h kConvIntegerToFloat: ConvInteger, then per output channel m
-// y = acc * (x_scale * w_scale[m]) + bias[m], then the node's Relu.
+// y = acc * (x_scale * w_scale[m]) + bias[m] + residual, then the node's Relu.
 Status RunConvIntegerToFloat(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
 // unary_ops.cc
 Status RunAbs(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
