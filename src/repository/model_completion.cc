@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 #include <optional>
+#include <set>
 #include <unordered_set>
 
 #include "absl/strings/str_cat.h"
@@ -25,6 +26,8 @@ using google::protobuf::io::CodedInputStream;
 
 // Field numbers of onnx.proto that lead to the graph's inputs and outputs.
 constexpr int kModelGraph = 7;          // ModelProto.graph
+constexpr int kGraphNode = 1;           // GraphProto.node
+constexpr int kNodeOpType = 4;          // NodeProto.op_type
 constexpr int kGraphInitializer = 5;    // GraphProto.initializer
 constexpr int kGraphInput = 11;         // GraphProto.input
 constexpr int kGraphOutput = 12;        // GraphProto.output
@@ -130,6 +133,7 @@ StatusOr<OnnxSignature> ReadOnnxSignature(const std::string& path) {
   std::vector<onnx::ValueInfoProto> inputs;
   std::vector<onnx::ValueInfoProto> outputs;
   std::unordered_set<std::string> initializers;
+  std::set<std::string> op_types;
   bool has_graph = false;
   while (uint32_t tag = in.ReadTag()) {
     if (WireFormatLite::GetTagFieldNumber(tag) != kModelGraph || !IsLengthDelimited(tag)) {
@@ -149,6 +153,17 @@ StatusOr<OnnxSignature> ReadOnnxSignature(const std::string& path) {
               .push_back(std::move(info));
           return true;
         }
+        case kGraphNode:
+          return ForEachField(in, [&](uint32_t node_tag) -> std::optional<bool> {
+            if (WireFormatLite::GetTagFieldNumber(node_tag) != kNodeOpType ||
+                !IsLengthDelimited(node_tag)) {
+              return std::nullopt;
+            }
+            std::string op_type;
+            if (!ReadBytes(in, &op_type)) return false;
+            op_types.insert(std::move(op_type));
+            return true;
+          });
         case kGraphInitializer: {
           std::string name;
           if (!ReadTensorName(in, &name)) return false;
@@ -182,6 +197,7 @@ StatusOr<OnnxSignature> ReadOnnxSignature(const std::string& path) {
   }
 
   OnnxSignature signature;
+  signature.op_types = std::move(op_types);
   for (const onnx::ValueInfoProto& info : inputs) {
     // Before ONNX IR 4 every initializer was listed as a graph input too; those are weights.
     if (initializers.contains(info.name())) continue;
@@ -201,6 +217,10 @@ StatusOr<OnnxSignature> ReadOnnxSignature(const std::string& path) {
         absl::StrCat(path, ": the graph has no ", signature.inputs.empty() ? "inputs" : "outputs"));
   }
   return signature;
+}
+
+bool QuantizesOverTheBatch(const OnnxSignature& signature) {
+  return signature.op_types.count("DynamicQuantizeLinear") != 0;
 }
 
 bool NeedsCompletion(const ModelConfig& config) {

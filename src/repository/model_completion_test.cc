@@ -115,6 +115,24 @@ TEST_F(ModelCompletionTest, WeightsListedAsInputsAreNotInputs) {
   EXPECT_EQ(s->outputs[0].data_type, DataType::kFp16);
 }
 
+TEST_F(ModelCompletionTest, ReadsTheNodesOpTypes) {
+  onnx::ModelProto model = TwoLayerModel();
+  StatusOr<OnnxSignature> s = ReadOnnxSignature(Save(model));
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_THAT(s->op_types, ElementsAre("MatMul"));
+  EXPECT_FALSE(QuantizesOverTheBatch(*s));
+  // quantize_dynamic's form: the activation quantized over its own range at run time.
+  onnx::NodeProto* quantize = model.mutable_graph()->add_node();
+  quantize->set_op_type("DynamicQuantizeLinear");
+  quantize->set_name("q");
+  quantize->add_input("x");
+  for (const char* out : {"x_q", "x_scale", "x_zero"}) quantize->add_output(out);
+  s = ReadOnnxSignature(Save(model, "dynamic.onnx"));
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_THAT(s->op_types, ElementsAre("DynamicQuantizeLinear", "MatMul"));
+  EXPECT_TRUE(QuantizesOverTheBatch(*s));
+}
+
 TEST_F(ModelCompletionTest, BadFilesAreNamed) {
   StatusOr<OnnxSignature> s = ReadOnnxSignature((dir_ / "missing.onnx").string());
   ASSERT_FALSE(s.ok());

@@ -145,6 +145,19 @@ StatusOr<std::shared_ptr<ModelManager::LoadedVersion>> ModelManager::LoadVersion
                    version.model_path, note);
     }
   }
+  if (config.dynamic_batching.enabled) {
+    // The file is read again for this note only when it is needed: the completion read it only
+    // if the config left something out.
+    StatusOr<repository::OnnxSignature> signature =
+        repository::ReadOnnxSignature(version.model_path);
+    if (signature.ok() && repository::QuantizesOverTheBatch(*signature)) {
+      spdlog::warn(
+          "model '{}' version {}: DynamicQuantizeLinear takes its 8-bit range over the whole "
+          "batch, so with dynamic_batching a request's outputs depend on the requests batched "
+          "with it (docs/engine.md, \"Dynamically quantized models\")",
+          config.name, version.version);
+    }
+  }
   std::shared_ptr<LoadedVersion> loaded = NewLoadedVersion(config, version);
 
   // Multi-granularity workers: one instance per size, all on one executor, so they share the

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -29,7 +30,15 @@ struct OnnxTensorSignature {
 struct OnnxSignature {
   std::vector<OnnxTensorSignature> inputs;  // graph inputs that are not initializers
   std::vector<OnnxTensorSignature> outputs;
+  // The main graph's node op types, each once (no domain): for load-time notes such as
+  // QuantizesOverTheBatch.
+  std::set<std::string> op_types;
 };
+
+// Whether the model takes an activation's 8-bit range over the whole tensor (DynamicQuantizeLinear,
+// what quantize_dynamic writes), so that in a server-side batch every request's outputs depend on
+// the others'.
+bool QuantizesOverTheBatch(const OnnxSignature& signature);
 
 // The graph inputs and outputs of the ONNX model at `path`. NOT_FOUND when the file cannot be
 // opened; INVALID_ARGUMENT naming the file when it is not an ONNX model, or naming the tensor when
