@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -329,12 +330,18 @@ std::string DynamicMatMulModel(DynVariant v = {}) {
   return b.Write("dynamic_matmul.onnx");
 }
 
+// DynamicQuantizeLinear's scale and zero point for `values` (ONNX's formula, the range widened to
+// include 0).
+std::pair<float, int> DynamicGrid(const std::vector<float>& values) {
+  const float lo = std::min(0.0f, *std::min_element(values.begin(), values.end()));
+  const float hi = std::max(0.0f, *std::max_element(values.begin(), values.end()));
+  const float scale = (hi - lo) / 255.0f;
+  return {scale, static_cast<int>(std::nearbyint(-lo / scale))};
+}
+
 void ExpectDynamicMatMulResults(int64_t batch, DynVariant v = {}) {
   RandomX x({batch, 5, 8}, 9, 1.0f);
-  const float lo = std::min(0.0f, *std::min_element(x.values.begin(), x.values.end()));
-  const float hi = std::max(0.0f, *std::max_element(x.values.begin(), x.values.end()));
-  const float x_scale = (hi - lo) / 255.0f;
-  const int x_zero = static_cast<int>(std::nearbyint(-lo / x_scale));
+  const auto [x_scale, x_zero] = DynamicGrid(x.values);
   for (bool onednn : {true, false}) {
     SCOPED_TRACE(onednn ? "oneDNN" : "own kernels");
     // Two threads: oneDNN's product in one part per thread where there are rows enough.
@@ -486,10 +493,7 @@ TEST(QuantizedModelTest, FusedIntegerConvScalesAddsTheBiasAndRectifies) {
                  << v.acc_is_output << ", residual " << v.residual << ", twin " << v.twin);
     const int64_t batch = 2;
     RandomX x({batch, 4, 6, 6}, 21, 1.0f);
-    const float lo = std::min(0.0f, *std::min_element(x.values.begin(), x.values.end()));
-    const float hi = std::max(0.0f, *std::max_element(x.values.begin(), x.values.end()));
-    const float x_scale = (hi - lo) / 255.0f;
-    const int x_zero = static_cast<int>(std::nearbyint(-lo / x_scale));
+    const auto [x_scale, x_zero] = DynamicGrid(x.values);
     for (bool onednn : {true, false}) {
       SCOPED_TRACE(onednn ? "oneDNN" : "own kernels");
       const std::vector<float> y = FirstOutput(DynamicConvModel(v), onednn, x, nullptr, 2);
