@@ -238,11 +238,14 @@ void ExecutorProcess::ReaderLoop() {
       auto it = pending_loads_.find(result.instance_key());
       if (it != pending_loads_.end()) {
         if (result.ok() && result.weights_shared()) shared_loads_.insert(result.instance_key());
-        const bool out_of_memory = static_cast<absl::StatusCode>(result.error_code()) ==
-                                   absl::StatusCode::kResourceExhausted;
-        it->second.set_value(result.ok()      ? absl::OkStatus()
-                             : out_of_memory ? absl::ResourceExhaustedError(result.error())
-                                             : absl::InvalidArgumentError(result.error()));
+        // Out of memory, and a model the executor's engine cannot run (which the model manager
+        // may load on the CPU instead), keep their codes; any other refusal is the model's.
+        const auto code = static_cast<absl::StatusCode>(result.error_code());
+        const bool kept = code == absl::StatusCode::kResourceExhausted ||
+                          code == absl::StatusCode::kUnimplemented;
+        it->second.set_value(result.ok() ? absl::OkStatus()
+                             : kept      ? absl::Status(code, result.error())
+                                         : absl::InvalidArgumentError(result.error()));
         pending_loads_.erase(it);
       }
     } else {

@@ -108,7 +108,9 @@ class ExecutorProcess {
   ExecutorProcess& operator=(const ExecutorProcess&) = delete;
 
   // Loads one model instance; blocks until the executor answers. INVALID_ARGUMENT carries the
-  // executor's reason (bad model file, config/model mismatch); UNAVAILABLE if it died.
+  // executor's reason (bad model file, config/model mismatch), UNIMPLEMENTED its engine's refusal
+  // (an op or precision it has no kernel for), RESOURCE_EXHAUSTED a lack of memory; UNAVAILABLE if
+  // it died.
   // With `shared_weights`, the executor maps them instead of loading its own copy where they
   // match (engine::ModelOptions::import_weights); it loads its own otherwise, and logs why.
   // `weights_shared` (optional) tells which.

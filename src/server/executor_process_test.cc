@@ -10,6 +10,8 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <mutex>
 #include <optional>
@@ -20,6 +22,7 @@
 
 #include "executor_batch_runner.h"
 #include "gtest/gtest.h"
+#include "onnx/onnx_pb.h"
 #include "tessera/repository/model_config.h"
 
 namespace tessera::server {
@@ -281,6 +284,34 @@ TEST_F(ExecutorProcessPoolTest, CpuWeightsAreNotExportedAndALoadGivenForeignWeig
   auto responses = process_->RunBatch("mlp/1#1", config_, batch);
   ASSERT_TRUE(responses.ok()) << responses.status();
   EXPECT_EQ(responses->size(), 1u);
+}
+
+// The model manager loads a KIND_AUTO model the GPU's engine refuses again on the CPU, so the
+// executor's UNIMPLEMENTED must reach it as such; other refusals are the model's.
+TEST_F(ExecutorProcessPoolTest, AnEngineRefusalKeepsItsCodeAndABrokenFileIsInvalidArgument) {
+  onnx::ModelProto model;
+  {
+    std::ifstream in(std::string(TESSERA_SOURCE_DIR) + "/configs/models/mlp/1/model.onnx",
+                     std::ios::binary);
+    ASSERT_TRUE(model.ParseFromIstream(&in));
+  }
+  ASSERT_GT(model.opset_import_size(), 0);
+  model.mutable_opset_import(0)->set_version(999);
+  const std::string path = ::testing::TempDir() + "/mlp_opset_999.onnx";
+  {
+    std::ofstream out(path, std::ios::binary);
+    ASSERT_TRUE(model.SerializeToOstream(&out));
+  }
+  ipc::LoadModel load = MlpLoad("mlp/1#9");
+  load.set_model_path(path);
+  Status refused = process_->Load(load, 60000);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kUnimplemented) << refused;
+  EXPECT_NE(refused.message().find("opset 999"), std::string::npos) << refused;
+
+  load.set_model_path(path + ".missing");
+  Status missing = process_->Load(load, 60000);
+  EXPECT_EQ(missing.code(), absl::StatusCode::kInvalidArgument) << missing;
+  std::filesystem::remove(path);
 }
 
 TEST_F(ExecutorProcessPoolTest, WarmUpRunsEachSizeTwiceSoTheFirstLiveBatchIsNotTheEnginesFirst) {

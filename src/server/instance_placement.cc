@@ -74,6 +74,24 @@ StatusOr<std::vector<int>> InstancePlacer::Place(const repository::ModelConfig& 
   return slots;
 }
 
+std::optional<repository::ModelConfig> InstancePlacer::CpuFallback(
+    const repository::ModelConfig& config) const {
+  if (!on_gpu() || !options_.add_executor) return std::nullopt;
+  repository::ModelConfig on_cpu = config;
+  if (on_cpu.instance_groups.empty()) on_cpu.instance_groups.resize(1);  // Place's default group
+  bool moved = false;
+  for (repository::InstanceGroupConfig& group : on_cpu.instance_groups) {
+    if (group.kind == repository::InstanceKind::kGpu) return std::nullopt;
+    if (group.kind == repository::InstanceKind::kAuto) {
+      group.kind = repository::InstanceKind::kCpu;
+      group.gpus.clear();
+      moved = true;
+    }
+  }
+  if (!moved) return std::nullopt;
+  return on_cpu;
+}
+
 std::string InstancePlacer::DeviceOf(int slot) const {
   std::lock_guard lock(mu_);
   for (const auto& [device, added] : added_) {

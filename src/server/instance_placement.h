@@ -9,6 +9,8 @@
 //     started on first need. An id the server has no GPU for is an error.
 // On a CPU server every instance takes the pool's executors, whatever its kind: a Triton config
 // written for a GPU still serves on a machine without one.
+// A model the CUDA backend refuses still loads when its groups are KIND_AUTO: the model manager
+// loads it again with CpuFallback's config, on a CPU executor.
 //
 // Thread-safety: Place is thread-safe (models load in parallel).
 #pragma once
@@ -16,6 +18,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,6 +47,13 @@ class InstancePlacer {
   // INVALID_ARGUMENT names a group whose `gpus` lists a GPU the server does not have;
   // UNAVAILABLE says why an executor could not be started.
   StatusOr<std::vector<int>> Place(const repository::ModelConfig& config);
+
+  // The config to load instead when a GPU executor refused the model as UNIMPLEMENTED (the CUDA
+  // backend has no kernel for one of its ops, say): on a GPU server that can start executors, a
+  // config whose groups are all KIND_AUTO (none, or no KIND_GPU one) gets them as KIND_CPU, with
+  // the same counts and no `gpus`, as Triton's onnxruntime backend runs on the CPU what CUDA
+  // cannot. nullopt when a group asks for KIND_GPU (the refusal stands) or nothing would move.
+  std::optional<repository::ModelConfig> CpuFallback(const repository::ModelConfig& config) const;
 
   // The device `slot` runs on (for logs).
   std::string DeviceOf(int slot) const;

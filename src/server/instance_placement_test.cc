@@ -160,5 +160,49 @@ TEST(InstancePlacerTest, AnExecutorThatFailsToStartFailsThePlacementAndIsTriedAg
   EXPECT_EQ(*slots, std::vector<int>{1});
 }
 
+TEST(InstancePlacerTest, CpuFallbackMovesKindAutoGroupsToTheCpuWithTheirCounts) {
+  AddedExecutorsForTest added;
+  InstancePlacer placer(added.Options(1, "cuda:0", 2));
+  auto on_cpu = placer.CpuFallback(
+      WithGroups({Group(InstanceKind::kAuto, 2, {1}), Group(InstanceKind::kCpu, 1)}));
+  ASSERT_TRUE(on_cpu.has_value());
+  ASSERT_EQ(on_cpu->instance_groups.size(), 2u);
+  EXPECT_EQ(on_cpu->instance_groups[0].kind, InstanceKind::kCpu);
+  EXPECT_EQ(on_cpu->instance_groups[0].count, 2);
+  EXPECT_TRUE(on_cpu->instance_groups[0].gpus.empty());
+  EXPECT_EQ(on_cpu->name, "m");
+  // Placed, every instance shares the one CPU executor started for them.
+  auto slots = placer.Place(*on_cpu);
+  ASSERT_TRUE(slots.ok()) << slots.status();
+  EXPECT_EQ(*slots, (std::vector<int>{1, 1, 1}));
+  EXPECT_EQ(added.devices, std::vector<std::string>{"cpu"});
+
+  // No instance_group is Place's default KIND_AUTO group of one.
+  on_cpu = placer.CpuFallback(WithGroups({}));
+  ASSERT_TRUE(on_cpu.has_value());
+  ASSERT_EQ(on_cpu->instance_groups.size(), 1u);
+  EXPECT_EQ(on_cpu->instance_groups[0].kind, InstanceKind::kCpu);
+  EXPECT_EQ(on_cpu->instance_groups[0].count, 1);
+}
+
+TEST(InstancePlacerTest, NoCpuFallbackForKindGpuForCpuGroupsOrOnACpuServer) {
+  AddedExecutorsForTest added;
+  InstancePlacer gpu_server(added.Options(1, "cuda:0", 1));
+  // The user asked for the GPU: the CUDA backend's refusal stands.
+  EXPECT_FALSE(
+      gpu_server
+          .CpuFallback(WithGroups({Group(InstanceKind::kAuto, 1), Group(InstanceKind::kGpu, 1)}))
+          .has_value());
+  // Already on the CPU: loading again would change nothing.
+  EXPECT_FALSE(gpu_server.CpuFallback(WithGroups({Group(InstanceKind::kCpu, 1)})).has_value());
+  InstancePlacer cpu_server(added.Options(1, "cpu", 0));
+  EXPECT_FALSE(cpu_server.CpuFallback(WithGroups({Group(InstanceKind::kAuto, 1)})).has_value());
+  InstancePlacementOptions fixed;  // no executors can be added
+  fixed.base_device = "cuda:0";
+  fixed.gpu_count = 1;
+  InstancePlacer fixed_pool(fixed);
+  EXPECT_FALSE(fixed_pool.CpuFallback(WithGroups({Group(InstanceKind::kAuto, 1)})).has_value());
+}
+
 }  // namespace
 }  // namespace tessera::server

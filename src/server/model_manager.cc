@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <system_error>
 
@@ -138,14 +139,13 @@ StatusOr<std::shared_ptr<ModelManager::LoadedVersion>> ModelManager::LoadVersion
                         absl::StrCat("failed to load model '", file_config.name, "' version ",
                                      version.version, ": ", completed.status().message()));
   }
-  const repository::ModelConfig& config = *completed;
   if (repository::NeedsCompletion(file_config)) {
-    for (const std::string& note : config.notes) {
-      spdlog::info("model '{}' version {}: completed from {}: {}", config.name, version.version,
+    for (const std::string& note : completed->notes) {
+      spdlog::info("model '{}' version {}: completed from {}: {}", completed->name, version.version,
                    version.model_path, note);
     }
   }
-  if (config.dynamic_batching.enabled) {
+  if (completed->dynamic_batching.enabled) {
     // The file is read again for this note only when it is needed: the completion read it only
     // if the config left something out.
     StatusOr<repository::OnnxSignature> signature =
@@ -155,50 +155,41 @@ StatusOr<std::shared_ptr<ModelManager::LoadedVersion>> ModelManager::LoadVersion
           "model '{}' version {}: DynamicQuantizeLinear takes its 8-bit range over the whole "
           "batch, so with dynamic_batching a request's outputs depend on the requests batched "
           "with it (docs/engine.md, \"Dynamically quantized models\")",
-          config.name, version.version);
+          completed->name, version.version);
     }
   }
-  std::shared_ptr<LoadedVersion> loaded = NewLoadedVersion(config, version);
-
-  // Multi-granularity workers: one instance per size, all on one executor, so they share the
-  // weights (the engine loads a model file once per process) and run on their own threads.
-  const bool sized = !config.worker_batch_sizes.empty();
-  StatusOr<std::vector<int>> slots = placer_.Place(config);
-  if (!slots.ok()) {
-    return absl::Status(slots.status().code(),
-                        absl::StrCat("failed to load model '", config.name, "' version ",
-                                     version.version, ": ", slots.status().message()));
-  }
-  const int worker_slot = slots->front();
-
+  std::shared_ptr<LoadedVersion> loaded = NewLoadedVersion(*completed, version);
   std::vector<std::unique_ptr<dispatch::BatchRunner>> runners;
-  Status status;
-  for (size_t i = 0; i < slots->size() && status.ok(); ++i) {
-    const int slot = (*slots)[i];
-    ipc::LoadModel load = BuildLoadModel(
-        config, version.version, version.model_path,
-        absl::StrCat(config.name, "/", version.version, "#", next_instance_id_++));
-    status = pool_->LoadInstance(slot, load);
-    if (status.ok()) {
-      if (const std::string device = placer_.DeviceOf(slot);
-          device != pool_->base_launch().device) {
-        spdlog::info("model '{}' version {}: instance {} runs on executor {} ({})", config.name,
-                     version.version, load.instance_key(), slot, device);
+  Status status = LoadInstances(*loaded, &runners);
+  if (status.code() == absl::StatusCode::kUnimplemented) {
+    // A GPU executor's engine cannot run the model (an op without a CUDA kernel, say). KIND_AUTO
+    // leaves the device to the server, so the model runs on the CPU, and its config says so.
+    if (std::optional<repository::ModelConfig> on_cpu = placer_.CpuFallback(*completed)) {
+      std::shared_ptr<LoadedVersion> cpu_loaded = NewLoadedVersion(*on_cpu, version);
+      std::vector<std::unique_ptr<dispatch::BatchRunner>> cpu_runners;
+      const Status on_cpu_status = LoadInstances(*cpu_loaded, &cpu_runners);
+      if (on_cpu_status.ok()) {
+        spdlog::warn(
+            "model '{}' version {}: the GPU cannot run it ({}); its KIND_AUTO instances run on "
+            "the CPU instead (instance_group kind KIND_CPU says so, KIND_GPU makes this an error)",
+            completed->name, version.version, status.message());
+        loaded = std::move(cpu_loaded);
+        runners = std::move(cpu_runners);
+        status = on_cpu_status;
       }
-      loaded->instances.push_back({slot, load.instance_key()});
-      runners.push_back(std::make_unique<ExecutorBatchRunner>(pool_, slot, load.instance_key(),
-                                                              loaded->config));
     }
   }
-  if (status.ok()) status = WarmUpInstances(*loaded, sized);
   if (!status.ok()) {
-    for (const Instance& instance : loaded->instances) {
-      pool_->UnloadInstance(instance.slot, instance.key);
-    }
-    return absl::Status(status.code(), absl::StrCat("failed to load model '", config.name,
-                                                     "' version ", version.version, " (",
-                                                     version.model_path, "): ", status.message()));
+    // A model the engine cannot run is the model's fault, as every other refusal of its file.
+    return absl::Status(
+        status.code() == absl::StatusCode::kUnimplemented ? absl::StatusCode::kInvalidArgument
+                                                          : status.code(),
+        absl::StrCat("failed to load model '", completed->name, "' version ", version.version, " (",
+                     version.model_path, "): ", status.message()));
   }
+  const repository::ModelConfig& config = *loaded->config;
+  const bool sized = !config.worker_batch_sizes.empty();
+  const int worker_slot = loaded->instances.front().slot;
 
   dispatch::ModelQueueOptions queue_options;
   queue_options.model_label = absl::StrCat(config.name, "/", version.version);
@@ -297,6 +288,42 @@ std::vector<const repository::ModelEntry*> ModelManager::InLoadOrder(
   };
   for (const auto& [name, entry] : ensembles) place(entry);
   return order;
+}
+
+Status ModelManager::LoadInstances(LoadedVersion& loaded,
+                                   std::vector<std::unique_ptr<dispatch::BatchRunner>>* runners) {
+  const repository::ModelConfig& config = *loaded.config;
+  // Multi-granularity workers: one instance per size, all on one executor, so they share the
+  // weights (the engine loads a model file once per process) and run on their own threads.
+  const bool sized = !config.worker_batch_sizes.empty();
+  TESSERA_ASSIGN_OR_RETURN(std::vector<int> slots, placer_.Place(config));
+  Status status;
+  for (size_t i = 0; i < slots.size() && status.ok(); ++i) {
+    const int slot = slots[i];
+    ipc::LoadModel load =
+        BuildLoadModel(config, loaded.version, loaded.model_path,
+                       absl::StrCat(config.name, "/", loaded.version, "#", next_instance_id_++));
+    status = pool_->LoadInstance(slot, load);
+    if (status.ok()) {
+      if (const std::string device = placer_.DeviceOf(slot);
+          device != pool_->base_launch().device) {
+        spdlog::info("model '{}' version {}: instance {} runs on executor {} ({})", config.name,
+                     loaded.version, load.instance_key(), slot, device);
+      }
+      loaded.instances.push_back({slot, load.instance_key()});
+      runners->push_back(
+          std::make_unique<ExecutorBatchRunner>(pool_, slot, load.instance_key(), loaded.config));
+    }
+  }
+  if (status.ok()) status = WarmUpInstances(loaded, sized);
+  if (!status.ok()) {
+    for (const Instance& instance : loaded.instances) {
+      pool_->UnloadInstance(instance.slot, instance.key);
+    }
+    loaded.instances.clear();
+    runners->clear();
+  }
+  return status;
 }
 
 Status ModelManager::WarmUpInstances(const LoadedVersion& loaded, bool sized) {

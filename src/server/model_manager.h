@@ -165,6 +165,11 @@ class ModelManager final : public frontend::ServerCore {
   void UnloadEnsemblesBrokenBy(const std::string& model)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(lifecycle_mu_);
   void Retire(VersionMap versions, const std::string& why);
+  // Places the instances of `loaded` (its config's instance groups), loads each on its executor
+  // and warms them up, adding one runner per instance to `runners`. On failure the instances
+  // that loaded are unloaded again and `loaded` has none.
+  Status LoadInstances(LoadedVersion& loaded,
+                       std::vector<std::unique_ptr<dispatch::BatchRunner>>* runners);
   // Runs every instance of `loaded` once at the batch sizes it will serve most (1 and
   // max_batch_size, or a worker's own size), so no request pays for the first Run of a shape.
   // A model that cannot run those batches fails its load here (the error names the batch and

@@ -18,6 +18,9 @@ test_model_fuzz.py runs a CI-sized share; for a long run against a sanitizer bui
 
   python tests/integration/model_fuzz.py --url 127.0.0.1:8001 --repository /tmp/models \\
       --cases 3000 --seed 3
+
+--extra-seeds adds model files to the starting models (the quantized models of
+bench/engine/converted_models.py, say, whose fused patterns no node test has).
 """
 
 import argparse
@@ -48,13 +51,23 @@ EXTERNAL_LOCATIONS = ["weights.bin", "missing.bin", "../../../../../etc/passwd",
                       "1/../model.onnx", ".", ""]
 
 
-def seed_models(repository):
-    """name -> ModelProto of every starting model."""
+def seed_name(path):
+    """A starting model file's name: its folder's, or in a model repository (m/1/model.onnx)
+    its model's."""
+    path = Path(path)
+    return (path.parent.parent if path.parent.name.isdigit() else path.parent).name
+
+
+def seed_models(repository, extra_seeds=()):
+    """name -> ModelProto of every starting model (or the Path to load it from), with the model
+    files of `extra_seeds` named by seed_name."""
     seeds = {m: onnx.load_from_string((Path(repository) / m / "1" / "model.onnx").read_bytes())
              for m in ("mlp", "small_cnn")}
     if NODE_TESTS.is_dir():
         for path in sorted(NODE_TESTS.glob("*/model.onnx")):
             seeds[path.parent.name] = path
+    for path in extra_seeds:
+        seeds[seed_name(path)] = Path(path)
     return seeds
 
 
@@ -255,10 +268,11 @@ class ModelMutator:
 
 
 class ModelFuzzer(RepositoryFuzzer):
-    def __init__(self, url, repository, seed, timeout_s=60.0):
+    def __init__(self, url, repository, seed, timeout_s=60.0, extra_seeds=()):
         super().__init__(url, repository, seed, timeout_s)
-        self.seeds = seed_models(repository)
+        self.seeds = seed_models(repository, extra_seeds)
         self.seed_names = sorted(self.seeds)
+        self.extra_names = sorted({seed_name(path) for path in extra_seeds})
         self.mutator = ModelMutator(self.rng)
 
     def _seed(self, name):
@@ -271,9 +285,15 @@ class ModelFuzzer(RepositoryFuzzer):
         """Writes a mutated model (no config) as version 1 of `name`; RepositoryFuzzer.one_case
         loads, exercises or unloads it. Returns what was done, for the finding's text."""
         rng = self.rng
-        # One case in four starts from a bundled model, whose loads get past the first checks.
-        seed = rng.choice(["mlp", "small_cnn"]) if rng.randrange(4) == 0 else \
-            rng.choice(self.seed_names)
+        # One case in four starts from a bundled model, whose loads get past the first checks;
+        # half the others, when there are extra seeds, from one of those (else they would drown
+        # among the node tests).
+        if rng.randrange(4) == 0:
+            seed = rng.choice(["mlp", "small_cnn"])
+        elif self.extra_names and rng.randrange(2) == 0:
+            seed = rng.choice(self.extra_names)
+        else:
+            seed = rng.choice(self.seed_names)
         model = self._seed(seed)
         extra, description = self.mutator.mutate(model)
         folder = self.repo / name
@@ -293,8 +313,11 @@ def main():
     parser.add_argument("--repository", required=True)
     parser.add_argument("--cases", type=int, default=500)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--extra-seeds", nargs="*", default=[], metavar="MODEL_ONNX",
+                        help="more starting models, e.g. the quantized ones of "
+                             "bench/engine/converted_models.py")
     args = parser.parse_args()
-    fuzzer = ModelFuzzer(args.url, args.repository, args.seed)
+    fuzzer = ModelFuzzer(args.url, args.repository, args.seed, extra_seeds=args.extra_seeds)
     return run_from_command_line(fuzzer, args.cases, progress_every=100)
 
 

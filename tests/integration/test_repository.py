@@ -329,6 +329,22 @@ def test_model_that_cannot_run_fails_its_load_not_its_requests(client, repo):
     assert_mlp_serves(client)
 
 
+def test_model_the_engine_cannot_run_is_invalid_argument(client, repo):
+    """The executor now reports its engine's refusal (here an opset the importer does not know)
+    as UNIMPLEMENTED, so that a GPU server can load a KIND_AUTO model the CUDA backend refuses on
+    the CPU instead. On a CPU server nothing is left to try, and the client still sees the load
+    fail as the model's fault, INVALID_ARGUMENT, naming the reason."""
+    clone_model(repo, "mlp", "future_opset")
+    model_file = find_model_file("future_opset", repository=repo)
+    model = onnx.load(str(model_file))
+    model.opset_import[0].version = 999
+    onnx.save(model, str(model_file))
+    e = expect_error(lambda: client.load_model("future_opset"), "INVALID_ARGUMENT")
+    assert "opset 999" in e.message() and "future_opset" in e.message(), e.message()
+    assert client.is_model_ready("future_opset") is False
+    assert_mlp_serves(client)
+
+
 def save_single_op_model(repo, name, op, input_shape, output_shape, **attributes):
     """A config-less model folder whose ONNX graph is one `op` node from x (FP32) to y."""
     x = onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, input_shape)
