@@ -23,7 +23,7 @@ StatusOr<engine::ModelOptions> LoadOptionsFor(const ipc::LoadModel& request,
   } else if (precision == "fp16") {
     options.precision = engine::Precision::kFp16;
   } else {
-    return absl::UnimplementedError(
+    return absl::InvalidArgumentError(
         "precision bf16: the CUDA backend runs fp32 or fp16 (set precision: fp16)");
   }
   if (shared_weights != nullptr) options.import_weights = *shared_weights;

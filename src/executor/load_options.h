@@ -10,7 +10,8 @@ namespace tessera::executor {
 // `base` (the executor's backend, threads and device) with what the request adds:
 // - the config's precision (LoadModel.precision): fp16 runs the CUDA backend at
 //   engine::Precision::kFp16; the CPU engine computes in FP32 whatever the config says (logged);
-//   bf16 on the CUDA backend, which has no BF16 mode, is UNIMPLEMENTED naming it;
+//   bf16 on the CUDA backend, which has no BF16 mode, is INVALID_ARGUMENT naming it (a config
+//   to mend, not a model for the server to move to the CPU, as it moves UNIMPLEMENTED ones);
 // - the config's inputs as overridable initializers (a config input overrides an initializer of
 //   its name, as in ONNX Runtime);
 // - `shared_weights` (may be null) to map instead of uploading.

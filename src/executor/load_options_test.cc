@@ -43,7 +43,7 @@ TEST(LoadOptionsTest, Fp16RunsTheCudaBackendInFp16AndTheCpuInFp32) {
 
 TEST(LoadOptionsTest, Bf16OnTheCudaBackendAndUnknownPrecisionsAreRefusedNamingThem) {
   auto bf16 = LoadOptionsFor(Request("bf16"), Base(engine::Backend::kCuda), nullptr);
-  EXPECT_EQ(bf16.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_EQ(bf16.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(bf16.status().message(), HasSubstr("precision bf16"));
   auto int8 = LoadOptionsFor(Request("int8"), Base(engine::Backend::kCpu), nullptr);
   EXPECT_EQ(int8.status().code(), absl::StatusCode::kInvalidArgument);
