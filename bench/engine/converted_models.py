@@ -21,12 +21,14 @@
 - qdq: onnxruntime.quantization.quantize_static, QDQ format, per-channel INT8 weights, UINT8
   activations, calibrated on 8 random images (the zoo's CNNs, input [1, 3, 224, 224]);
 - dynamic: onnxruntime.quantization.quantize_dynamic with INT8 weights, onnxruntime's default
-  (DynamicQuantizeLinear of each activation at run time, MatMulInteger and ConvInteger).
+  (DynamicQuantizeLinear of each activation at run time, MatMulInteger and ConvInteger);
+- dynamic_u8: the same with UINT8 weights (QuantType.QUInt8, older onnxruntime's default), each
+  with a zero point of its own.
 
 `check` sends the same inputs to <model>_<kind> on the server and prints max |difference| / max
 |reference| per output:
 - fp16: against the FP32 model (onnxruntime), with onnxruntime's own figure on the FP16 file;
-- qdq, dynamic: against onnxruntime's literal execution of the file (graph optimisations off:
+- qdq, dynamic, dynamic_u8: against onnxruntime's literal execution of the file (graph optimisations off:
   each node computed as ONNX defines it), with onnxruntime's optimised (fused integer-kernel)
   execution's distance from that same reference.
 """
@@ -53,9 +55,10 @@ def convert(args):
             from onnxconverter_common import float16
             onnx.save(float16.convert_float_to_float16(onnx.load(path)),
                       os.path.join(dst, "model.onnx"))
-        elif args.kind == "dynamic":
+        elif args.kind in ("dynamic", "dynamic_u8"):
             from onnxruntime.quantization import QuantType, quantize_dynamic
-            quantize_dynamic(path, os.path.join(dst, "model.onnx"), weight_type=QuantType.QInt8)
+            weights = QuantType.QInt8 if args.kind == "dynamic" else QuantType.QUInt8
+            quantize_dynamic(path, os.path.join(dst, "model.onnx"), weight_type=weights)
         else:
             quantize_qdq(path, os.path.join(dst, "model.onnx"))
         print(f"{model}_{args.kind} written")
@@ -148,7 +151,7 @@ def main():
     sub = parser.add_subparsers(dest="command", required=True)
     for name in ("convert", "check"):
         p = sub.add_parser(name)
-        p.add_argument("--kind", choices=["fp16", "qdq", "dynamic"], required=True)
+        p.add_argument("--kind", choices=["fp16", "qdq", "dynamic", "dynamic_u8"], required=True)
         p.add_argument("--out", required=True)
         p.add_argument("--models", default="resnet18,mobilenetv2")
         if name == "convert":

@@ -41,7 +41,9 @@ inline std::vector<float> FirstOutput(const std::string& path, bool onednn, cons
   EXPECT_TRUE(model.ok()) << model.status();
   std::vector<Tensor> out;
   std::vector<LayerTiming> timings;
-  EXPECT_TRUE(model.ok() && (*model)->RunTimed({x.view}, &out, &timings).ok());
+  if (!model.ok()) return {};
+  const Status ran = (*model)->RunTimed({x.view}, &out, &timings);
+  EXPECT_TRUE(ran.ok()) << ran;
   if (kernels != nullptr) *kernels = timings.size();
   if (out.empty()) return {};
   const auto* y = reinterpret_cast<const float*>(out[0].bytes.data());

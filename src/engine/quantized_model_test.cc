@@ -289,7 +289,10 @@ struct DynVariant {
   bool per_column = false;     // w_scale [3] (kDynWScales) instead of kDynWScale
   bool gelu = false;           // erf-form GELU after the bias
   bool acc_is_output = false;  // the cast product is a graph output too: no fusion
+  bool uint8_weights = false;  // w_q UINT8 (DynWeight + 128) with zero point kDynWZeroU8
 };
+
+constexpr int kDynWZeroU8 = 131;
 
 std::string DynamicMatMulModel(DynVariant v = {}) {
   OnnxBuilderForTest b;
@@ -298,13 +301,14 @@ std::string DynamicMatMulModel(DynVariant v = {}) {
   if (v.acc_is_output) b.Output("acc_f");
   auto* w = b.AddInitializer();
   w->set_name("w_q");
-  w->set_data_type(onnx::TensorProto::INT8);
+  const auto w_type = v.uint8_weights ? onnx::TensorProto::UINT8 : onnx::TensorProto::INT8;
+  w->set_data_type(w_type);
   w->add_dims(8);
   w->add_dims(3);
   for (int k = 0; k < 8; ++k) {
-    for (int n = 0; n < 3; ++n) w->add_int32_data(DynWeight(k, n));
+    for (int n = 0; n < 3; ++n) w->add_int32_data(DynWeight(k, n) + (v.uint8_weights ? 128 : 0));
   }
-  Scalar(b, "w_zero", onnx::TensorProto::INT8)->add_int32_data(0);
+  Scalar(b, "w_zero", w_type)->add_int32_data(v.uint8_weights ? kDynWZeroU8 : 0);
   if (v.per_column) {
     b.FloatConstant("w_scale", {3}, kDynWScales);
   } else {
@@ -351,7 +355,8 @@ void ExpectDynamicMatMulResults(int64_t batch, DynVariant v = {}) {
       for (int n = 0; n < 3; ++n) {
         int32_t acc = 0;
         for (int k = 0; k < 8; ++k) {
-          acc += (Quantize8(x.values[row * 8 + k], x_scale, x_zero) - x_zero) * DynWeight(k, n);
+          const int w = v.uint8_weights ? DynWeight(k, n) + 128 - kDynWZeroU8 : DynWeight(k, n);
+          acc += (Quantize8(x.values[row * 8 + k], x_scale, x_zero) - x_zero) * w;
         }
         const float w_scale = v.per_column ? kDynWScales[n] : kDynWScale;
         float want = static_cast<float>(acc) * (x_scale * w_scale) + kDynBias[n];
@@ -372,9 +377,12 @@ TEST(QuantizedModelTest, DynamicallyQuantizedMatMulComputesOnTheRunTimeGrid) {
 
 TEST(QuantizedModelTest, FusedIntegerMatMulAppliesPerColumnScalesBiasAndGelu) {
   for (DynVariant v : {DynVariant{true, false, false}, DynVariant{false, true, false},
-                       DynVariant{true, true, false}, DynVariant{true, true, true}}) {
-    SCOPED_TRACE(::testing::Message() << "per-column " << v.per_column << ", GELU " << v.gelu
-                                      << ", unfused " << v.acc_is_output);
+                       DynVariant{true, true, false}, DynVariant{true, true, true},
+                       DynVariant{false, false, false, true}, DynVariant{true, true, false, true},
+                       DynVariant{true, true, true, true}}) {
+    SCOPED_TRACE(::testing::Message()
+                 << "per-column " << v.per_column << ", GELU " << v.gelu << ", unfused "
+                 << v.acc_is_output << ", UINT8 weights " << v.uint8_weights);
     for (int64_t batch : {2, 8}) {
       SCOPED_TRACE(batch);
       ExpectDynamicMatMulResults(batch, v);

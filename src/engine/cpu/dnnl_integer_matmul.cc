@@ -6,12 +6,21 @@
 //
 // Only where FastQLinearConv holds (8-bit dot products that sum into 32 bits: without them
 // oneDNN's UINT8 x INT8 products go through saturating 16-bit pairs); anything else (weights that
-// are not constant INT8 [K, N], a weight zero point, per-row activation zero points) runs the own
-// kernel. A's rows are cut into one part per thread, each its own single-threaded primitive.
+// are not constant 8-bit [K, N], INT8 weights with a zero point, UINT8 ones with a zero point of
+// more than one value, per-row activation zero points) runs the own kernel. A's rows are cut into
+// one part per thread, each its own single-threaded primitive.
+//
+// UINT8 weights B (quantize_dynamic's QUInt8) with zero point zB: oneDNN's weights are INT8, so
+// the primitive multiplies by B - 128, and each row of the product lacks
+// (128 - zB) * sum_k (A[i, k] - zA), which is added exactly in INT32 after the primitive, or with
+// an FP32 destination put in the destination first and taken in by a sum post-op (oneDNN keeps
+// its brgemm kernels for that; a per-row binary add would send it to its reference kernel).
 //
 // kMatMulIntegerToFloat (graph.h; the same node with its Cast, scales, bias and GELU) is the same
 // primitive with an FP32 destination and post-ops applied while each tile is in registers: the
 // scales' product as a binary multiply, the bias as a binary add and GELU as an eltwise op.
+#include <algorithm>
+#include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <string>
 #include <unordered_map>
@@ -45,6 +54,22 @@ class IntegerMatMulState final : public KernelState {
   const bool constant_weights;  // B and its zero point, so B is reordered once
   PrimitiveCache<MatMulEntry> cache;
   ReorderedWeights weights;
+
+  // UINT8 weights moved to INT8 (B - 128), made on the first Run.
+  const int8_t* ShiftedWeights(const Value& b) {
+    std::call_once(shifted_once_, [&] {
+      shifted_.resize(static_cast<size_t>(b.num_elements()));
+      const uint8_t* from = b.data<uint8_t>();
+      for (size_t i = 0; i < shifted_.size(); ++i) {
+        shifted_[i] = static_cast<int8_t>(static_cast<int32_t>(from[i]) - 128);
+      }
+    });
+    return shifted_.data();
+  }
+
+ private:
+  std::once_flag shifted_once_;
+  std::vector<int8_t> shifted_;
 };
 
 // Where the zero points are: MatMulInteger's inputs 2 and 3, kMatMulIntegerToFloat's 4 and 5.
@@ -55,8 +80,9 @@ bool Covered(const Inputs& inputs, size_t a_zero_index) {
   if (inputs.size() < 2 || inputs[0] == nullptr || inputs[1] == nullptr) return false;
   const Value& a = *inputs[0];
   const Value& b = *inputs[1];
+  const bool unsigned_b = b.dtype() == DataType::kUint8;
   if ((a.dtype() != DataType::kUint8 && a.dtype() != DataType::kInt8) ||
-      b.dtype() != DataType::kInt8 || b.rank() != 2 || a.rank() < 2 ||
+      (b.dtype() != DataType::kInt8 && !unsigned_b) || b.rank() != 2 || a.rank() < 2 ||
       a.shape().back() != b.dim(0)) {
     return false;
   }
@@ -66,12 +92,46 @@ bool Covered(const Inputs& inputs, size_t a_zero_index) {
   }
   const Value* b_zero = inputs.size() > a_zero_index + 1 ? inputs[a_zero_index + 1] : nullptr;
   if (b_zero != nullptr) {
-    if (b_zero->dtype() != DataType::kInt8) return false;
+    // INT8 weights: zero point 0. UINT8 ones: one value (the row correction is one per row).
+    if (b_zero->dtype() != b.dtype() || b_zero->num_elements() == 0) return false;
+    const int32_t expected = unsigned_b ? EightBitElement(*b_zero, 0) : 0;
     for (int64_t i = 0; i < b_zero->num_elements(); ++i) {
-      if (b_zero->data<int8_t>()[i] != 0) return false;
+      if (EightBitElement(*b_zero, i) != expected) return false;
     }
   }
   return true;
+}
+
+// Sum of a row of `count` 8-bit values (INT8 ones when `is_signed`), in kLanes partial sums so
+// that the loop vectorises; compiled for AVX-512 and AVX2 as well as the baseline.
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#endif
+int32_t
+EightBitRowSum(const uint8_t* row, int64_t count, bool is_signed) {
+  constexpr int64_t kLanes = 64;
+  // Each lane adds count / kLanes bytes of at most 255: no overflow below 2^24 lanes' worth.
+  uint32_t lanes[kLanes] = {};
+  const uint8_t flip = is_signed ? 0x80 : 0;  // INT8 v as UINT8 v + 128
+  const int64_t whole = count - count % kLanes;
+  for (int64_t i = 0; i < whole; i += kLanes) {
+    for (int64_t l = 0; l < kLanes; ++l) lanes[l] += static_cast<uint8_t>(row[i + l] ^ flip);
+  }
+  uint32_t sum = 0;
+  for (int64_t l = 0; l < kLanes; ++l) sum += lanes[l];
+  for (int64_t i = whole; i < count; ++i) sum += static_cast<uint8_t>(row[i] ^ flip);
+  return static_cast<int32_t>(sum) - (is_signed ? 128 * static_cast<int32_t>(count) : 0);
+}
+
+// For UINT8 weights run as B - 128: (128 - zB) * sum_k (A[i, k] - zA) for `rows` rows of A from
+// `first`, what each of those rows of the product lacks (see the top of the file).
+void RowCorrections(const Value& a, int64_t first, int64_t rows, int64_t k, int32_t a_zero,
+                    int32_t b_shift, int32_t* out) {
+  const bool is_signed = a.dtype() == DataType::kInt8;
+  for (int64_t i = 0; i < rows; ++i) {
+    const int32_t sum = EightBitRowSum(a.data<uint8_t>() + (first + i) * k, k, is_signed);
+    out[i] = b_shift * (sum - static_cast<int32_t>(k) * a_zero);
+  }
 }
 
 // What a kMatMulIntegerToFloat node adds to the product, when the primitive can apply it.
@@ -149,6 +209,9 @@ Status RunDnnlMatMulInteger(const OpContext& ctx, const Node& node, const Inputs
   int32_t a_zero = inputs.size() > a_zero_index && inputs[a_zero_index] != nullptr
                        ? EightBitElement(*inputs[a_zero_index], 0)
                        : 0;
+  const bool shifted = b.dtype() == DataType::kUint8;
+  const Value* b_zero = inputs.size() > a_zero_index + 1 ? inputs[a_zero_index + 1] : nullptr;
+  const int32_t b_shift = shifted ? 128 - (b_zero != nullptr ? EightBitElement(*b_zero, 0) : 0) : 0;
   const memory::data_type a_type =
       a.dtype() == DataType::kInt8 ? memory::data_type::s8 : memory::data_type::u8;
   const int threads = ctx.pool != nullptr ? ctx.pool->usable_threads() : 1;
@@ -165,6 +228,7 @@ Status RunDnnlMatMulInteger(const OpContext& ctx, const Node& node, const Inputs
         // The scales as a binary multiply, not runtime output scales: with those oneDNN 2.6
         // leaves its brgemm kernels (AMX, AVX-512 VNNI) for gemm:jit, which took 5x as long.
         dnnl::post_ops post_ops;
+        if (shifted) post_ops.append_sum(1.0f);  // the row corrections, put in the destination
         post_ops.append_binary(dnnl::algorithm::binary_mul, RowVectorDesc(per_column ? n : 1));
         if (bias) {
           post_ops.append_binary(dnnl::algorithm::binary_add, RowVectorDesc(n));
@@ -175,8 +239,9 @@ Status RunDnnlMatMulInteger(const OpContext& ctx, const Node& node, const Inputs
         attr.set_post_ops(post_ops);
       }
       attr = WithUserScratchpad(attr);
-      memory user_weights(memory::desc(Dims({k, n}), memory::data_type::s8, Tag::ab), CpuEngine(),
-                          const_cast<int8_t*>(b.data<int8_t>()));
+      memory user_weights(
+          memory::desc(Dims({k, n}), memory::data_type::s8, Tag::ab), CpuEngine(),
+          const_cast<int8_t*>(shifted ? state->ShiftedWeights(b) : b.data<int8_t>()));
       for (int64_t i = 0; i < parts; ++i) {
         const int64_t first = m * i / parts, rows = m * (i + 1) / parts - first;
         dnnl::matmul::desc desc(memory::desc(Dims({rows, k}), a_type, Tag::ab),
@@ -195,7 +260,7 @@ Status RunDnnlMatMulInteger(const OpContext& ctx, const Node& node, const Inputs
     }
   };
   StatusOr<std::shared_ptr<const MatMulEntry>> made =
-      state->cache.Get({m, k, n, threads, per_column, bias}, build);
+      state->cache.Get({m, k, n, threads, per_column, bias, shifted}, build);
   if (absl::IsUnimplemented(made.status())) return RunReference(own, ctx, node, inputs, outputs);
   TESSERA_RETURN_IF_ERROR(made.status());
   const std::shared_ptr<const MatMulEntry>& entry = *made;
@@ -207,6 +272,19 @@ Status RunDnnlMatMulInteger(const OpContext& ctx, const Node& node, const Inputs
   char* y_bytes = static_cast<char*>(y.mutable_data<void>());
   const std::string error = RunParts(ctx, entry->parts.size(), threads, [&](size_t i) {
     const MatMulPart& part = entry->parts[i];
+    const int64_t rows =
+        (i + 1 < entry->parts.size() ? entry->parts[i + 1].first_row : m) - part.first_row;
+    std::vector<int32_t> corrections;
+    if (shifted) {
+      corrections.resize(static_cast<size_t>(rows));
+      RowCorrections(a, part.first_row, rows, k, a_zero, b_shift, corrections.data());
+      if (to_float) {  // the sum post-op adds them
+        float* dst = y.mutable_data<float>() + part.first_row * n;
+        for (int64_t r = 0; r < rows; ++r) {
+          std::fill(dst + r * n, dst + (r + 1) * n, static_cast<float>(corrections[r]));
+        }
+      }
+    }
     dnnl::stream& stream = ThreadStream();
     std::unordered_map<int, memory> args = {
         {DNNL_ARG_SRC, memory(part.pd.src_desc(), CpuEngine(),
@@ -218,16 +296,23 @@ Status RunDnnlMatMulInteger(const OpContext& ctx, const Node& node, const Inputs
          memory(memory::desc(Dims({1}), memory::data_type::s32, Tag::x), CpuEngine(), &a_zero)},
         {DNNL_ARG_SCRATCHPAD, ThreadScratchpad(part.pd.scratchpad_desc())}};
     if (to_float) {
-      args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1] =
+      const int first_binary = shifted ? 1 : 0;  // after the sum post-op
+      args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(first_binary) | DNNL_ARG_SRC_1] =
           memory(RowVectorDesc(static_cast<int64_t>(epilogue.scales.size())), CpuEngine(),
                  const_cast<float*>(epilogue.scales.data()));
       if (bias) {
-        args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(1) | DNNL_ARG_SRC_1] =
+        args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(first_binary + 1) | DNNL_ARG_SRC_1] =
             memory(RowVectorDesc(n), CpuEngine(), const_cast<float*>(epilogue.bias->data<float>()));
       }
     }
     part.primitive.execute(stream, args);
     stream.wait();
+    if (shifted && !to_float) {
+      int32_t* dst = y.mutable_data<int32_t>() + part.first_row * n;
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t j = 0; j < n; ++j) dst[r * n + j] += corrections[r];
+      }
+    }
   });
   if (!error.empty()) {
     return absl::InternalError(absl::StrCat("oneDNN integer matrix product failed: ", error));
