@@ -440,6 +440,12 @@ struct DynConvVariant {
   bool acc_is_output = false;  // the cast sums are a graph output too: no fusion
   bool residual = false;       // x's first 3 channels added after the bias, before the Relu
   bool twin = false;           // instead, a second chain of the same nodes: the two sums meet
+  bool uint8_weights = false;  // w_q UINT8 (ConvWeight + 128) with zero point uint8_zero
+  int uint8_zero = kDynWZeroU8;
+  int stride = 1;
+  int dilation = 1;
+  // Output rows and columns for the 6 x 6 input, pads 1.
+  int out_size() const { return (6 + 2 - (dilation * 2 + 1)) / stride + 1; }
 };
 const std::vector<float> kConvWScales = {0.01f, 0.02f, 0.005f};
 const std::vector<float> kConvBias = {0.5f, -0.25f, 1.0f};
@@ -453,10 +459,13 @@ std::string DynamicConvModel(DynConvVariant v) {
   if (v.acc_is_output) b.Output("acc_f");
   auto* w = b.AddInitializer();
   w->set_name("w_q");
-  w->set_data_type(onnx::TensorProto::INT8);
+  const auto w_type = v.uint8_weights ? onnx::TensorProto::UINT8 : onnx::TensorProto::INT8;
+  w->set_data_type(w_type);
   for (int64_t d : {3, 4, 3, 3}) w->add_dims(d);
-  for (int i = 0; i < 3 * 4 * 9; ++i) w->add_int32_data(ConvWeight(i));
-  Scalar(b, "w_zero", onnx::TensorProto::INT8)->add_int32_data(0);
+  for (int i = 0; i < 3 * 4 * 9; ++i) {
+    w->add_int32_data(ConvWeight(i) + (v.uint8_weights ? 128 : 0));
+  }
+  Scalar(b, "w_zero", w_type)->add_int32_data(v.uint8_weights ? v.uint8_zero : 0);
   if (v.per_channel) {
     b.FloatConstant("w_scale", {3, 1, 1}, kConvWScales);
   } else {
@@ -470,6 +479,8 @@ std::string DynamicConvModel(DynConvVariant v) {
     auto* conv = b.Node("ConvInteger", {"x_q", "w_q", "x_zero", "w_zero"}, {"acc" + suffix});
     OnnxBuilderForTest::Ints(conv, "pads", {1, 1, 1, 1});
     OnnxBuilderForTest::Ints(conv, "kernel_shape", {3, 3});
+    OnnxBuilderForTest::Ints(conv, "strides", {v.stride, v.stride});
+    OnnxBuilderForTest::Ints(conv, "dilations", {v.dilation, v.dilation});
     OnnxBuilderForTest::Int(b.Node("Cast", {"acc" + suffix}, {"acc_f" + suffix}), "to",
                             onnx::TensorProto::FLOAT);
     b.Node("Mul", {"x_scale", "w_scale"}, {"scale" + suffix});
@@ -491,32 +502,59 @@ std::string DynamicConvModel(DynConvVariant v) {
 }
 
 TEST(QuantizedModelTest, FusedIntegerConvScalesAddsTheBiasAndRectifies) {
-  for (DynConvVariant v :
-       {DynConvVariant{}, DynConvVariant{true, true, false}, DynConvVariant{true, false, false},
-        DynConvVariant{false, true, true}, DynConvVariant{true, true, false, true},
-        DynConvVariant{false, false, false, true},
-        DynConvVariant{true, true, false, false, true}}) {
+  std::vector<DynConvVariant> variants = {DynConvVariant{},
+                                          DynConvVariant{true, true, false},
+                                          DynConvVariant{true, false, false},
+                                          DynConvVariant{false, true, true},
+                                          DynConvVariant{true, true, false, true},
+                                          DynConvVariant{false, false, false, true},
+                                          DynConvVariant{true, true, false, false, true}};
+  // UINT8 weights (oneDNN: w - 128 and a correction per pixel): windows clipped by the padding,
+  // strided and dilated ones, fused and not.
+  for (DynConvVariant v : {DynConvVariant{true, true, false, true}, DynConvVariant{},
+                           DynConvVariant{false, false, true}}) {
+    v.uint8_weights = true;
+    variants.push_back(v);
+    if (v.residual) continue;  // the residual is the input's size
+    v.stride = 2;
+    variants.push_back(v);
+    v.stride = 1;
+    v.dilation = 2;
+    variants.push_back(v);
+  }
+  // Zero point 128: w - 128 is the weights less their zero point, and the corrections are 0.
+  DynConvVariant centred;
+  centred.uint8_weights = true;
+  centred.uint8_zero = 128;
+  variants.push_back(centred);
+  for (const DynConvVariant& v : variants) {
     SCOPED_TRACE(::testing::Message()
                  << "per-channel " << v.per_channel << ", Relu " << v.relu << ", unfused "
-                 << v.acc_is_output << ", residual " << v.residual << ", twin " << v.twin);
+                 << v.acc_is_output << ", residual " << v.residual << ", twin " << v.twin
+                 << ", UINT8 weights " << v.uint8_weights << " (zero point " << v.uint8_zero
+                 << "), stride " << v.stride << ", dilation " << v.dilation);
     const int64_t batch = 2;
+    const int side = v.out_size(), pixels = side * side;
     RandomX x({batch, 4, 6, 6}, 21, 1.0f);
     const auto [x_scale, x_zero] = DynamicGrid(x.values);
     for (bool onednn : {true, false}) {
       SCOPED_TRACE(onednn ? "oneDNN" : "own kernels");
       const std::vector<float> y = FirstOutput(DynamicConvModel(v), onednn, x, nullptr, 2);
-      ASSERT_EQ(y.size(), static_cast<size_t>(batch * 3 * 36));
+      ASSERT_EQ(y.size(), static_cast<size_t>(batch * 3 * pixels));
       for (int64_t n = 0; n < batch; ++n) {
         for (int m = 0; m < 3; ++m) {
-          for (int p = 0; p < 36; ++p) {
-            const int oy = p / 6, ox = p % 6;
+          for (int p = 0; p < pixels; ++p) {
+            const int oy = p / side, ox = p % side;
             int32_t acc = 0;
             for (int c = 0; c < 4; ++c) {
               for (int k = 0; k < 9; ++k) {
-                const int iy = oy + k / 3 - 1, ix = ox + k % 3 - 1;
+                const int iy = oy * v.stride + (k / 3) * v.dilation - 1;
+                const int ix = ox * v.stride + (k % 3) * v.dilation - 1;
                 if (iy < 0 || iy >= 6 || ix < 0 || ix >= 6) continue;  // x_zero: adds 0
                 const float xv = x.values[((n * 4 + c) * 6 + iy) * 6 + ix];
-                acc += (Quantize8(xv, x_scale, x_zero) - x_zero) * ConvWeight((m * 4 + c) * 9 + k);
+                const int wv =
+                    ConvWeight((m * 4 + c) * 9 + k) + (v.uint8_weights ? 128 - v.uint8_zero : 0);
+                acc += (Quantize8(xv, x_scale, x_zero) - x_zero) * wv;
               }
             }
             const float w_scale = v.per_channel ? kConvWScales[m] : kDynWScale;
@@ -524,7 +562,7 @@ TEST(QuantizedModelTest, FusedIntegerConvScalesAddsTheBiasAndRectifies) {
             if (v.residual) want += x.values[(n * 4 + m) * 36 + p];
             if (v.twin) want += want;
             if (v.relu) want = std::max(want, 0.0f);
-            EXPECT_EQ(y[(n * 3 + m) * 36 + p], want) << n << " " << m << " " << p;
+            EXPECT_EQ(y[(n * 3 + m) * pixels + p], want) << n << " " << m << " " << p;
           }
         }
       }

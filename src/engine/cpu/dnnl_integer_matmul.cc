@@ -20,7 +20,6 @@
 // primitive with an FP32 destination and post-ops applied while each tile is in registers: the
 // scales' product as a binary multiply, the bias as a binary add and GELU as an eltwise op.
 #include <algorithm>
-#include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <string>
 #include <unordered_map>
@@ -55,21 +54,7 @@ class IntegerMatMulState final : public KernelState {
   PrimitiveCache<MatMulEntry> cache;
   ReorderedWeights weights;
 
-  // UINT8 weights moved to INT8 (B - 128), made on the first Run.
-  const int8_t* ShiftedWeights(const Value& b) {
-    std::call_once(shifted_once_, [&] {
-      shifted_.resize(static_cast<size_t>(b.num_elements()));
-      const uint8_t* from = b.data<uint8_t>();
-      for (size_t i = 0; i < shifted_.size(); ++i) {
-        shifted_[i] = static_cast<int8_t>(static_cast<int32_t>(from[i]) - 128);
-      }
-    });
-    return shifted_.data();
-  }
-
- private:
-  std::once_flag shifted_once_;
-  std::vector<int8_t> shifted_;
+  ShiftedWeights shifted_weights;  // UINT8 weights as INT8
 };
 
 // Where the zero points are: MatMulInteger's inputs 2 and 3, kMatMulIntegerToFloat's 4 and 5.
@@ -100,27 +85,6 @@ bool Covered(const Inputs& inputs, size_t a_zero_index) {
     }
   }
   return true;
-}
-
-// Sum of a row of `count` 8-bit values (INT8 ones when `is_signed`), in kLanes partial sums so
-// that the loop vectorises; compiled for AVX-512 and AVX2 as well as the baseline.
-#if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#endif
-int32_t
-EightBitRowSum(const uint8_t* row, int64_t count, bool is_signed) {
-  constexpr int64_t kLanes = 64;
-  // Each lane adds count / kLanes bytes of at most 255: no overflow below 2^24 lanes' worth.
-  uint32_t lanes[kLanes] = {};
-  const uint8_t flip = is_signed ? 0x80 : 0;  // INT8 v as UINT8 v + 128
-  const int64_t whole = count - count % kLanes;
-  for (int64_t i = 0; i < whole; i += kLanes) {
-    for (int64_t l = 0; l < kLanes; ++l) lanes[l] += static_cast<uint8_t>(row[i + l] ^ flip);
-  }
-  uint32_t sum = 0;
-  for (int64_t l = 0; l < kLanes; ++l) sum += lanes[l];
-  for (int64_t i = whole; i < count; ++i) sum += static_cast<uint8_t>(row[i] ^ flip);
-  return static_cast<int32_t>(sum) - (is_signed ? 128 * static_cast<int32_t>(count) : 0);
 }
 
 // For UINT8 weights run as B - 128: (128 - zB) * sum_k (A[i, k] - zA) for `rows` rows of A from
@@ -239,9 +203,9 @@ Status RunDnnlMatMulInteger(const OpContext& ctx, const Node& node, const Inputs
         attr.set_post_ops(post_ops);
       }
       attr = WithUserScratchpad(attr);
-      memory user_weights(
-          memory::desc(Dims({k, n}), memory::data_type::s8, Tag::ab), CpuEngine(),
-          const_cast<int8_t*>(shifted ? state->ShiftedWeights(b) : b.data<int8_t>()));
+      memory user_weights(memory::desc(Dims({k, n}), memory::data_type::s8, Tag::ab), CpuEngine(),
+                          const_cast<int8_t*>(shifted ? state->shifted_weights.Of(b).data<int8_t>()
+                                                      : b.data<int8_t>()));
       for (int64_t i = 0; i < parts; ++i) {
         const int64_t first = m * i / parts, rows = m * (i + 1) / parts - first;
         dnnl::matmul::desc desc(memory::desc(Dims({rows, k}), a_type, Tag::ab),

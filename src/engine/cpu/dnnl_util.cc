@@ -121,6 +121,39 @@ memory ReorderedWeights::Get(const memory::desc& desc, memory user) {
   return out;
 }
 
+const Value& ShiftedWeights::Of(const Value& uint8_weights) {
+  std::call_once(once_, [&] {
+    shifted_ = Value::Allocate(DataType::kInt8, uint8_weights.shape());
+    const uint8_t* from = uint8_weights.data<uint8_t>();
+    int8_t* to = shifted_.mutable_data<int8_t>();
+    for (int64_t i = 0; i < shifted_.num_elements(); ++i) {
+      to[i] = static_cast<int8_t>(static_cast<int32_t>(from[i]) - 128);
+    }
+  });
+  return shifted_;
+}
+
+// In kLanes partial sums so that the loop vectorises; compiled for AVX-512 and AVX2 as well as
+// the baseline.
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#endif
+int32_t
+EightBitRowSum(const uint8_t* row, int64_t count, bool is_signed) {
+  constexpr int64_t kLanes = 64;
+  // Each lane adds count / kLanes bytes of at most 255: no overflow below 2^24 lanes' worth.
+  uint32_t lanes[kLanes] = {};
+  const uint8_t flip = is_signed ? 0x80 : 0;  // INT8 v as UINT8 v + 128
+  const int64_t whole = count - count % kLanes;
+  for (int64_t i = 0; i < whole; i += kLanes) {
+    for (int64_t l = 0; l < kLanes; ++l) lanes[l] += static_cast<uint8_t>(row[i + l] ^ flip);
+  }
+  uint32_t sum = 0;
+  for (int64_t l = 0; l < kLanes; ++l) sum += lanes[l];
+  for (int64_t i = whole; i < count; ++i) sum += static_cast<uint8_t>(row[i] ^ flip);
+  return static_cast<int32_t>(sum) - (is_signed ? 128 * static_cast<int32_t>(count) : 0);
+}
+
 Status RunReference(KernelFn kernel, const OpContext& ctx, const Node& node, const Inputs& inputs,
                     std::vector<Value>* outputs) {
   std::vector<Value> storage;

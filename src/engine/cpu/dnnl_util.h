@@ -88,6 +88,20 @@ class ReorderedWeights {
   std::vector<std::pair<memory::desc, memory>> made_ ABSL_GUARDED_BY(mu_);
 };
 
+// UINT8 weights as the INT8 weights oneDNN takes, w - 128, made on the first call (thread-safe)
+// and kept: a node's kernel state holds one for its constant weights.
+class ShiftedWeights {
+ public:
+  const Value& Of(const Value& uint8_weights);
+
+ private:
+  std::once_flag once_;
+  Value shifted_;
+};
+
+// Sum of `count` 8-bit values (INT8 ones when `is_signed`), vectorised.
+int32_t EightBitRowSum(const uint8_t* row, int64_t count, bool is_signed);
+
 // The own kernel on row-major inputs (for what the oneDNN path does not cover).
 Status RunReference(KernelFn kernel, const OpContext& ctx, const Node& node, const Inputs& inputs,
                     std::vector<Value>* outputs);
