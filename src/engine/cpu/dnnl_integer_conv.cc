@@ -342,8 +342,8 @@ Status RunIntegerConv(const OpContext& ctx, const Node& node, QConvState* state,
 }
 
 // Whether a kConvIntegerToFloat node's operands are the form RunIntegerConv takes, with its
-// post-ops: x's zero point one value, no weight zero point, FP32 scales and bias of one value or
-// one per output channel.
+// post-ops: x's zero point one value, weights PrimitiveWeights takes, FP32 scales and bias of one
+// value or one per output channel.
 bool FloatConvCovered(const Inputs& inputs) {
   if (inputs.size() < 4 || inputs[0] == nullptr || inputs[1] == nullptr || inputs[2] == nullptr ||
       inputs[3] == nullptr || inputs[1]->rank() != 4) {
@@ -368,17 +368,7 @@ bool FloatConvCovered(const Inputs& inputs) {
        (x_zero->dtype() != inputs[0]->dtype() || x_zero->num_elements() != 1))) {
     return false;
   }
-  const bool unsigned_w = inputs[1]->dtype() == DataType::kUint8;
-  if (inputs[1]->dtype() != DataType::kInt8 && !unsigned_w) return false;
-  if (w_zero != nullptr) {
-    // INT8 weights: zero point 0. UINT8 ones: one value (the pixel corrections are per pixel).
-    if (w_zero->dtype() != inputs[1]->dtype() || w_zero->num_elements() == 0) return false;
-    const int32_t expected = unsigned_w ? EightBitElement(*w_zero, 0) : 0;
-    for (int64_t i = 0; i < w_zero->num_elements(); ++i) {
-      if (EightBitElement(*w_zero, i) != expected) return false;
-    }
-  }
-  return true;
+  return PrimitiveWeights(*inputs[1], w_zero);
 }
 
 }  // namespace

@@ -65,10 +65,8 @@ bool Covered(const Inputs& inputs, size_t a_zero_index) {
   if (inputs.size() < 2 || inputs[0] == nullptr || inputs[1] == nullptr) return false;
   const Value& a = *inputs[0];
   const Value& b = *inputs[1];
-  const bool unsigned_b = b.dtype() == DataType::kUint8;
-  if ((a.dtype() != DataType::kUint8 && a.dtype() != DataType::kInt8) ||
-      (b.dtype() != DataType::kInt8 && !unsigned_b) || b.rank() != 2 || a.rank() < 2 ||
-      a.shape().back() != b.dim(0)) {
+  if ((a.dtype() != DataType::kUint8 && a.dtype() != DataType::kInt8) || b.rank() != 2 ||
+      a.rank() < 2 || a.shape().back() != b.dim(0)) {
     return false;
   }
   const Value* a_zero = inputs.size() > a_zero_index ? inputs[a_zero_index] : nullptr;
@@ -76,15 +74,7 @@ bool Covered(const Inputs& inputs, size_t a_zero_index) {
     return false;
   }
   const Value* b_zero = inputs.size() > a_zero_index + 1 ? inputs[a_zero_index + 1] : nullptr;
-  if (b_zero != nullptr) {
-    // INT8 weights: zero point 0. UINT8 ones: one value (the row correction is one per row).
-    if (b_zero->dtype() != b.dtype() || b_zero->num_elements() == 0) return false;
-    const int32_t expected = unsigned_b ? EightBitElement(*b_zero, 0) : 0;
-    for (int64_t i = 0; i < b_zero->num_elements(); ++i) {
-      if (EightBitElement(*b_zero, i) != expected) return false;
-    }
-  }
-  return true;
+  return PrimitiveWeights(b, b_zero);
 }
 
 // For UINT8 weights run as B - 128: (128 - zB) * sum_k (A[i, k] - zA) for `rows` rows of A from

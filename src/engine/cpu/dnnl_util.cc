@@ -133,6 +133,18 @@ const Value& ShiftedWeights::Of(const Value& uint8_weights) {
   return shifted_;
 }
 
+bool PrimitiveWeights(const Value& w, const Value* w_zero) {
+  const bool unsigned_w = w.dtype() == DataType::kUint8;
+  if (w.dtype() != DataType::kInt8 && !unsigned_w) return false;
+  if (w_zero == nullptr) return true;
+  if (w_zero->dtype() != w.dtype() || w_zero->num_elements() == 0) return false;
+  const int32_t expected = unsigned_w ? EightBitElement(*w_zero, 0) : 0;
+  for (int64_t i = 0; i < w_zero->num_elements(); ++i) {
+    if (EightBitElement(*w_zero, i) != expected) return false;
+  }
+  return true;
+}
+
 // In kLanes partial sums so that the loop vectorises; compiled for AVX-512 and AVX2 as well as
 // the baseline.
 #if defined(__x86_64__) && defined(__GNUC__)

@@ -99,6 +99,11 @@ class ShiftedWeights {
   Value shifted_;
 };
 
+// Whether 8-bit weights `w` with zero point `w_zero` (may be null) are a form the integer
+// primitives take: INT8 with zero point 0, or UINT8 with a zero point of one value (run as
+// ShiftedWeights, the difference added back per row or pixel).
+bool PrimitiveWeights(const Value& w, const Value* w_zero);
+
 // Sum of `count` 8-bit values (INT8 ones when `is_signed`), vectorised.
 int32_t EightBitRowSum(const uint8_t* row, int64_t count, bool is_signed);
 
