@@ -14,9 +14,10 @@
 // weights with a zero point (oneDNN takes none) and, for QLinearConv, for scales or zero points
 // computed at run time. FastQLinearConv tells the graph passes whether to make QLinearConv nodes.
 //
-// kConvIntegerToFloat with UINT8 weights W (quantize_dynamic's QUInt8) and one zero point zW, in
-// one group: the primitive takes W - 128 and writes INT32 sums, each output pixel of which lacks
-// (128 - zW) times the sum of x - zX over its window (padding is x's zero point, adding nothing).
+// kConvIntegerToFloat with UINT8 weights W (quantize_dynamic's QUInt8) and one zero point zW: the
+// primitive takes W - 128 and writes INT32 sums, each output pixel of which lacks (128 - zW) times
+// the sum of x - zX over its window in its group's channels (padding is x's zero point, adding
+// nothing); a depthwise convolution's groups are single channels.
 // That is added in INT32 and the scales, bias, residual and Relu applied after the primitive, as
 // the own kernel does: in FP32 post-ops the sums of deep layers (past 2^24) round, and one
 // rounding apart, a later DynamicQuantizeLinear may put a value on the next step of its grid.
@@ -38,6 +39,7 @@
 #include "engine/cpu/dnnl_util.h"
 #include "engine/cpu/ops.h"
 #include "engine/cpu/qlinear_conv.h"
+#include "engine/cpu/shifted_conv_sums.h"
 
 namespace tessera::engine::cpu {
 namespace {
@@ -102,32 +104,6 @@ dnnl::primitive_attr IntegerConvAttr(const Node& node, const QLinearConvParams& 
   return WithUserScratchpad(attr);
 }
 
-// The FP32 output of `pixels` pixels of `channels` INT32 sums, in place, as RunConvIntegerToFloat
-// computes it: (the sum + the pixel's correction) as FP32, times the channel's scale, plus its
-// bias and the residual (either may be null), rectified with `relu`. Pass by pass over each
-// pixel's channels, so that each loop vectorises.
-void FinishShiftedSums(int32_t* sums, const int32_t* corrections, int64_t pixels, int64_t channels,
-                       const float* scales, const float* biases, const float* residual, bool relu) {
-  for (int64_t p = 0; p < pixels; ++p) {
-    const int32_t* sum = sums + p * channels;
-    float* out = reinterpret_cast<float*>(sums) + p * channels;
-    const int32_t correction = corrections[p];
-    for (int64_t m = 0; m < channels; ++m) {
-      out[m] = static_cast<float>(sum[m] + correction) * scales[m];
-    }
-    if (biases != nullptr) {
-      for (int64_t m = 0; m < channels; ++m) out[m] += biases[m];
-    }
-    if (residual != nullptr) {
-      const float* r = residual + p * channels;
-      for (int64_t m = 0; m < channels; ++m) out[m] += r[m];
-    }
-    if (relu) {
-      for (int64_t m = 0; m < channels; ++m) out[m] = std::max(out[m], 0.0f);
-    }
-  }
-}
-
 // FP32 [1, C, 1, 1]: a post-op operand of one value per output channel.
 memory::desc ChannelVectorDesc(int64_t channels) {
   return memory::desc(Dims({1, channels, 1, 1}), memory::data_type::f32, Tag::nchw);
@@ -153,7 +129,8 @@ struct IntegerConv {
   int residual_arg = 0;
   // UINT8 weights given as w - 128, with w_shift = 128 - zW (0 for zW = 128) and x's zero point.
   // The primitive then writes INT32 sums (y_type s32), and `finish` makes the output of a part's
-  // `pixels` pixels from `first_pixel` in place, from their sums and each pixel's correction.
+  // `pixels` pixels from `first_pixel` in place, from their sums and each pixel's corrections
+  // (one per group).
   bool shifted = false;
   int32_t w_shift = 0;
   int32_t x_zero = 0;
@@ -161,64 +138,6 @@ struct IntegerConv {
                      int64_t pixels)>
       finish;
 };
-
-// (128 - zW) * the sum of x - zX over each output pixel's window, for channels-last x [N, C, H, W]
-// in one group: [N, oh, ow]. The windows' sums come from each image's integral image (four
-// lookups a window; per tap with dilation). Images in parallel on `pool`.
-std::vector<int32_t> PixelCorrections(const Value& x, int64_t kh, int64_t kw, const Window2d& win,
-                                      int64_t oh, int64_t ow, int32_t x_zero, int32_t w_shift,
-                                      ThreadPool* pool) {
-  const int64_t batch = x.dim(0), cin = x.dim(1), h = x.dim(2), w = x.dim(3);
-  const bool is_signed = x.dtype() == DataType::kInt8;
-  const uint8_t* bytes = x.data<uint8_t>();
-  std::vector<int32_t> out(static_cast<size_t>(batch * oh * ow));
-  ParallelFor(pool, batch, [&](int64_t n) {
-    // integral[(y * (w + 1)) + x]: the sum over the pixels above and left of (y, x).
-    std::vector<int64_t> integral(static_cast<size_t>((h + 1) * (w + 1)));
-    for (int64_t y = 0; y < h; ++y) {
-      int64_t row = 0;
-      for (int64_t xx = 0; xx < w; ++xx) {
-        const uint8_t* pixel = bytes + ((n * h + y) * w + xx) * cin;
-        int32_t sum = 0;
-        if (cin >= 64) {
-          sum = EightBitRowSum(pixel, cin, is_signed);
-        } else {
-          for (int64_t c = 0; c < cin; ++c) {
-            sum += is_signed ? static_cast<int8_t>(pixel[c]) : static_cast<int32_t>(pixel[c]);
-          }
-        }
-        row += sum - static_cast<int32_t>(cin) * x_zero;
-        integral[(y + 1) * (w + 1) + xx + 1] = integral[y * (w + 1) + xx + 1] + row;
-      }
-    }
-    auto box = [&](int64_t y0, int64_t y1, int64_t x0, int64_t x1) {  // [y0, y1) x [x0, x1)
-      return integral[y1 * (w + 1) + x1] - integral[y0 * (w + 1) + x1] -
-             integral[y1 * (w + 1) + x0] + integral[y0 * (w + 1) + x0];
-    };
-    for (int64_t oy = 0; oy < oh; ++oy) {
-      const int64_t top = oy * win.stride_h - win.pad_top;
-      for (int64_t ox = 0; ox < ow; ++ox) {
-        const int64_t left = ox * win.stride_w - win.pad_left;
-        int64_t sum = 0;
-        if (win.dilation_h == 1 && win.dilation_w == 1) {
-          sum = box(std::clamp<int64_t>(top, 0, h), std::clamp<int64_t>(top + kh, 0, h),
-                    std::clamp<int64_t>(left, 0, w), std::clamp<int64_t>(left + kw, 0, w));
-        } else {
-          for (int64_t ki = 0; ki < kh; ++ki) {
-            const int64_t iy = top + ki * win.dilation_h;
-            if (iy < 0 || iy >= h) continue;
-            for (int64_t kj = 0; kj < kw; ++kj) {
-              const int64_t ix = left + kj * win.dilation_w;
-              if (ix >= 0 && ix < w) sum += box(iy, iy + 1, ix, ix + 1);
-            }
-          }
-        }
-        out[(n * oh + oy) * ow + ox] = w_shift * static_cast<int32_t>(sum);
-      }
-    }
-  });
-  return out;
-}
 
 // Runs `conv` as oneDNN's integer convolution; UNIMPLEMENTED where oneDNN cannot (the caller runs
 // its own kernel then).
@@ -228,9 +147,6 @@ Status RunIntegerConv(const OpContext& ctx, const Node& node, QConvState* state,
   const Value& wt = *conv.w;
   if (x_in.rank() != 4 || wt.rank() != 4 || wt.dtype() != DataType::kInt8) {
     return absl::UnimplementedError("not a 2-D convolution with INT8 weights");
-  }
-  if (conv.shifted && node.attributes.GetInt("group", 1) != 1) {
-    return absl::UnimplementedError("the pixel corrections are for one group");
   }
   const int64_t batch = x_in.dim(0), cin = x_in.dim(1), h = x_in.dim(2), w = x_in.dim(3);
   const int64_t cout = wt.dim(0), kh = wt.dim(2), kw = wt.dim(3);
@@ -299,9 +215,10 @@ Status RunIntegerConv(const OpContext& ctx, const Node& node, QConvState* state,
   try {
     const Value x = ToChannelsLast(x_in, ctx.pool);
     Value y = ctx.NewOutput(0, conv.y_dtype, {batch, cout, oh, ow});
-    const std::vector<int32_t> corrections =
-        conv.shifted ? PixelCorrections(x, kh, kw, win, oh, ow, conv.x_zero, conv.w_shift, ctx.pool)
-                     : std::vector<int32_t>();
+    const std::unique_ptr<int32_t[]> corrections =
+        conv.shifted
+            ? WindowCorrections(x, groups, kh, kw, win, oh, ow, conv.x_zero, conv.w_shift, ctx.pool)
+            : nullptr;
     char* y_bytes = static_cast<char*>(y.mutable_data<void>());
     const auto y_size = static_cast<int64_t>(ElementSize(conv.y_dtype));
     const std::string error = RunParts(ctx, entry->parts.size(), threads, [&](size_t i) {
@@ -328,7 +245,7 @@ Status RunIntegerConv(const OpContext& ctx, const Node& node, QConvState* state,
       if (conv.shifted) {
         const int64_t first_pixel = part.dst_offset / cout;
         conv.finish(reinterpret_cast<int32_t*>(y_bytes) + part.dst_offset,
-                    corrections.data() + first_pixel, first_pixel, part.dst_pixels);
+                    corrections.get() + first_pixel * groups, first_pixel, part.dst_pixels);
       }
     });
     if (!error.empty()) {
@@ -454,6 +371,7 @@ Status RunDnnlConvIntegerToFloat(const OpContext& ctx, const Node& node, const I
   conv.w = inputs[1];
   // UINT8 weights: run as w - 128 into INT32 sums, finished here (see the top of the file).
   const bool shifted = inputs[1]->dtype() == DataType::kUint8;
+  const int64_t groups = node.attributes.GetInt("group", 1);
   // The residual in the output's layout; its shape is checked against the output's below.
   const Value* residual_in = inputs.size() > 7 ? inputs[7] : nullptr;
   Value residual;
@@ -483,12 +401,14 @@ Status RunDnnlConvIntegerToFloat(const OpContext& ctx, const Node& node, const I
   };
   conv.extra_args = {
       {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC,
-       memory(memory::desc(Dims({1}), memory::data_type::s32, Tag::x), CpuEngine(), &x_zero)},
-      {DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1,
-       memory(ChannelVectorDesc(cout), CpuEngine(), scales.data())}};
-  if (bias != nullptr) {
-    conv.extra_args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(1) | DNNL_ARG_SRC_1] =
-        memory(ChannelVectorDesc(cout), CpuEngine(), biases.data());
+       memory(memory::desc(Dims({1}), memory::data_type::s32, Tag::x), CpuEngine(), &x_zero)}};
+  if (!shifted) {  // the post-ops' operands
+    conv.extra_args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1] =
+        memory(ChannelVectorDesc(cout), CpuEngine(), scales.data());
+    if (bias != nullptr) {
+      conv.extra_args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(1) | DNNL_ARG_SRC_1] =
+          memory(ChannelVectorDesc(cout), CpuEngine(), biases.data());
+    }
   }
   if (shifted) {
     conv.w = &state->shifted_weights.Of(*inputs[1]);
@@ -496,13 +416,12 @@ Status RunDnnlConvIntegerToFloat(const OpContext& ctx, const Node& node, const I
     conv.shifted = true;
     conv.w_shift = 128 - (w_zero != nullptr ? EightBitElement(*w_zero, 0) : 0);
     conv.x_zero = x_zero;
-    conv.extra_args.erase(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1);
-    conv.extra_args.erase(DNNL_ARG_ATTR_MULTIPLE_POST_OP(1) | DNNL_ARG_SRC_1);
     conv.finish = [&](int32_t* sums, const int32_t* corrections, int64_t first_pixel,
                       int64_t pixels) {
-      FinishShiftedSums(
-          sums, corrections, pixels, cout, scales.data(), bias != nullptr ? biases.data() : nullptr,
-          conv.residual != nullptr ? conv.residual + first_pixel * cout : nullptr, relu);
+      FinishShiftedSums(sums, corrections, pixels, cout, groups, scales.data(),
+                        bias != nullptr ? biases.data() : nullptr,
+                        conv.residual != nullptr ? conv.residual + first_pixel * cout : nullptr,
+                        relu);
     };
   }
   Status status = RunIntegerConv(ctx, node, state, conv, outputs);
