@@ -290,7 +290,7 @@ int FuseIntegerToFloat(Graph* graph) {
                          mm.inputs.size() > 3 ? mm.inputs[3] : kNoValue};
     std::vector<int> absorbed = {static_cast<int>(n), cast_n};
     if (scales_n >= 0) absorbed.push_back(scales_n);
-    // A Conv's bias (one value per output channel), residual and Relu; a MatMul's are
+    // A Conv's bias (one value per output channel), residual and Relu or Clip; a MatMul's are
     // FuseMatMulEpilogues'.
     if (conv) {
       if (const int add_n = single(graph->nodes[last_n].outputs[0]);
@@ -319,14 +319,12 @@ int FuseIntegerToFloat(Graph* graph) {
           last_n = add_n;
         }
       }
-      if (const int relu_n = single(graph->nodes[last_n].outputs[0]);
-          relu_n >= 0 && graph->nodes[relu_n].op_type == "Relu") {
-        Attribute relu;
-        relu.kind = Attribute::Kind::kString;
-        relu.s = "Relu";
-        fused_node.attributes.Set("tessera_activation", relu);
+      // A Relu, or a Clip with constant bounds (MobileNets' Relu6).
+      if (const int act_n = single(graph->nodes[last_n].outputs[0]);
+          act_n >= 0 &&
+          pass_util::SetFusedActivation(*graph, graph->nodes[act_n], &fused_node.attributes)) {
         absorbed.push_back(last_n);
-        last_n = relu_n;
+        last_n = act_n;
       }
     }
     fused_node.outputs = graph->nodes[last_n].outputs;

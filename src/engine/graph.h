@@ -132,8 +132,9 @@ inline constexpr char kMlDomainPrefix[] = "ai.onnx.ml.";
 inline constexpr char kMatMulIntegerToFloat[] = "com.microsoft.MatMulIntegerToFloat";
 // The same for ConvInteger (no onnxruntime op means it): inputs x, w, x_scale, w_scale,
 // x_zero_point, w_zero_point, an FP32 bias of one value per output channel and a residual of the
-// output's shape added after it, ConvInteger's attributes, and "tessera_activation" = "Relu" when
-// it absorbed one. Also made only by FuseIntegerToFloat; the domain is the engine's own.
+// output's shape added after it, ConvInteger's attributes, and a fused Relu or Clip
+// (graph_passes.h's tessera_activation, tessera_clip_min, tessera_clip_max) when it absorbed one.
+// Also made only by FuseIntegerToFloat; the domain is the engine's own.
 inline constexpr char kConvIntegerToFloat[] = "tessera.ConvIntegerToFloat";
 
 // The name of some STRING (BYTES) tensor of the graph (input, output, constant, or a value

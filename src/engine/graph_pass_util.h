@@ -18,5 +18,8 @@ void EraseMarked(const std::vector<bool>& remove, Graph* graph);
 bool ConstantScalar(const Graph& graph, int id, float* value);
 // The value id a two-input node combines with `id`, or kNoValue (also when `id` is not an input).
 int OtherInput(const Node& node, int id);
+// Gives a node the attributes (graph_passes.h) of a fused Relu, or of a fused Clip with constant
+// bounds; false, setting nothing, for anything else.
+bool SetFusedActivation(const Graph& graph, const Node& act, Attributes* attributes);
 
 }  // namespace tessera::engine::pass_util

@@ -56,6 +56,40 @@ int OtherInput(const Node& node, int id) {
   return node.inputs[1] == id ? node.inputs[0] : kNoValue;
 }
 
+// A Clip's bound: attribute (opset < 11) or constant scalar input; false when not constant.
+static bool ClipBound(const Graph& graph, const Node& clip, size_t input, const char* attr,
+                      float fallback, float* bound) {
+  *bound = clip.attributes.GetFloat(attr, fallback);
+  if (input >= clip.inputs.size() || clip.inputs[input] == kNoValue) return true;
+  const int id = clip.inputs[input];
+  if (!graph.IsConstant(id)) return false;
+  const Value& v = *graph.constants[id];
+  if (v.dtype() != DataType::kFp32 || v.num_elements() != 1) return false;
+  *bound = v.data<float>()[0];
+  return true;
+}
+
+bool SetFusedActivation(const Graph& graph, const Node& act, Attributes* attributes) {
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  Attribute kind;
+  kind.kind = Attribute::Kind::kString;
+  kind.s = act.op_type;
+  if (act.op_type == "Clip") {
+    Attribute lo, hi;
+    lo.kind = hi.kind = Attribute::Kind::kFloat;
+    if (!ClipBound(graph, act, 1, "min", -kInf, &lo.f) ||
+        !ClipBound(graph, act, 2, "max", kInf, &hi.f)) {
+      return false;
+    }
+    attributes->Set("tessera_clip_min", lo);
+    attributes->Set("tessera_clip_max", hi);
+  } else if (act.op_type != "Relu") {
+    return false;
+  }
+  attributes->Set("tessera_activation", kind);
+  return true;
+}
+
 }  // namespace pass_util
 
 namespace {
@@ -73,19 +107,6 @@ const Value* ConstantFp32(const Graph& graph, int id, int64_t elements) {
     return nullptr;
   }
   return &v;
-}
-
-// A Clip's bound: attribute (opset < 11) or constant scalar input; false when not constant.
-bool ClipBound(const Graph& graph, const Node& clip, size_t input, const char* attr, float fallback,
-               float* bound) {
-  *bound = clip.attributes.GetFloat(attr, fallback);
-  if (input >= clip.inputs.size() || clip.inputs[input] == kNoValue) return true;
-  const int id = clip.inputs[input];
-  if (!graph.IsConstant(id)) return false;
-  const Value& v = *graph.constants[id];
-  if (v.dtype() != DataType::kFp32 || v.num_elements() != 1) return false;
-  *bound = v.data<float>()[0];
-  return true;
 }
 
 // Dynamic batch check of graph_passes.h: the first Reshape hard-coding a literal leading size for
@@ -293,7 +314,6 @@ int FuseConvActivation(Graph* graph) {
   const std::vector<int> producer = Producers(*graph);
   std::vector<bool> remove(graph->nodes.size(), false);
   int fused = 0;
-  constexpr float kInf = std::numeric_limits<float>::infinity();
   for (size_t n = 0; n < graph->nodes.size(); ++n) {
     const Node& act = graph->nodes[n];
     if ((act.op_type != "Relu" && act.op_type != "Clip") || act.inputs.empty() ||
@@ -308,20 +328,7 @@ int FuseConvActivation(Graph* graph) {
         conv.attributes.Has("tessera_activation")) {
       continue;
     }
-    Attribute kind;
-    kind.kind = Attribute::Kind::kString;
-    kind.s = act.op_type;
-    if (act.op_type == "Clip") {
-      Attribute lo, hi;
-      lo.kind = hi.kind = Attribute::Kind::kFloat;
-      if (!ClipBound(*graph, act, 1, "min", -kInf, &lo.f) ||
-          !ClipBound(*graph, act, 2, "max", kInf, &hi.f)) {
-        continue;
-      }
-      conv.attributes.Set("tessera_clip_min", lo);
-      conv.attributes.Set("tessera_clip_max", hi);
-    }
-    conv.attributes.Set("tessera_activation", kind);
+    if (!pass_util::SetFusedActivation(*graph, act, &conv.attributes)) continue;
     conv.outputs[0] = act.outputs[0];
     remove[n] = true;
     ++fused;

@@ -137,7 +137,8 @@ int FuseMatMulEpilogues(Graph* graph);
 // with a_scale one value, the node takes both and that Mul goes too; otherwise the scale is its
 // a_scale and a constant 1 its b_scale. A Conv's node also absorbs an Add of a constant bias of
 // one value per output channel, then an Add of a computed value of the sum's exact static shape
-// (a residual), then a Relu ("tessera_activation"); a MatMul's get theirs from
+// (a residual), then a Relu or a Clip with constant bounds ("tessera_activation", with
+// "tessera_clip_min" and "tessera_clip_max" for a Clip); a MatMul's get theirs from
 // FuseMatMulEpilogues. The kernels compute the same FP32 operations in the same order (Cast,
 // a_scale * b_scale, the product of the two, the bias). Returns the number fused.
 int FuseIntegerToFloat(Graph* graph);

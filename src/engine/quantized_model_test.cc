@@ -444,6 +444,7 @@ struct DynConvVariant {
   int uint8_zero = kDynWZeroU8;
   int stride = 1;
   int dilation = 1;
+  float clip_max = 0.0f;  // with relu, > 0: Clip(0, clip_max) (a Relu6) instead of the Relu
   // Output rows and columns for the 6 x 6 input, pads 1.
   int out_size() const { return (6 + 2 - (dilation * 2 + 1)) / stride + 1; }
 };
@@ -497,7 +498,13 @@ std::string DynamicConvModel(DynConvVariant v) {
     b.Node("Slice", {"x", "starts", "ends", "axes"}, {"r"});
     b.Node("Add", {"biased", "r"}, {v.relu ? "summed" : "y"});
   }
-  if (v.relu) b.Node("Relu", {sum}, {"y"});
+  if (v.relu && v.clip_max > 0.0f) {
+    b.FloatConstant("clip_lo", {}, {0.0f});
+    b.FloatConstant("clip_hi", {}, {v.clip_max});
+    b.Node("Clip", {sum, "clip_lo", "clip_hi"}, {"y"});
+  } else if (v.relu) {
+    b.Node("Relu", {sum}, {"y"});
+  }
   return b.Write("dynamic_conv.onnx");
 }
 
@@ -522,6 +529,13 @@ TEST(QuantizedModelTest, FusedIntegerConvScalesAddsTheBiasAndRectifies) {
     v.dilation = 2;
     variants.push_back(v);
   }
+  // A Relu6 (Clip) in the Relu's place, with INT8 and UINT8 weights, and after a residual.
+  for (DynConvVariant v : {DynConvVariant{}, DynConvVariant{true, true, false, true}}) {
+    v.clip_max = 0.5f;
+    variants.push_back(v);
+    v.uint8_weights = true;
+    variants.push_back(v);
+  }
   // Zero point 128: w - 128 is the weights less their zero point, and the corrections are 0.
   DynConvVariant centred;
   centred.uint8_weights = true;
@@ -532,13 +546,15 @@ TEST(QuantizedModelTest, FusedIntegerConvScalesAddsTheBiasAndRectifies) {
                  << "per-channel " << v.per_channel << ", Relu " << v.relu << ", unfused "
                  << v.acc_is_output << ", residual " << v.residual << ", twin " << v.twin
                  << ", UINT8 weights " << v.uint8_weights << " (zero point " << v.uint8_zero
-                 << "), stride " << v.stride << ", dilation " << v.dilation);
+                 << "), stride " << v.stride << ", dilation " << v.dilation << ", Clip max "
+                 << v.clip_max);
     const int64_t batch = 2;
     const int side = v.out_size(), pixels = side * side;
     RandomX x({batch, 4, 6, 6}, 21, 1.0f);
     const auto [x_scale, x_zero] = DynamicGrid(x.values);
     for (bool onednn : {true, false}) {
       SCOPED_TRACE(onednn ? "oneDNN" : "own kernels");
+      int clipped = 0;
       const std::vector<float> y = FirstOutput(DynamicConvModel(v), onednn, x, nullptr, 2);
       ASSERT_EQ(y.size(), static_cast<size_t>(batch * 3 * pixels));
       for (int64_t n = 0; n < batch; ++n) {
@@ -562,9 +578,17 @@ TEST(QuantizedModelTest, FusedIntegerConvScalesAddsTheBiasAndRectifies) {
             if (v.residual) want += x.values[(n * 4 + m) * 36 + p];
             if (v.twin) want += want;
             if (v.relu) want = std::max(want, 0.0f);
+            if (v.clip_max > 0.0f) {
+              want = std::min(want, v.clip_max);
+              clipped += want == v.clip_max;
+            }
             EXPECT_EQ(y[(n * 3 + m) * pixels + p], want) << n << " " << m << " " << p;
           }
         }
+      }
+      if (v.clip_max > 0.0f) {  // some outputs reach the bound and some stay under it
+        EXPECT_GT(clipped, 0);
+        EXPECT_LT(clipped, batch * 3 * pixels / 2);
       }
     }
   }
@@ -605,6 +629,17 @@ TEST(QuantizedModelTest, FuseIntegerToFloatJoinsAConvsCastScalesBiasAndRelu) {
   EXPECT_EQ(twins->nodes[1].inputs.size(), 7u);
   EXPECT_EQ(twins->nodes[2].inputs.size(), 8u);
   EXPECT_EQ(twins->nodes[2].inputs[7], twins->nodes[1].outputs[0]);
+  // A Relu6 (Clip with constant bounds) in the Relu's place.
+  DynConvVariant relu6;
+  relu6.clip_max = 6.0f;
+  auto clipped = PreparedGraph(DynamicConvModel(relu6));
+  ASSERT_TRUE(clipped.ok()) << clipped.status();
+  EXPECT_EQ(FuseIntegerToFloat(&*clipped), 1);
+  RemoveDeadNodes(&*clipped);
+  ASSERT_EQ(clipped->nodes.size(), 2u);
+  EXPECT_EQ(clipped->nodes[1].attributes.GetString("tessera_activation"), "Clip");
+  EXPECT_EQ(clipped->nodes[1].attributes.GetFloat("tessera_clip_min", -1.0f), 0.0f);
+  EXPECT_EQ(clipped->nodes[1].attributes.GetFloat("tessera_clip_max", -1.0f), 6.0f);
   auto unfused = PreparedGraph(DynamicConvModel({false, true, true}));
   ASSERT_TRUE(unfused.ok()) << unfused.status();
   EXPECT_EQ(FuseIntegerToFloat(&*unfused), 0);

@@ -282,8 +282,8 @@ Status RunConv(const OpContext& ctx, const Node& node, const Inputs& inputs,
     } else if (act == "Swish") {
       each([](float v) { return v / (1.0f + std::exp(-v)); });
     } else {
-      const float lo = act == "Relu" ? 0.0f : node.attributes.GetFloat("tessera_clip_min", -kInf);
-      const float hi = act == "Relu" ? kInf : node.attributes.GetFloat("tessera_clip_max", kInf);
+      float lo = -kInf, hi = kInf;
+      FusedClamp(node, &lo, &hi);
       each([lo, hi](float v) { return std::min(std::max(v, lo), hi); });
     }
   }

@@ -198,13 +198,14 @@ Status RunConvIntegerToFloat(const OpContext& ctx, const Node& node, const Input
                                                    absl::StrJoin(acc.shape(), ", "), "]"));
   }
   const float* add = residual != nullptr ? residual->data<float>() : nullptr;
-  const bool relu = node.attributes.GetString("tessera_activation", "") == "Relu";
+  float lo = 0.0f, hi = 0.0f;
+  const bool clamp = FusedClamp(node, &lo, &hi);
   Value y = ctx.NewOutput(0, DataType::kFp32, acc.shape());
   const int32_t* in = acc.data<int32_t>();
   float* out = y.mutable_data<float>();
   ParallelFor(ctx.pool, planes, [&](int64_t plane) {
     const int64_t m = plane % cout;
-    // As the fused nodes computed it: Cast, Mul by (x_scale * w_scale), Add, Add, Relu.
+    // As the fused nodes computed it: Cast, Mul by (x_scale * w_scale), Add, Add, Relu or Clip.
     const float scale =
         x_scale->data<float>()[0] * w_scale->data<float>()[w_scale->num_elements() == 1 ? 0 : m];
     const float b = bias == nullptr ? 0.0f : bias->data<float>()[bias->num_elements() == 1 ? 0 : m];
@@ -212,7 +213,7 @@ Status RunConvIntegerToFloat(const OpContext& ctx, const Node& node, const Input
       float v = static_cast<float>(in[p]) * scale;
       if (bias != nullptr) v += b;
       if (add != nullptr) v += add[p];
-      out[p] = relu ? std::max(v, 0.0f) : v;
+      out[p] = clamp ? std::min(std::max(v, lo), hi) : v;
     }
   });
   (*outputs)[0] = std::move(y);

@@ -18,7 +18,8 @@
 // primitive takes W - 128 and writes INT32 sums, each output pixel of which lacks (128 - zW) times
 // the sum of x - zX over its window in its group's channels (padding is x's zero point, adding
 // nothing); a depthwise convolution's groups are single channels.
-// That is added in INT32 and the scales, bias, residual and Relu applied after the primitive, as
+// That is added in INT32 and the scales, bias, residual and Relu or Clip applied after the
+// primitive, as
 // the own kernel does: in FP32 post-ops the sums of deep layers (past 2^24) round, and one
 // rounding apart, a later DynamicQuantizeLinear may put a value on the next step of its grid.
 //
@@ -27,7 +28,9 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
+#include <limits>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <string>
 #include <unordered_map>
@@ -343,9 +346,10 @@ std::unique_ptr<KernelState> MakeDnnlConvIntegerToFloatState(const Node& node, c
 Status RunDnnlConvIntegerToFloat(const OpContext& ctx, const Node& node, const Inputs& inputs,
                                  std::vector<Value>* outputs) {
   auto* state = static_cast<QConvState*>(ctx.state);
-  const std::string activation = node.attributes.GetString("tessera_activation", "");
+  float lo = 0.0f, hi = 0.0f;
+  const bool clamp = FusedClamp(node, &lo, &hi);
   if (state == nullptr || !state->constant_params || !FastQLinearConv() ||
-      !FloatConvCovered(inputs) || (!activation.empty() && activation != "Relu")) {
+      !FloatConvCovered(inputs) || (!clamp && node.attributes.Has("tessera_activation"))) {
     return RunReference(RunConvIntegerToFloat, ctx, node, inputs, outputs);
   }
   const int64_t cout = inputs[1]->dim(0);
@@ -365,7 +369,6 @@ Status RunDnnlConvIntegerToFloat(const OpContext& ctx, const Node& node, const I
     }
   }
   int32_t x_zero = inputs.size() > 4 && inputs[4] != nullptr ? EightBitElement(*inputs[4], 0) : 0;
-  const bool relu = activation == "Relu";
   IntegerConv conv;
   conv.x = inputs[0];
   conv.w = inputs[1];
@@ -381,7 +384,7 @@ Status RunDnnlConvIntegerToFloat(const OpContext& ctx, const Node& node, const I
     conv.residual_shape = residual.shape();
     conv.residual_arg = DNNL_ARG_ATTR_MULTIPLE_POST_OP(bias != nullptr ? 2 : 1) | DNNL_ARG_SRC_1;
   }
-  conv.key = {bias != nullptr, residual_in != nullptr, relu, shifted};
+  conv.key = {bias != nullptr, residual_in != nullptr, clamp, shifted};
   conv.y_type = shifted ? memory::data_type::s32 : memory::data_type::f32;
   conv.y_dtype = DataType::kFp32;
   conv.attr = [&](const memory::desc& residual_md) {
@@ -395,7 +398,13 @@ Status RunDnnlConvIntegerToFloat(const OpContext& ctx, const Node& node, const I
       // Each part's slice of it, as its destination is.
       ops.append_binary(dnnl::algorithm::binary_add, residual_md);
     }
-    if (relu) ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+    if (clamp && lo == 0.0f && std::isinf(hi)) {
+      ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+    } else if (clamp) {  // a Clip, its infinite bounds as the largest floats
+      const float max = std::numeric_limits<float>::max();
+      ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_clip, std::max(lo, -max),
+                         std::min(hi, max));
+    }
     attr.set_post_ops(ops);
     return WithUserScratchpad(attr);
   };
@@ -421,7 +430,7 @@ Status RunDnnlConvIntegerToFloat(const OpContext& ctx, const Node& node, const I
       FinishShiftedSums(sums, corrections, pixels, cout, groups, scales.data(),
                         bias != nullptr ? biases.data() : nullptr,
                         conv.residual != nullptr ? conv.residual + first_pixel * cout : nullptr,
-                        relu);
+                        clamp, lo, hi);
     };
   }
   Status status = RunIntegerConv(ctx, node, state, conv, outputs);

@@ -1,6 +1,8 @@
 // The table of supported ONNX ops and the small helpers every kernel shares.
 #include <algorithm>
+#include <limits>
 #include <map>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -289,6 +291,20 @@ StatusOr<const Value*> RequireInput(const Inputs& inputs, size_t index, const ch
                                                    absl::StrJoin(names, " or ")));
   }
   return v;
+}
+
+bool FusedClamp(const Node& node, float* lo, float* hi) {
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  const std::string activation = node.attributes.GetString("tessera_activation", "");
+  if (activation == "Relu") {
+    *lo = 0.0f;
+    *hi = kInf;
+    return true;
+  }
+  if (activation != "Clip") return false;
+  *lo = node.attributes.GetFloat("tessera_clip_min", -kInf);
+  *hi = node.attributes.GetFloat("tessera_clip_max", kInf);
+  return true;
 }
 
 StatusOr<int64_t> WindowOutputSize(int64_t in, int64_t kernel, int64_t stride, int64_t dilation,

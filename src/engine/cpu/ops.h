@@ -92,6 +92,9 @@ StatusOr<int> NormalizeAxis(int64_t axis, int rank);
 // The required input `index`, present, with one of the given dtypes.
 StatusOr<const Value*> RequireInput(const Inputs& inputs, size_t index, const char* what,
                                     std::initializer_list<DataType> dtypes);
+// The bounds [lo, hi] of a node's fused Relu ([0, +inf)) or Clip (tessera_clip_min/max, infinite
+// where absent), graph_passes.h's tessera_activation; false for none or another activation.
+bool FusedClamp(const Node& node, float* lo, float* hi);
 // Output size of a window along one dim: floor (or ceil) of the usual formula, checked >= 1.
 StatusOr<int64_t> WindowOutputSize(int64_t in, int64_t kernel, int64_t stride, int64_t dilation,
                                    int64_t pad_begin, int64_t pad_end, bool ceil_mode);
@@ -342,7 +345,7 @@ bool OneOrOnePerLastDim(const Value& v, int64_t n);
 Status CheckConvInteger(const Node&, const Graph&);
 Status RunConvInteger(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
 // graph.h kConvIntegerToFloat: ConvInteger, then per output channel m
-// y = acc * (x_scale * w_scale[m]) + bias[m] + residual, then the node's Relu.
+// y = acc * (x_scale * w_scale[m]) + bias[m] + residual, then the node's Relu or Clip.
 Status RunConvIntegerToFloat(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);
 // unary_ops.cc
 Status RunAbs(const OpContext&, const Node&, const Inputs&, std::vector<Value>*);

@@ -154,7 +154,7 @@ std::unique_ptr<int32_t[]> WindowCorrections(const Value& x, int64_t groups, int
 TESSERA_VECTOR_CLONES
 void FinishShiftedSums(int32_t* sums, const int32_t* corrections, int64_t pixels, int64_t channels,
                        int64_t groups, const float* scales, const float* biases,
-                       const float* residual, bool relu) {
+                       const float* residual, bool clamp, float lo, float hi) {
   const int64_t per_group = channels / groups;
   for (int64_t p = 0; p < pixels; ++p) {
     const int32_t* sum = sums + p * channels;
@@ -180,8 +180,8 @@ void FinishShiftedSums(int32_t* sums, const int32_t* corrections, int64_t pixels
       const float* r = residual + p * channels;
       for (int64_t m = 0; m < channels; ++m) out[m] += r[m];
     }
-    if (relu) {
-      for (int64_t m = 0; m < channels; ++m) out[m] = std::max(out[m], 0.0f);
+    if (clamp) {
+      for (int64_t m = 0; m < channels; ++m) out[m] = std::min(std::max(out[m], lo), hi);
     }
   }
 }

@@ -19,10 +19,10 @@ std::unique_ptr<int32_t[]> WindowCorrections(const Value& x, int64_t groups, int
 
 // The FP32 output of `pixels` pixels of `channels` INT32 sums in `groups` groups, in place, as
 // RunConvIntegerToFloat computes it: (the sum + the pixel's correction for the channel's group) as
-// FP32, times the channel's scale, plus its bias and the residual (either may be null), rectified
-// with `relu`.
+// FP32, times the channel's scale, plus its bias and the residual (either may be null), then with
+// `clamp` clamped to [lo, hi] (a fused Relu or Clip).
 void FinishShiftedSums(int32_t* sums, const int32_t* corrections, int64_t pixels, int64_t channels,
                        int64_t groups, const float* scales, const float* biases,
-                       const float* residual, bool relu);
+                       const float* residual, bool clamp, float lo, float hi);
 
 }  // namespace tessera::engine::cpu
