@@ -73,8 +73,8 @@ void WindowColumnSums(const int32_t* pixels, int64_t w, int64_t groups, int64_t 
   }
 }
 
-// One output row's corrections: `w_shift` times the sums of the `rows` rows of column sums (null
-// for rows in the padding), `values` of them.
+// One output row's `values` corrections: `w_shift` times the sums of the `count` rows of column
+// sums in `rows` (null for rows in the padding).
 TESSERA_VECTOR_CLONES
 void WindowRowSums(const int32_t* const* rows, int64_t count, int64_t values, int32_t w_shift,
                    int32_t* out) {
