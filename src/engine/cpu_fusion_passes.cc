@@ -26,6 +26,17 @@ bool Near(float value, double expected) {
   return std::fabs(value - expected) <= 0.00390625 * std::fabs(expected);
 }
 
+// The indices of the nodes reading each value, once per input that reads it.
+std::vector<std::vector<int>> ReadersOf(const Graph& graph) {
+  std::vector<std::vector<int>> readers_of(graph.value_names.size());
+  for (size_t n = 0; n < graph.nodes.size(); ++n) {
+    for (int id : graph.nodes[n].inputs) {
+      if (id != kNoValue) readers_of[id].push_back(static_cast<int>(n));
+    }
+  }
+  return readers_of;
+}
+
 // The one node reading `id`, or -1 (also when the reader is a graph output).
 int SingleReader(const std::vector<int>& readers, const std::vector<std::vector<int>>& readers_of,
                  int id) {
@@ -213,12 +224,7 @@ bool ProductLines(const Graph& graph, const Node& node, size_t* rank, size_t* ax
 int FuseIntegerToFloat(Graph* graph) {
   const std::vector<int> readers = ReaderCounts(*graph);
   const std::vector<int> producer = Producers(*graph);
-  std::vector<std::vector<int>> readers_of(graph->value_names.size());
-  for (size_t n = 0; n < graph->nodes.size(); ++n) {
-    for (int id : graph->nodes[n].inputs) {
-      if (id != kNoValue) readers_of[id].push_back(static_cast<int>(n));
-    }
-  }
+  const std::vector<std::vector<int>> readers_of = ReadersOf(*graph);
   std::vector<bool> remove(graph->nodes.size(), false);
   // The one node reading `id`, or -1, also when an earlier fusion here took it: two Convs' sums
   // meet in one residual Add, which only the first of them may take.
@@ -339,12 +345,7 @@ int FuseIntegerToFloat(Graph* graph) {
 
 int FuseMatMulEpilogues(Graph* graph) {
   const std::vector<int> readers = ReaderCounts(*graph);
-  std::vector<std::vector<int>> readers_of(graph->value_names.size());
-  for (size_t n = 0; n < graph->nodes.size(); ++n) {
-    for (int id : graph->nodes[n].inputs) {
-      if (id != kNoValue) readers_of[id].push_back(static_cast<int>(n));
-    }
-  }
+  const std::vector<std::vector<int>> readers_of = ReadersOf(*graph);
   std::vector<bool> remove(graph->nodes.size(), false);
   int fused = 0;
   for (size_t n = 0; n < graph->nodes.size(); ++n) {
