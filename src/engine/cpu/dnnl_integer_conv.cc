@@ -17,9 +17,8 @@
 // kConvIntegerToFloat with UINT8 weights W (quantize_dynamic's QUInt8) and one zero point zW: the
 // primitive takes W - 128 and writes INT32 sums, each output pixel of which lacks (128 - zW) times
 // the sum of x - zX over its window in its group's channels (padding is x's zero point, adding
-// nothing); a depthwise convolution's groups are single channels.
-// That is added in INT32 and the scales, bias, residual and Relu or Clip applied after the
-// primitive, as
+// nothing); a depthwise convolution's groups are single channels (shifted_conv_sums.h). That is
+// added in INT32 and the scales, bias, residual and Relu or Clip applied after the primitive, as
 // the own kernel does: in FP32 post-ops the sums of deep layers (past 2^24) round, and one
 // rounding apart, a later DynamicQuantizeLinear may put a value on the next step of its grid.
 //
